@@ -1,0 +1,2 @@
+//! replaygate: a reverse proxy that gates replayed Open Responses items per target provider.
+#![forbid(unsafe_code)]
