@@ -1,0 +1,187 @@
+//! A tolerant reading of one JSON member: its string value, or just what kind of value it was.
+//!
+//! Items from unknown providers may put any JSON in any member, so the gate never fails to read
+//! an item because a member has an unexpected type; the rules decide what a non-string means.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+/// The JSON kind of a value that was read without being kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonKind {
+    /// `null`.
+    Null,
+    /// `true` or `false`.
+    Boolean,
+    /// A number.
+    Number,
+    /// A string.
+    String,
+    /// An array.
+    Array,
+    /// An object.
+    Object,
+}
+
+impl JsonKind {
+    /// The kind with its article, for messages ("an object").
+    pub fn with_article(self) -> &'static str {
+        match self {
+            JsonKind::Null => "null",
+            JsonKind::Boolean => "a boolean",
+            JsonKind::Number => "a number",
+            JsonKind::String => "a string",
+            JsonKind::Array => "an array",
+            JsonKind::Object => "an object",
+        }
+    }
+}
+
+/// One member of an item: absent, a string (borrowed from the body when it has no escapes),
+/// or another JSON value of which only the kind is kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Field<'a> {
+    /// The member is not present.
+    #[default]
+    Absent,
+    /// The member is a string.
+    Str(Cow<'a, str>),
+    /// The member is present with a non-string value (null included).
+    Other(JsonKind),
+}
+
+impl<'a> Field<'a> {
+    /// The string value, if the member is a string.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Field::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Whether the member is absent or null.
+    pub fn is_absent_or_null(&self) -> bool {
+        matches!(self, Field::Absent | Field::Other(JsonKind::Null))
+    }
+
+    /// How the member reads in a message: "missing", "a string", "an object", ...
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Field::Absent => "missing",
+            Field::Str(_) => JsonKind::String.with_article(),
+            Field::Other(kind) => kind.with_article(),
+        }
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Field<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(FieldVisitor)
+    }
+}
+
+struct FieldVisitor;
+
+impl<'de> Visitor<'de> for FieldVisitor {
+    type Value = Field<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Field::Str(Cow::Borrowed(v)))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Field::Str(Cow::Owned(v.to_owned())))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Field::Str(Cow::Owned(v)))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Field::Other(JsonKind::Null))
+    }
+
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(Field::Other(JsonKind::Null))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Field::Other(JsonKind::Boolean))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Field::Other(JsonKind::Number))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Field::Other(JsonKind::Number))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Field::Other(JsonKind::Number))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Field::Other(JsonKind::Array))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Field::Other(JsonKind::Object))
+    }
+}
+
+/// Reads a member and fails on a repeated key, so the gate and the upstream can never
+/// disagree about which of two values counts.
+pub fn read_once<'de, A, T>(map: &mut A, slot: &mut Option<T>, key: &str) -> Result<(), A::Error>
+where
+    A: MapAccess<'de>,
+    T: Deserialize<'de>,
+{
+    if slot.is_some() {
+        return Err(de::Error::custom(format_args!("duplicate member `{key}`")));
+    }
+    *slot = Some(map.next_value()?);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(json: &str) -> Field<'_> {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn strings_without_escapes_are_borrowed() {
+        assert!(matches!(read(r#""abc""#), Field::Str(Cow::Borrowed("abc"))));
+    }
+
+    #[test]
+    fn strings_with_escapes_are_owned() {
+        assert_eq!(read(r#""a\"b""#).as_str(), Some("a\"b"));
+    }
+
+    #[test]
+    fn other_values_keep_only_their_kind() {
+        assert_eq!(read("null"), Field::Other(JsonKind::Null));
+        assert_eq!(read("true"), Field::Other(JsonKind::Boolean));
+        assert_eq!(read("-1.5"), Field::Other(JsonKind::Number));
+        assert_eq!(read(r#"[1,[2]]"#), Field::Other(JsonKind::Array));
+        assert_eq!(read(r#"{"a":{"b":1}}"#), Field::Other(JsonKind::Object));
+    }
+
+    #[test]
+    fn describe_reads_naturally() {
+        assert_eq!(Field::Absent.describe(), "missing");
+        assert_eq!(read("{}").describe(), "an object");
+    }
+}

@@ -1,0 +1,318 @@
+//! Reading one `input` item: the members the rules look at, and what kind of item it is.
+
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+
+use super::field::{read_once, Field, JsonKind};
+
+/// The kind of an input item, as the rules see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemClass {
+    /// `message`, typed or typeless (`role` without `type`).
+    Message,
+    /// `function_call`.
+    FunctionCall,
+    /// `function_call_output`.
+    FunctionCallOutput,
+    /// `reasoning`.
+    Reasoning,
+    /// `compaction`.
+    Compaction,
+    /// `item_reference`, typed or typeless (only an `id`).
+    ItemReference,
+    /// Any other type: namespaced (`slug:name`), or a bare non-portable type such as
+    /// `web_search_call`, which belongs to `openai`.
+    Extension,
+}
+
+/// The slug that bare, non-portable item types (OpenAI's hosted tool calls) belong to.
+pub const BARE_TYPE_NAMESPACE: &str = "openai";
+
+/// One item of `input`, holding only the members the gate judges.
+#[derive(Debug, Clone)]
+pub struct Item<'a> {
+    /// What kind of item this is.
+    pub class: ItemClass,
+    /// `type`.
+    pub kind: Field<'a>,
+    /// `id`.
+    pub id: Field<'a>,
+    /// `call_id`.
+    pub call_id: Field<'a>,
+    /// `name`.
+    pub name: Field<'a>,
+    /// `status`.
+    pub status: Field<'a>,
+    /// `role`.
+    pub role: Field<'a>,
+    /// `arguments`, kept as the (unescaped) string to parse.
+    pub arguments: Field<'a>,
+    /// Whether a `tool_calls` member is present (Chat Completions shape).
+    pub has_tool_calls: bool,
+}
+
+impl<'a> Item<'a> {
+    /// The item's type as reported in violations.
+    pub fn type_name(&self) -> &str {
+        match (self.kind.as_str(), self.class) {
+            (Some(kind), _) => kind,
+            (None, ItemClass::ItemReference) => "item_reference",
+            (None, _) => "message",
+        }
+    }
+
+    /// The provider namespace an extension item belongs to.
+    pub fn namespace(&self) -> Option<&str> {
+        if self.class != ItemClass::Extension {
+            return None;
+        }
+        let kind = self.kind.as_str()?;
+        Some(match kind.split_once(':') {
+            Some((slug, _)) => slug,
+            None => BARE_TYPE_NAMESPACE,
+        })
+    }
+
+    /// `id` when it is a string.
+    pub fn id(&self) -> Option<&str> {
+        self.id.as_str()
+    }
+
+    /// `call_id` when it is a string.
+    pub fn call_id(&self) -> Option<&str> {
+        self.call_id.as_str()
+    }
+}
+
+fn classify_type(kind: &str) -> ItemClass {
+    match kind {
+        "message" => ItemClass::Message,
+        "function_call" => ItemClass::FunctionCall,
+        "function_call_output" => ItemClass::FunctionCallOutput,
+        "reasoning" => ItemClass::Reasoning,
+        "compaction" => ItemClass::Compaction,
+        "item_reference" => ItemClass::ItemReference,
+        _ => ItemClass::Extension,
+    }
+}
+
+/// The members read from an item object, before it is classified.
+#[derive(Default)]
+struct Members<'a> {
+    kind: Option<Field<'a>>,
+    id: Option<Field<'a>>,
+    call_id: Option<Field<'a>>,
+    name: Option<Field<'a>>,
+    status: Option<Field<'a>>,
+    role: Option<Field<'a>>,
+    arguments: Option<Field<'a>>,
+    content: bool,
+    tool_calls: bool,
+    others: usize,
+}
+
+impl<'a> Members<'a> {
+    fn into_item(self) -> Result<Item<'a>, &'static str> {
+        let kind = self.kind.unwrap_or_default();
+        let id = self.id.unwrap_or_default();
+        let role = self.role.unwrap_or_default();
+        let class = match &kind {
+            Field::Str(k) => classify_type(k),
+            Field::Absent | Field::Other(JsonKind::Null) => {
+                let only_id = matches!(id, Field::Str(_))
+                    && self.others == 0
+                    && !self.content
+                    && self.call_id.is_none()
+                    && self.name.is_none()
+                    && self.status.is_none()
+                    && self.arguments.is_none();
+                if !role.is_absent_or_null() || self.tool_calls {
+                    ItemClass::Message
+                } else if only_id && role == Field::Absent {
+                    ItemClass::ItemReference
+                } else {
+                    return Err("an item without `type` must be a message (`role` and `content`) or an item_reference (only `id`)");
+                }
+            }
+            Field::Other(_) => return Err("an item's `type` must be a string"),
+        };
+        Ok(Item {
+            class,
+            kind,
+            id,
+            call_id: self.call_id.unwrap_or_default(),
+            name: self.name.unwrap_or_default(),
+            status: self.status.unwrap_or_default(),
+            role,
+            arguments: self.arguments.unwrap_or_default(),
+            has_tool_calls: self.tool_calls,
+        })
+    }
+}
+
+/// Member names of an item, matched without allocating.
+enum Key {
+    Type,
+    Id,
+    CallId,
+    Name,
+    Status,
+    Role,
+    Arguments,
+    Content,
+    ToolCalls,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = Key;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key, E> {
+                Ok(match v {
+                    "type" => Key::Type,
+                    "id" => Key::Id,
+                    "call_id" => Key::CallId,
+                    "name" => Key::Name,
+                    "status" => Key::Status,
+                    "role" => Key::Role,
+                    "arguments" => Key::Arguments,
+                    "content" => Key::Content,
+                    "tool_calls" => Key::ToolCalls,
+                    _ => Key::Other,
+                })
+            }
+        }
+        deserializer.deserialize_identifier(KeyVisitor)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Item<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(ItemVisitor)
+    }
+}
+
+struct ItemVisitor;
+
+impl<'de> Visitor<'de> for ItemVisitor {
+    type Value = Item<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an input item object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut m = Members::default();
+        while let Some(key) = map.next_key::<Key>()? {
+            match key {
+                Key::Type => read_once(&mut map, &mut m.kind, "type")?,
+                Key::Id => read_once(&mut map, &mut m.id, "id")?,
+                Key::CallId => read_once(&mut map, &mut m.call_id, "call_id")?,
+                Key::Name => read_once(&mut map, &mut m.name, "name")?,
+                Key::Status => read_once(&mut map, &mut m.status, "status")?,
+                Key::Role => read_once(&mut map, &mut m.role, "role")?,
+                Key::Arguments => read_once(&mut map, &mut m.arguments, "arguments")?,
+                Key::Content => {
+                    map.next_value::<IgnoredAny>()?;
+                    m.content = true;
+                }
+                Key::ToolCalls => {
+                    map.next_value::<IgnoredAny>()?;
+                    m.tool_calls = true;
+                }
+                Key::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                    m.others += 1;
+                }
+            }
+        }
+        m.into_item().map_err(de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(json: &str) -> Item<'_> {
+        serde_json::from_str(json).unwrap()
+    }
+
+    fn error(json: &str) -> String {
+        serde_json::from_str::<Item<'_>>(json).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn typed_items_are_classified_by_type() {
+        assert_eq!(item(r#"{"type":"message","role":"user","content":"hi"}"#).class, ItemClass::Message);
+        assert_eq!(item(r#"{"type":"function_call"}"#).class, ItemClass::FunctionCall);
+        assert_eq!(item(r#"{"type":"function_call_output"}"#).class, ItemClass::FunctionCallOutput);
+        assert_eq!(item(r#"{"type":"reasoning","summary":[]}"#).class, ItemClass::Reasoning);
+        assert_eq!(item(r#"{"type":"compaction"}"#).class, ItemClass::Compaction);
+        assert_eq!(item(r#"{"type":"item_reference","id":"x"}"#).class, ItemClass::ItemReference);
+    }
+
+    #[test]
+    fn namespaced_and_bare_extension_types_name_their_slug() {
+        let ns = item(r#"{"type":"acme:search_result"}"#);
+        assert_eq!((ns.class, ns.namespace()), (ItemClass::Extension, Some("acme")));
+        let bare = item(r#"{"type":"web_search_call"}"#);
+        assert_eq!(bare.namespace(), Some("openai"));
+        let empty_slug = item(r#"{"type":":x"}"#);
+        assert_eq!(empty_slug.namespace(), Some(""));
+        assert_eq!(item(r#"{"type":"message"}"#).namespace(), None);
+    }
+
+    #[test]
+    fn typeless_role_and_content_is_a_message() {
+        let m = item(r#"{"role":"user","content":[{"type":"input_text","text":"hi"}]}"#);
+        assert_eq!((m.class, m.type_name()), (ItemClass::Message, "message"));
+        let null_type = item(r#"{"type":null,"role":"user","content":"hi"}"#);
+        assert_eq!(null_type.class, ItemClass::Message);
+    }
+
+    #[test]
+    fn typeless_tool_calls_is_read_as_a_message() {
+        let m = item(r#"{"content":null,"tool_calls":[]}"#);
+        assert!(m.has_tool_calls);
+        assert_eq!(m.class, ItemClass::Message);
+    }
+
+    #[test]
+    fn typeless_id_only_is_an_item_reference() {
+        let r = item(r#"{"id":"msg_1"}"#);
+        assert_eq!((r.class, r.type_name()), (ItemClass::ItemReference, "item_reference"));
+    }
+
+    #[test]
+    fn typeless_objects_of_no_known_shape_are_refused() {
+        assert!(error(r#"{"id":"x","status":"completed"}"#).contains("without `type`"));
+        assert!(error(r#"{}"#).contains("without `type`"));
+        assert!(error(r#"{"type":5}"#).contains("must be a string"));
+    }
+
+    #[test]
+    fn repeated_members_are_refused() {
+        assert!(error(r#"{"type":"function_call","arguments":"{}","arguments":"{}"}"#).contains("duplicate member `arguments`"));
+    }
+
+    #[test]
+    fn arguments_keep_their_unescaped_text_or_their_kind() {
+        let s = item(r#"{"type":"function_call","arguments":"{\"a\":1}"}"#);
+        assert_eq!(s.arguments.as_str(), Some(r#"{"a":1}"#));
+        let o = item(r#"{"type":"function_call","arguments":{"a":1}}"#);
+        assert_eq!(o.arguments, Field::Other(JsonKind::Object));
+    }
+
+    #[test]
+    fn non_objects_are_not_items() {
+        assert!(error("[1]").contains("expected an input item object"));
+        assert!(error("\"hi\"").contains("expected an input item object"));
+    }
+}

@@ -1,0 +1,64 @@
+//! The gate: judges the `input` items of one Responses request body for one target provider.
+//!
+//! Pure and synchronous: no I/O, no async, no global state. The only state is the
+//! [`SchemaCache`] a [`Gate`] owns, so a tool schema sent on every turn compiles once.
+//!
+//! ```
+//! use replaygate::gate::{Gate, ProviderProfile, Target};
+//!
+//! let gate = Gate::default();
+//! let bedrock = ProviderProfile::own_namespace("bedrock");
+//! let body = br#"{"model":"m","input":[{"type":"openai:web_search_call","id":"ws_1"}]}"#;
+//! let verdict = gate.check(body, &Target::provider(&bedrock)).unwrap();
+//! assert_eq!(verdict.violations[0].reason.as_str(), "namespaced");
+//! ```
+//!
+//! Layout: [`request`] reads the body once (borrowing), [`item`] reads one item and says what
+//! kind it is, `rules` holds one small unit per rule, [`schema`] compiles and caches tool
+//! schemas, [`verdict`] is what comes out.
+
+mod field;
+pub mod item;
+mod profile;
+pub mod request;
+mod rules;
+pub mod schema;
+pub mod verdict;
+
+pub use field::{Field, JsonKind};
+pub use profile::{ProviderProfile, Target};
+pub use request::{parse, BodyError, ParsedRequest};
+pub use schema::{SchemaCache, SchemaLimits};
+pub use verdict::{Reason, Verdict, Violation};
+
+/// The gate with its schema cache. Share one per process (it is `Send + Sync`).
+#[derive(Debug, Default)]
+pub struct Gate {
+    schemas: SchemaCache,
+}
+
+impl Gate {
+    /// A gate whose schema cache keeps to `limits`.
+    pub fn new(limits: SchemaLimits) -> Self {
+        Self {
+            schemas: SchemaCache::new(limits),
+        }
+    }
+
+    /// Reads `body` and judges it for `target`.
+    pub fn check(&self, body: &[u8], target: &Target<'_>) -> Result<Verdict, BodyError> {
+        let request = parse(body)?;
+        Ok(self.judge(&request, target))
+    }
+
+    /// Judges a request already read with [`parse`] (the proxy reads once, routes on the
+    /// model, then judges for the chosen provider).
+    pub fn judge(&self, request: &ParsedRequest<'_>, target: &Target<'_>) -> Verdict {
+        rules::judge(request, target, &self.schemas)
+    }
+
+    /// The compiled tool schemas this gate holds.
+    pub fn schemas(&self) -> &SchemaCache {
+        &self.schemas
+    }
+}

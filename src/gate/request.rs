@@ -1,0 +1,490 @@
+//! Reading a request body once: `model`, the `input` items and the function tools, borrowed
+//! from the body. Every other member is skipped without being copied.
+
+use std::cell::Cell;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+
+use super::field::{read_once, Field};
+use super::item::Item;
+
+/// A request body as the gate reads it.
+#[derive(Debug, Default)]
+pub struct ParsedRequest<'a> {
+    /// `model`, when it is a string.
+    pub model: Field<'a>,
+    /// `input`.
+    pub input: Input<'a>,
+    /// `tools`, in request order.
+    pub tools: Vec<Tool<'a>>,
+}
+
+impl<'a> ParsedRequest<'a> {
+    /// The requested model, when the body names one.
+    pub fn model(&self) -> Option<&str> {
+        self.model.as_str()
+    }
+
+    /// The input items (none for a string or absent `input`).
+    pub fn items(&self) -> &[Item<'a>] {
+        match &self.input {
+            Input::Items(items) => items,
+            Input::Absent | Input::Text => &[],
+        }
+    }
+}
+
+/// The `input` member.
+#[derive(Debug, Default)]
+pub enum Input<'a> {
+    /// Absent or null.
+    #[default]
+    Absent,
+    /// A string: one user message, nothing to gate.
+    Text,
+    /// An array of items.
+    Items(Vec<Item<'a>>),
+}
+
+/// One entry of `tools`.
+#[derive(Debug, Clone, Default)]
+pub struct Tool<'a> {
+    /// `type`.
+    pub kind: Field<'a>,
+    /// `name`.
+    pub name: Field<'a>,
+    /// `parameters`, its exact bytes; `None` when absent or null.
+    pub parameters: Option<&'a RawValue>,
+}
+
+impl Tool<'_> {
+    /// Whether this is a function tool (the only kind whose calls are `function_call` items).
+    pub fn is_function(&self) -> bool {
+        self.kind.as_str() == Some("function")
+    }
+}
+
+/// Why a body could not be read as a request (a 400 in the contract).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BodyError {
+    /// The body is not a JSON object.
+    #[error("the request body is not valid JSON: {message}")]
+    InvalidJson {
+        /// What the JSON reader said.
+        message: String,
+    },
+    /// The body is JSON, but `input` (or a member the gate reads) has the wrong type.
+    #[error("{param}: {message}")]
+    InvalidInput {
+        /// Where, e.g. `input[3]`.
+        param: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl BodyError {
+    /// The contract's error code: `invalid_json` or `invalid_input`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            BodyError::InvalidJson { .. } => "invalid_json",
+            BodyError::InvalidInput { .. } => "invalid_input",
+        }
+    }
+
+    /// The request parameter at fault, if known.
+    pub fn param(&self) -> Option<&str> {
+        match self {
+            BodyError::InvalidJson { .. } => None,
+            BodyError::InvalidInput { param, .. } => Some(param),
+        }
+    }
+}
+
+/// Where the reader is, so a type error can name its parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Body,
+    Model,
+    Input,
+    InputItem(usize),
+    Tools,
+    Tool(usize),
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Place::Body => f.write_str("body"),
+            Place::Model => f.write_str("model"),
+            Place::Input => f.write_str("input"),
+            Place::InputItem(i) => write!(f, "input[{i}]"),
+            Place::Tools => f.write_str("tools"),
+            Place::Tool(i) => write!(f, "tools[{i}]"),
+        }
+    }
+}
+
+/// Reads `body` as a request. The body is scanned once; strings without escapes are borrowed.
+///
+/// JSON must be UTF-8, and members the gate skips are not otherwise checked for it, so the
+/// whole body is validated first (which also lets the reader skip its own per-string checks).
+pub fn parse(body: &[u8]) -> Result<ParsedRequest<'_>, BodyError> {
+    let text = std::str::from_utf8(body).map_err(|e| BodyError::InvalidJson {
+        message: format!("the body is not UTF-8 (invalid byte at offset {})", e.valid_up_to()),
+    })?;
+    let place = Cell::new(Place::Body);
+    let mut de = serde_json::Deserializer::from_str(text);
+    let parsed = RequestSeed { place: &place }
+        .deserialize(&mut de)
+        .and_then(|request| de.end().map(|()| request));
+    parsed.map_err(|e| body_error(e, place.get()))
+}
+
+fn body_error(e: serde_json::Error, place: Place) -> BodyError {
+    use serde_json::error::Category;
+    match (e.classify(), place) {
+        (Category::Data, Place::Body) => BodyError::InvalidJson {
+            message: "the request body must be a JSON object".into(),
+        },
+        (Category::Data, place) => BodyError::InvalidInput {
+            param: place.to_string(),
+            message: e.to_string(),
+        },
+        (Category::Io | Category::Syntax | Category::Eof, _) => BodyError::InvalidJson {
+            message: e.to_string(),
+        },
+    }
+}
+
+/// Top-level member names, matched without allocating.
+enum Key {
+    Model,
+    Input,
+    Tools,
+    Other,
+}
+
+impl<'de> de::Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = Key;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key, E> {
+                Ok(match v {
+                    "model" => Key::Model,
+                    "input" => Key::Input,
+                    "tools" => Key::Tools,
+                    _ => Key::Other,
+                })
+            }
+        }
+        deserializer.deserialize_identifier(KeyVisitor)
+    }
+}
+
+struct RequestSeed<'p> {
+    place: &'p Cell<Place>,
+}
+
+impl<'de> DeserializeSeed<'de> for RequestSeed<'_> {
+    type Value = ParsedRequest<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RequestSeed<'_> {
+    type Value = ParsedRequest<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a request object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut model = None;
+        let mut input = None;
+        let mut tools = None;
+        while let Some(key) = map.next_key::<Key>()? {
+            match key {
+                Key::Model => {
+                    self.place.set(Place::Model);
+                    read_once(&mut map, &mut model, "model")?;
+                }
+                Key::Input => {
+                    self.place.set(Place::Input);
+                    if input.is_some() {
+                        return Err(de::Error::custom("duplicate member `input`"));
+                    }
+                    input = Some(map.next_value_seed(InputSeed { place: self.place })?);
+                }
+                Key::Tools => {
+                    self.place.set(Place::Tools);
+                    if tools.is_some() {
+                        return Err(de::Error::custom("duplicate member `tools`"));
+                    }
+                    tools = Some(map.next_value_seed(ToolsSeed { place: self.place })?);
+                }
+                Key::Other => {
+                    self.place.set(Place::Body);
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            self.place.set(Place::Body);
+        }
+        Ok(ParsedRequest {
+            model: model.unwrap_or_default(),
+            input: input.unwrap_or_default(),
+            tools: tools.unwrap_or_default(),
+        })
+    }
+}
+
+struct InputSeed<'p> {
+    place: &'p Cell<Place>,
+}
+
+impl<'de> DeserializeSeed<'de> for InputSeed<'_> {
+    type Value = Input<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for InputSeed<'_> {
+    type Value = Input<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string or an array of input items")
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Input::Text)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Input::Absent)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(16));
+        loop {
+            self.place.set(Place::InputItem(items.len()));
+            match seq.next_element::<Item<'de>>()? {
+                Some(item) => items.push(item),
+                None => break,
+            }
+        }
+        self.place.set(Place::Input);
+        Ok(Input::Items(items))
+    }
+}
+
+struct ToolsSeed<'p> {
+    place: &'p Cell<Place>,
+}
+
+impl<'de> DeserializeSeed<'de> for ToolsSeed<'_> {
+    type Value = Vec<Tool<'de>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ToolsSeed<'_> {
+    type Value = Vec<Tool<'de>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of tools")
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut tools = Vec::new();
+        loop {
+            self.place.set(Place::Tool(tools.len()));
+            match seq.next_element_seed(ToolSeed)? {
+                Some(tool) => tools.push(tool),
+                None => break,
+            }
+        }
+        self.place.set(Place::Tools);
+        Ok(tools)
+    }
+}
+
+struct ToolSeed;
+
+/// Tool member names, matched without allocating.
+enum ToolKey {
+    Type,
+    Name,
+    Parameters,
+    Other,
+}
+
+impl<'de> de::Deserialize<'de> for ToolKey {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = ToolKey;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<ToolKey, E> {
+                Ok(match v {
+                    "type" => ToolKey::Type,
+                    "name" => ToolKey::Name,
+                    "parameters" => ToolKey::Parameters,
+                    _ => ToolKey::Other,
+                })
+            }
+        }
+        deserializer.deserialize_identifier(KeyVisitor)
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for ToolSeed {
+    type Value = Tool<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ToolSeed {
+    type Value = Tool<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a tool object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut kind = None;
+        let mut name = None;
+        let mut parameters: Option<Option<&'de RawValue>> = None;
+        while let Some(key) = map.next_key::<ToolKey>()? {
+            match key {
+                ToolKey::Type => read_once(&mut map, &mut kind, "type")?,
+                ToolKey::Name => read_once(&mut map, &mut name, "name")?,
+                ToolKey::Parameters => {
+                    if parameters.is_some() {
+                        return Err(de::Error::custom("duplicate member `parameters`"));
+                    }
+                    let raw: &'de RawValue = map.next_value()?;
+                    parameters = Some((raw.get() != "null").then_some(raw));
+                }
+                ToolKey::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Tool {
+            kind: kind.unwrap_or_default(),
+            name: name.unwrap_or_default(),
+            parameters: parameters.flatten(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_model_items_and_tools() {
+        let body = br#"{"model":"gpt-5","stream":true,"input":[{"role":"user","content":"hi"},{"type":"function_call","name":"f","call_id":"c","arguments":"{}"}],
+            "tools":[{"type":"function","name":"f","parameters":{"type":"object"}},{"type":"web_search"}]}"#;
+        let req = parse(body).unwrap();
+        assert_eq!(req.model(), Some("gpt-5"));
+        assert_eq!(req.items().len(), 2);
+        assert_eq!(req.tools.len(), 2);
+        assert_eq!(req.tools[0].parameters.unwrap().get(), r#"{"type":"object"}"#);
+        assert!(req.tools[0].is_function() && !req.tools[1].is_function());
+    }
+
+    #[test]
+    fn string_and_null_input_have_no_items() {
+        assert!(matches!(parse(br#"{"input":"hello"}"#).unwrap().input, Input::Text));
+        assert!(matches!(parse(br#"{"input":null}"#).unwrap().input, Input::Absent));
+        assert!(matches!(parse(br#"{"model":"m"}"#).unwrap().input, Input::Absent));
+    }
+
+    #[test]
+    fn null_parameters_count_as_absent() {
+        let req = parse(br#"{"tools":[{"type":"function","name":"f","parameters":null}]}"#).unwrap();
+        assert!(req.tools[0].parameters.is_none());
+    }
+
+    #[test]
+    fn broken_json_is_invalid_json() {
+        for body in [&b"{"[..], b"not json", b"{\"input\":[}", b"{} x", b"", b"{\"a\":\"\xff\"}"] {
+            let err = parse(body).unwrap_err();
+            assert_eq!(err.code(), "invalid_json", "{body:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_body_that_is_not_an_object_is_invalid_json() {
+        for body in [&b"[]"[..], b"\"input\"", b"42", b"null"] {
+            assert_eq!(parse(body).unwrap_err().code(), "invalid_json");
+        }
+    }
+
+    #[test]
+    fn wrong_input_type_names_the_parameter() {
+        let err = parse(br#"{"input":42}"#).unwrap_err();
+        assert_eq!((err.code(), err.param()), ("invalid_input", Some("input")));
+        let err = parse(br#"{"input":{"role":"user"}}"#).unwrap_err();
+        assert_eq!(err.param(), Some("input"));
+    }
+
+    #[test]
+    fn a_bad_item_names_its_index() {
+        let err = parse(br#"{"input":[{"role":"user","content":"a"},7]}"#).unwrap_err();
+        assert_eq!((err.code(), err.param()), ("invalid_input", Some("input[1]")));
+        let err = parse(br#"{"input":[{"role":"user","content":"a"},{"id":1}]}"#).unwrap_err();
+        assert_eq!(err.param(), Some("input[1]"));
+    }
+
+    #[test]
+    fn a_bad_tool_names_its_index() {
+        let err = parse(br#"{"tools":[{"type":"function"},"x"]}"#).unwrap_err();
+        assert_eq!((err.code(), err.param()), ("invalid_input", Some("tools[1]")));
+        let err = parse(br#"{"tools":{}}"#).unwrap_err();
+        assert_eq!(err.param(), Some("tools"));
+    }
+
+    #[test]
+    fn repeated_gated_members_are_refused() {
+        let err = parse(br#"{"input":[],"input":[{"type":"x:y"}]}"#).unwrap_err();
+        assert_eq!((err.code(), err.param()), ("invalid_input", Some("input")));
+        let err = parse(br#"{"model":"a","model":"b"}"#).unwrap_err();
+        assert_eq!(err.param(), Some("model"));
+    }
+
+    #[test]
+    fn syntax_errors_inside_items_stay_invalid_json() {
+        let err = parse(br#"{"input":[{"role":"user","content":"a}]}"#).unwrap_err();
+        assert_eq!(err.code(), "invalid_json");
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_without_overflow() {
+        let mut body = String::from(r#"{"input":[{"role":"user","content":"#);
+        body.push_str(&"[".repeat(100_000));
+        let err = parse(body.as_bytes()).unwrap_err();
+        assert_eq!(err.code(), "invalid_json");
+    }
+}

@@ -1,0 +1,213 @@
+//! `status`, `arguments_type`, `arguments_parse`, `unknown_tool`, `tool_schema_invalid` and
+//! `arguments_schema`: whether a `function_call` is finished and fits its tool.
+
+use serde_json::Value;
+
+use super::tools::ToolIndex;
+use super::{Finding, Param};
+use crate::gate::item::Item;
+use crate::gate::schema::SchemaCache;
+use crate::gate::verdict::Reason;
+
+/// Runs the call's checks in contract order; the first failure is the call's one finding.
+pub(super) fn check(item: &Item<'_>, tools: &mut ToolIndex<'_>, schemas: &SchemaCache) -> Option<Finding> {
+    if let Some(finding) = check_status(item) {
+        return Some(finding);
+    }
+    let arguments = match parse_arguments(item) {
+        Ok(arguments) => arguments,
+        Err(finding) => return Some(finding),
+    };
+    check_schema(item, &arguments, tools, schemas)
+}
+
+fn check_status(item: &Item<'_>) -> Option<Finding> {
+    let problem = match item.status.as_str() {
+        Some("completed") => return None,
+        Some(status) => format!("function_call status is `{status}`"),
+        None if item.status.is_absent_or_null() => "function_call has no status".to_owned(),
+        None => format!("function_call status is {}", item.status.describe()),
+    };
+    Some(Finding::new(
+        Reason::Status,
+        Param::Member("status"),
+        format!("{problem}; only a completed call may be replayed"),
+    ))
+}
+
+fn parse_arguments(item: &Item<'_>) -> Result<Value, Finding> {
+    let Some(text) = item.arguments.as_str() else {
+        return Err(Finding::new(
+            Reason::ArgumentsType,
+            Param::Member("arguments"),
+            format!("arguments is {}; it must be a JSON-encoded string", item.arguments.describe()),
+        ));
+    };
+    serde_json::from_str(text).map_err(|e| {
+        Finding::new(
+            Reason::ArgumentsParse,
+            Param::Member("arguments"),
+            format!("arguments is not valid JSON: {e}"),
+        )
+    })
+}
+
+fn check_schema(
+    item: &Item<'_>,
+    arguments: &Value,
+    tools: &mut ToolIndex<'_>,
+    schemas: &SchemaCache,
+) -> Option<Finding> {
+    let Some(name) = item.name.as_str() else {
+        return Some(Finding::new(
+            Reason::UnknownTool,
+            Param::Member("name"),
+            format!("function_call name is {}; no tool can be found", item.name.describe()),
+        ));
+    };
+    let Some(tool) = tools.find(name) else {
+        return Some(Finding::new(
+            Reason::UnknownTool,
+            Param::Member("name"),
+            format!("no function tool named `{name}` in the request's tools"),
+        ));
+    };
+    let parameters = tool.parameters?;
+    let compiled = schemas.get(parameters.get());
+    let validator = match compiled.validator() {
+        Ok(validator) => validator,
+        Err(why) => {
+            return Some(Finding::new(
+                Reason::ToolSchemaInvalid,
+                Param::ToolParameters(tool.position),
+                format!("the parameters of tool `{name}` are not a usable JSON Schema: {why}"),
+            ))
+        }
+    };
+    let error = validator.validate(arguments).err()?;
+    let pointer = error.instance_path().to_string();
+    let place = if pointer.is_empty() { "the top level" } else { &pointer };
+    let message = format!("{error} at {place}");
+    Some(Finding {
+        pointer: Some(pointer),
+        ..Finding::new(Reason::ArgumentsSchema, Param::Member("arguments"), message)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::request::parse;
+
+    const TOOLS: &str = r#"[
+        {"type":"function","name":"report","parameters":{"type":"object","additionalProperties":false,"required":["region"],
+            "properties":{"region":{"type":"string","enum":["apac","emea","amer"]},"days":{"type":"integer","minimum":1}}}},
+        {"type":"function","name":"free"},
+        {"type":"function","name":"broken","parameters":{"type":"nope"}},
+        {"type":"function","name":"remote","parameters":{"$ref":"https://example.com/s.json"}},
+        {"type":"web_search","name":"web"}
+    ]"#;
+
+    fn check_call(call: &str) -> Option<Finding> {
+        let body = format!(r#"{{"tools":{TOOLS},"input":[{call}]}}"#);
+        let request = parse(body.as_bytes()).unwrap();
+        let mut tools = ToolIndex::new(&request.tools);
+        check(&request.items()[0], &mut tools, &SchemaCache::default())
+    }
+
+    fn call(status: &str, name: &str, arguments: &str) -> String {
+        format!(r#"{{"type":"function_call","call_id":"c1","name":"{name}","status":{status},"arguments":{arguments}}}"#)
+    }
+
+    fn reason(call: &str) -> Option<Reason> {
+        check_call(call).map(|f| f.reason)
+    }
+
+    #[test]
+    fn a_completed_call_that_fits_its_schema_passes() {
+        assert_eq!(reason(&call(r#""completed""#, "report", r#""{\"region\":\"apac\"}""#)), None);
+    }
+
+    #[test]
+    fn status_must_be_completed() {
+        for status in [r#""in_progress""#, r#""incomplete""#, "null", "3"] {
+            let f = check_call(&call(status, "report", r#""{\"region\":\"apac\"}""#)).unwrap();
+            assert_eq!((f.reason, f.param), (Reason::Status, Param::Member("status")), "{status}");
+        }
+        let missing = r#"{"type":"function_call","call_id":"c1","name":"report","arguments":"{}"}"#;
+        assert!(check_call(missing).unwrap().message.contains("no status"));
+    }
+
+    #[test]
+    fn status_is_checked_before_arguments() {
+        assert_eq!(reason(&call(r#""incomplete""#, "report", r#""{\"region\":\"ap""#)), Some(Reason::Status));
+    }
+
+    #[test]
+    fn arguments_must_be_a_string() {
+        for arguments in [r#"{"region":"apac"}"#, "[1]", "42", "null", "true"] {
+            let f = check_call(&call(r#""completed""#, "report", arguments)).unwrap();
+            assert_eq!((f.reason, f.param), (Reason::ArgumentsType, Param::Member("arguments")), "{arguments}");
+        }
+        let absent = r#"{"type":"function_call","call_id":"c1","name":"report","status":"completed"}"#;
+        assert!(check_call(absent).unwrap().message.contains("missing"));
+    }
+
+    #[test]
+    fn arguments_must_parse() {
+        for arguments in [r#""{\"region\":\"ap""#, r#""""#, r#""{region:1}""#, r#""{} {}""#] {
+            assert_eq!(reason(&call(r#""completed""#, "report", arguments)), Some(Reason::ArgumentsParse), "{arguments}");
+        }
+    }
+
+    #[test]
+    fn a_call_must_name_a_declared_function_tool() {
+        assert_eq!(reason(&call(r#""completed""#, "missing", r#""{}""#)), Some(Reason::UnknownTool));
+        // `web` is declared, but not as a function tool.
+        assert_eq!(reason(&call(r#""completed""#, "web", r#""{}""#)), Some(Reason::UnknownTool));
+        let nameless = r#"{"type":"function_call","call_id":"c1","status":"completed","arguments":"{}"}"#;
+        assert_eq!(check_call(nameless).unwrap().param, Param::Member("name"));
+    }
+
+    #[test]
+    fn parse_errors_come_before_unknown_tools() {
+        assert_eq!(reason(&call(r#""completed""#, "missing", r#""{""#)), Some(Reason::ArgumentsParse));
+    }
+
+    #[test]
+    fn a_tool_without_parameters_accepts_any_arguments() {
+        assert_eq!(reason(&call(r#""completed""#, "free", r#""{\"x\":[1,2]}""#)), None);
+    }
+
+    #[test]
+    fn unusable_schemas_point_at_the_tool() {
+        let f = check_call(&call(r#""completed""#, "broken", r#""{}""#)).unwrap();
+        assert_eq!((f.reason, f.param), (Reason::ToolSchemaInvalid, Param::ToolParameters(2)));
+        let f = check_call(&call(r#""completed""#, "remote", r#""{}""#)).unwrap();
+        assert_eq!((f.reason, f.param), (Reason::ToolSchemaInvalid, Param::ToolParameters(3)));
+    }
+
+    #[test]
+    fn schema_failures_carry_a_pointer_and_a_clear_message() {
+        let f = check_call(&call(r#""completed""#, "report", r#""{\"region\":\"global\"}""#)).unwrap();
+        assert_eq!((f.reason, f.param), (Reason::ArgumentsSchema, Param::Member("arguments")));
+        assert_eq!(f.pointer.as_deref(), Some("/region"));
+        assert!(f.message.starts_with(r#""global" is not one of"#) && f.message.ends_with("at /region"), "{}", f.message);
+
+        let f = check_call(&call(r#""completed""#, "report", r#""{\"region\":\"apac\",\"days\":0}""#)).unwrap();
+        assert_eq!(f.pointer.as_deref(), Some("/days"));
+
+        let f = check_call(&call(r#""completed""#, "report", r#""{\"days\":2}""#)).unwrap();
+        assert_eq!(f.pointer.as_deref(), Some(""));
+        assert!(f.message.contains("region") && f.message.ends_with("at the top level"), "{}", f.message);
+    }
+
+    #[test]
+    fn the_first_declaration_of_a_name_wins() {
+        let body = r#"{"tools":[{"type":"function","name":"t","parameters":{"type":"object"}},{"type":"function","name":"t","parameters":{"type":"string"}}],
+            "input":[{"type":"function_call","call_id":"c","name":"t","status":"completed","arguments":"{}"}]}"#;
+        let request = parse(body.as_bytes()).unwrap();
+        let mut tools = ToolIndex::new(&request.tools);
+        assert!(check(&request.items()[0], &mut tools, &SchemaCache::default()).is_none());
+    }
+}

@@ -1,0 +1,242 @@
+//! Tool schemas: compiled once, cached by content across requests, with a bounded budget.
+//!
+//! Schemas come from clients, so they are compiled offline (a remote `$ref` is an error, never a
+//! fetch), with a linear-time regular-expression engine, and under a size limit.
+
+use std::sync::Arc;
+
+use jsonschema::{PatternOptions, Validator};
+use quick_cache::sync::Cache;
+use quick_cache::Weighter;
+use serde_json::Value;
+use xxhash_rust::xxh3::xxh3_128;
+
+/// Budgets for the schema cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchemaLimits {
+    /// Total weight of cached schemas, roughly their source bytes.
+    pub cache_bytes: u64,
+    /// A schema larger than this is not compiled and counts as unusable.
+    pub max_schema_bytes: usize,
+}
+
+impl Default for SchemaLimits {
+    fn default() -> Self {
+        Self {
+            cache_bytes: 64 << 20,
+            max_schema_bytes: 1 << 20,
+        }
+    }
+}
+
+/// A tool schema after compilation: a validator, or why the schema cannot be used.
+#[derive(Debug)]
+pub struct CompiledSchema {
+    source: Box<str>,
+    outcome: Result<Validator, String>,
+}
+
+impl CompiledSchema {
+    fn compile(source: &str) -> Self {
+        Self {
+            source: source.into(),
+            outcome: compile(source),
+        }
+    }
+
+    /// The validator, or the reason the schema is unusable.
+    pub fn validator(&self) -> Result<&Validator, &str> {
+        self.outcome.as_ref().map_err(String::as_str)
+    }
+}
+
+fn compile(source: &str) -> Result<Validator, String> {
+    let schema: Value = serde_json::from_str(source).map_err(|e| format!("not valid JSON: {e}"))?;
+    if !(schema.is_object() || schema.is_boolean()) {
+        return Err("a JSON Schema must be an object or a boolean".into());
+    }
+    jsonschema::options()
+        .offline()
+        .with_pattern_options(PatternOptions::regex())
+        .build(&schema)
+        .map_err(|e| e.to_string())
+}
+
+/// Fixed per-entry overhead counted on top of the schema's source bytes.
+const ENTRY_OVERHEAD: u64 = 1024;
+
+#[derive(Debug, Clone, Copy)]
+struct SourceBytes;
+
+impl Weighter<u128, Arc<CompiledSchema>> for SourceBytes {
+    fn weight(&self, _: &u128, schema: &Arc<CompiledSchema>) -> u64 {
+        schema.source.len() as u64 + ENTRY_OVERHEAD
+    }
+}
+
+/// Compiled tool schemas keyed by a hash of their exact bytes.
+///
+/// The same tool sent on every turn has the same bytes, so it compiles once. A hit is confirmed
+/// by comparing the bytes, so a hash collision can never pick the wrong validator.
+pub struct SchemaCache {
+    entries: Cache<u128, Arc<CompiledSchema>, SourceBytes>,
+    limits: SchemaLimits,
+}
+
+impl std::fmt::Debug for SchemaCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchemaCache")
+            .field("entries", &self.entries.len())
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+impl SchemaCache {
+    /// An empty cache with the given limits.
+    pub fn new(limits: SchemaLimits) -> Self {
+        let estimated_items = (limits.cache_bytes / (4096 + ENTRY_OVERHEAD)).clamp(16, 1 << 16);
+        Self {
+            entries: Cache::with_weighter(estimated_items as usize, limits.cache_bytes, SourceBytes),
+            limits,
+        }
+    }
+
+    /// The compiled form of `source` (a tool's `parameters`, exactly as in the body).
+    pub fn get(&self, source: &str) -> Arc<CompiledSchema> {
+        if source.len() > self.limits.max_schema_bytes {
+            return Arc::new(CompiledSchema {
+                source: Box::from(""),
+                outcome: Err(format!(
+                    "the schema is {} bytes, over the limit of {} bytes",
+                    source.len(),
+                    self.limits.max_schema_bytes
+                )),
+            });
+        }
+        let key = xxh3_128(source.as_bytes());
+        let cached = self
+            .entries
+            .get_or_insert_with(&key, || Ok::<_, ()>(Arc::new(CompiledSchema::compile(source))));
+        match cached {
+            Ok(entry) if *entry.source == *source => entry,
+            _ => Arc::new(CompiledSchema::compile(source)),
+        }
+    }
+
+    /// How many compiled schemas are held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the cache holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+impl Default for SchemaCache {
+    fn default() -> Self {
+        Self::new(SchemaLimits::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn error_of(cache: &SchemaCache, source: &str) -> String {
+        cache.get(source).validator().unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_same_bytes_compile_once() {
+        let cache = SchemaCache::default();
+        let a = cache.get(r#"{"type":"object"}"#);
+        let b = cache.get(r#"{"type":"object"}"#);
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[test]
+    fn draft_2020_12_is_the_default() {
+        let cache = SchemaCache::default();
+        // prefixItems exists only from 2020-12 on.
+        let schema = cache.get(r#"{"type":"array","prefixItems":[{"type":"string"}]}"#);
+        let v = schema.validator().unwrap();
+        assert!(!v.is_valid(&json!([1])));
+        assert!(v.is_valid(&json!(["a"])));
+    }
+
+    #[test]
+    fn schema_names_its_draft() {
+        let cache = SchemaCache::default();
+        // In draft 4, exclusiveMaximum is a boolean modifier of maximum.
+        let schema = cache.get(r#"{"$schema":"http://json-schema.org/draft-04/schema#","maximum":5,"exclusiveMaximum":true}"#);
+        let v = schema.validator().unwrap();
+        assert!(!v.is_valid(&json!(5)));
+        assert!(v.is_valid(&json!(4)));
+    }
+
+    #[test]
+    fn local_refs_resolve() {
+        let cache = SchemaCache::default();
+        let schema = cache.get(
+            r##"{"$defs":{"region":{"enum":["apac","emea"]}},"type":"object","properties":{"r":{"$ref":"#/$defs/region"}}}"##,
+        );
+        let v = schema.validator().unwrap();
+        assert!(v.is_valid(&json!({"r":"apac"})));
+        assert!(!v.is_valid(&json!({"r":"amer"})));
+    }
+
+    #[test]
+    fn remote_refs_are_never_fetched() {
+        let cache = SchemaCache::default();
+        let err = error_of(&cache, r#"{"$ref":"https://example.com/schema.json"}"#);
+        assert!(!err.is_empty());
+    }
+
+    #[test]
+    fn invalid_schemas_are_unusable() {
+        let cache = SchemaCache::default();
+        assert!(cache.get(r#"{"type":"no-such-type"}"#).validator().is_err());
+        assert!(cache.get(r#"{"minLength":-1}"#).validator().is_err());
+        assert!(error_of(&cache, r#""a string""#).contains("object or a boolean"));
+    }
+
+    #[test]
+    fn boolean_schemas_work() {
+        let cache = SchemaCache::default();
+        assert!(cache.get("true").validator().unwrap().is_valid(&json!({"any":1})));
+        assert!(!cache.get("false").validator().unwrap().is_valid(&json!({})));
+    }
+
+    #[test]
+    fn patterns_use_a_linear_time_engine() {
+        let cache = SchemaCache::default();
+        let schema = cache.get(r#"{"type":"string","pattern":"^(a+)+$"}"#);
+        let v = schema.validator().unwrap();
+        let hostile = format!("{}!", "a".repeat(100_000));
+        assert!(!v.is_valid(&json!(hostile)));
+        // Backreferences need backtracking, which the linear engine refuses.
+        assert!(cache.get(r#"{"pattern":"(a)\\1"}"#).validator().is_err());
+    }
+
+    #[test]
+    fn oversized_schemas_are_refused_before_compiling() {
+        let cache = SchemaCache::new(SchemaLimits { cache_bytes: 1 << 20, max_schema_bytes: 64 });
+        let big = format!(r#"{{"description":"{}"}}"#, "x".repeat(100));
+        assert!(error_of(&cache, &big).contains("over the limit"));
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn the_cache_stays_within_its_budget() {
+        let cache = SchemaCache::new(SchemaLimits { cache_bytes: 16 * 1024, max_schema_bytes: 4096 });
+        for i in 0..1000 {
+            cache.get(&format!(r#"{{"type":"object","title":"t{i}"}}"#));
+        }
+        assert!(cache.len() <= 16, "{} entries", cache.len());
+    }
+}
