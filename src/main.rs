@@ -1,1 +1,95 @@
-fn main(){}
+//! The `replaygate` binary: parses the command line and runs `serve` or `check`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use replaygate::cli::{Cli, Command, ServeArgs};
+use replaygate::config::Config;
+use replaygate::proxy::{self, ProxyState, ServerSettings};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check(args) => {
+            let code = replaygate::check::run(&args, std::io::stdin().lock(), &mut std::io::stdout().lock(), &mut std::io::stderr());
+            ExitCode::from(code)
+        }
+        Command::Serve(args) => match serve(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => {
+                eprintln!("replaygate serve: {message}");
+                ExitCode::from(2)
+            }
+        },
+    }
+}
+
+/// Where the configuration comes from: `--config`/`$REPLAYGATE_CONFIG`, else `./proxy.toml`,
+/// else the default built into the binary.
+fn load_config(explicit: Option<&Path>) -> Result<(Config, String), String> {
+    let path = match explicit {
+        Some(path) => Some(path.to_owned()),
+        None => Some(PathBuf::from("proxy.toml")).filter(|p| p.exists()),
+    };
+    match path {
+        Some(path) => Ok((Config::load(&path).map_err(|e| e.to_string())?, path.display().to_string())),
+        None => Ok((Config::embedded_default().map_err(|e| e.to_string())?, "built-in default".to_owned())),
+    }
+}
+
+fn serve(args: ServeArgs) -> Result<(), String> {
+    let (mut config, source) = load_config(args.config.as_deref())?;
+    if let Some(listen) = args.listen {
+        config.server.listen = listen;
+    }
+    replaygate::telemetry::init(&config.log);
+    rustls::crypto::aws_lc_rs::default_provider()
+        .install_default()
+        .map_err(|_| "a TLS crypto provider was already installed".to_owned())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    runtime.block_on(async move {
+        let state = ProxyState::from_env(&config).map_err(|e| e.to_string())?;
+        for (provider, variable) in state.unconfigured() {
+            tracing::warn!(provider, variable, "provider unconfigured: its key variable is not set; its requests get 503 provider_unconfigured");
+        }
+        let listener = tokio::net::TcpListener::bind(config.server.listen)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
+        let address = listener.local_addr().map_err(|e| e.to_string())?;
+        tracing::info!(%address, config = %source, providers = state.providers.len(), "replaygate listening");
+        let settings = ServerSettings {
+            header_read_timeout: config.server.header_read_timeout,
+            shutdown_grace: config.server.shutdown_grace,
+        };
+        proxy::run(listener, Arc::new(state), settings, shutdown_signal()).await;
+        tracing::info!("stopped");
+        Ok(())
+    })
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+}

@@ -1,0 +1,103 @@
+//! `replaygate check`: gate request bodies offline and print one verdict per body.
+
+use std::io::{self, BufRead, Read, Write};
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::cli::CheckArgs;
+use crate::config::Config;
+use crate::gate::{Gate, ProviderProfile, SchemaLimits, Target, Violation};
+
+/// Every body was allowed.
+pub const EXIT_ALLOWED: u8 = 0;
+/// At least one body had a violation.
+pub const EXIT_VIOLATIONS: u8 = 1;
+/// Usage, configuration or JSON error.
+pub const EXIT_ERROR: u8 = 2;
+
+/// One body's verdict, as printed.
+#[derive(Debug, Serialize)]
+struct Printed<'a> {
+    allowed: bool,
+    provider: &'a str,
+    violations: &'a [Violation],
+}
+
+/// Runs the command and returns its exit code; messages for people go to `errors`.
+pub fn run(args: &CheckArgs, stdin: impl Read, out: &mut impl Write, errors: &mut impl Write) -> u8 {
+    match check(args, stdin, out, errors) {
+        Ok(code) => code,
+        Err(message) => {
+            let _ = writeln!(errors, "replaygate check: {message}");
+            EXIT_ERROR
+        }
+    }
+}
+
+fn check(args: &CheckArgs, stdin: impl Read, out: &mut impl Write, errors: &mut impl Write) -> Result<u8, String> {
+    let (profile, limits) = profile(args)?;
+    let gate = Gate::new(limits);
+    let target = Target::provider(&profile);
+    let input = open(&args.input, stdin)?;
+    let mut worst = EXIT_ALLOWED;
+    let mut judge = |body: &[u8], origin: &str| -> Result<(), String> {
+        match gate.check(body, &target) {
+            Ok(verdict) => {
+                if !verdict.is_allowed() {
+                    worst = worst.max(EXIT_VIOLATIONS);
+                }
+                let printed = Printed {
+                    allowed: verdict.is_allowed(),
+                    provider: profile.name(),
+                    violations: &verdict.violations,
+                };
+                let line = serde_json::to_string(&printed).map_err(|e| e.to_string())?;
+                writeln!(out, "{line}").map_err(|e| e.to_string())
+            }
+            Err(error) => {
+                worst = EXIT_ERROR;
+                writeln!(errors, "replaygate check: {origin}: {}: {error}", error.code()).map_err(|e| e.to_string())
+            }
+        }
+    };
+    if args.jsonl {
+        for (number, line) in input.lines().enumerate() {
+            let line = line.map_err(|e| format!("reading {}: {e}", args.input))?;
+            if !line.trim().is_empty() {
+                judge(line.as_bytes(), &format!("line {}", number + 1))?;
+            }
+        }
+    } else {
+        let mut body = Vec::new();
+        let mut input = input;
+        input.read_to_end(&mut body).map_err(|e| format!("reading {}: {e}", args.input))?;
+        judge(&body, &args.input)?;
+    }
+    Ok(worst)
+}
+
+/// The provider profile and schema limits: from the configuration, or the bare slug.
+fn profile(args: &CheckArgs) -> Result<(ProviderProfile, SchemaLimits), String> {
+    let Some(path) = &args.config else {
+        return Ok((ProviderProfile::own_namespace(&args.provider), SchemaLimits::default()));
+    };
+    let config = Config::load(path).map_err(|e| e.to_string())?;
+    let provider = config.providers.get(&args.provider).ok_or_else(|| {
+        let known: Vec<&str> = config.providers.keys().map(String::as_str).collect();
+        format!("provider `{}` is not in {} (known: {})", args.provider, path.display(), known.join(", "))
+    })?;
+    let limits = SchemaLimits {
+        cache_bytes: config.gate.schema_cache_bytes,
+        max_schema_bytes: config.gate.max_schema_bytes,
+    };
+    Ok((ProviderProfile::new(&args.provider, provider.namespaces().iter().cloned()), limits))
+}
+
+fn open<'s>(input: &str, stdin: impl Read + 's) -> Result<Box<dyn BufRead + 's>, String> {
+    if input == "-" {
+        return Ok(Box::new(io::BufReader::new(stdin)));
+    }
+    let file = std::fs::File::open(Path::new(input)).map_err(|e| format!("cannot open {input}: {e}"))?;
+    Ok(Box::new(io::BufReader::new(file)))
+}

@@ -1,0 +1,52 @@
+//! The command line (contract §2).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// A reverse proxy that gates replayed Open Responses items per target provider.
+#[derive(Debug, Parser)]
+#[command(name = "replaygate", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the proxy.
+    Serve(ServeArgs),
+    /// Gate request bodies offline (no network) and print one verdict per body.
+    Check(CheckArgs),
+}
+
+/// `replaygate serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The configuration file [default: $REPLAYGATE_CONFIG, then ./proxy.toml, then the built-in default].
+    #[arg(long, env = "REPLAYGATE_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// The address to listen on, overriding `[server] listen`.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+}
+
+/// `replaygate check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The configuration whose provider profiles to use; without it, NAME accepts only its own namespace.
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// The provider to judge the bodies for.
+    #[arg(long, value_name = "NAME")]
+    pub provider: String,
+    /// Read one body per line (JSON Lines) instead of one body.
+    #[arg(long)]
+    pub jsonl: bool,
+    /// The file to read, or `-` for standard input.
+    #[arg(value_name = "FILE|-", default_value = "-")]
+    pub input: String,
+}

@@ -1,0 +1,264 @@
+//! The one error type of the request path, and its answer in the OpenAI error envelope.
+//!
+//! Every refusal the proxy makes — a gated item, an unreadable body, an unknown provider, a
+//! missing key, an unreachable upstream — is an [`ApiError`], and [`ApiError::into_response`]
+//! is the only place that turns one into HTTP. The SDKs read `error.type`, `error.code` and
+//! `error.param` from this envelope and raise their typed exceptions from the status.
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Response, StatusCode};
+use serde_json::json;
+
+use crate::gate::{BodyError, Violation};
+use crate::routing::RouteError;
+
+/// Why the proxy answered a request itself instead of forwarding it.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The gate found items the target provider must not receive (422).
+    #[error("{} input item(s) refused for provider `{provider}`", violations.len())]
+    Rejected {
+        /// The provider the request was routed to.
+        provider: String,
+        /// Every violation, in input order (never empty).
+        violations: Vec<Violation>,
+    },
+    /// The body is not JSON, or `input` has the wrong type (400).
+    #[error(transparent)]
+    Body(#[from] BodyError),
+    /// The body is larger than `max_body_bytes` (413).
+    #[error("the request body is larger than {limit} bytes")]
+    BodyTooLarge {
+        /// The configured limit.
+        limit: u64,
+    },
+    /// The client stopped sending the body before it was complete (408).
+    #[error("the request body did not arrive within {seconds} s")]
+    BodyTimeout {
+        /// The configured body read timeout.
+        seconds: u64,
+    },
+    /// The body could not be read from the client (400).
+    #[error("the request body could not be read: {0}")]
+    BodyUnreadable(String),
+    /// The path tries to leave its route (dot segments, encoded slashes, ...) (400).
+    #[error("{0}")]
+    InvalidPath(String),
+    /// No provider matches the path prefix or the model (404).
+    #[error("{0}")]
+    UnknownProvider(String),
+    /// The provider's key variable is unset (503).
+    #[error("provider `{provider}` is not configured: environment variable {variable} is not set")]
+    ProviderUnconfigured {
+        /// The provider the request was routed to.
+        provider: String,
+        /// The environment variable that should hold its key.
+        variable: String,
+    },
+    /// The proxy is at its concurrent request limit (503).
+    #[error("replaygate is at its limit of {limit} concurrent requests; retry shortly")]
+    Overloaded {
+        /// The configured limit.
+        limit: usize,
+    },
+    /// The upstream could not be reached or failed before answering (502).
+    #[error("provider `{provider}` could not be reached: {detail}")]
+    UpstreamUnavailable {
+        /// The provider the request was routed to.
+        provider: String,
+        /// What failed, without secrets.
+        detail: String,
+    },
+    /// The upstream did not answer in time (504).
+    #[error("provider `{provider}` did not answer in time")]
+    UpstreamTimeout {
+        /// The provider the request was routed to.
+        provider: String,
+    },
+}
+
+impl From<RouteError> for ApiError {
+    fn from(error: RouteError) -> Self {
+        match error {
+            RouteError::InvalidPath(_) => ApiError::InvalidPath(error.to_string()),
+            RouteError::UnknownProvider(_) | RouteError::NoProvider { .. } => ApiError::UnknownProvider(error.to_string()),
+        }
+    }
+}
+
+impl ApiError {
+    /// The HTTP status of the answer.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::Rejected { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Body(_) | ApiError::BodyUnreadable(_) | ApiError::InvalidPath(_) => StatusCode::BAD_REQUEST,
+            ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
+            ApiError::UnknownProvider(_) => StatusCode::NOT_FOUND,
+            ApiError::ProviderUnconfigured { .. } | ApiError::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::UpstreamUnavailable { .. } => StatusCode::BAD_GATEWAY,
+            ApiError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+        }
+    }
+
+    /// The envelope's `type`: whose fault it is.
+    pub fn kind(&self) -> &'static str {
+        if self.status().is_server_error() {
+            "server_error"
+        } else {
+            "invalid_request_error"
+        }
+    }
+
+    /// The envelope's `code`: stable and machine-readable.
+    pub fn code(&self) -> &str {
+        match self {
+            ApiError::Rejected { violations, .. } => violations.first().map_or("rejected", |v| v.reason.as_str()),
+            ApiError::Body(e) => e.code(),
+            ApiError::BodyTooLarge { .. } => "body_too_large",
+            ApiError::BodyTimeout { .. } => "body_timeout",
+            ApiError::BodyUnreadable(_) => "body_unreadable",
+            ApiError::InvalidPath(_) => "invalid_path",
+            ApiError::UnknownProvider(_) => "unknown_provider",
+            ApiError::ProviderUnconfigured { .. } => "provider_unconfigured",
+            ApiError::Overloaded { .. } => "overloaded",
+            ApiError::UpstreamUnavailable { .. } => "upstream_unavailable",
+            ApiError::UpstreamTimeout { .. } => "upstream_timeout",
+        }
+    }
+
+    /// The envelope's `param`: the request parameter at fault, if any.
+    pub fn param(&self) -> Option<&str> {
+        match self {
+            ApiError::Rejected { violations, .. } => violations.first().map(|v| v.param.as_str()),
+            ApiError::Body(e) => e.param(),
+            _ => None,
+        }
+    }
+
+    /// The envelope's `message`.
+    pub fn message(&self) -> String {
+        match self {
+            ApiError::Rejected { provider, violations } => {
+                let first = &violations[0];
+                let more = match violations.len() {
+                    1 => String::new(),
+                    2 => " (and 1 more violation)".to_owned(),
+                    n => format!(" (and {} more violations)", n - 1),
+                };
+                format!(
+                    "input[{}] cannot be sent to provider `{provider}`: {}{more}",
+                    first.index, first.message
+                )
+            }
+            other => other.to_string(),
+        }
+    }
+
+    /// Whether a client retry could succeed (steers the SDKs' automatic retries).
+    fn retryable(&self) -> bool {
+        matches!(
+            self,
+            ApiError::Overloaded { .. } | ApiError::UpstreamUnavailable { .. } | ApiError::UpstreamTimeout { .. }
+        )
+    }
+
+    /// The envelope as JSON text.
+    pub fn envelope(&self) -> String {
+        let mut error = json!({
+            "type": self.kind(),
+            "code": self.code(),
+            "param": self.param(),
+            "message": self.message(),
+        });
+        if let ApiError::Rejected { violations, .. } = self {
+            error["violations"] = json!(violations);
+        }
+        json!({ "error": error }).to_string()
+    }
+
+    /// The answer to send to the client.
+    pub fn into_response<B: From<Bytes>>(self) -> Response<B> {
+        let mut response = Response::new(B::from(Bytes::from(self.envelope())));
+        *response.status_mut() = self.status();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let retry = if self.retryable() { "true" } else { "false" };
+        headers.insert("x-should-retry", HeaderValue::from_static(retry));
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::Reason;
+
+    fn violation(index: usize, reason: Reason, param: &str) -> Violation {
+        Violation {
+            index,
+            item_type: "function_call".into(),
+            id: None,
+            call_id: Some("c1".into()),
+            reason,
+            param: param.into(),
+            pointer: None,
+            message: "bad".into(),
+        }
+    }
+
+    fn envelope(e: &ApiError) -> serde_json::Value {
+        serde_json::from_str(&e.envelope()).unwrap()
+    }
+
+    #[test]
+    fn rejections_lead_with_the_first_violation() {
+        let e = ApiError::Rejected {
+            provider: "bedrock".into(),
+            violations: vec![
+                violation(2, Reason::Status, "input[2].status"),
+                violation(4, Reason::CallIdMismatch, "input[4].call_id"),
+            ],
+        };
+        assert_eq!(e.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        let v = envelope(&e);
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+        assert_eq!(v["error"]["code"], "status");
+        assert_eq!(v["error"]["param"], "input[2].status");
+        assert_eq!(v["error"]["violations"].as_array().unwrap().len(), 2);
+        assert_eq!(v["error"]["message"], "input[2] cannot be sent to provider `bedrock`: bad (and 1 more violation)");
+    }
+
+    #[test]
+    fn server_side_failures_are_server_errors() {
+        let e = ApiError::ProviderUnconfigured {
+            provider: "bedrock".into(),
+            variable: "AWS_BEARER_TOKEN_BEDROCK".into(),
+        };
+        let v = envelope(&e);
+        assert_eq!((e.status().as_u16(), v["error"]["type"].as_str()), (503, Some("server_error")));
+        assert!(v["error"]["message"].as_str().unwrap().contains("AWS_BEARER_TOKEN_BEDROCK"));
+        assert_eq!(v["error"]["param"], serde_json::Value::Null);
+        assert_eq!(ApiError::UpstreamTimeout { provider: "p".into() }.status().as_u16(), 504);
+    }
+
+    #[test]
+    fn body_errors_keep_their_code_and_param() {
+        let e = ApiError::from(BodyError::InvalidInput {
+            param: "input".into(),
+            message: "wrong".into(),
+        });
+        let v = envelope(&e);
+        assert_eq!((v["error"]["code"].as_str(), v["error"]["param"].as_str()), (Some("invalid_input"), Some("input")));
+        assert_eq!(ApiError::BodyTooLarge { limit: 1 }.code(), "body_too_large");
+    }
+
+    #[test]
+    fn responses_carry_json_and_retry_advice() {
+        let r: Response<Bytes> = ApiError::UpstreamTimeout { provider: "p".into() }.into_response();
+        assert_eq!(r.headers()["content-type"], "application/json");
+        assert_eq!(r.headers()["x-should-retry"], "true");
+        let r: Response<Bytes> = ApiError::BodyTooLarge { limit: 1 }.into_response();
+        assert_eq!(r.headers()["x-should-retry"], "false");
+    }
+}

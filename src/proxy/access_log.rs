@@ -1,0 +1,121 @@
+//! One structured log line per request: who asked, where it went, what the gate said.
+
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+
+use crate::error::ApiError;
+use crate::gate::Verdict;
+
+/// The response header that carries the request id back to the client.
+pub const REQUEST_ID_HEADER: &str = "x-replaygate-request-id";
+
+/// What the gate decided, as logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// The path is not gated.
+    Ungated,
+    /// Every item may go to the provider.
+    Allowed,
+    /// At least one item was refused.
+    Rejected,
+    /// The proxy refused the request before or after gating (bad body, no route, upstream down).
+    Error,
+}
+
+impl Decision {
+    fn as_str(self) -> &'static str {
+        match self {
+            Decision::Ungated => "ungated",
+            Decision::Allowed => "allowed",
+            Decision::Rejected => "rejected",
+            Decision::Error => "error",
+        }
+    }
+}
+
+/// Facts gathered along the request path, written out once when the answer is ready.
+///
+/// It holds no header values and no bodies, so no key or prompt can reach the log.
+#[derive(Debug)]
+pub struct AccessRecord {
+    /// The client's `x-request-id` when it sent a sane one, else a fresh UUID.
+    pub request_id: String,
+    method: Method,
+    path: String,
+    provider: Option<String>,
+    model: Option<String>,
+    decision: Decision,
+    reasons: Vec<&'static str>,
+    error_code: Option<String>,
+}
+
+impl AccessRecord {
+    /// Starts the record of one request.
+    pub fn new(method: &Method, path: &str, headers: &HeaderMap) -> Self {
+        let request_id = headers
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .filter(|id| !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic()))
+            .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
+        Self {
+            request_id,
+            method: method.clone(),
+            path: path.to_owned(),
+            provider: None,
+            model: None,
+            decision: Decision::Ungated,
+            reasons: Vec::new(),
+            error_code: None,
+        }
+    }
+
+    /// Notes where the request was routed.
+    pub fn routed(&mut self, provider: &str, model: Option<&str>) {
+        self.provider = Some(provider.to_owned());
+        self.model = model.map(str::to_owned);
+    }
+
+    /// Notes the gate's verdict.
+    pub fn judged(&mut self, verdict: &Verdict) {
+        if verdict.is_allowed() {
+            self.decision = Decision::Allowed;
+        } else {
+            self.decision = Decision::Rejected;
+            self.reasons = verdict.violations.iter().map(|v| v.reason.as_str()).collect();
+            self.reasons.dedup();
+        }
+    }
+
+    /// Notes that the proxy answered with an error of its own.
+    pub fn refused(&mut self, error: &ApiError) {
+        if !matches!(error, ApiError::Rejected { .. }) {
+            self.decision = Decision::Error;
+        }
+        self.error_code = Some(error.code().to_owned());
+    }
+
+    /// The request id as a header value.
+    pub fn request_id_header(&self) -> HeaderValue {
+        HeaderValue::try_from(self.request_id.as_str()).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
+    }
+
+    /// Writes the log line. `upstream` is the provider's status when the answer came from it.
+    pub fn write(&self, status: StatusCode, upstream: Option<StatusCode>, latency: Duration) {
+        tracing::info!(
+            target: "replaygate::access",
+            request_id = %self.request_id,
+            method = %self.method,
+            path = %self.path,
+            provider = self.provider.as_deref().unwrap_or("-"),
+            model = self.model.as_deref().unwrap_or("-"),
+            decision = self.decision.as_str(),
+            reasons = %self.reasons.join(","),
+            error = self.error_code.as_deref().unwrap_or("-"),
+            status = status.as_u16(),
+            upstream_status = upstream.map_or(0, |s| s.as_u16()),
+            latency_ms = latency.as_secs_f64() * 1000.0,
+            "request"
+        );
+    }
+}

@@ -1,0 +1,117 @@
+//! Which headers cross the proxy, in each direction.
+
+use http::header::{self, HeaderMap, HeaderName};
+
+use super::provider::Credential;
+
+/// Connection-scoped headers (RFC 9110 §7.6.1) that a proxy must not forward.
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+];
+
+/// Client headers that carry the client's own credentials or account scope; they never reach a
+/// provider that authenticates with a key of its own.
+const CLIENT_CREDENTIALS: [&str; 5] = ["authorization", "api-key", "x-api-key", "openai-organization", "openai-project"];
+
+/// Removes hop-by-hop headers, including any the `Connection` header names.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::try_from(name.trim()).ok())
+        .collect();
+    for name in named.iter().chain(HOP_BY_HOP.iter()) {
+        headers.remove(name);
+    }
+    headers.remove(header::UPGRADE);
+}
+
+/// The headers to send upstream: the client's, less hop-by-hop and framing headers, with the
+/// provider's credential applied.
+pub fn upstream_request_headers(mut headers: HeaderMap, credential: &Credential) -> HeaderMap {
+    strip_hop_by_hop(&mut headers);
+    // The upstream client sets these for the bytes it actually sends.
+    headers.remove(header::HOST);
+    headers.remove(header::CONTENT_LENGTH);
+    headers.remove(header::EXPECT);
+    match credential {
+        Credential::Passthrough => {}
+        Credential::None => {
+            headers.remove(header::AUTHORIZATION);
+        }
+        Credential::Bearer(key) => {
+            for name in CLIENT_CREDENTIALS {
+                headers.remove(name);
+            }
+            headers.insert(header::AUTHORIZATION, key.clone());
+        }
+        Credential::Missing { .. } => {
+            for name in CLIENT_CREDENTIALS {
+                headers.remove(name);
+            }
+        }
+    }
+    headers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn client_headers() -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert("authorization", HeaderValue::from_static("Bearer client-key"));
+        h.insert("openai-organization", HeaderValue::from_static("org-client"));
+        h.insert("x-api-key", HeaderValue::from_static("client-key-2"));
+        h.insert("connection", HeaderValue::from_static("keep-alive, x-private"));
+        h.insert("x-private", HeaderValue::from_static("1"));
+        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        h.insert("host", HeaderValue::from_static("proxy.local"));
+        h.insert("content-length", HeaderValue::from_static("12"));
+        h.insert("content-type", HeaderValue::from_static("application/json"));
+        h.insert("x-stainless-lang", HeaderValue::from_static("python"));
+        h
+    }
+
+    #[test]
+    fn hop_by_hop_and_framing_headers_never_cross() {
+        let h = upstream_request_headers(client_headers(), &Credential::Passthrough);
+        for gone in ["connection", "x-private", "keep-alive", "transfer-encoding", "host", "content-length"] {
+            assert!(!h.contains_key(gone), "{gone}");
+        }
+        assert_eq!(h["content-type"], "application/json");
+        assert_eq!(h["x-stainless-lang"], "python");
+    }
+
+    #[test]
+    fn passthrough_forwards_the_client_key() {
+        let h = upstream_request_headers(client_headers(), &Credential::Passthrough);
+        assert_eq!(h["authorization"], "Bearer client-key");
+    }
+
+    #[test]
+    fn an_own_key_replaces_every_client_credential() {
+        let key = HeaderValue::from_static("Bearer provider-key");
+        let h = upstream_request_headers(client_headers(), &Credential::Bearer(key));
+        assert_eq!(h.get_all("authorization").iter().count(), 1);
+        assert_eq!(h["authorization"], "Bearer provider-key");
+        assert!(!h.contains_key("x-api-key") && !h.contains_key("openai-organization"));
+    }
+
+    #[test]
+    fn none_sends_no_authorization() {
+        let h = upstream_request_headers(client_headers(), &Credential::None);
+        assert!(!h.contains_key("authorization"));
+    }
+}

@@ -1,0 +1,96 @@
+//! The life of one request, as named phases: route the path, read the body, choose the
+//! provider and gate, forward, answer.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::{Request, Response};
+use http_body_util::BodyExt;
+
+use super::access_log::{AccessRecord, REQUEST_ID_HEADER};
+use super::body::{read_body, HoldsPermit, ProxyBody};
+use super::provider::Provider;
+use super::state::ProxyState;
+use super::upstream::{forward, Outbound};
+use crate::error::ApiError;
+use crate::gate::{self, Target};
+
+/// Handles one request from start to answer; never fails (every error becomes an envelope).
+pub async fn handle<B>(state: Arc<ProxyState>, request: Request<B>) -> Response<ProxyBody>
+where
+    B: http_body::Body<Data = bytes::Bytes>,
+    B::Error: Into<super::body::BoxError>,
+{
+    let started = Instant::now();
+    let mut record = AccessRecord::new(request.method(), request.uri().path(), request.headers());
+    let (mut response, upstream) = match proxy(&state, request, &mut record).await {
+        Ok(response) => {
+            let status = response.status();
+            (response, Some(status))
+        }
+        Err(error) => {
+            record.refused(&error);
+            (error.into_response(), None)
+        }
+    };
+    response.headers_mut().insert(REQUEST_ID_HEADER, record.request_id_header());
+    record.write(response.status(), upstream, started.elapsed());
+    response
+}
+
+async fn proxy<B>(state: &ProxyState, request: Request<B>, record: &mut AccessRecord) -> Result<Response<ProxyBody>, ApiError>
+where
+    B: http_body::Body<Data = bytes::Bytes>,
+    B::Error: Into<super::body::BoxError>,
+{
+    let permit = state.in_flight.clone().try_acquire_owned().map_err(|_| ApiError::Overloaded {
+        limit: state.max_in_flight,
+    })?;
+    let (parts, body) = request.into_parts();
+
+    // Route the path: which provider prefix, whether it is gated, what to ask upstream.
+    let route = state.router.classify(parts.uri.path())?;
+
+    // Read the body, under the size cap and the read timeout.
+    let body = read_body(body, &parts.headers, state.body_limits).await?;
+
+    // Choose the provider (by prefix, else by model) and gate the items for it.
+    let provider = if route.gated {
+        let request = gate::parse(&body)?;
+        let provider = choose(state, &route, request.model())?;
+        record.routed(provider.name(), request.model());
+        let verdict = state.gate.judge(&request, &Target::provider(&provider.profile));
+        record.judged(&verdict);
+        if !verdict.is_allowed() {
+            return Err(ApiError::Rejected {
+                provider: provider.name().to_owned(),
+                violations: verdict.violations,
+            });
+        }
+        provider
+    } else {
+        let provider = choose(state, &route, None)?;
+        record.routed(provider.name(), None);
+        provider
+    };
+
+    // Forward the original bytes and answer with the provider's response as it streams.
+    let outbound = Outbound {
+        method: parts.method,
+        path: route.upstream_path,
+        query: parts.uri.query(),
+        headers: parts.headers,
+        body,
+    };
+    let response = forward(provider, outbound).await?;
+    // The request stays in flight until its answer has streamed out.
+    Ok(response.map(|body| HoldsPermit::new(body, permit).boxed_unsync()))
+}
+
+fn choose<'s>(state: &'s ProxyState, route: &crate::routing::PathRoute<'_>, model: Option<&str>) -> Result<&'s Provider, ApiError> {
+    let name = state.router.choose(route, model)?;
+    state
+        .providers
+        .get(name)
+        .ok_or_else(|| ApiError::UnknownProvider(format!("provider `{name}` is not configured")))
+}

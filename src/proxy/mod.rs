@@ -1,0 +1,14 @@
+//! The proxy: a hyper server whose every request goes through [`lifecycle`]: route the path,
+//! read the body, choose the provider and gate, forward, answer.
+
+pub mod access_log;
+pub mod body;
+pub mod headers;
+pub mod lifecycle;
+pub mod provider;
+pub mod server;
+pub mod state;
+pub mod upstream;
+
+pub use server::{run, ServerSettings};
+pub use state::ProxyState;

@@ -1,0 +1,79 @@
+//! The listener: accepts connections (HTTP/1.1 and cleartext HTTP/2) and serves each request
+//! through the request lifecycle until shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+
+use super::lifecycle::handle;
+use super::state::ProxyState;
+
+/// Connection settings of the listener.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerSettings {
+    /// Longest time a client may take to send its request headers.
+    pub header_read_timeout: Duration,
+    /// Longest time in-flight requests and streams get to finish after shutdown begins.
+    pub shutdown_grace: Duration,
+}
+
+/// Serves `listener` until `shutdown` completes, then lets open requests finish for up to the
+/// grace period. Binding is the caller's job, so tests can pass a listener on port 0.
+pub async fn run(
+    listener: TcpListener,
+    state: Arc<ProxyState>,
+    settings: ServerSettings,
+    shutdown: impl Future<Output = ()>,
+) {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(settings.header_read_timeout);
+    builder.http2().timer(TokioTimer::new()).adaptive_window(true);
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    let mut accept_errors = 0u32;
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    accept_errors = 0;
+                    stream
+                }
+                Err(error) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    accept_errors = (accept_errors + 1).min(10);
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(5 << accept_errors.min(7))).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let state = state.clone();
+        let service = service_fn(move |request| {
+            let state = state.clone();
+            async move { Ok::<_, std::convert::Infallible>(handle(state, request).await) }
+        });
+        let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    tracing::info!(open_connections = graceful.count(), "shutting down");
+    if tokio::time::timeout(settings.shutdown_grace, graceful.shutdown()).await.is_err() {
+        tracing::warn!("grace period over; closing the remaining connections");
+    }
+}

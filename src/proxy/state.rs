@@ -1,0 +1,88 @@
+//! Everything a request needs, built once from the configuration.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
+
+use super::body::BodyLimits;
+use super::provider::{Credential, Provider};
+use crate::config::Config;
+use crate::gate::{Gate, SchemaLimits};
+use crate::routing::Router;
+
+/// The proxy's shared state: the gate, the router and the providers.
+///
+/// The gate (with its schema cache) is held apart from the configured parts, so a later
+/// configuration reload can replace providers and routes without dropping compiled schemas.
+#[derive(Debug)]
+pub struct ProxyState {
+    /// The gate and its compiled tool schemas.
+    pub gate: Arc<Gate>,
+    /// Path and model routing.
+    pub router: Router,
+    /// Providers by name.
+    pub providers: HashMap<String, Provider>,
+    /// How request bodies are read.
+    pub body_limits: BodyLimits,
+    /// Permits for requests in flight.
+    pub in_flight: Arc<Semaphore>,
+    /// The number of permits `in_flight` started with.
+    pub max_in_flight: usize,
+}
+
+/// Why the proxy could not be built from its configuration.
+#[derive(Debug, thiserror::Error)]
+#[error("provider `{provider}`: the upstream client could not be built: {source}")]
+pub struct BuildError {
+    provider: String,
+    source: reqwest::Error,
+}
+
+impl ProxyState {
+    /// Builds the state, reading provider keys through `env`.
+    pub fn new(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Result<ProxyState, BuildError> {
+        let gate = Gate::new(SchemaLimits {
+            cache_bytes: config.gate.schema_cache_bytes,
+            max_schema_bytes: config.gate.max_schema_bytes,
+        });
+        let mut providers = HashMap::with_capacity(config.providers.len());
+        for (name, provider) in &config.providers {
+            let built = Provider::new(name, provider, env).map_err(|source| BuildError {
+                provider: name.clone(),
+                source,
+            })?;
+            providers.insert(name.clone(), built);
+        }
+        Ok(ProxyState {
+            gate: Arc::new(gate),
+            router: Router::new(config),
+            providers,
+            body_limits: BodyLimits {
+                max_bytes: config.server.max_body_bytes,
+                read_timeout: config.server.body_read_timeout,
+            },
+            in_flight: Arc::new(Semaphore::new(config.server.max_concurrent_requests)),
+            max_in_flight: config.server.max_concurrent_requests,
+        })
+    }
+
+    /// Builds the state from the process environment.
+    pub fn from_env(config: &Config) -> Result<ProxyState, BuildError> {
+        Self::new(config, &|name| std::env::var(name).ok())
+    }
+
+    /// Providers whose key variable is unset, with that variable: `(provider, variable)`.
+    pub fn unconfigured(&self) -> impl Iterator<Item = (&str, &str)> {
+        let mut missing: Vec<(&str, &str)> = self
+            .providers
+            .values()
+            .filter_map(|p| match &p.credential {
+                Credential::Missing { variable } => Some((p.name(), variable.as_str())),
+                _ => None,
+            })
+            .collect();
+        missing.sort_unstable();
+        missing.into_iter()
+    }
+}

@@ -1,0 +1,72 @@
+//! Forwarding: the original bytes go up, the provider's answer streams back as it arrives.
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Response};
+use http_body_util::BodyExt;
+
+use super::body::{BoxError, ProxyBody};
+use super::headers::{strip_hop_by_hop, upstream_request_headers};
+use super::provider::{Credential, Provider};
+use crate::error::ApiError;
+
+/// What is sent upstream: everything but the URL comes from the client's request.
+#[derive(Debug)]
+pub struct Outbound<'r> {
+    /// The client's method.
+    pub method: Method,
+    /// The path after `/v1`, starting with `/`.
+    pub path: &'r str,
+    /// The client's query string, if any.
+    pub query: Option<&'r str>,
+    /// The client's headers.
+    pub headers: HeaderMap,
+    /// The client's body, exactly as received.
+    pub body: Bytes,
+}
+
+/// Sends `outbound` to `provider` and streams the answer back, frame by frame.
+///
+/// Dropping the returned body (the client went away) drops the upstream response and so
+/// closes the upstream request.
+pub async fn forward(provider: &Provider, outbound: Outbound<'_>) -> Result<Response<ProxyBody>, ApiError> {
+    if let Credential::Missing { variable } = &provider.credential {
+        return Err(ApiError::ProviderUnconfigured {
+            provider: provider.name().to_owned(),
+            variable: variable.clone(),
+        });
+    }
+    let url = provider.url(outbound.path, outbound.query);
+    let headers = upstream_request_headers(outbound.headers, &provider.credential);
+    let answer = provider
+        .client
+        .request(outbound.method, url)
+        .headers(headers)
+        .body(outbound.body)
+        .send()
+        .await
+        .map_err(|e| upstream_error(provider, &e))?;
+    let answer: Response<reqwest::Body> = answer.into();
+    let (mut parts, body) = answer.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    let mut response = Response::new(body.map_err(BoxError::from).boxed_unsync());
+    *response.status_mut() = parts.status;
+    *response.headers_mut() = parts.headers;
+    Ok(response)
+}
+
+fn upstream_error(provider: &Provider, error: &reqwest::Error) -> ApiError {
+    let provider = provider.name().to_owned();
+    if error.is_timeout() {
+        return ApiError::UpstreamTimeout { provider };
+    }
+    let mut cause: &dyn std::error::Error = error;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    let detail = if error.is_connect() {
+        format!("connection failed ({cause})")
+    } else {
+        cause.to_string()
+    };
+    ApiError::UpstreamUnavailable { provider, detail }
+}

@@ -1,0 +1,129 @@
+//! Routing (contract §4): model globs, provider prefixes, the default, compact, other paths.
+
+mod support;
+
+use support::proxy::Proxy;
+use support::upstream::{Upstream, RESPONSE_JSON};
+
+struct Two {
+    openai: Upstream,
+    bedrock: Upstream,
+    proxy: Proxy,
+}
+
+/// Two providers: `openai` (the default, `gpt-*`) and `bedrock` (`openai.gpt-oss-*`).
+async fn two_providers() -> Two {
+    let openai = Upstream::json(200, RESPONSE_JSON).await;
+    let bedrock = Upstream::json(200, RESPONSE_JSON).await;
+    let config = format!(
+        r#"default_provider = "openai"
+
+[providers.openai]
+base_url = "{}"
+
+[providers.bedrock]
+base_url = "{}"
+
+[[routes]]
+model = "openai.gpt-oss-*"
+provider = "bedrock"
+
+[[routes]]
+model = "gpt-*"
+provider = "openai"
+"#,
+        openai.base_url(),
+        bedrock.base_url().replace("/v1", "/openai/v1")
+    );
+    let proxy = Proxy::start(&config, &[]).await;
+    Two { openai, bedrock, proxy }
+}
+
+async fn send(proxy: &Proxy, method: &str, path: &str, body: &str) -> u16 {
+    reqwest::Client::new()
+        .request(method.parse().unwrap(), proxy.url(path))
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+fn targets(upstream: &Upstream) -> Vec<String> {
+    upstream.received().into_iter().map(|r| r.target).collect()
+}
+
+#[tokio::test]
+async fn the_model_chooses_the_provider_first_match_wins() {
+    let t = two_providers().await;
+    assert_eq!(send(&t.proxy, "POST", "/v1/responses", r#"{"model":"openai.gpt-oss-120b","input":"hi"}"#).await, 200);
+    assert_eq!(send(&t.proxy, "POST", "/v1/responses", r#"{"model":"gpt-5","input":"hi"}"#).await, 200);
+    assert_eq!(targets(&t.bedrock), ["/openai/v1/responses"]);
+    assert_eq!(targets(&t.openai), ["/v1/responses"]);
+}
+
+#[tokio::test]
+async fn an_unmatched_model_goes_to_the_default_provider() {
+    let t = two_providers().await;
+    assert_eq!(send(&t.proxy, "POST", "/v1/responses", r#"{"model":"some-local-model","input":"hi"}"#).await, 200);
+    assert_eq!(send(&t.proxy, "POST", "/v1/responses", r#"{"input":"no model"}"#).await, 200);
+    assert_eq!(targets(&t.openai).len(), 2);
+    assert!(t.bedrock.received().is_empty());
+}
+
+#[tokio::test]
+async fn a_provider_prefix_wins_over_the_model() {
+    let t = two_providers().await;
+    assert_eq!(send(&t.proxy, "POST", "/bedrock/v1/responses", r#"{"model":"gpt-5","input":"hi"}"#).await, 200);
+    assert_eq!(targets(&t.bedrock), ["/openai/v1/responses"]);
+    assert!(t.openai.received().is_empty());
+}
+
+#[tokio::test]
+async fn the_path_without_v1_is_served_too() {
+    let t = two_providers().await;
+    assert_eq!(send(&t.proxy, "POST", "/responses", r#"{"model":"gpt-5","input":"hi"}"#).await, 200);
+    assert_eq!(targets(&t.openai), ["/v1/responses"]);
+}
+
+#[tokio::test]
+async fn compact_is_gated_like_responses() {
+    let t = two_providers().await;
+    let foreign = r#"{"model":"openai.gpt-oss-120b","input":[{"type":"openai:web_search_call","id":"ws_1"}]}"#;
+    assert_eq!(send(&t.proxy, "POST", "/v1/responses/compact", foreign).await, 422);
+    let fine = r#"{"model":"gpt-5","input":[{"type":"openai:web_search_call","id":"ws_1"}]}"#;
+    assert_eq!(send(&t.proxy, "POST", "/v1/responses/compact", fine).await, 200);
+    assert_eq!(targets(&t.openai), ["/v1/responses/compact"]);
+    assert!(t.bedrock.received().is_empty());
+}
+
+#[tokio::test]
+async fn other_paths_are_forwarded_ungated() {
+    let t = two_providers().await;
+    assert_eq!(send(&t.proxy, "GET", "/v1/models", "").await, 200);
+    assert_eq!(send(&t.proxy, "GET", "/bedrock/v1/models?limit=2", "").await, 200);
+    // Not JSON, not gated: forwarded as is.
+    assert_eq!(send(&t.proxy, "POST", "/v1/chat/completions", "not json at all").await, 200);
+    assert_eq!(targets(&t.openai), ["/v1/models", "/v1/chat/completions"]);
+    assert_eq!(targets(&t.bedrock), ["/openai/v1/models?limit=2"]);
+    assert_eq!(&t.openai.received()[1].body[..], b"not json at all");
+}
+
+#[tokio::test]
+async fn the_verdict_depends_on_the_routed_provider() {
+    let t = two_providers().await;
+    let body = |model: &str| format!(r#"{{"model":"{model}","input":[{{"type":"web_search_call","id":"ws_1","status":"completed"}}]}}"#);
+    assert_eq!(send(&t.proxy, "POST", "/v1/responses", &body("gpt-5")).await, 200);
+    assert_eq!(send(&t.proxy, "POST", "/v1/responses", &body("openai.gpt-oss-20b")).await, 422);
+}
+
+#[tokio::test]
+async fn path_tricks_never_reach_an_upstream() {
+    let t = two_providers().await;
+    for path in ["/bedrock/../openai/v1/responses", "/v1/%2e%2e/responses", "/bedrock%2fv1/responses", "/v1//responses"] {
+        let status = send(&t.proxy, "POST", path, r#"{"model":"gpt-5","input":"hi"}"#).await;
+        assert!((400..500).contains(&status), "{path}: {status}");
+    }
+    assert!(t.openai.received().is_empty() && t.bedrock.received().is_empty());
+}

@@ -1,0 +1,77 @@
+//! A replaygate proxy on 127.0.0.1:0 built from a `proxy.toml` text and a fake environment.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use replaygate::config::Config;
+use replaygate::proxy::{run, ProxyState, ServerSettings};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+/// A running proxy; dropping it shuts it down.
+pub struct Proxy {
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    pub task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Proxy {
+    /// Starts a proxy from configuration text, with `env` as its only environment.
+    pub async fn start(config: &str, env: &[(&str, &str)]) -> Proxy {
+        let config = Config::from_toml(config).unwrap_or_else(|e| panic!("test config: {e}"));
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let lookup = move |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        let state = ProxyState::new(&config, &lookup).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let settings = ServerSettings {
+            header_read_timeout: config.server.header_read_timeout,
+            shutdown_grace: Duration::from_secs(5),
+        };
+        let task = tokio::spawn(run(listener, Arc::new(state), settings, async move {
+            let _ = stopped.await;
+        }));
+        Proxy {
+            addr,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT` + `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Begins graceful shutdown and waits for the server to return.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(Duration::from_secs(10), task).await.unwrap().unwrap();
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// A config with one provider `openai` at `base_url` and the given auth, plus optional extra text.
+pub fn one_provider(base_url: &str, auth: &str, extra: &str) -> String {
+    format!(
+        r#"default_provider = "openai"
+[providers.openai]
+base_url = "{base_url}"
+auth = {auth}
+{extra}
+"#
+    )
+}
