@@ -1,2 +1,4 @@
 //! replaygate: a reverse proxy that gates replayed Open Responses items per target provider.
 #![forbid(unsafe_code)]
+
+pub mod config;
