@@ -22,6 +22,9 @@ pub use sections::{GateConfig, LogConfig, LogFormat, ServerConfig};
 
 use file::ConfigFile;
 
+/// The repository's `proxy.toml`, built into the binary.
+const EMBEDDED_DEFAULT: &str = include_str!("../../proxy.toml");
+
 /// A checked configuration: every provider reference resolves, every URL and
 /// glob is usable.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +95,11 @@ impl Config {
             error,
         })?;
         Config::from_toml(&text).map_err(|error| error.in_file(path))
+    }
+
+    /// The repository's `proxy.toml`, compiled into the binary.
+    pub fn embedded_default() -> Result<Config, ConfigError> {
+        Config::from_toml(EMBEDDED_DEFAULT)
     }
 }
 

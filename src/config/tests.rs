@@ -436,3 +436,59 @@ fn load_names_the_file() {
     assert!(matches!(error, ConfigError::Read { .. }));
     assert!(error.to_string().contains(&missing.display().to_string()));
 }
+
+#[test]
+fn embedded_default_parses() {
+    let config = Config::embedded_default().unwrap();
+    assert_eq!(config.default_provider.as_deref(), Some("openai"));
+    // The file documents the defaults, so it must agree with them.
+    assert_eq!(config.server, ServerConfig::default());
+    assert_eq!(config.log, LogConfig::default());
+    assert_eq!(config.gate, GateConfig::default());
+
+    let openai = &config.providers["openai"];
+    assert_eq!(openai.base_url, "https://api.openai.com/v1");
+    assert_eq!(openai.auth, Auth::BearerEnv("OPENAI_API_KEY".into()));
+    assert_eq!(openai.namespaces(), ["openai"]);
+    let bedrock = &config.providers["bedrock"];
+    assert_eq!(
+        bedrock.base_url,
+        "https://bedrock-mantle.us-east-1.api.aws/v1"
+    );
+    assert_eq!(
+        bedrock.auth,
+        Auth::BearerEnv("AWS_BEARER_TOKEN_BEDROCK".into())
+    );
+    assert_eq!(bedrock.namespaces(), ["bedrock"]);
+    let bedrock_openai = &config.providers["bedrock-openai"];
+    assert_eq!(
+        bedrock_openai.base_url,
+        "https://bedrock-mantle.us-east-1.api.aws/openai/v1"
+    );
+    assert_eq!(bedrock_openai.auth, bedrock.auth);
+    assert_eq!(bedrock_openai.namespaces(), ["bedrock"]);
+
+    let routes: Vec<(&str, &str)> = config
+        .routes
+        .iter()
+        .map(|r| (r.model.glob(), r.provider.as_str()))
+        .collect();
+    assert_eq!(
+        routes,
+        [
+            ("gpt-*", "openai"),
+            ("o1*", "openai"),
+            ("o3*", "openai"),
+            ("o4*", "openai"),
+            ("openai.gpt-5*", "bedrock-openai"),
+            ("openai.gpt-oss-*", "bedrock"),
+            ("anthropic.*", "bedrock"),
+            ("google.*", "bedrock"),
+            ("meta.*", "bedrock"),
+            ("mistral.*", "bedrock"),
+            ("qwen.*", "bedrock"),
+            ("deepseek.*", "bedrock"),
+            ("amazon.*", "bedrock"),
+        ]
+    );
+}
