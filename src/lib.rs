@@ -4,7 +4,20 @@
 //!
 //! - [`gate`]: the pure judge of request bodies (no I/O, no async), shared by the proxy and the
 //!   `check` command.
+//! - [`config`]: `proxy.toml`, parsed strictly and checked.
+//! - [`routing`]: which provider a request goes to, and whether it is gated.
+//! - [`proxy`]: the hyper server and the request lifecycle (route, read body, gate, forward,
+//!   answer).
+//! - [`error`]: the one error type of the request path and its OpenAI error envelope.
+//! - [`cli`], [`check`], [`telemetry`]: the command line, `replaygate check`, and logging.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, rust_2018_idioms)]
 
+pub mod check;
+pub mod cli;
+pub mod config;
+pub mod error;
 pub mod gate;
+pub mod proxy;
+pub mod routing;
+pub mod telemetry;

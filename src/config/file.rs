@@ -1,0 +1,115 @@
+//! The shape of `proxy.toml` as written, with the spans of the values that
+//! are checked after parsing.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::de::{millis, positive_count, positive_millis};
+use super::{Auth, GateConfig, LogConfig, ServerConfig};
+
+/// The whole file.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ConfigFile {
+    pub(super) default_provider: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) server: ServerTable,
+    #[serde(default)]
+    pub(super) log: LogConfig,
+    #[serde(default)]
+    pub(super) gate: GateConfig,
+    pub(super) providers: Spanned<BTreeMap<Spanned<String>, ProviderEntry>>,
+    #[serde(default)]
+    pub(super) routes: Vec<RouteEntry>,
+}
+
+/// The `[server]` table. It also accepts `default_provider`, because a
+/// `default_provider` line written below `[server]` belongs to that table.
+#[derive(serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(super) struct ServerTable {
+    pub(super) default_provider: Option<Spanned<String>>,
+    listen: SocketAddr,
+    max_body_bytes: usize,
+    #[serde(
+        rename = "header_read_timeout_ms",
+        deserialize_with = "positive_millis"
+    )]
+    header_read_timeout: Duration,
+    #[serde(rename = "body_read_timeout_ms", deserialize_with = "positive_millis")]
+    body_read_timeout: Duration,
+    #[serde(deserialize_with = "positive_count")]
+    max_concurrent_requests: usize,
+    #[serde(rename = "shutdown_grace_ms", deserialize_with = "millis")]
+    shutdown_grace: Duration,
+}
+
+impl Default for ServerTable {
+    fn default() -> Self {
+        let defaults = ServerConfig::default();
+        Self {
+            default_provider: None,
+            listen: defaults.listen,
+            max_body_bytes: defaults.max_body_bytes,
+            header_read_timeout: defaults.header_read_timeout,
+            body_read_timeout: defaults.body_read_timeout,
+            max_concurrent_requests: defaults.max_concurrent_requests,
+            shutdown_grace: defaults.shutdown_grace,
+        }
+    }
+}
+
+impl ServerTable {
+    /// The server settings, without `default_provider`.
+    pub(super) fn settings(&self) -> ServerConfig {
+        ServerConfig {
+            listen: self.listen,
+            max_body_bytes: self.max_body_bytes,
+            header_read_timeout: self.header_read_timeout,
+            body_read_timeout: self.body_read_timeout,
+            max_concurrent_requests: self.max_concurrent_requests,
+            shutdown_grace: self.shutdown_grace,
+        }
+    }
+}
+
+/// One `[providers.NAME]` table.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ProviderEntry {
+    pub(super) base_url: Spanned<String>,
+    #[serde(default)]
+    pub(super) auth: Auth,
+    pub(super) namespaces: Option<Vec<Spanned<String>>>,
+    #[serde(
+        rename = "connect_timeout_ms",
+        default = "default_connect_timeout",
+        deserialize_with = "positive_millis"
+    )]
+    pub(super) connect_timeout: Duration,
+    #[serde(
+        rename = "read_timeout_ms",
+        default = "default_read_timeout",
+        deserialize_with = "positive_millis"
+    )]
+    pub(super) read_timeout: Duration,
+}
+
+/// One `[[routes]]` entry.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RouteEntry {
+    pub(super) model: Spanned<String>,
+    pub(super) provider: Spanned<String>,
+}
+
+fn default_connect_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+fn default_read_timeout() -> Duration {
+    Duration::from_secs(600)
+}

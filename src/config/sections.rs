@@ -1,0 +1,99 @@
+//! The `[server]`, `[log]` and `[gate]` settings: values that stand alone,
+//! every key optional. `[server]` is read through the file's own table type,
+//! which also accepts `default_provider`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::de::{Deserialize, Deserializer, Error};
+
+/// `[server]`: the listening socket and the limits on client requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// `listen`: address and port to accept connections on.
+    pub listen: SocketAddr,
+    /// `max_body_bytes`: largest request body accepted; larger bodies get 413.
+    pub max_body_bytes: usize,
+    /// `header_read_timeout_ms`: time a client has to send the request head.
+    pub header_read_timeout: Duration,
+    /// `body_read_timeout_ms`: time a client has to send the whole request body.
+    pub body_read_timeout: Duration,
+    /// `max_concurrent_requests`: requests handled at the same time, at least 1.
+    pub max_concurrent_requests: usize,
+    /// `shutdown_grace_ms`: time in-flight requests get to finish after a
+    /// shutdown signal.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            max_body_bytes: 32 * 1024 * 1024,
+            header_read_timeout: Duration::from_secs(30),
+            body_read_timeout: Duration::from_secs(60),
+            max_concurrent_requests: 1024,
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// `[log]`: what the proxy logs and how.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// `format`: `"text"` or `"json"`.
+    pub format: LogFormat,
+    /// `level`: a tracing `EnvFilter` directive such as `"info"` or
+    /// `"info,replaygate=debug"`; checked when the file is parsed.
+    #[serde(deserialize_with = "filter_directive")]
+    pub level: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            format: LogFormat::Text,
+            level: "info".to_owned(),
+        }
+    }
+}
+
+/// The shape of log lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `[gate]`: limits of the request gate.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GateConfig {
+    /// `schema_cache_bytes`: weight budget of the cache of compiled tool schemas.
+    pub schema_cache_bytes: u64,
+    /// `max_schema_bytes`: a tool schema larger than this is unusable
+    /// (`tool_schema_invalid`).
+    pub max_schema_bytes: usize,
+}
+
+impl Default for GateConfig {
+    fn default() -> Self {
+        Self {
+            schema_cache_bytes: 64 * 1024 * 1024,
+            max_schema_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// A log level string that `EnvFilter` accepts.
+fn filter_directive<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    let directive = String::deserialize(deserializer)?;
+    tracing_subscriber::EnvFilter::try_new(&directive)
+        .map_err(|e| D::Error::custom(format!("invalid log level `{directive}`: {e}")))?;
+    Ok(directive)
+}

@@ -1,0 +1,720 @@
+//! Request routing: which provider a request goes to, whether it is gated,
+//! and the upstream URL.
+//!
+//! A request path is read as `[/{provider}][/v1]{upstream_path}`:
+//!
+//! - A first segment naming a configured provider is a provider prefix; that
+//!   provider gets the request whatever its model. A path shaped
+//!   `/{x}/v1[/...]` where `x` is neither `v1` nor a provider is an unknown
+//!   provider.
+//! - One `/v1` after the optional prefix is dropped; the rest is the upstream
+//!   path, appended to the provider's `base_url`. A path without `/v1`
+//!   (`/responses`, `/models`) is forwarded as it is.
+//! - A path whose upstream path ends in `/responses` or `/responses/compact`
+//!   (one trailing `/` tolerated, ASCII case ignored) is gated. Matching the
+//!   tail, and ignoring case, means no spelling of a Responses path that an
+//!   upstream might still serve reaches it ungated.
+//! - Without a prefix, a gated request goes to the first `[[routes]]` entry
+//!   whose glob matches its model, else to `default_provider`; an ungated one
+//!   goes to `default_provider`.
+//!
+//! Paths that could be read differently upstream are rejected before any of
+//! this: see [`RouteError::InvalidPath`].
+
+use std::collections::BTreeSet;
+
+use globset::{GlobSet, GlobSetBuilder};
+
+use crate::config::Config;
+
+/// The path segment that marks the API version, dropped before forwarding.
+const API_VERSION: &str = "v1";
+
+/// Routing decisions for one configuration.
+#[derive(Debug, Clone)]
+pub struct Router {
+    /// Names of the configured providers.
+    providers: BTreeSet<String>,
+    /// The `[[routes]]` globs, in file order.
+    model_globs: GlobSet,
+    /// The provider of each glob in `model_globs`, same order.
+    model_providers: Vec<String>,
+    /// `default_provider`.
+    default_provider: Option<String>,
+}
+
+/// What a request path says about routing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathRoute<'p> {
+    /// The provider named by a `/{provider}/...` prefix, if any.
+    pub prefix: Option<&'p str>,
+    /// Whether the request is a Responses request whose input is gated.
+    pub gated: bool,
+    /// The path to append to the provider's `base_url`: what follows the
+    /// prefix and `/v1`. It starts with `/`, or is empty when the path ends
+    /// at `/v1` or at the prefix.
+    pub upstream_path: &'p str,
+}
+
+/// Why a request cannot be routed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    /// The path does not start with `/`, or it contains a `.` or `..`
+    /// segment, an empty segment (`//`), a backslash, a malformed `%` escape,
+    /// or a `%` escape of `/`, `\` or an unreserved character (letters,
+    /// digits, `-`, `.`, `_`, `~`), which upstreams may decode into a
+    /// different path. Such a path is never forwarded; answer 400.
+    #[error("invalid request path: {0}")]
+    InvalidPath(&'static str),
+    /// The path has the shape `/{name}/v1/...` but no provider is called
+    /// `name`; answer 404 `unknown_provider`.
+    #[error("unknown provider `{0}` in the request path")]
+    UnknownProvider(String),
+    /// No path prefix, no route for the model and no `default_provider`;
+    /// answer 404 `unknown_provider`.
+    #[error("{}", no_provider_message(.model.as_deref()))]
+    NoProvider {
+        /// The model that no route matched, when the request had one.
+        model: Option<String>,
+    },
+}
+
+fn no_provider_message(model: Option<&str>) -> String {
+    match model {
+        Some(model) => {
+            format!("no route matches model `{model}` and no default_provider is configured")
+        }
+        None => "no provider prefix in the path and no default_provider is configured".into(),
+    }
+}
+
+impl Router {
+    /// Builds the router of a configuration. Fails only if the route globs
+    /// together are too large to compile.
+    pub fn new(config: &Config) -> Result<Router, globset::Error> {
+        let mut globs = GlobSetBuilder::new();
+        for route in &config.routes {
+            globs.add(route.model.clone());
+        }
+        Ok(Router {
+            providers: config.providers.keys().cloned().collect(),
+            model_globs: globs.build()?,
+            model_providers: config.routes.iter().map(|r| r.provider.clone()).collect(),
+            default_provider: config.default_provider.clone(),
+        })
+    }
+
+    /// Classifies a request path (without its query string): provider
+    /// prefix, gating, and upstream path.
+    pub fn classify<'p>(&self, path: &'p str) -> Result<PathRoute<'p>, RouteError> {
+        check_path(path)?;
+        let (first, after_first) = split_first_segment(path);
+        let (prefix, rest) = if first == API_VERSION {
+            (None, path)
+        } else if self.providers.contains(first) {
+            (Some(first), after_first)
+        } else if strip_api_version(after_first).is_some() {
+            return Err(RouteError::UnknownProvider(first.to_owned()));
+        } else {
+            (None, path)
+        };
+        let upstream_path = strip_api_version(rest).unwrap_or(rest);
+        Ok(PathRoute {
+            prefix,
+            gated: is_gated(upstream_path),
+            upstream_path,
+        })
+    }
+
+    /// Chooses the provider for a classified request: its path prefix; else,
+    /// for a gated request, the first route whose glob matches `model` (the
+    /// request body's `model`, not consulted for ungated requests); else
+    /// `default_provider`.
+    pub fn choose(&self, route: &PathRoute<'_>, model: Option<&str>) -> Result<&str, RouteError> {
+        if let Some(prefix) = route.prefix {
+            return self
+                .providers
+                .get(prefix)
+                .map(String::as_str)
+                .ok_or_else(|| RouteError::UnknownProvider(prefix.to_owned()));
+        }
+        let model = model.filter(|_| route.gated);
+        if let Some(model) = model {
+            if let Some(&index) = self.model_globs.matches(model).first() {
+                return Ok(&self.model_providers[index]);
+            }
+        }
+        self.default_provider
+            .as_deref()
+            .ok_or_else(|| RouteError::NoProvider {
+                model: model.map(str::to_owned),
+            })
+    }
+}
+
+/// Joins a provider's `base_url`, an upstream path from [`PathRoute`] and the
+/// request's query string, with exactly one `/` at the joint. An empty query
+/// is dropped.
+pub fn upstream_url(base_url: &str, upstream_path: &str, query: Option<&str>) -> String {
+    let base = if upstream_path.starts_with('/') {
+        base_url.strip_suffix('/').unwrap_or(base_url)
+    } else {
+        base_url
+    };
+    let query = query.filter(|query| !query.is_empty());
+    let mut url = String::with_capacity(
+        base.len() + upstream_path.len() + query.map_or(0, |query| query.len() + 1),
+    );
+    url.push_str(base);
+    url.push_str(upstream_path);
+    if let Some(query) = query {
+        url.push('?');
+        url.push_str(query);
+    }
+    url
+}
+
+/// Rejects paths an upstream could resolve to something other than what
+/// they look like here.
+fn check_path(path: &str) -> Result<(), RouteError> {
+    let Some(segments) = path.strip_prefix('/') else {
+        return Err(RouteError::InvalidPath("it does not start with `/`"));
+    };
+    if path.contains('\\') {
+        return Err(RouteError::InvalidPath("it contains a backslash"));
+    }
+    check_percent_escapes(path)?;
+    let mut segments = segments.split('/').peekable();
+    while let Some(segment) = segments.next() {
+        match segment {
+            "." | ".." => return Err(RouteError::InvalidPath("it contains a `.` or `..` segment")),
+            "" if segments.peek().is_some() => {
+                return Err(RouteError::InvalidPath(
+                    "it contains an empty segment (`//`)",
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Rejects malformed `%` escapes and escapes of `/`, `\` and unreserved
+/// characters (RFC 3986 §2.3), which servers commonly decode before routing.
+fn check_percent_escapes(path: &str) -> Result<(), RouteError> {
+    let bytes = path.as_bytes();
+    let mut i = 0;
+    while let Some(offset) = bytes[i..].iter().position(|&b| b == b'%') {
+        let at = i + offset;
+        let decoded = match bytes.get(at + 1..at + 3) {
+            Some(&[high, low]) => hex_digit(high).zip(hex_digit(low)),
+            _ => None,
+        }
+        .map(|(high, low)| high << 4 | low)
+        .ok_or(RouteError::InvalidPath(
+            "it contains a malformed `%` escape",
+        ))?;
+        if decoded.is_ascii_alphanumeric() || b"/\\-._~".contains(&decoded) {
+            return Err(RouteError::InvalidPath(
+                "it contains a `%` escape of `/`, `\\` or an unreserved character",
+            ));
+        }
+        i = at + 3;
+    }
+    Ok(())
+}
+
+fn hex_digit(byte: u8) -> Option<u8> {
+    char::from(byte).to_digit(16).map(|digit| digit as u8)
+}
+
+/// Splits `/first/rest` into `("first", "/rest")`, and `/first` into
+/// `("first", "")`.
+fn split_first_segment(path: &str) -> (&str, &str) {
+    let path = path.strip_prefix('/').unwrap_or(path);
+    match path.find('/') {
+        Some(end) => (&path[..end], &path[end..]),
+        None => (path, ""),
+    }
+}
+
+/// Drops a leading `/v1` segment: `/v1/x` gives `/x`, `/v1` gives ``.
+fn strip_api_version(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix('/')?.strip_prefix(API_VERSION)?;
+    (rest.is_empty() || rest.starts_with('/')).then_some(rest)
+}
+
+/// Whether an upstream path ends in `/responses` or `/responses/compact`.
+fn is_gated(path: &str) -> bool {
+    let path = path.strip_suffix('/').unwrap_or(path);
+    let path = strip_suffix_ignore_case(path, "/compact").unwrap_or(path);
+    strip_suffix_ignore_case(path, "/responses").is_some()
+}
+
+fn strip_suffix_ignore_case<'a>(text: &'a str, suffix: &str) -> Option<&'a str> {
+    let start = text.len().checked_sub(suffix.len())?;
+    let tail = text.get(start..)?;
+    tail.eq_ignore_ascii_case(suffix).then(|| &text[..start])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONFIG: &str = r#"
+default_provider = "openai"
+
+[providers.openai]
+base_url = "https://api.openai.com/v1"
+
+[providers.bedrock]
+base_url = "https://bedrock-mantle.us-east-1.api.aws/v1"
+
+[providers.bedrock-openai]
+base_url = "https://bedrock-mantle.us-east-1.api.aws/openai/v1"
+
+[providers.models]
+base_url = "http://127.0.0.1:9000"
+
+[[routes]]
+model = "openai.gpt-5*"
+provider = "bedrock-openai"
+
+[[routes]]
+model = "openai.*"
+provider = "bedrock"
+
+[[routes]]
+model = "gpt-?o"
+provider = "bedrock"
+
+[[routes]]
+model = "gpt-*"
+provider = "openai"
+
+[[routes]]
+model = "vendor/*"
+provider = "bedrock"
+"#;
+
+    fn router() -> Router {
+        Router::new(&Config::from_toml(CONFIG).unwrap()).unwrap()
+    }
+
+    fn router_without_default() -> Router {
+        let text = CONFIG.replace("default_provider = \"openai\"", "");
+        Router::new(&Config::from_toml(&text).unwrap()).unwrap()
+    }
+
+    fn route(
+        prefix: Option<&'static str>,
+        gated: bool,
+        upstream: &'static str,
+    ) -> PathRoute<'static> {
+        PathRoute {
+            prefix,
+            gated,
+            upstream_path: upstream,
+        }
+    }
+
+    /// Classifies `path` and chooses a provider for it.
+    fn provider_for(
+        router: &Router,
+        path: &str,
+        model: Option<&str>,
+    ) -> Result<String, RouteError> {
+        let route = router.classify(path)?;
+        router.choose(&route, model).map(str::to_owned)
+    }
+
+    #[test]
+    fn responses_paths_are_gated() {
+        let router = router();
+        assert_eq!(
+            router.classify("/v1/responses"),
+            Ok(route(None, true, "/responses"))
+        );
+        assert_eq!(
+            router.classify("/responses"),
+            Ok(route(None, true, "/responses"))
+        );
+        assert_eq!(
+            router.classify("/bedrock/v1/responses"),
+            Ok(route(Some("bedrock"), true, "/responses"))
+        );
+    }
+
+    #[test]
+    fn compact_paths_are_gated() {
+        let router = router();
+        assert_eq!(
+            router.classify("/v1/responses/compact"),
+            Ok(route(None, true, "/responses/compact"))
+        );
+        assert_eq!(
+            router.classify("/responses/compact"),
+            Ok(route(None, true, "/responses/compact"))
+        );
+        assert_eq!(
+            router.classify("/bedrock/v1/responses/compact"),
+            Ok(route(Some("bedrock"), true, "/responses/compact"))
+        );
+    }
+
+    #[test]
+    fn gating_tolerates_a_trailing_slash_and_ignores_case() {
+        let router = router();
+        assert_eq!(
+            router.classify("/v1/responses/"),
+            Ok(route(None, true, "/responses/"))
+        );
+        assert_eq!(
+            router.classify("/v1/responses/compact/"),
+            Ok(route(None, true, "/responses/compact/"))
+        );
+        assert_eq!(
+            router.classify("/v1/Responses"),
+            Ok(route(None, true, "/Responses"))
+        );
+        assert_eq!(
+            router.classify("/v1/RESPONSES/Compact"),
+            Ok(route(None, true, "/RESPONSES/Compact"))
+        );
+    }
+
+    #[test]
+    fn any_path_ending_in_responses_is_gated() {
+        let router = router();
+        // Forwarded as is, so an upstream whose base_url lacks /v1 would
+        // still serve it as a Responses request.
+        assert_eq!(
+            router.classify("/v1/v1/responses"),
+            Ok(route(None, true, "/v1/responses"))
+        );
+        assert_eq!(
+            router.classify("/bedrock/responses"),
+            Ok(route(Some("bedrock"), true, "/responses"))
+        );
+    }
+
+    #[test]
+    fn other_paths_are_ungated() {
+        let router = router();
+        assert_eq!(
+            router.classify("/v1/models"),
+            Ok(route(None, false, "/models"))
+        );
+        assert_eq!(
+            router.classify("/v1/responses/resp_123"),
+            Ok(route(None, false, "/responses/resp_123"))
+        );
+        assert_eq!(
+            router.classify("/v1/responses/resp_123/input_items"),
+            Ok(route(None, false, "/responses/resp_123/input_items"))
+        );
+        assert_eq!(
+            router.classify("/v1/chat/completions"),
+            Ok(route(None, false, "/chat/completions"))
+        );
+        assert_eq!(
+            router.classify("/v1/responsesx"),
+            Ok(route(None, false, "/responsesx"))
+        );
+        assert_eq!(
+            router.classify("/v1/my-responses"),
+            Ok(route(None, false, "/my-responses"))
+        );
+        assert_eq!(
+            router.classify("/v1/compact"),
+            Ok(route(None, false, "/compact"))
+        );
+        assert_eq!(
+            router.classify("/v1/responses/compact/x"),
+            Ok(route(None, false, "/responses/compact/x"))
+        );
+        assert_eq!(
+            router.classify("/bedrock/v1/models"),
+            Ok(route(Some("bedrock"), false, "/models"))
+        );
+    }
+
+    #[test]
+    fn paths_without_v1_are_forwarded_as_is() {
+        let router = router();
+        assert_eq!(
+            router.classify("/health"),
+            Ok(route(None, false, "/health"))
+        );
+        assert_eq!(
+            router.classify("/foo/bar"),
+            Ok(route(None, false, "/foo/bar"))
+        );
+        assert_eq!(router.classify("/"), Ok(route(None, false, "/")));
+        assert_eq!(
+            router.classify("/v1x/models"),
+            Ok(route(None, false, "/v1x/models"))
+        );
+        assert_eq!(
+            router.classify("/foo/v1x"),
+            Ok(route(None, false, "/foo/v1x"))
+        );
+    }
+
+    #[test]
+    fn the_version_segment_alone_leaves_an_empty_upstream_path() {
+        let router = router();
+        assert_eq!(router.classify("/v1"), Ok(route(None, false, "")));
+        assert_eq!(router.classify("/v1/"), Ok(route(None, false, "/")));
+        assert_eq!(
+            router.classify("/bedrock/v1"),
+            Ok(route(Some("bedrock"), false, ""))
+        );
+        assert_eq!(
+            router.classify("/bedrock"),
+            Ok(route(Some("bedrock"), false, ""))
+        );
+    }
+
+    #[test]
+    fn a_provider_named_like_an_endpoint_is_a_prefix() {
+        let router = router();
+        assert_eq!(
+            router.classify("/models"),
+            Ok(route(Some("models"), false, ""))
+        );
+        assert_eq!(
+            router.classify("/models/v1/models"),
+            Ok(route(Some("models"), false, "/models"))
+        );
+    }
+
+    #[test]
+    fn unknown_provider_prefix_is_an_error() {
+        let router = router();
+        let unknown = |name: &str| Err(RouteError::UnknownProvider(name.to_owned()));
+        assert_eq!(router.classify("/azure/v1/responses"), unknown("azure"));
+        assert_eq!(router.classify("/azure/v1/models"), unknown("azure"));
+        assert_eq!(router.classify("/azure/v1"), unknown("azure"));
+        assert_eq!(router.classify("/azure/v1/"), unknown("azure"));
+        // Provider names are case-sensitive.
+        assert_eq!(router.classify("/Bedrock/v1/responses"), unknown("Bedrock"));
+        assert_eq!(
+            RouteError::UnknownProvider("azure".into()).to_string(),
+            "unknown provider `azure` in the request path"
+        );
+    }
+
+    #[test]
+    fn invalid_paths_are_rejected() {
+        let router = router();
+        for path in [
+            "",
+            "v1/responses",
+            "//v1/responses",
+            "/v1//responses",
+            "/v1/responses//",
+            "/./v1/responses",
+            "/v1/./responses",
+            "/v1/../responses",
+            "/bedrock/../openai/v1/responses",
+            "/v1/responses/..",
+            "/v1/responses/.",
+            "/v1\\responses",
+            "/v1/responses\\",
+            "/v1%2fresponses",
+            "/v1%2Fresponses",
+            "/v1/%5cresponses",
+            "/v1/%5Cresponses",
+            "/v1/%2e%2e/responses",
+            "/v1/%2E/responses",
+            "/v1/respons%65s",
+            "/v1/%72esponses",
+            "/v1/responses%7E",
+            "/v1/responses%",
+            "/v1/responses%2",
+            "/v1/responses%zz",
+            "/v1/responses%%41",
+            "/v1/responses%+4",
+        ] {
+            let result = router.classify(path);
+            assert!(
+                matches!(result, Err(RouteError::InvalidPath(_))),
+                "{path:?} gave {result:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn escapes_of_reserved_characters_are_allowed() {
+        let router = router();
+        assert_eq!(
+            router.classify("/v1/files/a%20b%3A%40"),
+            Ok(route(None, false, "/files/a%20b%3A%40"))
+        );
+        assert_eq!(
+            router.classify("/v1/x%C3%A9"),
+            Ok(route(None, false, "/x%C3%A9"))
+        );
+    }
+
+    #[test]
+    fn a_path_prefix_wins_over_model_routes() {
+        let router = router();
+        assert_eq!(
+            provider_for(&router, "/bedrock/v1/responses", Some("gpt-4o")),
+            Ok("bedrock".into())
+        );
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("openai.gpt-5.4")),
+            Ok("openai".into())
+        );
+        assert_eq!(
+            provider_for(&router, "/bedrock/v1/models", None),
+            Ok("bedrock".into())
+        );
+    }
+
+    #[test]
+    fn model_globs_first_match_wins() {
+        let router = router();
+        let gated = |model| provider_for(&router, "/v1/responses", Some(model));
+        // Matches both `openai.gpt-5*` and `openai.*`: the first wins.
+        assert_eq!(gated("openai.gpt-5.4"), Ok("bedrock-openai".into()));
+        assert_eq!(gated("openai.gpt-oss-120b"), Ok("bedrock".into()));
+        // `gpt-?o` (one character) comes before `gpt-*`.
+        assert_eq!(gated("gpt-4o"), Ok("bedrock".into()));
+        assert_eq!(gated("gpt-4.1"), Ok("openai".into()));
+        assert_eq!(gated("gpt-40o"), Ok("openai".into()));
+        // `*` crosses `/`.
+        assert_eq!(gated("vendor/family/model"), Ok("bedrock".into()));
+        // Globs are anchored and case-sensitive.
+        assert_eq!(gated("my-gpt-4o"), Ok("openai".into()));
+        assert_eq!(gated("OPENAI.gpt-5.4"), Ok("openai".into()));
+        assert_eq!(
+            provider_for(&router, "/responses/compact", Some("openai.gpt-5.4")),
+            Ok("bedrock-openai".into())
+        );
+    }
+
+    #[test]
+    fn unmatched_or_missing_models_fall_back_to_the_default() {
+        let router = router();
+        assert_eq!(
+            provider_for(&router, "/v1/responses", Some("llama-3")),
+            Ok("openai".into())
+        );
+        assert_eq!(
+            provider_for(&router, "/v1/responses", None),
+            Ok("openai".into())
+        );
+    }
+
+    #[test]
+    fn ungated_requests_ignore_the_model() {
+        let router = router();
+        assert_eq!(
+            provider_for(&router, "/v1/models", Some("openai.gpt-5.4")),
+            Ok("openai".into())
+        );
+        assert_eq!(
+            provider_for(&router, "/v1/models", None),
+            Ok("openai".into())
+        );
+    }
+
+    #[test]
+    fn no_default_means_no_provider() {
+        let router = router_without_default();
+        assert_eq!(
+            provider_for(&router, "/v1/responses", Some("llama-3")),
+            Err(RouteError::NoProvider {
+                model: Some("llama-3".into())
+            })
+        );
+        assert_eq!(
+            provider_for(&router, "/v1/models", Some("llama-3")),
+            Err(RouteError::NoProvider { model: None })
+        );
+        assert_eq!(
+            provider_for(&router, "/v1/responses", Some("gpt-4.1")),
+            Ok("openai".into())
+        );
+        assert_eq!(
+            provider_for(&router, "/bedrock/v1/models", None),
+            Ok("bedrock".into())
+        );
+        assert!(RouteError::NoProvider {
+            model: Some("llama-3".into())
+        }
+        .to_string()
+        .contains("`llama-3`"));
+    }
+
+    #[test]
+    fn a_prefix_from_another_configuration_is_unknown() {
+        let route = route(Some("elsewhere"), true, "/responses");
+        assert_eq!(
+            router().choose(&route, None),
+            Err(RouteError::UnknownProvider("elsewhere".into()))
+        );
+    }
+
+    #[test]
+    fn upstream_urls_join_with_one_slash() {
+        let base = "https://api.openai.com/v1";
+        assert_eq!(
+            upstream_url(base, "/responses", None),
+            "https://api.openai.com/v1/responses"
+        );
+        assert_eq!(
+            upstream_url("https://api.openai.com/v1/", "/responses", None),
+            "https://api.openai.com/v1/responses"
+        );
+        assert_eq!(
+            upstream_url("http://127.0.0.1:9000", "/models", None),
+            "http://127.0.0.1:9000/models"
+        );
+        assert_eq!(upstream_url(base, "", None), base);
+        assert_eq!(upstream_url(base, "/", None), "https://api.openai.com/v1/");
+    }
+
+    #[test]
+    fn upstream_urls_keep_the_query() {
+        let base = "https://bedrock-mantle.us-east-1.api.aws/openai/v1";
+        assert_eq!(
+            upstream_url(base, "/responses/resp_1", Some("include=a&stream=true")),
+            "https://bedrock-mantle.us-east-1.api.aws/openai/v1/responses/resp_1?include=a&stream=true"
+        );
+        assert_eq!(
+            upstream_url(base, "/models", Some("")),
+            "https://bedrock-mantle.us-east-1.api.aws/openai/v1/models"
+        );
+        assert_eq!(upstream_url("http://h", "", Some("a=1")), "http://h?a=1");
+    }
+
+    #[test]
+    fn classified_paths_join_to_the_provider_url() {
+        let router = router();
+        let config = Config::from_toml(CONFIG).unwrap();
+        let url = |path: &str, model: Option<&str>| {
+            let route = router.classify(path).unwrap();
+            let provider = router.choose(&route, model).unwrap();
+            upstream_url(
+                &config.providers[provider].base_url,
+                route.upstream_path,
+                None,
+            )
+        };
+        assert_eq!(
+            url("/v1/responses", Some("openai.gpt-5.4")),
+            "https://bedrock-mantle.us-east-1.api.aws/openai/v1/responses"
+        );
+        assert_eq!(
+            url("/bedrock/v1/responses/compact", None),
+            "https://bedrock-mantle.us-east-1.api.aws/v1/responses/compact"
+        );
+        assert_eq!(url("/models", None), "http://127.0.0.1:9000");
+        assert_eq!(url("/v1/models", None), "https://api.openai.com/v1/models");
+    }
+}
