@@ -35,7 +35,12 @@ pub fn run(args: &CheckArgs, stdin: impl Read, out: &mut impl Write, errors: &mu
     }
 }
 
-fn check(args: &CheckArgs, stdin: impl Read, out: &mut impl Write, errors: &mut impl Write) -> Result<u8, String> {
+fn check(
+    args: &CheckArgs,
+    stdin: impl Read,
+    out: &mut impl Write,
+    errors: &mut impl Write,
+) -> Result<u8, String> {
     let (profile, limits) = profile(args)?;
     let gate = Gate::new(limits);
     let target = Target::provider(&profile);
@@ -57,7 +62,8 @@ fn check(args: &CheckArgs, stdin: impl Read, out: &mut impl Write, errors: &mut 
             }
             Err(error) => {
                 worst = EXIT_ERROR;
-                writeln!(errors, "replaygate check: {origin}: {}: {error}", error.code()).map_err(|e| e.to_string())
+                writeln!(errors, "replaygate check: {origin}: {}: {error}", error.code())
+                    .map_err(|e| e.to_string())
             }
         }
     };
@@ -71,7 +77,9 @@ fn check(args: &CheckArgs, stdin: impl Read, out: &mut impl Write, errors: &mut 
     } else {
         let mut body = Vec::new();
         let mut input = input;
-        input.read_to_end(&mut body).map_err(|e| format!("reading {}: {e}", args.input))?;
+        input
+            .read_to_end(&mut body)
+            .map_err(|e| format!("reading {}: {e}", args.input))?;
         judge(&body, &args.input)?;
     }
     Ok(worst)
@@ -80,18 +88,29 @@ fn check(args: &CheckArgs, stdin: impl Read, out: &mut impl Write, errors: &mut 
 /// The provider profile and schema limits: from the configuration, or the bare slug.
 fn profile(args: &CheckArgs) -> Result<(ProviderProfile, SchemaLimits), String> {
     let Some(path) = &args.config else {
-        return Ok((ProviderProfile::own_namespace(&args.provider), SchemaLimits::default()));
+        return Ok((
+            ProviderProfile::own_namespace(&args.provider),
+            SchemaLimits::default(),
+        ));
     };
     let config = Config::load(path).map_err(|e| e.to_string())?;
     let provider = config.providers.get(&args.provider).ok_or_else(|| {
         let known: Vec<&str> = config.providers.keys().map(String::as_str).collect();
-        format!("provider `{}` is not in {} (known: {})", args.provider, path.display(), known.join(", "))
+        format!(
+            "provider `{}` is not in {} (known: {})",
+            args.provider,
+            path.display(),
+            known.join(", ")
+        )
     })?;
     let limits = SchemaLimits {
         cache_bytes: config.gate.schema_cache_bytes,
         max_schema_bytes: config.gate.max_schema_bytes,
     };
-    Ok((ProviderProfile::new(&args.provider, provider.namespaces().iter().cloned()), limits))
+    Ok((
+        ProviderProfile::new(&args.provider, provider.namespaces().iter().cloned()),
+        limits,
+    ))
 }
 
 fn open<'s>(input: &str, stdin: impl Read + 's) -> Result<Box<dyn BufRead + 's>, String> {

@@ -81,7 +81,9 @@ impl From<RouteError> for ApiError {
     fn from(error: RouteError) -> Self {
         match error {
             RouteError::InvalidPath(_) => ApiError::InvalidPath(error.to_string()),
-            RouteError::UnknownProvider(_) | RouteError::NoProvider { .. } => ApiError::UnknownProvider(error.to_string()),
+            RouteError::UnknownProvider(_) | RouteError::NoProvider { .. } => {
+                ApiError::UnknownProvider(error.to_string())
+            }
         }
     }
 }
@@ -91,11 +93,15 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::Rejected { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::Body(_) | ApiError::BodyUnreadable(_) | ApiError::InvalidPath(_) => StatusCode::BAD_REQUEST,
+            ApiError::Body(_) | ApiError::BodyUnreadable(_) | ApiError::InvalidPath(_) => {
+                StatusCode::BAD_REQUEST
+            }
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::UnknownProvider(_) => StatusCode::NOT_FOUND,
-            ApiError::ProviderUnconfigured { .. } | ApiError::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::ProviderUnconfigured { .. } | ApiError::Overloaded { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::UpstreamUnavailable { .. } => StatusCode::BAD_GATEWAY,
             ApiError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
         }
@@ -113,7 +119,9 @@ impl ApiError {
     /// The envelope's `code`: stable and machine-readable.
     pub fn code(&self) -> &str {
         match self {
-            ApiError::Rejected { violations, .. } => violations.first().map_or("rejected", |v| v.reason.as_str()),
+            ApiError::Rejected { violations, .. } => {
+                violations.first().map_or("rejected", |v| v.reason.as_str())
+            }
             ApiError::Body(e) => e.code(),
             ApiError::BodyTooLarge { .. } => "body_too_large",
             ApiError::BodyTimeout { .. } => "body_timeout",
@@ -159,7 +167,9 @@ impl ApiError {
     fn retryable(&self) -> bool {
         matches!(
             self,
-            ApiError::Overloaded { .. } | ApiError::UpstreamUnavailable { .. } | ApiError::UpstreamTimeout { .. }
+            ApiError::Overloaded { .. }
+                | ApiError::UpstreamUnavailable { .. }
+                | ApiError::UpstreamTimeout { .. }
         )
     }
 
@@ -178,8 +188,8 @@ impl ApiError {
     }
 
     /// The answer to send to the client.
-    pub fn into_response<B: From<Bytes>>(self) -> Response<B> {
-        let mut response = Response::new(B::from(Bytes::from(self.envelope())));
+    pub fn into_response(self) -> Response<Bytes> {
+        let mut response = Response::new(Bytes::from(self.envelope()));
         *response.status_mut() = self.status();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -226,7 +236,10 @@ mod tests {
         assert_eq!(v["error"]["code"], "status");
         assert_eq!(v["error"]["param"], "input[2].status");
         assert_eq!(v["error"]["violations"].as_array().unwrap().len(), 2);
-        assert_eq!(v["error"]["message"], "input[2] cannot be sent to provider `bedrock`: bad (and 1 more violation)");
+        assert_eq!(
+            v["error"]["message"],
+            "input[2] cannot be sent to provider `bedrock`: bad (and 1 more violation)"
+        );
     }
 
     #[test]
@@ -236,10 +249,21 @@ mod tests {
             variable: "AWS_BEARER_TOKEN_BEDROCK".into(),
         };
         let v = envelope(&e);
-        assert_eq!((e.status().as_u16(), v["error"]["type"].as_str()), (503, Some("server_error")));
-        assert!(v["error"]["message"].as_str().unwrap().contains("AWS_BEARER_TOKEN_BEDROCK"));
+        assert_eq!(
+            (e.status().as_u16(), v["error"]["type"].as_str()),
+            (503, Some("server_error"))
+        );
+        assert!(v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("AWS_BEARER_TOKEN_BEDROCK"));
         assert_eq!(v["error"]["param"], serde_json::Value::Null);
-        assert_eq!(ApiError::UpstreamTimeout { provider: "p".into() }.status().as_u16(), 504);
+        assert_eq!(
+            ApiError::UpstreamTimeout { provider: "p".into() }
+                .status()
+                .as_u16(),
+            504
+        );
     }
 
     #[test]
@@ -249,7 +273,10 @@ mod tests {
             message: "wrong".into(),
         });
         let v = envelope(&e);
-        assert_eq!((v["error"]["code"].as_str(), v["error"]["param"].as_str()), (Some("invalid_input"), Some("input")));
+        assert_eq!(
+            (v["error"]["code"].as_str(), v["error"]["param"].as_str()),
+            (Some("invalid_input"), Some("input"))
+        );
         assert_eq!(ApiError::BodyTooLarge { limit: 1 }.code(), "body_too_large");
     }
 

@@ -13,7 +13,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Check(args) => {
-            let code = replaygate::check::run(&args, std::io::stdin().lock(), &mut std::io::stdout().lock(), &mut std::io::stderr());
+            let code = replaygate::check::run(
+                &args,
+                std::io::stdin().lock(),
+                &mut std::io::stdout().lock(),
+                &mut std::io::stderr(),
+            );
             ExitCode::from(code)
         }
         Command::Serve(args) => match serve(args) {
@@ -34,8 +39,14 @@ fn load_config(explicit: Option<&Path>) -> Result<(Config, String), String> {
         None => Some(PathBuf::from("proxy.toml")).filter(|p| p.exists()),
     };
     match path {
-        Some(path) => Ok((Config::load(&path).map_err(|e| e.to_string())?, path.display().to_string())),
-        None => Ok((Config::embedded_default().map_err(|e| e.to_string())?, "built-in default".to_owned())),
+        Some(path) => Ok((
+            Config::load(&path).map_err(|e| e.to_string())?,
+            path.display().to_string(),
+        )),
+        None => Ok((
+            Config::embedded_default().map_err(|e| e.to_string())?,
+            "built-in default".to_owned(),
+        )),
     }
 }
 

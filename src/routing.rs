@@ -162,9 +162,8 @@ pub fn upstream_url(base_url: &str, upstream_path: &str, query: Option<&str>) ->
         base_url
     };
     let query = query.filter(|query| !query.is_empty());
-    let mut url = String::with_capacity(
-        base.len() + upstream_path.len() + query.map_or(0, |query| query.len() + 1),
-    );
+    let mut url =
+        String::with_capacity(base.len() + upstream_path.len() + query.map_or(0, |query| query.len() + 1));
     url.push_str(base);
     url.push_str(upstream_path);
     if let Some(query) = query {
@@ -189,9 +188,7 @@ fn check_path(path: &str) -> Result<(), RouteError> {
         match segment {
             "." | ".." => return Err(RouteError::InvalidPath("it contains a `.` or `..` segment")),
             "" if segments.peek().is_some() => {
-                return Err(RouteError::InvalidPath(
-                    "it contains an empty segment (`//`)",
-                ))
+                return Err(RouteError::InvalidPath("it contains an empty segment (`//`)"))
             }
             _ => {}
         }
@@ -211,9 +208,7 @@ fn check_percent_escapes(path: &str) -> Result<(), RouteError> {
             _ => None,
         }
         .map(|(high, low)| high << 4 | low)
-        .ok_or(RouteError::InvalidPath(
-            "it contains a malformed `%` escape",
-        ))?;
+        .ok_or(RouteError::InvalidPath("it contains a malformed `%` escape"))?;
         if decoded.is_ascii_alphanumeric() || b"/\\-._~".contains(&decoded) {
             return Err(RouteError::InvalidPath(
                 "it contains a `%` escape of `/`, `\\` or an unreserved character",
@@ -306,11 +301,7 @@ provider = "bedrock"
         Router::new(&Config::from_toml(&text).unwrap()).unwrap()
     }
 
-    fn route(
-        prefix: Option<&'static str>,
-        gated: bool,
-        upstream: &'static str,
-    ) -> PathRoute<'static> {
+    fn route(prefix: Option<&'static str>, gated: bool, upstream: &'static str) -> PathRoute<'static> {
         PathRoute {
             prefix,
             gated,
@@ -319,11 +310,7 @@ provider = "bedrock"
     }
 
     /// Classifies `path` and chooses a provider for it.
-    fn provider_for(
-        router: &Router,
-        path: &str,
-        model: Option<&str>,
-    ) -> Result<String, RouteError> {
+    fn provider_for(router: &Router, path: &str, model: Option<&str>) -> Result<String, RouteError> {
         let route = router.classify(path)?;
         router.choose(&route, model).map(str::to_owned)
     }
@@ -335,10 +322,7 @@ provider = "bedrock"
             router.classify("/v1/responses"),
             Ok(route(None, true, "/responses"))
         );
-        assert_eq!(
-            router.classify("/responses"),
-            Ok(route(None, true, "/responses"))
-        );
+        assert_eq!(router.classify("/responses"), Ok(route(None, true, "/responses")));
         assert_eq!(
             router.classify("/bedrock/v1/responses"),
             Ok(route(Some("bedrock"), true, "/responses"))
@@ -401,10 +385,7 @@ provider = "bedrock"
     #[test]
     fn other_paths_are_ungated() {
         let router = router();
-        assert_eq!(
-            router.classify("/v1/models"),
-            Ok(route(None, false, "/models"))
-        );
+        assert_eq!(router.classify("/v1/models"), Ok(route(None, false, "/models")));
         assert_eq!(
             router.classify("/v1/responses/resp_123"),
             Ok(route(None, false, "/responses/resp_123"))
@@ -425,10 +406,7 @@ provider = "bedrock"
             router.classify("/v1/my-responses"),
             Ok(route(None, false, "/my-responses"))
         );
-        assert_eq!(
-            router.classify("/v1/compact"),
-            Ok(route(None, false, "/compact"))
-        );
+        assert_eq!(router.classify("/v1/compact"), Ok(route(None, false, "/compact")));
         assert_eq!(
             router.classify("/v1/responses/compact/x"),
             Ok(route(None, false, "/responses/compact/x"))
@@ -442,23 +420,14 @@ provider = "bedrock"
     #[test]
     fn paths_without_v1_are_forwarded_as_is() {
         let router = router();
-        assert_eq!(
-            router.classify("/health"),
-            Ok(route(None, false, "/health"))
-        );
-        assert_eq!(
-            router.classify("/foo/bar"),
-            Ok(route(None, false, "/foo/bar"))
-        );
+        assert_eq!(router.classify("/health"), Ok(route(None, false, "/health")));
+        assert_eq!(router.classify("/foo/bar"), Ok(route(None, false, "/foo/bar")));
         assert_eq!(router.classify("/"), Ok(route(None, false, "/")));
         assert_eq!(
             router.classify("/v1x/models"),
             Ok(route(None, false, "/v1x/models"))
         );
-        assert_eq!(
-            router.classify("/foo/v1x"),
-            Ok(route(None, false, "/foo/v1x"))
-        );
+        assert_eq!(router.classify("/foo/v1x"), Ok(route(None, false, "/foo/v1x")));
     }
 
     #[test]
@@ -470,19 +439,13 @@ provider = "bedrock"
             router.classify("/bedrock/v1"),
             Ok(route(Some("bedrock"), false, ""))
         );
-        assert_eq!(
-            router.classify("/bedrock"),
-            Ok(route(Some("bedrock"), false, ""))
-        );
+        assert_eq!(router.classify("/bedrock"), Ok(route(Some("bedrock"), false, "")));
     }
 
     #[test]
     fn a_provider_named_like_an_endpoint_is_a_prefix() {
         let router = router();
-        assert_eq!(
-            router.classify("/models"),
-            Ok(route(Some("models"), false, ""))
-        );
+        assert_eq!(router.classify("/models"), Ok(route(Some("models"), false, "")));
         assert_eq!(
             router.classify("/models/v1/models"),
             Ok(route(Some("models"), false, "/models"))
@@ -552,10 +515,7 @@ provider = "bedrock"
             router.classify("/v1/files/a%20b%3A%40"),
             Ok(route(None, false, "/files/a%20b%3A%40"))
         );
-        assert_eq!(
-            router.classify("/v1/x%C3%A9"),
-            Ok(route(None, false, "/x%C3%A9"))
-        );
+        assert_eq!(router.classify("/v1/x%C3%A9"), Ok(route(None, false, "/x%C3%A9")));
     }
 
     #[test]
@@ -604,10 +564,7 @@ provider = "bedrock"
             provider_for(&router, "/v1/responses", Some("llama-3")),
             Ok("openai".into())
         );
-        assert_eq!(
-            provider_for(&router, "/v1/responses", None),
-            Ok("openai".into())
-        );
+        assert_eq!(provider_for(&router, "/v1/responses", None), Ok("openai".into()));
     }
 
     #[test]
@@ -617,10 +574,7 @@ provider = "bedrock"
             provider_for(&router, "/v1/models", Some("openai.gpt-5.4")),
             Ok("openai".into())
         );
-        assert_eq!(
-            provider_for(&router, "/v1/models", None),
-            Ok("openai".into())
-        );
+        assert_eq!(provider_for(&router, "/v1/models", None), Ok("openai".into()));
     }
 
     #[test]
@@ -700,11 +654,7 @@ provider = "bedrock"
         let url = |path: &str, model: Option<&str>| {
             let route = router.classify(path).unwrap();
             let provider = router.choose(&route, model).unwrap();
-            upstream_url(
-                &config.providers[provider].base_url,
-                route.upstream_path,
-                None,
-            )
+            upstream_url(&config.providers[provider].base_url, route.upstream_path, None)
         };
         assert_eq!(
             url("/v1/responses", Some("openai.gpt-5.4")),

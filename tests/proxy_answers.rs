@@ -18,7 +18,10 @@ async fn post(proxy: &Proxy, path: &str, body: impl Into<reqwest::Body>) -> (u16
         .unwrap();
     let status = response.status().as_u16();
     assert_eq!(response.headers()["content-type"], "application/json");
-    (status, response.json().await.unwrap())
+    (
+        status,
+        serde_json::from_slice(&response.bytes().await.unwrap()).unwrap(),
+    )
 }
 
 const SCHEMA_VIOLATION: &str = r#"{"model":"gpt-5","tools":[{"type":"function","name":"get_latest_sales_report","parameters":{"type":"object","additionalProperties":false,"required":["region"],"properties":{"region":{"type":"string","enum":["apac","emea","amer"]}}}}],
@@ -46,7 +49,10 @@ async fn violations_get_422_listing_every_one_and_nothing_is_forwarded() {
     assert_eq!(violations[1]["reason"], "namespaced");
     assert_eq!(violations[1]["index"], 2);
     assert!(error["message"].as_str().unwrap().contains("bedrock"));
-    assert!(upstream.received().is_empty(), "a refused request reached the provider");
+    assert!(
+        upstream.received().is_empty(),
+        "a refused request reached the provider"
+    );
 }
 
 #[tokio::test]
@@ -54,10 +60,21 @@ async fn bad_json_and_bad_input_get_400() {
     let upstream = Upstream::json(200, RESPONSE_JSON).await;
     let proxy = Proxy::start(&one_provider(&upstream.base_url(), "\"passthrough\"", ""), &[]).await;
     let (status, body) = post(&proxy, "/v1/responses", "{\"input\": [").await;
-    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid_json")));
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("invalid_json"))
+    );
     let (status, body) = post(&proxy, "/v1/responses", &b"{\"input\":\"\xff\"}"[..]).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid_json")));
-    let (status, body) = post(&proxy, "/v1/responses", r#"{"model":"gpt-5","input":{"role":"user"}}"#).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("invalid_json"))
+    );
+    let (status, body) = post(
+        &proxy,
+        "/v1/responses",
+        r#"{"model":"gpt-5","input":{"role":"user"}}"#,
+    )
+    .await;
     assert_eq!(status, 400);
     assert_eq!(body["error"]["code"], "invalid_input");
     assert_eq!(body["error"]["param"], "input");
@@ -68,18 +85,28 @@ async fn bad_json_and_bad_input_get_400() {
 #[tokio::test]
 async fn oversize_bodies_get_413_with_and_without_content_length() {
     let upstream = Upstream::json(200, RESPONSE_JSON).await;
-    let config = one_provider(&upstream.base_url(), "\"passthrough\"", "")
-        .replacen("[providers.openai]", "[server]\nmax_body_bytes = 1024\n\n[providers.openai]", 1);
+    let config = one_provider(&upstream.base_url(), "\"passthrough\"", "").replacen(
+        "[providers.openai]",
+        "[server]\nmax_body_bytes = 1024\n\n[providers.openai]",
+        1,
+    );
     let proxy = Proxy::start(&config, &[]).await;
     let big = format!(r#"{{"model":"gpt-5","input":"{}"}}"#, "x".repeat(4096));
 
     let (status, body) = post(&proxy, "/v1/responses", big.clone()).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (413, Some("body_too_large")));
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (413, Some("body_too_large"))
+    );
 
-    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = big.as_bytes().chunks(512).map(|c| Ok(c.to_vec())).collect();
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        big.as_bytes().chunks(512).map(|c| Ok(c.to_vec())).collect();
     let stream = tokio_stream::iter(chunks);
     let (status, body) = post(&proxy, "/v1/responses", reqwest::Body::wrap_stream(stream)).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (413, Some("body_too_large")));
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (413, Some("body_too_large"))
+    );
     assert!(upstream.received().is_empty());
 }
 
@@ -88,7 +115,10 @@ async fn an_unknown_provider_prefix_gets_404() {
     let upstream = Upstream::json(200, RESPONSE_JSON).await;
     let proxy = Proxy::start(&one_provider(&upstream.base_url(), "\"passthrough\"", ""), &[]).await;
     let (status, body) = post(&proxy, "/nope/v1/responses", r#"{"model":"gpt-5","input":"hi"}"#).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (404, Some("unknown_provider")));
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("unknown_provider"))
+    );
     assert!(upstream.received().is_empty());
 }
 
@@ -101,7 +131,10 @@ async fn no_route_and_no_default_gets_404() {
     );
     let proxy = Proxy::start(&config, &[]).await;
     let (status, body) = post(&proxy, "/v1/responses", r#"{"model":"claude-x","input":"hi"}"#).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (404, Some("unknown_provider")));
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("unknown_provider"))
+    );
     let (status, _) = post(&proxy, "/v1/responses", r#"{"model":"gpt-5","input":"hi"}"#).await;
     assert_eq!(status, 200);
 }
@@ -115,17 +148,36 @@ async fn an_unset_key_gets_503_naming_the_variable_while_the_gate_keeps_working(
     assert_eq!(status, 503);
     assert_eq!(body["error"]["type"], "server_error");
     assert_eq!(body["error"]["code"], "provider_unconfigured");
-    assert!(body["error"]["message"].as_str().unwrap().contains("UNSET_TEST_KEY"));
-    let (status, body) = post(&proxy, "/v1/responses", r#"{"model":"gpt-5","input":[{"type":"function_call_output","call_id":"nope","output":"x"}]}"#).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (422, Some("call_id_mismatch")));
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("UNSET_TEST_KEY"));
+    let (status, body) = post(
+        &proxy,
+        "/v1/responses",
+        r#"{"model":"gpt-5","input":[{"type":"function_call_output","call_id":"nope","output":"x"}]}"#,
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (422, Some("call_id_mismatch"))
+    );
     assert!(upstream.received().is_empty());
 }
 
 #[tokio::test]
 async fn an_unreachable_upstream_gets_502() {
     // Bind and drop a listener to get a port nothing listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let proxy = Proxy::start(&one_provider(&format!("http://127.0.0.1:{port}/v1"), "\"passthrough\"", ""), &[]).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let proxy = Proxy::start(
+        &one_provider(&format!("http://127.0.0.1:{port}/v1"), "\"passthrough\"", ""),
+        &[],
+    )
+    .await;
     let (status, body) = post(&proxy, "/v1/responses", r#"{"model":"gpt-5","input":"hi"}"#).await;
     assert_eq!(status, 502);
     assert_eq!(body["error"]["type"], "server_error");
@@ -143,6 +195,9 @@ async fn an_upstream_that_never_answers_gets_504() {
     let proxy = Proxy::start(&config, &[]).await;
     let started = std::time::Instant::now();
     let (status, body) = post(&proxy, "/v1/responses", r#"{"model":"gpt-5","input":"hi"}"#).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (504, Some("upstream_timeout")));
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (504, Some("upstream_timeout"))
+    );
     assert!(started.elapsed() < Duration::from_secs(10));
 }

@@ -55,7 +55,11 @@ async fn the_providers_status_headers_and_body_pass_through() {
 #[tokio::test]
 async fn an_own_key_replaces_the_client_key() {
     let upstream = Upstream::json(200, RESPONSE_JSON).await;
-    let config = one_provider(&upstream.base_url(), r#"{ bearer_env = "TEST_PROVIDER_KEY" }"#, "");
+    let config = one_provider(
+        &upstream.base_url(),
+        r#"{ bearer_env = "TEST_PROVIDER_KEY" }"#,
+        "",
+    );
     let proxy = Proxy::start(&config, &[("TEST_PROVIDER_KEY", "sk-provider")]).await;
     let response = reqwest::Client::new()
         .post(proxy.url("/v1/responses"))
@@ -74,7 +78,10 @@ async fn an_own_key_replaces_the_client_key() {
         assert!(!received.headers.contains_key(header), "{header} leaked");
     }
     let all = format!("{:?}", received.headers);
-    assert!(!all.contains("sk-client"), "a client key reached the provider: {all}");
+    assert!(
+        !all.contains("sk-client"),
+        "a client key reached the provider: {all}"
+    );
 }
 
 #[tokio::test]
@@ -88,7 +95,10 @@ async fn passthrough_forwards_the_client_key() {
         .send()
         .await
         .unwrap();
-    assert_eq!(upstream.received()[0].headers["authorization"], "Bearer sk-client");
+    assert_eq!(
+        upstream.received()[0].headers["authorization"],
+        "Bearer sk-client"
+    );
 }
 
 #[tokio::test]
@@ -130,7 +140,9 @@ async fn a_hundred_concurrent_requests_all_arrive_intact() {
         let mut response = json_response(200, RESPONSE_JSON);
         // Echo the request's marker so each client can check it got its own answer.
         let marker = String::from_utf8_lossy(&r.body).into_owned();
-        response.headers_mut().insert("x-echo-len", marker.len().to_string().parse().unwrap());
+        response
+            .headers_mut()
+            .insert("x-echo-len", marker.len().to_string().parse().unwrap());
         response
     })
     .await;

@@ -2,7 +2,7 @@
 
 mod support;
 
-use support::proxy::Proxy;
+use support::proxy::{raw_request, Proxy};
 use support::upstream::{Upstream, RESPONSE_JSON};
 
 struct Two {
@@ -36,7 +36,11 @@ provider = "openai"
         bedrock.base_url().replace("/v1", "/openai/v1")
     );
     let proxy = Proxy::start(&config, &[]).await;
-    Two { openai, bedrock, proxy }
+    Two {
+        openai,
+        bedrock,
+        proxy,
+    }
 }
 
 async fn send(proxy: &Proxy, method: &str, path: &str, body: &str) -> u16 {
@@ -57,8 +61,26 @@ fn targets(upstream: &Upstream) -> Vec<String> {
 #[tokio::test]
 async fn the_model_chooses_the_provider_first_match_wins() {
     let t = two_providers().await;
-    assert_eq!(send(&t.proxy, "POST", "/v1/responses", r#"{"model":"openai.gpt-oss-120b","input":"hi"}"#).await, 200);
-    assert_eq!(send(&t.proxy, "POST", "/v1/responses", r#"{"model":"gpt-5","input":"hi"}"#).await, 200);
+    assert_eq!(
+        send(
+            &t.proxy,
+            "POST",
+            "/v1/responses",
+            r#"{"model":"openai.gpt-oss-120b","input":"hi"}"#
+        )
+        .await,
+        200
+    );
+    assert_eq!(
+        send(
+            &t.proxy,
+            "POST",
+            "/v1/responses",
+            r#"{"model":"gpt-5","input":"hi"}"#
+        )
+        .await,
+        200
+    );
     assert_eq!(targets(&t.bedrock), ["/openai/v1/responses"]);
     assert_eq!(targets(&t.openai), ["/v1/responses"]);
 }
@@ -66,8 +88,20 @@ async fn the_model_chooses_the_provider_first_match_wins() {
 #[tokio::test]
 async fn an_unmatched_model_goes_to_the_default_provider() {
     let t = two_providers().await;
-    assert_eq!(send(&t.proxy, "POST", "/v1/responses", r#"{"model":"some-local-model","input":"hi"}"#).await, 200);
-    assert_eq!(send(&t.proxy, "POST", "/v1/responses", r#"{"input":"no model"}"#).await, 200);
+    assert_eq!(
+        send(
+            &t.proxy,
+            "POST",
+            "/v1/responses",
+            r#"{"model":"some-local-model","input":"hi"}"#
+        )
+        .await,
+        200
+    );
+    assert_eq!(
+        send(&t.proxy, "POST", "/v1/responses", r#"{"input":"no model"}"#).await,
+        200
+    );
     assert_eq!(targets(&t.openai).len(), 2);
     assert!(t.bedrock.received().is_empty());
 }
@@ -75,7 +109,16 @@ async fn an_unmatched_model_goes_to_the_default_provider() {
 #[tokio::test]
 async fn a_provider_prefix_wins_over_the_model() {
     let t = two_providers().await;
-    assert_eq!(send(&t.proxy, "POST", "/bedrock/v1/responses", r#"{"model":"gpt-5","input":"hi"}"#).await, 200);
+    assert_eq!(
+        send(
+            &t.proxy,
+            "POST",
+            "/bedrock/v1/responses",
+            r#"{"model":"gpt-5","input":"hi"}"#
+        )
+        .await,
+        200
+    );
     assert_eq!(targets(&t.bedrock), ["/openai/v1/responses"]);
     assert!(t.openai.received().is_empty());
 }
@@ -83,15 +126,28 @@ async fn a_provider_prefix_wins_over_the_model() {
 #[tokio::test]
 async fn the_path_without_v1_is_served_too() {
     let t = two_providers().await;
-    assert_eq!(send(&t.proxy, "POST", "/responses", r#"{"model":"gpt-5","input":"hi"}"#).await, 200);
+    assert_eq!(
+        send(
+            &t.proxy,
+            "POST",
+            "/responses",
+            r#"{"model":"gpt-5","input":"hi"}"#
+        )
+        .await,
+        200
+    );
     assert_eq!(targets(&t.openai), ["/v1/responses"]);
 }
 
 #[tokio::test]
 async fn compact_is_gated_like_responses() {
     let t = two_providers().await;
-    let foreign = r#"{"model":"openai.gpt-oss-120b","input":[{"type":"openai:web_search_call","id":"ws_1"}]}"#;
-    assert_eq!(send(&t.proxy, "POST", "/v1/responses/compact", foreign).await, 422);
+    let foreign =
+        r#"{"model":"openai.gpt-oss-120b","input":[{"type":"openai:web_search_call","id":"ws_1"}]}"#;
+    assert_eq!(
+        send(&t.proxy, "POST", "/v1/responses/compact", foreign).await,
+        422
+    );
     let fine = r#"{"model":"gpt-5","input":[{"type":"openai:web_search_call","id":"ws_1"}]}"#;
     assert_eq!(send(&t.proxy, "POST", "/v1/responses/compact", fine).await, 200);
     assert_eq!(targets(&t.openai), ["/v1/responses/compact"]);
@@ -104,7 +160,10 @@ async fn other_paths_are_forwarded_ungated() {
     assert_eq!(send(&t.proxy, "GET", "/v1/models", "").await, 200);
     assert_eq!(send(&t.proxy, "GET", "/bedrock/v1/models?limit=2", "").await, 200);
     // Not JSON, not gated: forwarded as is.
-    assert_eq!(send(&t.proxy, "POST", "/v1/chat/completions", "not json at all").await, 200);
+    assert_eq!(
+        send(&t.proxy, "POST", "/v1/chat/completions", "not json at all").await,
+        200
+    );
     assert_eq!(targets(&t.openai), ["/v1/models", "/v1/chat/completions"]);
     assert_eq!(targets(&t.bedrock), ["/openai/v1/models?limit=2"]);
     assert_eq!(&t.openai.received()[1].body[..], b"not json at all");
@@ -113,17 +172,54 @@ async fn other_paths_are_forwarded_ungated() {
 #[tokio::test]
 async fn the_verdict_depends_on_the_routed_provider() {
     let t = two_providers().await;
-    let body = |model: &str| format!(r#"{{"model":"{model}","input":[{{"type":"web_search_call","id":"ws_1","status":"completed"}}]}}"#);
+    let body = |model: &str| {
+        format!(
+            r#"{{"model":"{model}","input":[{{"type":"web_search_call","id":"ws_1","status":"completed"}}]}}"#
+        )
+    };
     assert_eq!(send(&t.proxy, "POST", "/v1/responses", &body("gpt-5")).await, 200);
-    assert_eq!(send(&t.proxy, "POST", "/v1/responses", &body("openai.gpt-oss-20b")).await, 422);
+    assert_eq!(
+        send(&t.proxy, "POST", "/v1/responses", &body("openai.gpt-oss-20b")).await,
+        422
+    );
 }
 
 #[tokio::test]
 async fn path_tricks_never_reach_an_upstream() {
     let t = two_providers().await;
-    for path in ["/bedrock/../openai/v1/responses", "/v1/%2e%2e/responses", "/bedrock%2fv1/responses", "/v1//responses"] {
-        let status = send(&t.proxy, "POST", path, r#"{"model":"gpt-5","input":"hi"}"#).await;
-        assert!((400..500).contains(&status), "{path}: {status}");
+    let body = r#"{"model":"gpt-5","input":"hi"}"#;
+    for path in [
+        "/bedrock/../openai/v1/responses",
+        "/v1/./responses",
+        "/v1/%2e%2e/responses",
+        "/bedrock%2fv1/responses",
+        "/v1//responses",
+        "/v1/respons%65s",
+        "/nope/v1/models",
+    ] {
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let answer = raw_request(t.proxy.addr, request.as_bytes()).await;
+        let status: u16 = answer[9..12].parse().unwrap();
+        assert!((400..500).contains(&status), "{path}: {answer}");
     }
     assert!(t.openai.received().is_empty() && t.bedrock.received().is_empty());
+}
+
+#[tokio::test]
+async fn an_absolute_form_target_goes_to_the_configured_provider_only() {
+    let t = two_providers().await;
+    let body = r#"{"model":"gpt-5","input":"hi"}"#;
+    let request = format!(
+        "POST http://evil.example/v1/responses HTTP/1.1\r\nhost: evil.example\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let answer = raw_request(t.proxy.addr, request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let received = t.openai.received();
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0].target, "/v1/responses");
+    assert_ne!(received[0].headers["host"], "evil.example");
 }

@@ -52,16 +52,27 @@ async fn the_first_event_arrives_before_the_provider_finishes() {
         rest
     });
 
-    let events = tokio::time::timeout(Duration::from_secs(5), sender_rx.recv()).await.unwrap().unwrap();
-    let first = Bytes::from_static(b"event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0}\n\n");
+    let events = tokio::time::timeout(Duration::from_secs(5), sender_rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let first = Bytes::from_static(
+        b"event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0}\n\n",
+    );
     events.send(first.clone()).await.unwrap();
     // The provider has not finished: the client must already hold the first event.
-    let received = tokio::time::timeout(Duration::from_secs(5), done_rx).await.expect("first event was buffered").unwrap();
+    let received = tokio::time::timeout(Duration::from_secs(5), done_rx)
+        .await
+        .expect("first event was buffered")
+        .unwrap();
     assert_eq!(received.concat(), first);
 
     let last = Bytes::from_static(b"event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":1}\n\ndata: [DONE]\n\n");
     events.send(last.clone()).await.unwrap();
     drop(events);
-    let rest = tokio::time::timeout(Duration::from_secs(5), client).await.unwrap().unwrap();
+    let rest = tokio::time::timeout(Duration::from_secs(5), client)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(rest.concat(), last);
 }

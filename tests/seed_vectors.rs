@@ -12,7 +12,8 @@ fn cases() -> Vec<Value> {
 fn judge(gate: &Gate, case: &Value) -> Verdict {
     let provider = ProviderProfile::own_namespace(case["provider"].as_str().unwrap());
     let body = serde_json::to_vec(&case["body"]).unwrap();
-    gate.check(&body, &Target::provider(&provider)).expect("body reads")
+    gate.check(&body, &Target::provider(&provider))
+        .expect("body reads")
 }
 
 #[test]
@@ -24,7 +25,11 @@ fn every_seed_vector_gets_its_verdict() {
         let name = case["name"].as_str().unwrap();
         let verdict = judge(&gate, case);
         let expect = &case["expect"];
-        assert_eq!(verdict.is_allowed(), expect["allowed"].as_bool().unwrap(), "{name}: {verdict:?}");
+        assert_eq!(
+            verdict.is_allowed(),
+            expect["allowed"].as_bool().unwrap(),
+            "{name}: {verdict:?}"
+        );
         let got: Vec<(u64, &str)> = verdict
             .violations
             .iter()
@@ -43,7 +48,10 @@ fn every_seed_vector_gets_its_verdict() {
 #[test]
 fn the_schema_case_names_its_param_and_pointer() {
     let gate = Gate::default();
-    let case = cases().into_iter().find(|c| c["name"] == "seed-schema-enum-global").unwrap();
+    let case = cases()
+        .into_iter()
+        .find(|c| c["name"] == "seed-schema-enum-global")
+        .unwrap();
     let verdict = judge(&gate, &case);
     let v = &verdict.violations[0];
     assert_eq!(v.param, "input[1].arguments");
@@ -51,13 +59,20 @@ fn the_schema_case_names_its_param_and_pointer() {
     assert_eq!(v.id.as_deref(), Some("fc_009"));
     assert_eq!(v.call_id.as_deref(), Some("call_129"));
     assert_eq!(v.item_type, "function_call");
-    assert!(v.message.contains("\"global\"") && v.message.contains("/region"), "{}", v.message);
+    assert!(
+        v.message.contains("\"global\"") && v.message.contains("/region"),
+        "{}",
+        v.message
+    );
 }
 
 #[test]
 fn violations_serialize_as_the_contract_shows() {
     let gate = Gate::default();
-    let case = cases().into_iter().find(|c| c["name"] == "seed-schema-enum-global").unwrap();
+    let case = cases()
+        .into_iter()
+        .find(|c| c["name"] == "seed-schema-enum-global")
+        .unwrap();
     let verdict = judge(&gate, &case);
     let json = serde_json::to_string(&verdict.violations[0]).unwrap();
     let head = r#"{"index":1,"type":"function_call","id":"fc_009","call_id":"call_129","reason":"arguments_schema","param":"input[1].arguments","pointer":"/region","message":""#;
@@ -67,7 +82,10 @@ fn violations_serialize_as_the_contract_shows() {
 #[test]
 fn the_namespaced_case_is_allowed_for_its_own_provider_only() {
     let gate = Gate::default();
-    let case = cases().into_iter().find(|c| c["name"] == "seed-namespaced-cross-provider").unwrap();
+    let case = cases()
+        .into_iter()
+        .find(|c| c["name"] == "seed-namespaced-cross-provider")
+        .unwrap();
     let body = serde_json::to_vec(&case["body"]).unwrap();
     for (provider, allowed) in [("openai", true), ("bedrock", false), ("acme", false)] {
         let profile = ProviderProfile::own_namespace(provider);

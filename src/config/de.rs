@@ -11,9 +11,7 @@ pub(super) fn millis<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Durat
 
 /// A number of milliseconds as a [`Duration`]; zero is rejected because a
 /// zero timeout would fail every request.
-pub(super) fn positive_millis<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Duration, D::Error> {
+pub(super) fn positive_millis<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
     match u64::deserialize(deserializer)? {
         0 => Err(D::Error::custom("a timeout must be at least 1 millisecond")),
         ms => Ok(Duration::from_millis(ms)),
@@ -21,9 +19,7 @@ pub(super) fn positive_millis<'de, D: Deserializer<'de>>(
 }
 
 /// A count that must be at least 1.
-pub(super) fn positive_count<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<usize, D::Error> {
+pub(super) fn positive_count<'de, D: Deserializer<'de>>(deserializer: D) -> Result<usize, D::Error> {
     match usize::deserialize(deserializer)? {
         0 => Err(D::Error::custom("must be at least 1")),
         count => Ok(count),

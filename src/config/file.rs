@@ -34,10 +34,7 @@ pub(super) struct ServerTable {
     pub(super) default_provider: Option<Spanned<String>>,
     listen: SocketAddr,
     max_body_bytes: usize,
-    #[serde(
-        rename = "header_read_timeout_ms",
-        deserialize_with = "positive_millis"
-    )]
+    #[serde(rename = "header_read_timeout_ms", deserialize_with = "positive_millis")]
     header_read_timeout: Duration,
     #[serde(rename = "body_read_timeout_ms", deserialize_with = "positive_millis")]
     body_read_timeout: Duration,

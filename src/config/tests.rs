@@ -175,40 +175,19 @@ fn missing_required_keys_are_rejected() {
     assert!(parse_error("").contains("missing field `providers`"));
     assert!(parse_error("[providers.a]\n").contains("missing field `base_url`"));
     assert!(
-        parse_error(&format!("{MINIMAL}[[routes]]\nmodel = \"x\"\n"))
-            .contains("missing field `provider`")
+        parse_error(&format!("{MINIMAL}[[routes]]\nmodel = \"x\"\n")).contains("missing field `provider`")
     );
 }
 
 #[test]
 fn values_of_the_wrong_shape_are_rejected_with_their_position() {
-    assert_parse_error_at(
-        "[server]\nlisten = \"localhost:80\"\n",
-        2,
-        10,
-        "socket address",
-    );
+    assert_parse_error_at("[server]\nlisten = \"localhost:80\"\n", 2, 10, "socket address");
     assert_parse_error_at("[server]\nmax_body_bytes = -1\n", 2, 18, "invalid value");
-    assert_parse_error_at(
-        "[server]\nheader_read_timeout_ms = 0\n",
-        2,
-        26,
-        "at least 1",
-    );
-    assert_parse_error_at(
-        "[server]\nmax_concurrent_requests = 0\n",
-        2,
-        27,
-        "at least 1",
-    );
+    assert_parse_error_at("[server]\nheader_read_timeout_ms = 0\n", 2, 26, "at least 1");
+    assert_parse_error_at("[server]\nmax_concurrent_requests = 0\n", 2, 27, "at least 1");
     assert_parse_error_at("[log]\nformat = \"xml\"\n", 2, 10, "unknown variant `xml`");
     assert_parse_error_at("[log]\nlevel = \"info,=,\"\n", 2, 9, "invalid log level");
-    assert_parse_error_at(
-        &format!("{MINIMAL}read_timeout_ms = 0\n"),
-        4,
-        19,
-        "at least 1",
-    );
+    assert_parse_error_at(&format!("{MINIMAL}read_timeout_ms = 0\n"), 4, 19, "at least 1");
 }
 
 /// The example of the external contract, verbatim: its `default_provider`
@@ -251,9 +230,7 @@ provider = "openai"
 #[test]
 fn default_provider_may_not_be_set_twice() {
     assert_invalid_at(
-        &format!(
-            "default_provider = \"openai\"\n[server]\ndefault_provider = \"openai\"\n{MINIMAL}"
-        ),
+        &format!("default_provider = \"openai\"\n[server]\ndefault_provider = \"openai\"\n{MINIMAL}"),
         3,
         20,
         "both at the top level and in [server]",
@@ -262,18 +239,12 @@ fn default_provider_may_not_be_set_twice() {
 
 #[test]
 fn at_least_one_provider_is_required() {
-    assert_invalid_at(
-        "default_provider = \"x\"\n[providers]\n",
-        2,
-        1,
-        "no provider",
-    );
+    assert_invalid_at("default_provider = \"x\"\n[providers]\n", 2, 1, "no provider");
 }
 
 #[test]
 fn provider_names_must_be_path_segments() {
-    let with_name =
-        |name: &str| format!("[providers.{name}]\nbase_url = \"https://example.com/v1\"\n");
+    let with_name = |name: &str| format!("[providers.{name}]\nbase_url = \"https://example.com/v1\"\n");
     assert_invalid_at(&with_name("\"open ai\""), 1, 12, "may contain only");
     assert_invalid_at(&with_name("\"a/b\""), 1, 12, "may contain only");
     assert_invalid_at(&with_name("\"\""), 1, 12, "may contain only");
@@ -297,27 +268,18 @@ fn base_url_is_normalized() {
         let config = Config::from_toml(&format!("[providers.p]\nbase_url = \"{url}\"\n")).unwrap();
         config.providers["p"].base_url.clone()
     };
-    assert_eq!(
-        base_url("https://api.openai.com/v1"),
-        "https://api.openai.com/v1"
-    );
+    assert_eq!(base_url("https://api.openai.com/v1"), "https://api.openai.com/v1");
     assert_eq!(
         base_url("https://api.openai.com/v1/"),
         "https://api.openai.com/v1"
     );
     assert_eq!(base_url("https://api.openai.com"), "https://api.openai.com");
-    assert_eq!(
-        base_url("https://api.openai.com/"),
-        "https://api.openai.com"
-    );
+    assert_eq!(base_url("https://api.openai.com/"), "https://api.openai.com");
     assert_eq!(
         base_url("HTTP://Example.COM:8080/a/b"),
         "http://example.com:8080/a/b"
     );
-    assert_eq!(
-        base_url("https://example.com/v1//"),
-        "https://example.com/v1/"
-    );
+    assert_eq!(base_url("https://example.com/v1//"), "https://example.com/v1/");
 }
 
 #[test]
@@ -331,24 +293,14 @@ fn unusable_base_urls_are_rejected_with_their_position() {
         12,
         "query or a fragment",
     );
-    assert_invalid_at(
-        &with_url("https://example.com/v1?"),
-        2,
-        12,
-        "query or a fragment",
-    );
+    assert_invalid_at(&with_url("https://example.com/v1?"), 2, 12, "query or a fragment");
     assert_invalid_at(
         &with_url("https://example.com/v1#top"),
         2,
         12,
         "query or a fragment",
     );
-    assert_invalid_at(
-        &with_url("https://user:pw@example.com/v1"),
-        2,
-        12,
-        "credentials",
-    );
+    assert_invalid_at(&with_url("https://user:pw@example.com/v1"), 2, 12, "credentials");
 }
 
 #[test]
@@ -359,12 +311,7 @@ fn namespaces_must_be_slugs() {
         21,
         "namespace",
     );
-    assert_invalid_at(
-        &format!("{MINIMAL}namespaces = [\"a:b\"]\n"),
-        4,
-        15,
-        "no `:`",
-    );
+    assert_invalid_at(&format!("{MINIMAL}namespaces = [\"a:b\"]\n"), 4, 15, "no `:`");
 }
 
 #[test]
@@ -451,14 +398,8 @@ fn embedded_default_parses() {
     assert_eq!(openai.auth, Auth::BearerEnv("OPENAI_API_KEY".into()));
     assert_eq!(openai.namespaces(), ["openai"]);
     let bedrock = &config.providers["bedrock"];
-    assert_eq!(
-        bedrock.base_url,
-        "https://bedrock-mantle.us-east-1.api.aws/v1"
-    );
-    assert_eq!(
-        bedrock.auth,
-        Auth::BearerEnv("AWS_BEARER_TOKEN_BEDROCK".into())
-    );
+    assert_eq!(bedrock.base_url, "https://bedrock-mantle.us-east-1.api.aws/v1");
+    assert_eq!(bedrock.auth, Auth::BearerEnv("AWS_BEARER_TOKEN_BEDROCK".into()));
     assert_eq!(bedrock.namespaces(), ["bedrock"]);
     let bedrock_openai = &config.providers["bedrock-openai"];
     assert_eq!(

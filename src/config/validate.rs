@@ -69,10 +69,7 @@ impl ProviderEntry {
             .map_err(|message| Invalid::new(self.base_url.span(), message))?;
         let namespaces = match self.namespaces {
             None => vec![name.to_owned()],
-            Some(list) => list
-                .into_iter()
-                .map(check_namespace)
-                .collect::<Result<_, _>>()?,
+            Some(list) => list.into_iter().map(check_namespace).collect::<Result<_, _>>()?,
         };
         Ok(ProviderConfig {
             base_url,
@@ -85,10 +82,7 @@ impl ProviderEntry {
 }
 
 impl RouteEntry {
-    fn validate(
-        self,
-        providers: &BTreeMap<String, ProviderConfig>,
-    ) -> Result<RouteConfig, Invalid> {
+    fn validate(self, providers: &BTreeMap<String, ProviderConfig>) -> Result<RouteConfig, Invalid> {
         let model = GlobBuilder::new(self.model.get_ref())
             .literal_separator(false)
             .backslash_escape(true)
@@ -132,9 +126,7 @@ fn normalize_base_url(text: &str) -> Result<String, String> {
         ));
     }
     if url.query().is_some() || url.fragment().is_some() {
-        return Err(format!(
-            "base_url {text:?} must not have a query or a fragment"
-        ));
+        return Err(format!("base_url {text:?} must not have a query or a fragment"));
     }
     if !url.username().is_empty() || url.password().is_some() {
         return Err(format!(
@@ -142,10 +134,7 @@ fn normalize_base_url(text: &str) -> Result<String, String> {
         ));
     }
     let normalized = url.as_str();
-    Ok(normalized
-        .strip_suffix('/')
-        .unwrap_or(normalized)
-        .to_owned())
+    Ok(normalized.strip_suffix('/').unwrap_or(normalized).to_owned())
 }
 
 /// A namespace is the part of an item type before its `:`.

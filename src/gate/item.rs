@@ -250,12 +250,24 @@ mod tests {
 
     #[test]
     fn typed_items_are_classified_by_type() {
-        assert_eq!(item(r#"{"type":"message","role":"user","content":"hi"}"#).class, ItemClass::Message);
+        assert_eq!(
+            item(r#"{"type":"message","role":"user","content":"hi"}"#).class,
+            ItemClass::Message
+        );
         assert_eq!(item(r#"{"type":"function_call"}"#).class, ItemClass::FunctionCall);
-        assert_eq!(item(r#"{"type":"function_call_output"}"#).class, ItemClass::FunctionCallOutput);
-        assert_eq!(item(r#"{"type":"reasoning","summary":[]}"#).class, ItemClass::Reasoning);
+        assert_eq!(
+            item(r#"{"type":"function_call_output"}"#).class,
+            ItemClass::FunctionCallOutput
+        );
+        assert_eq!(
+            item(r#"{"type":"reasoning","summary":[]}"#).class,
+            ItemClass::Reasoning
+        );
         assert_eq!(item(r#"{"type":"compaction"}"#).class, ItemClass::Compaction);
-        assert_eq!(item(r#"{"type":"item_reference","id":"x"}"#).class, ItemClass::ItemReference);
+        assert_eq!(
+            item(r#"{"type":"item_reference","id":"x"}"#).class,
+            ItemClass::ItemReference
+        );
     }
 
     #[test]
@@ -287,7 +299,10 @@ mod tests {
     #[test]
     fn typeless_id_only_is_an_item_reference() {
         let r = item(r#"{"id":"msg_1"}"#);
-        assert_eq!((r.class, r.type_name()), (ItemClass::ItemReference, "item_reference"));
+        assert_eq!(
+            (r.class, r.type_name()),
+            (ItemClass::ItemReference, "item_reference")
+        );
     }
 
     #[test]
@@ -299,7 +314,10 @@ mod tests {
 
     #[test]
     fn repeated_members_are_refused() {
-        assert!(error(r#"{"type":"function_call","arguments":"{}","arguments":"{}"}"#).contains("duplicate member `arguments`"));
+        assert!(
+            error(r#"{"type":"function_call","arguments":"{}","arguments":"{}"}"#)
+                .contains("duplicate member `arguments`")
+        );
     }
 
     #[test]

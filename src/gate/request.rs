@@ -133,7 +133,10 @@ impl fmt::Display for Place {
 /// whole body is validated first (which also lets the reader skip its own per-string checks).
 pub fn parse(body: &[u8]) -> Result<ParsedRequest<'_>, BodyError> {
     let text = std::str::from_utf8(body).map_err(|e| BodyError::InvalidJson {
-        message: format!("the body is not UTF-8 (invalid byte at offset {})", e.valid_up_to()),
+        message: format!(
+            "the body is not UTF-8 (invalid byte at offset {})",
+            e.valid_up_to()
+        ),
     })?;
     let place = Cell::new(Place::Body);
     let mut de = serde_json::Deserializer::from_str(text);
@@ -416,8 +419,14 @@ mod tests {
 
     #[test]
     fn string_and_null_input_have_no_items() {
-        assert!(matches!(parse(br#"{"input":"hello"}"#).unwrap().input, Input::Text));
-        assert!(matches!(parse(br#"{"input":null}"#).unwrap().input, Input::Absent));
+        assert!(matches!(
+            parse(br#"{"input":"hello"}"#).unwrap().input,
+            Input::Text
+        ));
+        assert!(matches!(
+            parse(br#"{"input":null}"#).unwrap().input,
+            Input::Absent
+        ));
         assert!(matches!(parse(br#"{"model":"m"}"#).unwrap().input, Input::Absent));
     }
 
@@ -429,7 +438,14 @@ mod tests {
 
     #[test]
     fn broken_json_is_invalid_json() {
-        for body in [&b"{"[..], b"not json", b"{\"input\":[}", b"{} x", b"", b"{\"a\":\"\xff\"}"] {
+        for body in [
+            &b"{"[..],
+            b"not json",
+            b"{\"input\":[}",
+            b"{} x",
+            b"",
+            b"{\"a\":\"\xff\"}",
+        ] {
             let err = parse(body).unwrap_err();
             assert_eq!(err.code(), "invalid_json", "{body:?}: {err}");
         }

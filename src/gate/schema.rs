@@ -173,7 +173,9 @@ mod tests {
     fn schema_names_its_draft() {
         let cache = SchemaCache::default();
         // In draft 4, exclusiveMaximum is a boolean modifier of maximum.
-        let schema = cache.get(r#"{"$schema":"http://json-schema.org/draft-04/schema#","maximum":5,"exclusiveMaximum":true}"#);
+        let schema = cache.get(
+            r#"{"$schema":"http://json-schema.org/draft-04/schema#","maximum":5,"exclusiveMaximum":true}"#,
+        );
         let v = schema.validator().unwrap();
         assert!(!v.is_valid(&json!(5)));
         assert!(v.is_valid(&json!(4)));
@@ -225,7 +227,10 @@ mod tests {
 
     #[test]
     fn oversized_schemas_are_refused_before_compiling() {
-        let cache = SchemaCache::new(SchemaLimits { cache_bytes: 1 << 20, max_schema_bytes: 64 });
+        let cache = SchemaCache::new(SchemaLimits {
+            cache_bytes: 1 << 20,
+            max_schema_bytes: 64,
+        });
         let big = format!(r#"{{"description":"{}"}}"#, "x".repeat(100));
         assert!(error_of(&cache, &big).contains("over the limit"));
         assert!(cache.is_empty());
@@ -233,7 +238,10 @@ mod tests {
 
     #[test]
     fn the_cache_stays_within_its_budget() {
-        let cache = SchemaCache::new(SchemaLimits { cache_bytes: 16 * 1024, max_schema_bytes: 4096 });
+        let cache = SchemaCache::new(SchemaLimits {
+            cache_bytes: 16 * 1024,
+            max_schema_bytes: 4096,
+        });
         for i in 0..1000 {
             cache.get(&format!(r#"{{"type":"object","title":"t{i}"}}"#));
         }

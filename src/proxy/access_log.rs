@@ -97,7 +97,8 @@ impl AccessRecord {
 
     /// The request id as a header value.
     pub fn request_id_header(&self) -> HeaderValue {
-        HeaderValue::try_from(self.request_id.as_str()).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
+        HeaderValue::try_from(self.request_id.as_str())
+            .unwrap_or_else(|_| HeaderValue::from_static("invalid"))
     }
 
     /// Writes the log line. `upstream` is the provider's status when the answer came from it.

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, HeaderMap};
-use http_body_util::combinators::UnsyncBoxBody;
 use http_body::{Frame, SizeHint};
+use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -21,7 +21,9 @@ pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
 
 /// A complete, local response body.
 pub fn full(bytes: impl Into<Bytes>) -> ProxyBody {
-    Full::new(bytes.into()).map_err(|never| match never {}).boxed_unsync()
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
 }
 
 /// A response body that holds a concurrency permit until it ends or is dropped.
@@ -33,7 +35,10 @@ pub struct HoldsPermit {
 impl HoldsPermit {
     /// Ties `permit` to the life of `inner`.
     pub fn new(inner: ProxyBody, permit: OwnedSemaphorePermit) -> Self {
-        Self { inner, _permit: permit }
+        Self {
+            inner,
+            _permit: permit,
+        }
     }
 }
 
@@ -41,7 +46,10 @@ impl http_body::Body for HoldsPermit {
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         Pin::new(&mut self.inner).poll_frame(cx)
     }
 
@@ -105,17 +113,25 @@ mod tests {
 
     #[tokio::test]
     async fn a_body_within_the_cap_is_read_whole() {
-        let bytes = read_body(Full::new(Bytes::from_static(b"12345678")), &HeaderMap::new(), LIMITS)
-            .await
-            .unwrap();
+        let bytes = read_body(
+            Full::new(Bytes::from_static(b"12345678")),
+            &HeaderMap::new(),
+            LIMITS,
+        )
+        .await
+        .unwrap();
         assert_eq!(&bytes[..], b"12345678");
     }
 
     #[tokio::test]
     async fn a_body_over_the_cap_is_refused_while_reading() {
-        let err = read_body(Full::new(Bytes::from_static(b"123456789")), &HeaderMap::new(), LIMITS)
-            .await
-            .unwrap_err();
+        let err = read_body(
+            Full::new(Bytes::from_static(b"123456789")),
+            &HeaderMap::new(),
+            LIMITS,
+        )
+        .await
+        .unwrap_err();
         assert_eq!(err.code(), "body_too_large");
     }
 
@@ -123,7 +139,9 @@ mod tests {
     async fn a_declared_length_over_the_cap_is_refused_before_reading() {
         let mut headers = HeaderMap::new();
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("1000"));
-        let err = read_body(Full::new(Bytes::new()), &headers, LIMITS).await.unwrap_err();
+        let err = read_body(Full::new(Bytes::new()), &headers, LIMITS)
+            .await
+            .unwrap_err();
         assert_eq!(err.code(), "body_too_large");
     }
 }

@@ -18,7 +18,13 @@ const HOP_BY_HOP: [HeaderName; 8] = [
 
 /// Client headers that carry the client's own credentials or account scope; they never reach a
 /// provider that authenticates with a key of its own.
-const CLIENT_CREDENTIALS: [&str; 5] = ["authorization", "api-key", "x-api-key", "openai-organization", "openai-project"];
+const CLIENT_CREDENTIALS: [&str; 5] = [
+    "authorization",
+    "api-key",
+    "x-api-key",
+    "openai-organization",
+    "openai-project",
+];
 
 /// Removes hop-by-hop headers, including any the `Connection` header names.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
@@ -87,7 +93,14 @@ mod tests {
     #[test]
     fn hop_by_hop_and_framing_headers_never_cross() {
         let h = upstream_request_headers(client_headers(), &Credential::Passthrough);
-        for gone in ["connection", "x-private", "keep-alive", "transfer-encoding", "host", "content-length"] {
+        for gone in [
+            "connection",
+            "x-private",
+            "keep-alive",
+            "transfer-encoding",
+            "host",
+            "content-length",
+        ] {
             assert!(!h.contains_key(gone), "{gone}");
         }
         assert_eq!(h["content-type"], "application/json");

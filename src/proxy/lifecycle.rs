@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use http::{Request, Response};
+use http::{Method, Request, Response};
 use http_body_util::BodyExt;
 
 use super::access_log::{AccessRecord, REQUEST_ID_HEADER};
-use super::body::{read_body, HoldsPermit, ProxyBody};
+use super::body::{full, read_body, HoldsPermit, ProxyBody};
 use super::provider::Provider;
 use super::state::ProxyState;
 use super::upstream::{forward, Outbound};
@@ -30,22 +30,32 @@ where
         }
         Err(error) => {
             record.refused(&error);
-            (error.into_response(), None)
+            (error.into_response().map(full), None)
         }
     };
-    response.headers_mut().insert(REQUEST_ID_HEADER, record.request_id_header());
+    response
+        .headers_mut()
+        .insert(REQUEST_ID_HEADER, record.request_id_header());
     record.write(response.status(), upstream, started.elapsed());
     response
 }
 
-async fn proxy<B>(state: &ProxyState, request: Request<B>, record: &mut AccessRecord) -> Result<Response<ProxyBody>, ApiError>
+async fn proxy<B>(
+    state: &ProxyState,
+    request: Request<B>,
+    record: &mut AccessRecord,
+) -> Result<Response<ProxyBody>, ApiError>
 where
     B: http_body::Body<Data = bytes::Bytes>,
     B::Error: Into<super::body::BoxError>,
 {
-    let permit = state.in_flight.clone().try_acquire_owned().map_err(|_| ApiError::Overloaded {
-        limit: state.max_in_flight,
-    })?;
+    let permit = state
+        .in_flight
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| ApiError::Overloaded {
+            limit: state.max_in_flight,
+        })?;
     let (parts, body) = request.into_parts();
 
     // Route the path: which provider prefix, whether it is gated, what to ask upstream.
@@ -54,8 +64,9 @@ where
     // Read the body, under the size cap and the read timeout.
     let body = read_body(body, &parts.headers, state.body_limits).await?;
 
-    // Choose the provider (by prefix, else by model) and gate the items for it.
-    let provider = if route.gated {
+    // Choose the provider (by prefix, else by model) and gate the items for it. Only a POST
+    // carries a body to gate; anything else on a Responses path is forwarded as is.
+    let provider = if route.gated && parts.method == Method::POST {
         let request = gate::parse(&body)?;
         let provider = choose(state, &route, request.model())?;
         record.routed(provider.name(), request.model());
@@ -87,7 +98,11 @@ where
     Ok(response.map(|body| HoldsPermit::new(body, permit).boxed_unsync()))
 }
 
-fn choose<'s>(state: &'s ProxyState, route: &crate::routing::PathRoute<'_>, model: Option<&str>) -> Result<&'s Provider, ApiError> {
+fn choose<'s>(
+    state: &'s ProxyState,
+    route: &crate::routing::PathRoute<'_>,
+    model: Option<&str>,
+) -> Result<&'s Provider, ApiError> {
     let name = state.router.choose(route, model)?;
     state
         .providers

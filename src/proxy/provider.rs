@@ -106,14 +106,7 @@ impl Provider {
 
     /// The upstream URL for `path` (the part after `/v1`) and an optional query.
     pub fn url(&self, path: &str, query: Option<&str>) -> String {
-        let mut url = String::with_capacity(self.base_url.len() + path.len() + 1 + query.map_or(0, str::len));
-        url.push_str(&self.base_url);
-        url.push_str(path);
-        if let Some(query) = query {
-            url.push('?');
-            url.push_str(query);
-        }
-        url
+        crate::routing::upstream_url(&self.base_url, path, query)
     }
 }
 

@@ -63,7 +63,9 @@ pub async fn run(
             let state = state.clone();
             async move { Ok::<_, std::convert::Infallible>(handle(state, request).await) }
         });
-        let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
+        let connection = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .into_owned();
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             if let Err(error) = connection.await {
@@ -73,7 +75,10 @@ pub async fn run(
     }
     drop(listener);
     tracing::info!(open_connections = graceful.count(), "shutting down");
-    if tokio::time::timeout(settings.shutdown_grace, graceful.shutdown()).await.is_err() {
+    if tokio::time::timeout(settings.shutdown_grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
         tracing::warn!("grace period over; closing the remaining connections");
     }
 }

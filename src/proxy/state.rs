@@ -33,10 +33,18 @@ pub struct ProxyState {
 
 /// Why the proxy could not be built from its configuration.
 #[derive(Debug, thiserror::Error)]
-#[error("provider `{provider}`: the upstream client could not be built: {source}")]
-pub struct BuildError {
-    provider: String,
-    source: reqwest::Error,
+pub enum BuildError {
+    /// A provider's upstream client could not be built.
+    #[error("provider `{provider}`: the upstream client could not be built: {source}")]
+    Client {
+        /// The provider.
+        provider: String,
+        /// What the client builder said.
+        source: reqwest::Error,
+    },
+    /// The route globs could not be compiled together.
+    #[error("the [[routes]] globs could not be compiled: {0}")]
+    Routes(#[from] globset::Error),
 }
 
 impl ProxyState {
@@ -48,7 +56,7 @@ impl ProxyState {
         });
         let mut providers = HashMap::with_capacity(config.providers.len());
         for (name, provider) in &config.providers {
-            let built = Provider::new(name, provider, env).map_err(|source| BuildError {
+            let built = Provider::new(name, provider, env).map_err(|source| BuildError::Client {
                 provider: name.clone(),
                 source,
             })?;
@@ -56,7 +64,7 @@ impl ProxyState {
         }
         Ok(ProxyState {
             gate: Arc::new(gate),
-            router: Router::new(config),
+            router: Router::new(config)?,
             providers,
             body_limits: BodyLimits {
                 max_bytes: config.server.max_body_bytes,

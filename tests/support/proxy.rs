@@ -51,7 +51,10 @@ impl Proxy {
             let _ = stop.send(());
         }
         if let Some(task) = self.task.take() {
-            tokio::time::timeout(Duration::from_secs(10), task).await.unwrap().unwrap();
+            tokio::time::timeout(Duration::from_secs(10), task)
+                .await
+                .unwrap()
+                .unwrap();
         }
     }
 }
@@ -74,4 +77,18 @@ auth = {auth}
 {extra}
 "#
     )
+}
+
+/// Sends `request` as raw bytes (so no client library normalizes it) and returns the whole
+/// answer as text. The request should carry `Connection: close`.
+pub async fn raw_request(addr: SocketAddr, request: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+        .await
+        .expect("the proxy answered and closed")
+        .unwrap();
+    String::from_utf8_lossy(&answer).into_owned()
 }

@@ -62,7 +62,9 @@ impl Upstream {
         let log = received.clone();
         let task = tokio::spawn(async move {
             loop {
-                let Ok((stream, _)) = listener.accept().await else { return };
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
                 let handler = handler.clone();
                 let log = log.clone();
                 tokio::spawn(async move {
@@ -74,7 +76,11 @@ impl Upstream {
                             let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
                             let received = Received {
                                 method: parts.method,
-                                target: parts.uri.path_and_query().map(|p| p.to_string()).unwrap_or_default(),
+                                target: parts
+                                    .uri
+                                    .path_and_query()
+                                    .map(|p| p.to_string())
+                                    .unwrap_or_default(),
                                 headers: parts.headers,
                                 body,
                             };

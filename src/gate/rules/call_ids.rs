@@ -88,7 +88,10 @@ fn missing_call_id(item: &Item<'_>) -> String {
     if item.call_id.is_absent_or_null() {
         "function_call_output has no call_id".to_owned()
     } else {
-        format!("function_call_output call_id is {}, not a string", item.call_id.describe())
+        format!(
+            "function_call_output call_id is {}, not a string",
+            item.call_id.describe()
+        )
     }
 }
 
@@ -119,56 +122,73 @@ mod tests {
 
     #[test]
     fn an_output_after_its_call_passes() {
-        let r = findings(r#"[{"type":"function_call","call_id":"c1"},{"type":"function_call_output","call_id":"c1"}]"#);
+        let r = findings(
+            r#"[{"type":"function_call","call_id":"c1"},{"type":"function_call_output","call_id":"c1"}]"#,
+        );
         assert_eq!(r, [None, None]);
     }
 
     #[test]
     fn an_output_with_no_call_is_a_mismatch() {
-        let r = findings(r#"[{"type":"function_call","call_id":"c1"},{"type":"function_call_output","call_id":"c2"}]"#);
+        let r = findings(
+            r#"[{"type":"function_call","call_id":"c1"},{"type":"function_call_output","call_id":"c2"}]"#,
+        );
         assert_eq!(r, [None, Some(Reason::CallIdMismatch)]);
     }
 
     #[test]
     fn an_output_before_its_call_is_a_mismatch() {
-        let r = findings(r#"[{"type":"function_call_output","call_id":"c1"},{"type":"function_call","call_id":"c1"}]"#);
+        let r = findings(
+            r#"[{"type":"function_call_output","call_id":"c1"},{"type":"function_call","call_id":"c1"}]"#,
+        );
         assert_eq!(r, [Some(Reason::CallIdMismatch), None]);
     }
 
     #[test]
     fn an_output_without_call_id_is_a_mismatch() {
-        let r = findings(r#"[{"type":"function_call_output","output":"x"},{"type":"function_call_output","call_id":null}]"#);
+        let r = findings(
+            r#"[{"type":"function_call_output","output":"x"},{"type":"function_call_output","call_id":null}]"#,
+        );
         assert_eq!(r, [Some(Reason::CallIdMismatch), Some(Reason::CallIdMismatch)]);
     }
 
     #[test]
     fn a_repeated_call_id_is_a_mismatch() {
-        let r = findings(r#"[{"type":"function_call","call_id":"c1"},{"type":"function_call","call_id":"c1"}]"#);
+        let r =
+            findings(r#"[{"type":"function_call","call_id":"c1"},{"type":"function_call","call_id":"c1"}]"#);
         assert_eq!(r, [None, Some(Reason::CallIdMismatch)]);
     }
 
     #[test]
     fn a_call_id_repeated_from_another_call_kind_is_a_mismatch() {
-        let r = findings(r#"[{"type":"openai:computer_call","call_id":"c1"},{"type":"function_call","call_id":"c1"}]"#);
+        let r = findings(
+            r#"[{"type":"openai:computer_call","call_id":"c1"},{"type":"function_call","call_id":"c1"}]"#,
+        );
         assert_eq!(r, [None, Some(Reason::CallIdMismatch)]);
     }
 
     #[test]
     fn outputs_do_not_count_as_earlier_carriers() {
         // The output is itself unmatched; the call after it is not a repeat.
-        let r = findings(r#"[{"type":"function_call_output","call_id":"c1"},{"type":"function_call","call_id":"c1"},{"type":"function_call_output","call_id":"c1"}]"#);
+        let r = findings(
+            r#"[{"type":"function_call_output","call_id":"c1"},{"type":"function_call","call_id":"c1"},{"type":"function_call_output","call_id":"c1"}]"#,
+        );
         assert_eq!(r, [Some(Reason::CallIdMismatch), None, None]);
     }
 
     #[test]
     fn an_output_for_another_call_kind_is_not_a_function_call() {
-        let r = findings(r#"[{"type":"custom_tool_call","call_id":"c1"},{"type":"function_call_output","call_id":"c1"}]"#);
+        let r = findings(
+            r#"[{"type":"custom_tool_call","call_id":"c1"},{"type":"function_call_output","call_id":"c1"}]"#,
+        );
         assert_eq!(r, [None, Some(Reason::NotFunctionCall)]);
     }
 
     #[test]
     fn two_outputs_for_one_call_both_match() {
-        let r = findings(r#"[{"type":"function_call","call_id":"c1"},{"type":"function_call_output","call_id":"c1"},{"type":"function_call_output","call_id":"c1"}]"#);
+        let r = findings(
+            r#"[{"type":"function_call","call_id":"c1"},{"type":"function_call_output","call_id":"c1"},{"type":"function_call_output","call_id":"c1"}]"#,
+        );
         assert_eq!(r, [None, None, None]);
     }
 }

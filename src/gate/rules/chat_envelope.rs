@@ -34,8 +34,13 @@ mod tests {
     #[test]
     fn tool_calls_are_refused_typed_or_not() {
         let typeless = check_json(r#"{"role":"assistant","content":null,"tool_calls":[]}"#).unwrap();
-        assert_eq!((typeless.reason, typeless.param), (Reason::ChatCompletionsEnvelope, Param::Member("tool_calls")));
-        assert!(check_json(r#"{"type":"message","role":"assistant","content":"","tool_calls":[{}]}"#).is_some());
+        assert_eq!(
+            (typeless.reason, typeless.param),
+            (Reason::ChatCompletionsEnvelope, Param::Member("tool_calls"))
+        );
+        assert!(
+            check_json(r#"{"type":"message","role":"assistant","content":"","tool_calls":[{}]}"#).is_some()
+        );
     }
 
     #[test]
@@ -47,7 +52,10 @@ mod tests {
     #[test]
     fn ordinary_messages_pass() {
         assert!(check_json(r#"{"role":"user","content":"hi"}"#).is_none());
-        assert!(check_json(r#"{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok"}]}"#).is_none());
+        assert!(check_json(
+            r#"{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok"}]}"#
+        )
+        .is_none());
         assert!(check_json(r#"{"type":"message","role":"developer","content":"be brief"}"#).is_none());
     }
 }

@@ -40,7 +40,10 @@ fn parse_arguments(item: &Item<'_>) -> Result<Value, Finding> {
         return Err(Finding::new(
             Reason::ArgumentsType,
             Param::Member("arguments"),
-            format!("arguments is {}; it must be a JSON-encoded string", item.arguments.describe()),
+            format!(
+                "arguments is {}; it must be a JSON-encoded string",
+                item.arguments.describe()
+            ),
         ));
     };
     serde_json::from_str(text).map_err(|e| {
@@ -62,7 +65,10 @@ fn check_schema(
         return Some(Finding::new(
             Reason::UnknownTool,
             Param::Member("name"),
-            format!("function_call name is {}; no tool can be found", item.name.describe()),
+            format!(
+                "function_call name is {}; no tool can be found",
+                item.name.describe()
+            ),
         ));
     };
     let Some(tool) = tools.find(name) else {
@@ -86,7 +92,11 @@ fn check_schema(
     };
     let error = validator.validate(arguments).err()?;
     let pointer = error.instance_path().to_string();
-    let place = if pointer.is_empty() { "the top level" } else { &pointer };
+    let place = if pointer.is_empty() {
+        "the top level"
+    } else {
+        &pointer
+    };
     let message = format!("{error} at {place}");
     Some(Finding {
         pointer: Some(pointer),
@@ -116,7 +126,9 @@ mod tests {
     }
 
     fn call(status: &str, name: &str, arguments: &str) -> String {
-        format!(r#"{{"type":"function_call","call_id":"c1","name":"{name}","status":{status},"arguments":{arguments}}}"#)
+        format!(
+            r#"{{"type":"function_call","call_id":"c1","name":"{name}","status":{status},"arguments":{arguments}}}"#
+        )
     }
 
     fn reason(call: &str) -> Option<Reason> {
@@ -125,14 +137,21 @@ mod tests {
 
     #[test]
     fn a_completed_call_that_fits_its_schema_passes() {
-        assert_eq!(reason(&call(r#""completed""#, "report", r#""{\"region\":\"apac\"}""#)), None);
+        assert_eq!(
+            reason(&call(r#""completed""#, "report", r#""{\"region\":\"apac\"}""#)),
+            None
+        );
     }
 
     #[test]
     fn status_must_be_completed() {
         for status in [r#""in_progress""#, r#""incomplete""#, "null", "3"] {
             let f = check_call(&call(status, "report", r#""{\"region\":\"apac\"}""#)).unwrap();
-            assert_eq!((f.reason, f.param), (Reason::Status, Param::Member("status")), "{status}");
+            assert_eq!(
+                (f.reason, f.param),
+                (Reason::Status, Param::Member("status")),
+                "{status}"
+            );
         }
         let missing = r#"{"type":"function_call","call_id":"c1","name":"report","arguments":"{}"}"#;
         assert!(check_call(missing).unwrap().message.contains("no status"));
@@ -140,14 +159,21 @@ mod tests {
 
     #[test]
     fn status_is_checked_before_arguments() {
-        assert_eq!(reason(&call(r#""incomplete""#, "report", r#""{\"region\":\"ap""#)), Some(Reason::Status));
+        assert_eq!(
+            reason(&call(r#""incomplete""#, "report", r#""{\"region\":\"ap""#)),
+            Some(Reason::Status)
+        );
     }
 
     #[test]
     fn arguments_must_be_a_string() {
         for arguments in [r#"{"region":"apac"}"#, "[1]", "42", "null", "true"] {
             let f = check_call(&call(r#""completed""#, "report", arguments)).unwrap();
-            assert_eq!((f.reason, f.param), (Reason::ArgumentsType, Param::Member("arguments")), "{arguments}");
+            assert_eq!(
+                (f.reason, f.param),
+                (Reason::ArgumentsType, Param::Member("arguments")),
+                "{arguments}"
+            );
         }
         let absent = r#"{"type":"function_call","call_id":"c1","name":"report","status":"completed"}"#;
         assert!(check_call(absent).unwrap().message.contains("missing"));
@@ -156,50 +182,88 @@ mod tests {
     #[test]
     fn arguments_must_parse() {
         for arguments in [r#""{\"region\":\"ap""#, r#""""#, r#""{region:1}""#, r#""{} {}""#] {
-            assert_eq!(reason(&call(r#""completed""#, "report", arguments)), Some(Reason::ArgumentsParse), "{arguments}");
+            assert_eq!(
+                reason(&call(r#""completed""#, "report", arguments)),
+                Some(Reason::ArgumentsParse),
+                "{arguments}"
+            );
         }
     }
 
     #[test]
     fn a_call_must_name_a_declared_function_tool() {
-        assert_eq!(reason(&call(r#""completed""#, "missing", r#""{}""#)), Some(Reason::UnknownTool));
+        assert_eq!(
+            reason(&call(r#""completed""#, "missing", r#""{}""#)),
+            Some(Reason::UnknownTool)
+        );
         // `web` is declared, but not as a function tool.
-        assert_eq!(reason(&call(r#""completed""#, "web", r#""{}""#)), Some(Reason::UnknownTool));
+        assert_eq!(
+            reason(&call(r#""completed""#, "web", r#""{}""#)),
+            Some(Reason::UnknownTool)
+        );
         let nameless = r#"{"type":"function_call","call_id":"c1","status":"completed","arguments":"{}"}"#;
         assert_eq!(check_call(nameless).unwrap().param, Param::Member("name"));
     }
 
     #[test]
     fn parse_errors_come_before_unknown_tools() {
-        assert_eq!(reason(&call(r#""completed""#, "missing", r#""{""#)), Some(Reason::ArgumentsParse));
+        assert_eq!(
+            reason(&call(r#""completed""#, "missing", r#""{""#)),
+            Some(Reason::ArgumentsParse)
+        );
     }
 
     #[test]
     fn a_tool_without_parameters_accepts_any_arguments() {
-        assert_eq!(reason(&call(r#""completed""#, "free", r#""{\"x\":[1,2]}""#)), None);
+        assert_eq!(
+            reason(&call(r#""completed""#, "free", r#""{\"x\":[1,2]}""#)),
+            None
+        );
     }
 
     #[test]
     fn unusable_schemas_point_at_the_tool() {
         let f = check_call(&call(r#""completed""#, "broken", r#""{}""#)).unwrap();
-        assert_eq!((f.reason, f.param), (Reason::ToolSchemaInvalid, Param::ToolParameters(2)));
+        assert_eq!(
+            (f.reason, f.param),
+            (Reason::ToolSchemaInvalid, Param::ToolParameters(2))
+        );
         let f = check_call(&call(r#""completed""#, "remote", r#""{}""#)).unwrap();
-        assert_eq!((f.reason, f.param), (Reason::ToolSchemaInvalid, Param::ToolParameters(3)));
+        assert_eq!(
+            (f.reason, f.param),
+            (Reason::ToolSchemaInvalid, Param::ToolParameters(3))
+        );
     }
 
     #[test]
     fn schema_failures_carry_a_pointer_and_a_clear_message() {
         let f = check_call(&call(r#""completed""#, "report", r#""{\"region\":\"global\"}""#)).unwrap();
-        assert_eq!((f.reason, f.param), (Reason::ArgumentsSchema, Param::Member("arguments")));
+        assert_eq!(
+            (f.reason, f.param),
+            (Reason::ArgumentsSchema, Param::Member("arguments"))
+        );
         assert_eq!(f.pointer.as_deref(), Some("/region"));
-        assert!(f.message.starts_with(r#""global" is not one of"#) && f.message.ends_with("at /region"), "{}", f.message);
+        assert!(
+            f.message.starts_with(r#""global" is not one of"#) && f.message.ends_with("at /region"),
+            "{}",
+            f.message
+        );
 
-        let f = check_call(&call(r#""completed""#, "report", r#""{\"region\":\"apac\",\"days\":0}""#)).unwrap();
+        let f = check_call(&call(
+            r#""completed""#,
+            "report",
+            r#""{\"region\":\"apac\",\"days\":0}""#,
+        ))
+        .unwrap();
         assert_eq!(f.pointer.as_deref(), Some("/days"));
 
         let f = check_call(&call(r#""completed""#, "report", r#""{\"days\":2}""#)).unwrap();
         assert_eq!(f.pointer.as_deref(), Some(""));
-        assert!(f.message.contains("region") && f.message.ends_with("at the top level"), "{}", f.message);
+        assert!(
+            f.message.contains("region") && f.message.ends_with("at the top level"),
+            "{}",
+            f.message
+        );
     }
 
     #[test]

@@ -37,7 +37,11 @@ mod tests {
         let bedrock = ProviderProfile::own_namespace("bedrock");
         let f = check_json(r#"{"type":"openai:web_search_call","id":"ws_1"}"#, &bedrock).unwrap();
         assert_eq!((f.reason, f.param), (Reason::Namespaced, Param::Member("type")));
-        assert!(f.message.contains("`openai`") && f.message.contains("`bedrock`"), "{}", f.message);
+        assert!(
+            f.message.contains("`openai`") && f.message.contains("`bedrock`"),
+            "{}",
+            f.message
+        );
     }
 
     #[test]
