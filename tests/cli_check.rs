@@ -35,7 +35,10 @@ fn an_allowed_body_prints_its_verdict_and_exits_0() {
     assert_eq!(out.status.code(), Some(0));
     let printed = lines(&out);
     assert_eq!(printed.len(), 1);
-    assert_eq!(printed[0], serde_json::json!({"allowed": true, "provider": "bedrock", "violations": []}));
+    assert_eq!(
+        printed[0],
+        serde_json::json!({"allowed": true, "provider": "bedrock", "violations": []})
+    );
 }
 
 #[test]
@@ -72,17 +75,26 @@ fn jsonl_prints_one_verdict_per_line() {
     let input = format!("{ALLOWED}\n\n{FOREIGN}\n{ALLOWED}\n");
     let out = replaygate(&["check", "--provider", "bedrock", "--jsonl"], &input);
     assert_eq!(out.status.code(), Some(1));
-    let allowed: Vec<bool> = lines(&out).iter().map(|v| v["allowed"].as_bool().unwrap()).collect();
+    let allowed: Vec<bool> = lines(&out)
+        .iter()
+        .map(|v| v["allowed"].as_bool().unwrap())
+        .collect();
     assert_eq!(allowed, [true, false, true]);
 }
 
 #[test]
 fn invalid_json_exits_2_and_says_where() {
-    let out = replaygate(&["check", "--provider", "bedrock", "--jsonl"], &format!("{ALLOWED}\n{{nope\n"));
+    let out = replaygate(
+        &["check", "--provider", "bedrock", "--jsonl"],
+        &format!("{ALLOWED}\n{{nope\n"),
+    );
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(lines(&out).len(), 1);
     let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(stderr.contains("line 2") && stderr.contains("invalid_json"), "{stderr}");
+    assert!(
+        stderr.contains("line 2") && stderr.contains("invalid_json"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -96,7 +108,12 @@ fn a_config_gives_the_providers_namespaces() {
     .unwrap();
     let config = path.to_str().unwrap();
     let out = replaygate(&["check", "--config", config, "--provider", "gateway"], FOREIGN);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let unknown = replaygate(&["check", "--config", config, "--provider", "bedrock"], FOREIGN);
     assert_eq!(unknown.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("gateway"));
@@ -106,11 +123,27 @@ fn a_config_gives_the_providers_namespaces() {
 fn a_bad_config_exits_2_with_line_and_column() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("proxy.toml");
-    std::fs::write(&path, "[providers.openai]\nbase_url = \"http://127.0.0.1:9/v1\"\nbase_ulr = 1\n").unwrap();
-    let out = replaygate(&["check", "--config", path.to_str().unwrap(), "--provider", "openai"], ALLOWED);
+    std::fs::write(
+        &path,
+        "[providers.openai]\nbase_url = \"http://127.0.0.1:9/v1\"\nbase_ulr = 1\n",
+    )
+    .unwrap();
+    let out = replaygate(
+        &[
+            "check",
+            "--config",
+            path.to_str().unwrap(),
+            "--provider",
+            "openai",
+        ],
+        ALLOWED,
+    );
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(stderr.contains("line 3") && stderr.contains("base_ulr"), "{stderr}");
+    assert!(
+        stderr.contains("line 3") && stderr.contains("base_ulr"),
+        "{stderr}"
+    );
 }
 
 #[test]
