@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
-use serde_json::json;
+use serde::Serialize;
 
 use crate::gate::{BodyError, Violation};
 use crate::routing::RouteError;
@@ -75,6 +75,23 @@ pub enum ApiError {
         /// The provider the request was routed to.
         provider: String,
     },
+}
+
+/// `{"error": {...}}`, in the order people read it.
+#[derive(Serialize)]
+struct Envelope<'e> {
+    error: EnvelopeError<'e>,
+}
+
+#[derive(Serialize)]
+struct EnvelopeError<'e> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    code: &'e str,
+    param: Option<&'e str>,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    violations: Option<&'e [Violation]>,
 }
 
 impl From<RouteError> for ApiError {
@@ -175,16 +192,20 @@ impl ApiError {
 
     /// The envelope as JSON text.
     pub fn envelope(&self) -> String {
-        let mut error = json!({
-            "type": self.kind(),
-            "code": self.code(),
-            "param": self.param(),
-            "message": self.message(),
-        });
-        if let ApiError::Rejected { violations, .. } = self {
-            error["violations"] = json!(violations);
-        }
-        json!({ "error": error }).to_string()
+        let violations = match self {
+            ApiError::Rejected { violations, .. } => Some(violations.as_slice()),
+            _ => None,
+        };
+        let envelope = Envelope {
+            error: EnvelopeError {
+                kind: self.kind(),
+                code: self.code(),
+                param: self.param(),
+                message: self.message(),
+                violations,
+            },
+        };
+        serde_json::to_string(&envelope).expect("the envelope serializes")
     }
 
     /// The answer to send to the client.

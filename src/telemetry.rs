@@ -1,23 +1,35 @@
 //! Logging: one subscriber for the process, text or JSON, filtered by `RUST_LOG` or the config.
 
+use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::EnvFilter;
 
 use crate::config::{LogConfig, LogFormat};
 
-/// Installs the process's log subscriber. `RUST_LOG`, when set, overrides `[log] level`.
+/// Installs the process's log subscriber, writing to standard output. `RUST_LOG`, when set,
+/// overrides `[log] level`.
 pub fn init(log: &LogConfig) {
+    let colors = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    install(log, std::io::stdout, colors);
+}
+
+/// Installs the process's log subscriber, writing to `writer`. Does nothing if one is already
+/// installed.
+pub fn install<W>(log: &LogConfig, writer: W, colors: bool)
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(&log.level))
         .unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stdout);
+        .with_writer(writer);
     let _ = match log.format {
         LogFormat::Json => builder
             .json()
             .flatten_event(true)
             .with_current_span(false)
             .try_init(),
-        LogFormat::Text => builder.try_init(),
+        LogFormat::Text => builder.with_ansi(colors).try_init(),
     };
 }

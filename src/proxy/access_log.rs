@@ -82,8 +82,12 @@ impl AccessRecord {
             self.decision = Decision::Allowed;
         } else {
             self.decision = Decision::Rejected;
-            self.reasons = verdict.violations.iter().map(|v| v.reason.as_str()).collect();
-            self.reasons.dedup();
+            for violation in &verdict.violations {
+                let reason = violation.reason.as_str();
+                if !self.reasons.contains(&reason) {
+                    self.reasons.push(reason);
+                }
+            }
         }
     }
 
@@ -114,8 +118,8 @@ impl AccessRecord {
             reasons = %self.reasons.join(","),
             error = self.error_code.as_deref().unwrap_or("-"),
             status = status.as_u16(),
-            upstream_status = upstream.map_or(0, |s| s.as_u16()),
-            latency_ms = latency.as_secs_f64() * 1000.0,
+            upstream_status = %upstream.map_or_else(|| "-".to_owned(), |s| s.as_u16().to_string()),
+            latency_ms = %format_args!("{:.3}", latency.as_secs_f64() * 1000.0),
             "request"
         );
     }
