@@ -173,3 +173,22 @@ async fn a_hundred_concurrent_requests_all_arrive_intact() {
     received.sort();
     assert_eq!(sent, received);
 }
+
+#[tokio::test]
+async fn cleartext_http2_clients_are_served() {
+    let upstream = Upstream::json(200, RESPONSE_JSON).await;
+    let proxy = Proxy::start(&one_provider(&upstream.base_url(), "\"passthrough\"", ""), &[]).await;
+    let client = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let response = client
+        .post(proxy.url("/v1/responses"))
+        .body(ODD_BODY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.version(), reqwest::Version::HTTP_2);
+    assert_eq!(response.status(), 200);
+    assert_eq!(&upstream.received()[0].body[..], ODD_BODY.as_bytes());
+}
