@@ -1,6 +1,8 @@
-//! Test harness: an in-process fake upstream and a proxy, both on 127.0.0.1:0.
+//! Test harness: in-process fake upstreams (hyper, or raw TCP for faults), raw TCP clients and a
+//! proxy, all on 127.0.0.1:0.
 
 #![allow(dead_code)]
 
 pub mod proxy;
+pub mod raw;
 pub mod upstream;

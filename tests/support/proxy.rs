@@ -28,7 +28,7 @@ impl Proxy {
         let (stop, stopped) = oneshot::channel::<()>();
         let settings = ServerSettings {
             header_read_timeout: config.server.header_read_timeout,
-            shutdown_grace: Duration::from_secs(5),
+            shutdown_grace: config.server.shutdown_grace.min(Duration::from_secs(5)),
         };
         let task = tokio::spawn(run(listener, Arc::new(state), settings, async move {
             let _ = stopped.await;
@@ -47,14 +47,32 @@ impl Proxy {
 
     /// Begins graceful shutdown and waits for the server to return.
     pub async fn shutdown(mut self) {
+        self.begin_shutdown();
+        assert!(
+            self.stopped_within(Duration::from_secs(10)).await,
+            "run() did not return"
+        );
+    }
+
+    /// Completes the server's shutdown future, without waiting for `run()` to return.
+    pub fn begin_shutdown(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        if let Some(task) = self.task.take() {
-            tokio::time::timeout(Duration::from_secs(10), task)
-                .await
-                .unwrap()
-                .unwrap();
+    }
+
+    /// Waits up to `limit` for `run()` to return; whether it did.
+    pub async fn stopped_within(&mut self, limit: Duration) -> bool {
+        let Some(task) = self.task.as_mut() else {
+            return true;
+        };
+        match tokio::time::timeout(limit, task).await {
+            Ok(result) => {
+                result.expect("run() panicked");
+                self.task = None;
+                true
+            }
+            Err(_) => false,
         }
     }
 }

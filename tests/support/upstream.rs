@@ -102,6 +102,22 @@ impl Upstream {
         Upstream::start(move |_| async move { json_response(status, body) }).await
     }
 
+    /// An upstream that answers every request with an SSE stream and hands that stream's
+    /// sender to the test, one per request, through the returned receiver.
+    pub async fn sse_feed() -> (Upstream, mpsc::Receiver<mpsc::Sender<Bytes>>) {
+        let (senders_tx, senders_rx) = mpsc::channel::<mpsc::Sender<Bytes>>(16);
+        let upstream = Upstream::start(move |_| {
+            let senders_tx = senders_tx.clone();
+            async move {
+                let (events, response) = sse_response();
+                let _ = senders_tx.send(events).await;
+                response
+            }
+        })
+        .await;
+        (upstream, senders_rx)
+    }
+
     /// The base URL to put in `proxy.toml`.
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
