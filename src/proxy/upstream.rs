@@ -56,7 +56,9 @@ pub async fn forward(provider: &Provider, outbound: Outbound<'_>) -> Result<Resp
 
 fn upstream_error(provider: &Provider, error: &reqwest::Error) -> ApiError {
     let provider = provider.name().to_owned();
-    if error.is_timeout() {
+    // A provider that could not be connected to is unreachable (502) even when it was the
+    // connect timeout that gave up; 504 is for one that took the request and went quiet.
+    if error.is_timeout() && !error.is_connect() {
         return ApiError::UpstreamTimeout { provider };
     }
     let mut cause: &dyn std::error::Error = error;
