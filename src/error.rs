@@ -5,6 +5,8 @@
 //! is the only place that turns one into HTTP. The SDKs read `error.type`, `error.code` and
 //! `error.param` from this envelope and raise their typed exceptions from the status.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 use serde::Serialize;
@@ -33,10 +35,10 @@ pub enum ApiError {
         limit: u64,
     },
     /// The client stopped sending the body before it was complete (408).
-    #[error("the request body did not arrive within {seconds} s")]
+    #[error("the request body did not arrive within {}", readable(*limit))]
     BodyTimeout {
         /// The configured body read timeout.
-        seconds: u64,
+        limit: Duration,
     },
     /// The body could not be read from the client (400).
     #[error("the request body could not be read: {0}")]
@@ -75,6 +77,15 @@ pub enum ApiError {
         /// The provider the request was routed to.
         provider: String,
     },
+}
+
+/// `1500 ms`, `60 s`: a configured limit as people write it.
+fn readable(limit: Duration) -> String {
+    if limit.subsec_millis() == 0 && limit.as_secs() > 0 {
+        format!("{} s", limit.as_secs())
+    } else {
+        format!("{} ms", limit.as_millis())
+    }
 }
 
 /// `{"error": {...}}`, in the order people read it.
@@ -299,6 +310,14 @@ mod tests {
             (Some("invalid_input"), Some("input"))
         );
         assert_eq!(ApiError::BodyTooLarge { limit: 1 }.code(), "body_too_large");
+    }
+
+    #[test]
+    fn timeouts_are_reported_in_the_unit_they_were_configured_in() {
+        let message = |limit| ApiError::BodyTimeout { limit }.message();
+        assert!(message(Duration::from_millis(300)).ends_with("within 300 ms"));
+        assert!(message(Duration::from_millis(1500)).ends_with("within 1500 ms"));
+        assert!(message(Duration::from_secs(60)).ends_with("within 60 s"));
     }
 
     #[test]

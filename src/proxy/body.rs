@@ -93,7 +93,7 @@ where
     let collect = Limited::new(body, limits.max_bytes).collect();
     match tokio::time::timeout(limits.read_timeout, collect).await {
         Err(_) => Err(ApiError::BodyTimeout {
-            seconds: limits.read_timeout.as_secs(),
+            limit: limits.read_timeout,
         }),
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
         Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large),
