@@ -3,6 +3,7 @@
 
 pub mod access_log;
 pub mod body;
+mod connection;
 pub mod headers;
 pub mod lifecycle;
 pub mod provider;

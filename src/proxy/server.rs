@@ -5,26 +5,30 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
+use tokio::task::JoinSet;
 
-use super::lifecycle::handle;
+use super::connection;
 use super::state::ProxyState;
 
 /// Connection settings of the listener.
 #[derive(Debug, Clone, Copy)]
 pub struct ServerSettings {
-    /// Longest time a client may take to send its request headers.
+    /// Longest time a client may take to send its request headers (for a new connection: from
+    /// accepting it to its first complete request head, whatever the protocol).
     pub header_read_timeout: Duration,
     /// Longest time in-flight requests and streams get to finish after shutdown begins.
     pub shutdown_grace: Duration,
 }
 
 /// Serves `listener` until `shutdown` completes, then lets open requests finish for up to the
-/// grace period. Binding is the caller's job, so tests can pass a listener on port 0.
+/// grace period and closes whatever is still open. Binding is the caller's job, so tests can
+/// pass a listener on port 0.
+///
+/// When `run` returns, the listener is closed and every connection it accepted has ended.
 pub async fn run(
     listener: TcpListener,
     state: Arc<ProxyState>,
@@ -38,6 +42,7 @@ pub async fn run(
         .header_read_timeout(settings.header_read_timeout);
     builder.http2().timer(TokioTimer::new()).adaptive_window(true);
     let graceful = GracefulShutdown::new();
+    let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
     let mut accept_errors = 0u32;
     loop {
@@ -55,23 +60,17 @@ pub async fn run(
                     continue;
                 }
             },
+            // Reap finished connections so the set holds only open ones.
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             () = &mut shutdown => break,
         };
-        let _ = stream.set_nodelay(true);
-        let state = state.clone();
-        let service = service_fn(move |request| {
-            let state = state.clone();
-            async move { Ok::<_, std::convert::Infallible>(handle(state, request).await) }
-        });
-        let connection = builder
-            .serve_connection(TokioIo::new(stream), service)
-            .into_owned();
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "connection ended with an error");
-            }
-        });
+        connections.spawn(connection::serve(
+            stream,
+            state.clone(),
+            &builder,
+            &graceful,
+            settings.header_read_timeout,
+        ));
     }
     drop(listener);
     tracing::info!(open_connections = graceful.count(), "shutting down");
@@ -79,6 +78,11 @@ pub async fn run(
         .await
         .is_err()
     {
-        tracing::warn!("grace period over; closing the remaining connections");
+        tracing::warn!(
+            open_connections = connections.len(),
+            "grace period over; closing the remaining connections"
+        );
+        connections.abort_all();
     }
+    while connections.join_next().await.is_some() {}
 }
