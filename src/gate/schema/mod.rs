@@ -3,6 +3,8 @@
 //! Schemas come from clients, so they are compiled offline (a remote `$ref` is an error, never a
 //! fetch), with a linear-time regular-expression engine, and under a size limit.
 
+mod cost;
+
 use std::sync::Arc;
 
 use jsonschema::{PatternOptions, Validator};
@@ -55,12 +57,21 @@ fn compile(source: &str) -> Result<Validator, String> {
     if !(schema.is_object() || schema.is_boolean()) {
         return Err("a JSON Schema must be an object or a boolean".into());
     }
+    if cost::unfolded_size(&schema, MAX_UNFOLDED_SUBSCHEMAS).is_err() {
+        return Err(format!(
+            "it unfolds through `$ref` to more than {MAX_UNFOLDED_SUBSCHEMAS} subschemas, too many to check"
+        ));
+    }
     jsonschema::options()
         .offline()
         .with_pattern_options(PatternOptions::regex())
         .build(&schema)
         .map_err(|e| e.to_string())
 }
+
+/// The most subschemas a tool schema may unfold to (see [`cost`]); real tool schemas unfold to
+/// hundreds at most.
+const MAX_UNFOLDED_SUBSCHEMAS: u64 = 1_000_000;
 
 /// Fixed per-entry overhead counted on top of the schema's source bytes.
 const ENTRY_OVERHEAD: u64 = 1024;
