@@ -1,0 +1,1140 @@
+//! Property tests: the gate never panics and always answers, and on well-formed histories it
+//! allows exactly what it should and refuses exactly the one thing that was broken.
+//!
+//! Case counts are kept moderate so the whole file runs in well under 20 s in a debug build;
+//! set `GATE_PROPS_SCALE=N` to run N times as many cases as a longer soak.
+
+use std::sync::OnceLock;
+
+use proptest::prelude::*;
+use proptest::sample::{select, Index};
+use proptest::test_runner::TestCaseError;
+use replaygate::gate::{BodyError, Gate, ProviderProfile, Reason, Target, Verdict};
+use serde_json::{json, Map, Value};
+
+// ---------------------------------------------------------------------------------------------
+// Shared gate and target
+// ---------------------------------------------------------------------------------------------
+
+/// One long-lived gate, as in the proxy: its schema cache stays warm across cases.
+fn gate() -> &'static Gate {
+    static GATE: OnceLock<Gate> = OnceLock::new();
+    GATE.get_or_init(Gate::default)
+}
+
+fn openai() -> &'static ProviderProfile {
+    static OPENAI: OnceLock<ProviderProfile> = OnceLock::new();
+    OPENAI.get_or_init(|| ProviderProfile::own_namespace("openai"))
+}
+
+/// `cases` cases, times `GATE_PROPS_SCALE` when set (for a longer soak than the default run).
+fn config(cases: u32) -> ProptestConfig {
+    let scale = std::env::var("GATE_PROPS_SCALE")
+        .ok()
+        .and_then(|s| s.parse::<u32>().ok())
+        .unwrap_or(1);
+    ProptestConfig::with_cases(cases.saturating_mul(scale.max(1)))
+}
+
+fn check(body: &[u8]) -> Result<Verdict, BodyError> {
+    gate().check(body, &Target::provider(openai()))
+}
+
+/// What every answer must look like, whatever the body: an error with a contract code, or
+/// violations in strictly increasing input order (at most one per item), each pointing at its
+/// own item or at a tool's schema, with a pointer exactly for schema failures.
+///
+/// `items` is the number of `input` items, when the caller knows it.
+fn assert_well_formed(
+    answer: &Result<Verdict, BodyError>,
+    items: Option<usize>,
+) -> Result<(), TestCaseError> {
+    let verdict = match answer {
+        Err(e) => {
+            prop_assert!(
+                matches!(e.code(), "invalid_json" | "invalid_input"),
+                "unexpected error code {}",
+                e.code()
+            );
+            prop_assert!(!e.to_string().is_empty());
+            return Ok(());
+        }
+        Ok(verdict) => verdict,
+    };
+    let mut previous = None;
+    for v in &verdict.violations {
+        if let Some(previous) = previous {
+            prop_assert!(v.index > previous, "violations out of order: {verdict:?}");
+        }
+        previous = Some(v.index);
+        if let Some(items) = items {
+            prop_assert!(v.index < items, "index {} of {items} items", v.index);
+        }
+        let own = format!("input[{}].", v.index);
+        prop_assert!(
+            v.param.starts_with(&own) || v.param.starts_with("tools["),
+            "param {} for index {}",
+            v.param,
+            v.index
+        );
+        prop_assert_eq!(v.pointer.is_some(), v.reason == Reason::ArgumentsSchema);
+        prop_assert!(!v.message.is_empty());
+        prop_assert!(!v.item_type.is_empty());
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arbitrary JSON
+// ---------------------------------------------------------------------------------------------
+
+/// Member names the gate or JSON Schema give meaning to, so arbitrary objects often hit them.
+const KEYS: &[&str] = &[
+    "model",
+    "input",
+    "tools",
+    "type",
+    "id",
+    "call_id",
+    "name",
+    "status",
+    "role",
+    "arguments",
+    "content",
+    "tool_calls",
+    "output",
+    "parameters",
+    "summary",
+    "properties",
+    "required",
+    "items",
+    "prefixItems",
+    "enum",
+    "const",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "patternProperties",
+    "additionalProperties",
+    "propertyNames",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "minProperties",
+    "maxProperties",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "$ref",
+    "$defs",
+    "definitions",
+    "$id",
+    "$schema",
+    "$anchor",
+    "$dynamicRef",
+    "$dynamicAnchor",
+    "dependentRequired",
+    "dependentSchemas",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "format",
+];
+
+/// String values with meaning to the gate or to JSON Schema.
+const WORDS: &[&str] = &[
+    "",
+    "object",
+    "string",
+    "integer",
+    "number",
+    "array",
+    "boolean",
+    "null",
+    "function",
+    "message",
+    "function_call",
+    "function_call_output",
+    "reasoning",
+    "compaction",
+    "item_reference",
+    "web_search_call",
+    "openai:web_search_call",
+    "acme:trace",
+    ":x",
+    "completed",
+    "in_progress",
+    "user",
+    "assistant",
+    "tool",
+    "c1",
+    "t",
+    "#",
+    "#/$defs/a",
+    "#/properties/a",
+    "#a",
+    "urn:x",
+    "https://example.com/s.json",
+    "https://json-schema.org/draft/2020-12/schema",
+    "http://json-schema.org/draft-07/schema#",
+    "http://json-schema.org/draft-04/schema#",
+    "^(a+)+$",
+    "[",
+    "\\p{L}+",
+    "a{1000000}",
+    "date-time",
+    "email",
+    "{}",
+    "{\"a\":",
+];
+
+fn json_string() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => select(WORDS).prop_map(str::to_owned),
+        2 => "[a-z_]{0,10}",
+        // Characters JSON must escape, and ones that need care in UTF-8.
+        2 => "[\"\\\\/\u{0}-\u{1f}\u{7f} a-zé€😀\u{2028}\u{2029}\u{fffd}\u{10ffff}]{0,16}",
+        1 => any::<String>(),
+    ]
+}
+
+fn json_number() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        3 => (-3i64..300).prop_map(Value::from),
+        1 => any::<i64>().prop_map(Value::from),
+        1 => any::<u64>().prop_map(Value::from),
+        // Non-finite floats become null, which is fine here.
+        1 => any::<f64>().prop_map(Value::from),
+        1 => select(&[0.0, -0.0, 0.5, 1e-320, 1e308, -1e308, 1.5e300][..]).prop_map(Value::from),
+    ]
+}
+
+fn json_key() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => select(KEYS).prop_map(str::to_owned),
+        1 => json_string(),
+    ]
+}
+
+/// Any JSON value: null, booleans, numbers, strings with unicode and escapes, arrays, objects.
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        1 => Just(Value::Null),
+        1 => any::<bool>().prop_map(Value::Bool),
+        2 => json_number(),
+        3 => json_string().prop_map(Value::String),
+    ];
+    leaf.prop_recursive(5, 64, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::vec((json_key(), inner), 0..6)
+                .prop_map(|members| Value::Object(members.into_iter().collect::<Map<_, _>>())),
+        ]
+    })
+}
+
+/// A value serialized to text, sometimes (one time in four) cut short on a character boundary.
+fn json_text() -> impl Strategy<Value = String> {
+    (json_value(), 0..4, any::<Index>()).prop_map(|(value, cut, at)| {
+        let mut text = value.to_string();
+        if cut == 0 {
+            let mut end = at.index(text.len() + 1);
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+        }
+        text
+    })
+}
+
+/// Members an input item may carry.
+const ITEM_KEYS: &[&str] = &[
+    "type",
+    "id",
+    "call_id",
+    "name",
+    "status",
+    "role",
+    "arguments",
+    "content",
+    "tool_calls",
+    "output",
+    "summary",
+    "encrypted_content",
+];
+
+/// Something shaped like an input item: usually a string `type`, and members the gate reads
+/// holding either meaningful words or anything at all.
+fn item_like() -> impl Strategy<Value = Value> {
+    let member_value = prop_oneof![
+        3 => select(WORDS).prop_map(Value::from),
+        1 => json_text().prop_map(Value::from),
+        1 => json_value(),
+    ];
+    (
+        prop::option::weighted(0.8, select(WORDS)),
+        prop::collection::vec((select(ITEM_KEYS), member_value), 0..6),
+    )
+        .prop_map(|(kind, members)| {
+            let mut item: Map<String, Value> = members
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect();
+            if let Some(kind) = kind {
+                item.insert("type".into(), kind.into());
+            }
+            Value::Object(item)
+        })
+}
+
+/// A `function_call` that reaches the argument checks: completed, naming a declared tool (or
+/// not), with arguments that may or may not parse or fit.
+fn call_like() -> impl Strategy<Value = Value> {
+    (
+        select(&["search_orders", "set_reminder", "web_search", "nope"][..]),
+        prop_oneof![valid_call().prop_map(|(_, args)| args.to_string()), json_text()],
+        prop::option::of(select(&["c1", "call_1"][..])),
+    )
+        .prop_map(|(name, arguments, call_id)| {
+            let mut call = json!({
+                "type": "function_call", "name": name, "status": "completed", "arguments": arguments,
+            });
+            if let Some(call_id) = call_id {
+                call["call_id"] = call_id.into();
+            }
+            call
+        })
+}
+
+/// Names a generated schema gives to properties, definitions and anchors.
+const PROPERTY_NAMES: &[&str] = &["a", "b", "next", "customer_id"];
+
+const TYPES: &[&str] = &[
+    "object", "string", "integer", "number", "array", "boolean", "null", "nope",
+];
+
+const REFS: &[&str] = &[
+    "#",
+    "#/$defs/a",
+    "#/$defs/b",
+    "#/definitions/a",
+    "#/properties/a",
+    "#/$defs/missing",
+    "#a",
+    "#/items",
+    "other.json",
+    "urn:x#/$defs/a",
+];
+
+const PATTERNS: &[&str] = &[
+    "^a",
+    "^(a+)+$",
+    "[",
+    "\\p{L}+",
+    "\\d{2,}",
+    "(a)\\1",
+    "(?=a)",
+    "a{1000000}",
+    "",
+];
+
+const SCHEMA_URIS: &[&str] = &[
+    "https://json-schema.org/draft/2020-12/schema",
+    "https://json-schema.org/draft/2019-09/schema",
+    "http://json-schema.org/draft-07/schema#",
+    "http://json-schema.org/draft-06/schema#",
+    "http://json-schema.org/draft-04/schema#",
+    "https://example.com/unknown-draft",
+];
+
+/// Something shaped like a JSON Schema: real keywords with values of the right shape most of
+/// the time, nested through the applicator keywords, with references that may or may not
+/// resolve, and now and then anything at all.
+fn schema_like() -> impl Strategy<Value = Value> {
+    let small = prop_oneof![
+        4 => (0i64..6).prop_map(Value::from),
+        1 => json_number(),
+    ];
+    let leaf = prop_oneof![
+        2 => any::<bool>().prop_map(Value::Bool),
+        1 => Just(json!({})),
+        4 => select(TYPES).prop_map(|t| json!({"type": t})),
+        1 => prop::collection::vec(select(TYPES), 0..3).prop_map(|t| json!({"type": t})),
+        2 => prop::collection::vec(json_value(), 0..4).prop_map(|e| json!({"enum": e})),
+        1 => json_value().prop_map(|c| json!({"const": c})),
+        3 => (
+            select(&[
+                "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+                "minLength", "maxLength", "minItems", "maxItems", "minProperties",
+                "maxProperties", "minContains", "maxContains",
+            ][..]),
+            small,
+        )
+            .prop_map(|(k, n)| json!({ k: n })),
+        1 => any::<bool>().prop_map(|b| json!({"uniqueItems": b})),
+        2 => select(PATTERNS).prop_map(|p| json!({"pattern": p})),
+        2 => select(REFS).prop_map(|r| json!({"$ref": r})),
+        1 => prop::collection::vec(select(PROPERTY_NAMES), 0..3).prop_map(|r| json!({"required": r})),
+        1 => select(PROPERTY_NAMES).prop_map(|a| json!({"$anchor": a})),
+        1 => json_value(),
+    ];
+    let schema = leaf.prop_recursive(4, 40, 4, |inner| {
+        let named = prop::collection::vec((select(PROPERTY_NAMES), inner.clone()), 0..4).prop_map(
+            |members| {
+                Value::Object(
+                    members
+                        .into_iter()
+                        .map(|(k, v)| (k.to_owned(), v))
+                        .collect(),
+                )
+            },
+        );
+        prop_oneof![
+            (
+                select(&["allOf", "anyOf", "oneOf", "prefixItems"][..]),
+                prop::collection::vec(inner.clone(), 0..4)
+            )
+                .prop_map(|(k, v)| json!({ k: v })),
+            (
+                select(
+                    &[
+                        "not",
+                        "items",
+                        "additionalProperties",
+                        "contains",
+                        "if",
+                        "then",
+                        "else",
+                        "propertyNames",
+                        "unevaluatedProperties",
+                        "unevaluatedItems",
+                        "additionalItems",
+                    ][..]
+                ),
+                inner.clone(),
+            )
+                .prop_map(|(k, v)| json!({ k: v })),
+            (
+                select(
+                    &[
+                        "properties",
+                        "patternProperties",
+                        "$defs",
+                        "definitions",
+                        "dependentSchemas"
+                    ][..]
+                ),
+                named,
+            )
+                .prop_map(|(k, v)| json!({ k: v })),
+            // Several keywords side by side in one schema object.
+            prop::collection::vec(inner, 1..4).prop_map(|parts| {
+                let mut merged = Map::new();
+                for part in parts {
+                    if let Value::Object(members) = part {
+                        merged.extend(members);
+                    }
+                }
+                Value::Object(merged)
+            }),
+        ]
+    });
+    (schema, prop::option::weighted(0.2, select(SCHEMA_URIS))).prop_map(|(mut schema, uri)| {
+        if let (Value::Object(members), Some(uri)) = (&mut schema, uri) {
+            members.insert("$schema".into(), uri.into());
+        }
+        schema
+    })
+}
+
+/// Arguments text for schemas from [`schema_like`]: objects over the same property names,
+/// or any JSON text.
+fn arguments_like() -> impl Strategy<Value = String> {
+    let object =
+        prop::collection::vec((select(PROPERTY_NAMES), json_value()), 0..4).prop_map(|members| {
+            let members: Map<String, Value> = members
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect();
+            Value::Object(members).to_string()
+        });
+    prop_oneof![2 => object, 1 => json_text()]
+}
+
+fn bytes_of(value: &Value) -> Vec<u8> {
+    serde_json::to_vec(value).expect("a Value serializes")
+}
+
+fn items_in(body: &Value) -> Option<usize> {
+    body.get("input").and_then(Value::as_array).map(Vec::len)
+}
+
+/// A verdict with the messages of unusable schemas blanked out: when a schema has several
+/// unresolvable references, which one the compiler reports first varies from one compilation
+/// to the next, so only the rest of such a violation is compared.
+fn comparable(answer: &Result<Verdict, BodyError>) -> Result<Verdict, BodyError> {
+    let mut answer = answer.clone();
+    if let Ok(verdict) = &mut answer {
+        for v in &mut verdict.violations {
+            if v.reason == Reason::ToolSchemaInvalid {
+                v.message.clear();
+            }
+        }
+    }
+    answer
+}
+
+// ---------------------------------------------------------------------------------------------
+// (a) and (b): never panics, always answers
+// ---------------------------------------------------------------------------------------------
+
+/// Openings that put arbitrary bytes where the reader is deepest.
+const PREFIXES: &[&[u8]] = &[
+    b"{\"input\":[",
+    b"{\"input\":[{\"type\":\"function_call\",\"arguments\":\"",
+    b"{\"tools\":[{\"type\":\"function\",\"name\":\"t\",\"parameters\":",
+    b"{\"model\":\"",
+];
+
+proptest! {
+    #![proptest_config(config(2048))]
+
+    #[test]
+    fn arbitrary_bytes_get_an_answer(body in prop::collection::vec(any::<u8>(), 0..4096)) {
+        assert_well_formed(&check(&body), None)?;
+    }
+
+    #[test]
+    fn arbitrary_bytes_after_a_request_prefix_get_an_answer(
+        prefix in select(PREFIXES),
+        tail in prop::collection::vec(any::<u8>(), 0..512),
+    ) {
+        let body = [prefix, &tail[..]].concat();
+        assert_well_formed(&check(&body), None)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(config(1024))]
+
+    #[test]
+    fn any_json_as_the_body_gets_an_answer(body in json_value()) {
+        let answer = check(&bytes_of(&body));
+        if !body.is_object() {
+            prop_assert_eq!(answer.as_ref().map_err(BodyError::code).err(), Some("invalid_json"));
+        }
+        assert_well_formed(&answer, items_in(&body))?;
+    }
+
+    #[test]
+    fn any_json_as_input_gets_an_answer(input in json_value()) {
+        let body = json!({"model": "gpt-5", "input": input});
+        let answer = check(&bytes_of(&body));
+        if matches!(input, Value::Number(_) | Value::Bool(_) | Value::Object(_)) {
+            let err = answer.as_ref().err().map(|e| (e.code(), e.param()));
+            prop_assert_eq!(err, Some(("invalid_input", Some("input"))));
+        }
+        if matches!(input, Value::Null | Value::String(_)) {
+            prop_assert!(answer.as_ref().is_ok_and(Verdict::is_allowed));
+        }
+        assert_well_formed(&answer, items_in(&body))?;
+    }
+
+    #[test]
+    fn any_json_as_an_item_gets_an_answer(
+        item in prop_oneof![json_value(), item_like(), call_like()],
+        at_end in any::<bool>(),
+    ) {
+        let hello = json!({"role": "user", "content": "hello"});
+        let input = if at_end { vec![hello, item] } else { vec![item, hello] };
+        let body = json!({"model": "gpt-5", "tools": tools(), "input": input});
+        let answer = check(&bytes_of(&body));
+        if let Err(e) = &answer {
+            // Only the arbitrary item can be at fault.
+            let at = if at_end { "input[1]" } else { "input[0]" };
+            prop_assert_eq!(e.param(), Some(at), "{}", e);
+        }
+        assert_well_formed(&answer, items_in(&body))?;
+    }
+
+    #[test]
+    fn any_text_as_arguments_gets_an_answer(
+        arguments in json_text(),
+        name in select(&["search_orders", "set_reminder", "no_such_tool"][..]),
+    ) {
+        let call = json!({
+            "type": "function_call", "id": "fc_1", "call_id": "call_1", "name": name,
+            "status": "completed", "arguments": arguments,
+        });
+        let body = json!({"model": "gpt-5", "tools": tools(), "input": [call]});
+        let answer = check(&bytes_of(&body));
+        prop_assert!(answer.is_ok(), "{:?}", answer);
+        assert_well_formed(&answer, Some(1))?;
+        let verdict = answer.unwrap();
+        prop_assert!(verdict.violations.len() <= 1);
+        if let Some(v) = verdict.violations.first() {
+            prop_assert!(matches!(
+                v.reason,
+                Reason::ArgumentsParse | Reason::ArgumentsSchema | Reason::UnknownTool
+            ), "{:?}", v);
+        }
+        if serde_json::from_str::<Value>(&arguments).is_err() {
+            prop_assert_eq!(verdict.violations[0].reason, Reason::ArgumentsParse);
+        }
+    }
+
+    #[test]
+    fn any_json_as_tool_parameters_gets_an_answer(
+        parameters in prop_oneof![1 => json_value(), 3 => schema_like()],
+        arguments in arguments_like(),
+    ) {
+        let body = json!({
+            "model": "gpt-5",
+            "tools": [{"type": "function", "name": "t", "parameters": parameters}],
+            "input": [{
+                "type": "function_call", "call_id": "c1", "name": "t",
+                "status": "completed", "arguments": arguments,
+            }],
+        });
+        let body = bytes_of(&body);
+        let warm = check(&body);
+        prop_assert!(warm.is_ok(), "{:?}", warm);
+        assert_well_formed(&warm, Some(1))?;
+        // A cold gate (empty schema cache) gives the same verdict as the warm one.
+        let cold = Gate::default().check(&body, &Target::provider(openai()));
+        prop_assert_eq!(comparable(&warm), comparable(&cold));
+        let verdict = warm.unwrap();
+        prop_assert!(verdict.violations.len() <= 1);
+        if let Some(v) = verdict.violations.first() {
+            prop_assert!(matches!(
+                v.reason,
+                Reason::ArgumentsParse | Reason::ArgumentsSchema | Reason::ToolSchemaInvalid
+            ), "{:?}", v);
+            if v.reason == Reason::ToolSchemaInvalid {
+                prop_assert_eq!(&v.param, "tools[0].parameters");
+            }
+        }
+        // Non-object, non-boolean JSON (null aside, which means "no schema") is never usable.
+        if matches!(parameters, Value::Number(_) | Value::String(_) | Value::Array(_))
+            && serde_json::from_str::<Value>(&arguments).is_ok()
+        {
+            prop_assert_eq!(verdict.violations[0].reason, Reason::ToolSchemaInvalid);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// (c) Structured histories
+// ---------------------------------------------------------------------------------------------
+
+fn search_orders_schema() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["customer_id", "status"],
+        "properties": {
+            "customer_id": {"type": "string", "minLength": 1},
+            "status": {"type": "string", "enum": ["open", "shipped", "returned"]},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 100},
+            "tags": {"type": "array", "items": {"type": "string"}}
+        }
+    })
+}
+
+fn set_reminder_schema() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["when", "note"],
+        "properties": {
+            "when": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["hour", "minute"],
+                "properties": {
+                    "hour": {"type": "integer", "minimum": 0, "maximum": 23},
+                    "minute": {"type": "integer", "minimum": 0, "maximum": 59}
+                }
+            },
+            "note": {"type": "string"},
+            "urgent": {"type": "boolean"}
+        }
+    })
+}
+
+fn tools() -> Value {
+    json!([
+        {"type": "function", "name": "search_orders", "description": "Find a customer's orders",
+         "parameters": search_orders_schema()},
+        {"type": "function", "name": "set_reminder", "description": "Remind the user later",
+         "parameters": set_reminder_schema()},
+        {"type": "web_search"}
+    ])
+}
+
+/// A tool name and arguments that fit that tool's schema.
+fn valid_call() -> impl Strategy<Value = (&'static str, Value)> {
+    let search = (
+        json_string().prop_filter("non-empty", |s| !s.is_empty()),
+        select(&["open", "shipped", "returned"][..]),
+        prop::option::of(1i64..=100),
+        prop::option::of(prop::collection::vec(json_string(), 0..4)),
+    )
+        .prop_map(|(customer, status, limit, tags)| {
+            let mut args = json!({"customer_id": customer, "status": status});
+            if let Some(limit) = limit {
+                args["limit"] = json!(limit);
+            }
+            if let Some(tags) = tags {
+                args["tags"] = json!(tags);
+            }
+            ("search_orders", args)
+        });
+    let remind = (
+        0i64..24,
+        0i64..60,
+        json_string(),
+        prop::option::of(any::<bool>()),
+    )
+        .prop_map(|(hour, minute, note, urgent)| {
+            let mut args = json!({"when": {"hour": hour, "minute": minute}, "note": note});
+            if let Some(urgent) = urgent {
+                args["urgent"] = json!(urgent);
+            }
+            ("set_reminder", args)
+        });
+    prop_oneof![search, remind]
+}
+
+/// When a call's output comes.
+#[derive(Debug, Clone, Copy)]
+enum Answer {
+    Now,
+    Later,
+    Never,
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    User {
+        text: String,
+        typed: bool,
+    },
+    Assistant {
+        text: String,
+    },
+    Call {
+        name: &'static str,
+        args: Value,
+        answer: Answer,
+    },
+    Reasoning {
+        summary: String,
+    },
+    Reference {
+        typed: bool,
+    },
+    OwnExtension {
+        bare: bool,
+    },
+    /// Emit the outputs of calls answered `Later`.
+    Flush,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let answer =
+        prop_oneof![4 => Just(Answer::Now), 2 => Just(Answer::Later), 1 => Just(Answer::Never)];
+    prop_oneof![
+        3 => (json_string(), any::<bool>()).prop_map(|(text, typed)| Step::User { text, typed }),
+        2 => json_string().prop_map(|text| Step::Assistant { text }),
+        4 => (valid_call(), answer).prop_map(|((name, args), answer)| Step::Call { name, args, answer }),
+        1 => json_string().prop_map(|summary| Step::Reasoning { summary }),
+        1 => any::<bool>().prop_map(|typed| Step::Reference { typed }),
+        1 => any::<bool>().prop_map(|bare| Step::OwnExtension { bare }),
+        2 => Just(Step::Flush),
+    ]
+}
+
+/// What an item of a built history is, for choosing and predicting mutations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    UserMessage,
+    AssistantMessage,
+    /// A function call, and the index of its output if it has one.
+    Call {
+        output: Option<usize>,
+    },
+    Output,
+    Other,
+}
+
+#[derive(Debug, Clone)]
+struct History {
+    items: Vec<Value>,
+    roles: Vec<Role>,
+}
+
+impl History {
+    fn build(steps: &[Step]) -> Self {
+        let mut history = History {
+            items: Vec::new(),
+            roles: Vec::new(),
+        };
+        let mut pending: Vec<(usize, String)> = Vec::new();
+        let mut calls = 0;
+        for step in steps {
+            match step {
+                Step::User { text, typed } => {
+                    let mut item = json!({"role": "user", "content": text});
+                    if *typed {
+                        item["type"] = json!("message");
+                    }
+                    history.push(item, Role::UserMessage);
+                }
+                Step::Assistant { text } => {
+                    history.push(
+                        json!({
+                            "type": "message", "role": "assistant", "status": "completed",
+                            "id": format!("msg_{}", history.items.len()),
+                            "content": [{"type": "output_text", "text": text, "annotations": []}],
+                        }),
+                        Role::AssistantMessage,
+                    );
+                }
+                Step::Call { name, args, answer } => {
+                    calls += 1;
+                    let call_id = format!("call_{calls}");
+                    let at = history.push(
+                        json!({
+                            "type": "function_call", "id": format!("fc_{calls}"),
+                            "call_id": call_id, "name": name,
+                            "arguments": args.to_string(), "status": "completed",
+                        }),
+                        Role::Call { output: None },
+                    );
+                    match answer {
+                        Answer::Now => history.answer(at, &call_id),
+                        Answer::Later => pending.push((at, call_id)),
+                        Answer::Never => {}
+                    }
+                }
+                Step::Reasoning { summary } => {
+                    history.push(
+                        json!({
+                            "type": "reasoning", "id": format!("rs_{}", history.items.len()),
+                            "summary": [{"type": "summary_text", "text": summary}],
+                        }),
+                        Role::Other,
+                    );
+                }
+                Step::Reference { typed } => {
+                    let mut item = json!({"id": format!("msg_ref_{}", history.items.len())});
+                    if *typed {
+                        item["type"] = json!("item_reference");
+                    }
+                    history.push(item, Role::Other);
+                }
+                Step::OwnExtension { bare } => {
+                    let kind = if *bare {
+                        "web_search_call"
+                    } else {
+                        "openai:web_search_call"
+                    };
+                    history.push(
+                        json!({"type": kind, "id": format!("ws_{}", history.items.len()),
+                               "status": "completed", "action": {"type": "search", "query": "q"}}),
+                        Role::Other,
+                    );
+                }
+                Step::Flush => {
+                    for (at, call_id) in pending.drain(..) {
+                        history.answer(at, &call_id);
+                    }
+                }
+            }
+        }
+        for (at, call_id) in pending.drain(..) {
+            history.answer(at, &call_id);
+        }
+        history
+    }
+
+    fn push(&mut self, item: Value, role: Role) -> usize {
+        self.items.push(item);
+        self.roles.push(role);
+        self.items.len() - 1
+    }
+
+    fn answer(&mut self, call: usize, call_id: &str) {
+        let output = self.push(
+            json!({
+                "type": "function_call_output", "call_id": call_id,
+                "output": json!({"ok": true, "call": call}).to_string(),
+            }),
+            Role::Output,
+        );
+        self.roles[call] = Role::Call {
+            output: Some(output),
+        };
+    }
+
+    fn indices(&self, wanted: impl Fn(Role) -> bool) -> Vec<usize> {
+        (0..self.roles.len())
+            .filter(|&i| wanted(self.roles[i]))
+            .collect()
+    }
+
+    fn body(&self) -> Vec<u8> {
+        bytes_of(&json!({"model": "gpt-5", "tools": tools(), "input": self.items}))
+    }
+}
+
+fn history() -> impl Strategy<Value = History> {
+    // A history always opens with a user turn and one answered call, so every mutation below
+    // has something to act on.
+    (valid_call(), prop::collection::vec(step(), 0..24)).prop_map(|((name, args), rest)| {
+        let mut steps = vec![
+            Step::User {
+                text: "Look this up for me, please.".into(),
+                typed: false,
+            },
+            Step::Call {
+                name,
+                args,
+                answer: Answer::Now,
+            },
+        ];
+        steps.extend(rest);
+        History::build(&steps)
+    })
+}
+
+/// One thing broken in an otherwise allowed history.
+#[derive(Debug, Clone, Copy)]
+enum Mutation {
+    /// A call's `status` becomes `in_progress`.
+    Status,
+    /// An output's `call_id` no longer names any call.
+    OutputCallId,
+    /// A call's `arguments` becomes the JSON object itself instead of its text.
+    ArgumentsObject,
+    /// A call's `arguments` text is cut short.
+    ArgumentsTruncated,
+    /// A call's arguments break its tool's schema.
+    ArgumentsSchema,
+    /// A call names a tool the request does not declare.
+    UnknownTool,
+    /// An item's `type` is put in another provider's namespace.
+    ForeignNamespace,
+    /// A message takes `role: "tool"`.
+    ToolRole,
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    select(
+        &[
+            Mutation::Status,
+            Mutation::OutputCallId,
+            Mutation::ArgumentsObject,
+            Mutation::ArgumentsTruncated,
+            Mutation::ArgumentsSchema,
+            Mutation::UnknownTool,
+            Mutation::ForeignNamespace,
+            Mutation::ToolRole,
+        ][..],
+    )
+}
+
+fn is_call(role: Role) -> bool {
+    matches!(role, Role::Call { .. })
+}
+
+/// Applies `mutation` to one item chosen by `pick`, and says which violations must follow.
+fn mutate(
+    history: &mut History,
+    mutation: Mutation,
+    pick: Index,
+    slug: &str,
+) -> Vec<(usize, Reason)> {
+    let candidates = match mutation {
+        Mutation::OutputCallId => history.indices(|r| r == Role::Output),
+        Mutation::ForeignNamespace => history.indices(|_| true),
+        Mutation::ToolRole => history.indices(|r| r == Role::UserMessage),
+        _ => history.indices(is_call),
+    };
+    let at = candidates[pick.index(candidates.len())];
+    let item = &mut history.items[at];
+    let reason = match mutation {
+        Mutation::Status => {
+            item["status"] = json!("in_progress");
+            Reason::Status
+        }
+        Mutation::OutputCallId => {
+            item["call_id"] = json!("call_nobody_made");
+            Reason::CallIdMismatch
+        }
+        Mutation::ArgumentsObject => {
+            let text = item["arguments"].as_str().unwrap().to_owned();
+            item["arguments"] = serde_json::from_str(&text).unwrap();
+            Reason::ArgumentsType
+        }
+        Mutation::ArgumentsTruncated => {
+            let mut text = item["arguments"].as_str().unwrap().to_owned();
+            let mut end = pick.index(text.len());
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+            item["arguments"] = json!(text);
+            Reason::ArgumentsParse
+        }
+        Mutation::ArgumentsSchema => {
+            let mut args: Value =
+                serde_json::from_str(item["arguments"].as_str().unwrap()).unwrap();
+            match item["name"].as_str().unwrap() {
+                "search_orders" => args["status"] = json!("lost"),
+                _ => args["when"]["hour"] = json!(24),
+            }
+            item["arguments"] = json!(args.to_string());
+            Reason::ArgumentsSchema
+        }
+        Mutation::UnknownTool => {
+            item["name"] = json!("web_search");
+            Reason::UnknownTool
+        }
+        Mutation::ForeignNamespace => {
+            let bare = item["type"].as_str().unwrap_or("message");
+            let bare = bare
+                .split_once(':')
+                .map_or(bare, |(_, name)| name)
+                .to_owned();
+            item["type"] = json!(format!("{slug}:{bare}"));
+            Reason::Namespaced
+        }
+        Mutation::ToolRole => {
+            item["role"] = json!("tool");
+            Reason::ChatCompletionsEnvelope
+        }
+    };
+    let mut expected = vec![(at, reason)];
+    // A call moved to another namespace is no longer a function_call, so its output now
+    // answers a foreign item.
+    if let (
+        Mutation::ForeignNamespace,
+        Role::Call {
+            output: Some(output),
+        },
+    ) = (mutation, history.roles[at])
+    {
+        expected.push((output, Reason::NotFunctionCall));
+    }
+    expected
+}
+
+proptest! {
+    #![proptest_config(config(1024))]
+
+    #[test]
+    fn well_formed_histories_are_allowed(history in history()) {
+        let answer = check(&history.body());
+        assert_well_formed(&answer, Some(history.items.len()))?;
+        let verdict = answer.unwrap();
+        prop_assert!(verdict.is_allowed(), "{:#?}", verdict.violations);
+    }
+
+    #[test]
+    fn one_broken_thing_is_exactly_one_violation(
+        mut history in history(),
+        mutation in mutation(),
+        pick in any::<Index>(),
+        slug in select(&["anthropic", "bedrock", "acme", ""][..]),
+    ) {
+        let expected = mutate(&mut history, mutation, pick, slug);
+        let answer = check(&history.body());
+        assert_well_formed(&answer, Some(history.items.len()))?;
+        let verdict = answer.unwrap();
+        let got: Vec<(usize, Reason)> =
+            verdict.violations.iter().map(|v| (v.index, v.reason)).collect();
+        prop_assert_eq!(&got, &expected, "{:#?}", verdict.violations);
+        let first = &verdict.violations[0];
+        let item = &history.items[first.index];
+        prop_assert_eq!(first.call_id.as_deref(), item["call_id"].as_str());
+        prop_assert_eq!(first.id.as_deref(), item["id"].as_str());
+        if first.reason == Reason::ArgumentsSchema {
+            let pointer = first.pointer.as_deref();
+            prop_assert!(matches!(pointer, Some("/status" | "/when/hour")), "{:?}", pointer);
+        }
+    }
+
+    /// Byte-level damage to a realistic body: any answer, never a panic.
+    #[test]
+    fn damaged_histories_get_an_answer(
+        history in history(),
+        edits in prop::collection::vec(
+            (any::<Index>(), 0usize..8, prop::collection::vec(any::<u8>(), 0..8)),
+            1..4,
+        ),
+    ) {
+        let mut body = history.body();
+        for (at, remove, insert) in edits {
+            let start = at.index(body.len() + 1);
+            let end = (start + remove).min(body.len());
+            body.splice(start..end, insert);
+        }
+        assert_well_formed(&check(&body), None)?;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fixed cases worth keeping whatever the generators draw
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn self_referencing_schemas_do_not_loop() {
+    for parameters in [
+        json!({"$ref": "#"}),
+        json!({"allOf": [{"$ref": "#"}]}),
+        json!({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}),
+        json!({"type": "object", "properties": {"next": {"$ref": "#"}}}),
+    ] {
+        let body = json!({
+            "tools": [{"type": "function", "name": "t", "parameters": parameters}],
+            "input": [{"type": "function_call", "call_id": "c", "name": "t",
+                       "status": "completed", "arguments": "{\"next\":{\"next\":{}}}"}],
+        });
+        let answer = check(&bytes_of(&body));
+        assert!(answer.is_ok(), "{parameters}: {answer:?}");
+    }
+}
+
+#[test]
+fn deeply_nested_bodies_are_refused_not_overflowed() {
+    for depth in [127, 128, 129, 10_000] {
+        let nested = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        for body in [
+            format!(r#"{{"input":{nested}}}"#),
+            format!(r#"{{"metadata":{nested}}}"#),
+            format!(
+                r#"{{"tools":[{{"type":"function","name":"t"}}],"input":[{{"type":"function_call","call_id":"c","name":"t","status":"completed","arguments":"{nested}"}}]}}"#
+            ),
+        ] {
+            let answer = check(body.as_bytes());
+            assert!(
+                assert_well_formed(&answer, None).is_ok(),
+                "depth {depth}: {answer:?}"
+            );
+        }
+    }
+}
