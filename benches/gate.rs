@@ -16,11 +16,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use replaygate::gate::{parse, Gate, ProviderProfile, Target};
 use serde::de::IgnoredAny;
 
-const SIZES: &[(&str, usize)] = &[
-    ("16KiB", 16 << 10),
-    ("256KiB", 256 << 10),
-    ("1MiB", 1 << 20),
-];
+const SIZES: &[(&str, usize)] = &[("16KiB", 16 << 10), ("256KiB", 256 << 10), ("1MiB", 1 << 20)];
 
 fn gate_vs_floor(c: &mut Criterion) {
     let gate = Gate::default();

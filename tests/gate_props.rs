@@ -288,10 +288,7 @@ fn item_like() -> impl Strategy<Value = Value> {
         prop::collection::vec((select(ITEM_KEYS), member_value), 0..6),
     )
         .prop_map(|(kind, members)| {
-            let mut item: Map<String, Value> = members
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v))
-                .collect();
+            let mut item: Map<String, Value> = members.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
             if let Some(kind) = kind {
                 item.insert("type".into(), kind.into());
             }
@@ -391,16 +388,8 @@ fn schema_like() -> impl Strategy<Value = Value> {
         1 => json_value(),
     ];
     let schema = leaf.prop_recursive(4, 40, 4, |inner| {
-        let named = prop::collection::vec((select(PROPERTY_NAMES), inner.clone()), 0..4).prop_map(
-            |members| {
-                Value::Object(
-                    members
-                        .into_iter()
-                        .map(|(k, v)| (k.to_owned(), v))
-                        .collect(),
-                )
-            },
-        );
+        let named = prop::collection::vec((select(PROPERTY_NAMES), inner.clone()), 0..4)
+            .prop_map(|members| Value::Object(members.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()));
         prop_oneof![
             (
                 select(&["allOf", "anyOf", "oneOf", "prefixItems"][..]),
@@ -462,14 +451,10 @@ fn schema_like() -> impl Strategy<Value = Value> {
 /// Arguments text for schemas from [`schema_like`]: objects over the same property names,
 /// or any JSON text.
 fn arguments_like() -> impl Strategy<Value = String> {
-    let object =
-        prop::collection::vec((select(PROPERTY_NAMES), json_value()), 0..4).prop_map(|members| {
-            let members: Map<String, Value> = members
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v))
-                .collect();
-            Value::Object(members).to_string()
-        });
+    let object = prop::collection::vec((select(PROPERTY_NAMES), json_value()), 0..4).prop_map(|members| {
+        let members: Map<String, Value> = members.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        Value::Object(members).to_string()
+    });
     prop_oneof![2 => object, 1 => json_text()]
 }
 
@@ -702,19 +687,15 @@ fn valid_call() -> impl Strategy<Value = (&'static str, Value)> {
             }
             ("search_orders", args)
         });
-    let remind = (
-        0i64..24,
-        0i64..60,
-        json_string(),
-        prop::option::of(any::<bool>()),
-    )
-        .prop_map(|(hour, minute, note, urgent)| {
+    let remind = (0i64..24, 0i64..60, json_string(), prop::option::of(any::<bool>())).prop_map(
+        |(hour, minute, note, urgent)| {
             let mut args = json!({"when": {"hour": hour, "minute": minute}, "note": note});
             if let Some(urgent) = urgent {
                 args["urgent"] = json!(urgent);
             }
             ("set_reminder", args)
-        });
+        },
+    );
     prop_oneof![search, remind]
 }
 
@@ -754,8 +735,7 @@ enum Step {
 }
 
 fn step() -> impl Strategy<Value = Step> {
-    let answer =
-        prop_oneof![4 => Just(Answer::Now), 2 => Just(Answer::Later), 1 => Just(Answer::Never)];
+    let answer = prop_oneof![4 => Just(Answer::Now), 2 => Just(Answer::Later), 1 => Just(Answer::Never)];
     prop_oneof![
         3 => (json_string(), any::<bool>()).prop_map(|(text, typed)| Step::User { text, typed }),
         2 => json_string().prop_map(|text| Step::Assistant { text }),
@@ -885,15 +865,11 @@ impl History {
             }),
             Role::Output,
         );
-        self.roles[call] = Role::Call {
-            output: Some(output),
-        };
+        self.roles[call] = Role::Call { output: Some(output) };
     }
 
     fn indices(&self, wanted: impl Fn(Role) -> bool) -> Vec<usize> {
-        (0..self.roles.len())
-            .filter(|&i| wanted(self.roles[i]))
-            .collect()
+        (0..self.roles.len()).filter(|&i| wanted(self.roles[i])).collect()
     }
 
     fn body(&self) -> Vec<u8> {
@@ -962,12 +938,7 @@ fn is_call(role: Role) -> bool {
 }
 
 /// Applies `mutation` to one item chosen by `pick`, and says which violations must follow.
-fn mutate(
-    history: &mut History,
-    mutation: Mutation,
-    pick: Index,
-    slug: &str,
-) -> Vec<(usize, Reason)> {
+fn mutate(history: &mut History, mutation: Mutation, pick: Index, slug: &str) -> Vec<(usize, Reason)> {
     let candidates = match mutation {
         Mutation::OutputCallId => history.indices(|r| r == Role::Output),
         Mutation::ForeignNamespace => history.indices(|_| true),
@@ -1001,8 +972,7 @@ fn mutate(
             Reason::ArgumentsParse
         }
         Mutation::ArgumentsSchema => {
-            let mut args: Value =
-                serde_json::from_str(item["arguments"].as_str().unwrap()).unwrap();
+            let mut args: Value = serde_json::from_str(item["arguments"].as_str().unwrap()).unwrap();
             match item["name"].as_str().unwrap() {
                 "search_orders" => args["status"] = json!("lost"),
                 _ => args["when"]["hour"] = json!(24),
@@ -1016,10 +986,7 @@ fn mutate(
         }
         Mutation::ForeignNamespace => {
             let bare = item["type"].as_str().unwrap_or("message");
-            let bare = bare
-                .split_once(':')
-                .map_or(bare, |(_, name)| name)
-                .to_owned();
+            let bare = bare.split_once(':').map_or(bare, |(_, name)| name).to_owned();
             item["type"] = json!(format!("{slug}:{bare}"));
             Reason::Namespaced
         }
@@ -1031,13 +998,7 @@ fn mutate(
     let mut expected = vec![(at, reason)];
     // A call moved to another namespace is no longer a function_call, so its output now
     // answers a foreign item.
-    if let (
-        Mutation::ForeignNamespace,
-        Role::Call {
-            output: Some(output),
-        },
-    ) = (mutation, history.roles[at])
-    {
+    if let (Mutation::ForeignNamespace, Role::Call { output: Some(output) }) = (mutation, history.roles[at]) {
         expected.push((output, Reason::NotFunctionCall));
     }
     expected

@@ -356,8 +356,7 @@ fn call(rng: &mut Lcg) -> (&'static str, Value, Value) {
                     })
                 })
                 .collect();
-            let mut args =
-                json!({"query": query, "mode": rng.pick(&["literal", "regex", "symbol"])});
+            let mut args = json!({"query": query, "mode": rng.pick(&["literal", "regex", "symbol"])});
             if rng.chance(50) {
                 args["paths"] = json!(["src/**/*.rs", "tests/**"]);
             }
