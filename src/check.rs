@@ -103,10 +103,7 @@ fn profile(args: &CheckArgs) -> Result<(ProviderProfile, SchemaLimits), String> 
             known.join(", ")
         )
     })?;
-    let limits = SchemaLimits {
-        cache_bytes: config.gate.schema_cache_bytes,
-        max_schema_bytes: config.gate.max_schema_bytes,
-    };
+    let limits = config.gate.schema_limits();
     Ok((
         ProviderProfile::new(&args.provider, provider.namespaces().iter().cloned()),
         limits,

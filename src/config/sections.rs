@@ -79,6 +79,9 @@ pub struct GateConfig {
     /// `max_schema_bytes`: a tool schema larger than this is unusable
     /// (`tool_schema_invalid`).
     pub max_schema_bytes: usize,
+    /// `passed_calls_bytes`: memory for remembering which arguments texts already passed which
+    /// schema, so a replayed history is not validated again.
+    pub passed_calls_bytes: u64,
 }
 
 impl Default for GateConfig {
@@ -86,6 +89,18 @@ impl Default for GateConfig {
         Self {
             schema_cache_bytes: 64 * 1024 * 1024,
             max_schema_bytes: 1024 * 1024,
+            passed_calls_bytes: 32 * 1024 * 1024,
+        }
+    }
+}
+
+impl GateConfig {
+    /// The gate's cache limits.
+    pub fn schema_limits(&self) -> crate::gate::SchemaLimits {
+        crate::gate::SchemaLimits {
+            cache_bytes: self.schema_cache_bytes,
+            max_schema_bytes: self.max_schema_bytes,
+            passed_calls_bytes: self.passed_calls_bytes,
         }
     }
 }

@@ -8,7 +8,7 @@ use tokio::sync::Semaphore;
 use super::body::BodyLimits;
 use super::provider::{Credential, Provider};
 use crate::config::Config;
-use crate::gate::{Gate, SchemaLimits};
+use crate::gate::Gate;
 use crate::routing::Router;
 
 /// The proxy's shared state: the gate, the router and the providers.
@@ -50,10 +50,7 @@ pub enum BuildError {
 impl ProxyState {
     /// Builds the state, reading provider keys through `env`.
     pub fn new(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Result<ProxyState, BuildError> {
-        let gate = Gate::new(SchemaLimits {
-            cache_bytes: config.gate.schema_cache_bytes,
-            max_schema_bytes: config.gate.max_schema_bytes,
-        });
+        let gate = Gate::new(config.gate.schema_limits());
         let mut providers = HashMap::with_capacity(config.providers.len());
         for (name, provider) in &config.providers {
             let built = Provider::new(name, provider, env).map_err(|source| BuildError::Client {

@@ -2,6 +2,8 @@
 
 use std::collections::HashMap;
 
+use foldhash::fast::RandomState;
+
 use super::{Finding, Param};
 use crate::gate::item::{Item, ItemClass};
 use crate::gate::verdict::Reason;
@@ -18,7 +20,7 @@ struct FirstCarrier<'r> {
 /// The call ids seen so far in `input`, from every item except outputs.
 #[derive(Debug, Default)]
 pub(super) struct CallLedger<'r> {
-    seen: HashMap<&'r str, FirstCarrier<'r>>,
+    seen: HashMap<&'r str, FirstCarrier<'r>, RandomState>,
     next_index: usize,
 }
 

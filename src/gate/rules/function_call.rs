@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::tools::ToolIndex;
 use super::{Finding, Param};
 use crate::gate::item::Item;
-use crate::gate::schema::SchemaCache;
+use crate::gate::schema::{CompiledSchema, SchemaCache};
 use crate::gate::verdict::Reason;
 
 /// Runs the call's checks in contract order; the first failure is the call's one finding.
@@ -14,11 +14,42 @@ pub(super) fn check(item: &Item<'_>, tools: &mut ToolIndex<'_>, schemas: &Schema
     if let Some(finding) = check_status(item) {
         return Some(finding);
     }
-    let arguments = match parse_arguments(item) {
-        Ok(arguments) => arguments,
-        Err(finding) => return Some(finding),
+    let Some(text) = item.arguments.as_str() else {
+        return Some(Finding::new(
+            Reason::ArgumentsType,
+            Param::Member("arguments"),
+            format!(
+                "arguments is {}; it must be a JSON-encoded string",
+                item.arguments.describe()
+            ),
+        ));
     };
-    check_schema(item, &arguments, tools, schemas)
+    let tool = item.name.as_str().and_then(|name| tools.find(name));
+    let schema = tool.and_then(|tool| tools.schema(tool, schemas));
+    // A replayed call whose exact arguments already passed this exact schema passes again.
+    if tool.is_some() && schemas.has_passed(schema.as_deref(), text) {
+        return None;
+    }
+    let arguments: Value = match serde_json::from_str(text) {
+        Ok(arguments) => arguments,
+        Err(e) => {
+            return Some(Finding::new(
+                Reason::ArgumentsParse,
+                Param::Member("arguments"),
+                format!("arguments is not valid JSON: {e}"),
+            ))
+        }
+    };
+    let Some(tool) = tool else {
+        return Some(unknown_tool(item));
+    };
+    let finding = schema
+        .as_deref()
+        .and_then(|schema| check_schema(item, &arguments, tool.position, schema));
+    if finding.is_none() {
+        schemas.remember_pass(schema.as_deref(), text);
+    }
+    finding
 }
 
 fn check_status(item: &Item<'_>) -> Option<Finding> {
@@ -35,59 +66,32 @@ fn check_status(item: &Item<'_>) -> Option<Finding> {
     ))
 }
 
-fn parse_arguments(item: &Item<'_>) -> Result<Value, Finding> {
-    let Some(text) = item.arguments.as_str() else {
-        return Err(Finding::new(
-            Reason::ArgumentsType,
-            Param::Member("arguments"),
-            format!(
-                "arguments is {}; it must be a JSON-encoded string",
-                item.arguments.describe()
-            ),
-        ));
+fn unknown_tool(item: &Item<'_>) -> Finding {
+    let message = match item.name.as_str() {
+        Some(name) => format!("no function tool named `{name}` in the request's tools"),
+        None => format!(
+            "function_call name is {}; no tool can be found",
+            item.name.describe()
+        ),
     };
-    serde_json::from_str(text).map_err(|e| {
-        Finding::new(
-            Reason::ArgumentsParse,
-            Param::Member("arguments"),
-            format!("arguments is not valid JSON: {e}"),
-        )
-    })
+    Finding::new(Reason::UnknownTool, Param::Member("name"), message)
 }
 
 fn check_schema(
     item: &Item<'_>,
     arguments: &Value,
-    tools: &mut ToolIndex<'_>,
-    schemas: &SchemaCache,
+    position: usize,
+    schema: &CompiledSchema,
 ) -> Option<Finding> {
-    let Some(name) = item.name.as_str() else {
-        return Some(Finding::new(
-            Reason::UnknownTool,
-            Param::Member("name"),
-            format!(
-                "function_call name is {}; no tool can be found",
-                item.name.describe()
-            ),
-        ));
-    };
-    let Some(tool) = tools.find(name) else {
-        return Some(Finding::new(
-            Reason::UnknownTool,
-            Param::Member("name"),
-            format!("no function tool named `{name}` in the request's tools"),
-        ));
-    };
-    let parameters = tool.parameters?;
-    let compiled = schemas.get(parameters.get());
-    let validator = match compiled.validator() {
+    let validator = match schema.validator() {
         Ok(validator) => validator,
         Err(why) => {
+            let name = item.name.as_str().unwrap_or_default();
             return Some(Finding::new(
                 Reason::ToolSchemaInvalid,
-                Param::ToolParameters(tool.position),
+                Param::ToolParameters(position),
                 format!("the parameters of tool `{name}` are not a usable JSON Schema: {why}"),
-            ))
+            ));
         }
     };
     let error = validator.validate(arguments).err()?;
@@ -119,10 +123,14 @@ mod tests {
     ]"#;
 
     fn check_call(call: &str) -> Option<Finding> {
+        check_call_with(call, &SchemaCache::default())
+    }
+
+    fn check_call_with(call: &str, schemas: &SchemaCache) -> Option<Finding> {
         let body = format!(r#"{{"tools":{TOOLS},"input":[{call}]}}"#);
         let request = parse(body.as_bytes()).unwrap();
         let mut tools = ToolIndex::new(&request.tools);
-        check(&request.items()[0], &mut tools, &SchemaCache::default())
+        check(&request.items()[0], &mut tools, schemas)
     }
 
     fn call(status: &str, name: &str, arguments: &str) -> String {
@@ -273,5 +281,36 @@ mod tests {
         let request = parse(body.as_bytes()).unwrap();
         let mut tools = ToolIndex::new(&request.tools);
         assert!(check(&request.items()[0], &mut tools, &SchemaCache::default()).is_none());
+    }
+
+    #[test]
+    fn a_replayed_call_is_judged_the_same_from_memory() {
+        let schemas = SchemaCache::default();
+        let good = call(r#""completed""#, "report", r#""{\"region\":\"apac\"}""#);
+        let bad = call(r#""completed""#, "report", r#""{\"region\":\"global\"}""#);
+        for _ in 0..3 {
+            assert_eq!(check_call_with(&good, &schemas), None);
+            assert_eq!(
+                check_call_with(&bad, &schemas).map(|f| f.reason),
+                Some(Reason::ArgumentsSchema)
+            );
+        }
+    }
+
+    #[test]
+    fn a_pass_is_remembered_per_schema() {
+        let schemas = SchemaCache::default();
+        let text = r#""{\"region\":\"global\"}""#;
+        // `free` declares no schema, so this passes there ...
+        assert_eq!(
+            check_call_with(&call(r#""completed""#, "free", text), &schemas),
+            None
+        );
+        // ... which says nothing about `report`, `broken` or an unknown tool.
+        let reason =
+            |name: &str| check_call_with(&call(r#""completed""#, name, text), &schemas).map(|f| f.reason);
+        assert_eq!(reason("report"), Some(Reason::ArgumentsSchema));
+        assert_eq!(reason("broken"), Some(Reason::ToolSchemaInvalid));
+        assert_eq!(reason("missing"), Some(Reason::UnknownTool));
     }
 }

@@ -1,10 +1,13 @@
-//! Finding a call's tool among the request's function tools.
+//! Finding a call's tool among the request's function tools, and its compiled schema.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
+use foldhash::fast::RandomState;
 use serde_json::value::RawValue;
 
 use crate::gate::request::Tool;
+use crate::gate::schema::{CompiledSchema, SchemaCache};
 
 /// A function tool as the schema rules need it.
 #[derive(Debug, Clone, Copy)]
@@ -15,33 +18,53 @@ pub(super) struct FunctionTool<'r> {
     pub parameters: Option<&'r RawValue>,
 }
 
-/// The request's function tools by name, indexed on first use (the first declaration wins).
-#[derive(Debug)]
+/// The request's function tools by name, indexed on first use (the first declaration wins),
+/// with each tool's schema looked up at most once per request.
 pub(super) struct ToolIndex<'r> {
     tools: &'r [Tool<'r>],
-    by_name: Option<HashMap<&'r str, FunctionTool<'r>>>,
+    by_name: Option<HashMap<&'r str, usize, RandomState>>,
+    compiled: Vec<Option<Arc<CompiledSchema>>>,
 }
 
 impl<'r> ToolIndex<'r> {
     pub(super) fn new(tools: &'r [Tool<'r>]) -> Self {
-        Self { tools, by_name: None }
+        Self {
+            tools,
+            by_name: None,
+            compiled: Vec::new(),
+        }
     }
 
     /// The function tool called `name`, if the request declares one.
     pub(super) fn find(&mut self, name: &str) -> Option<FunctionTool<'r>> {
         let tools = self.tools;
         let by_name = self.by_name.get_or_insert_with(|| {
-            let mut map = HashMap::with_capacity(tools.len());
+            let mut map = HashMap::with_capacity_and_hasher(tools.len(), RandomState::default());
             for (position, tool) in tools.iter().enumerate() {
                 if let (true, Some(name)) = (tool.is_function(), tool.name.as_str()) {
-                    map.entry(name).or_insert(FunctionTool {
-                        position,
-                        parameters: tool.parameters,
-                    });
+                    map.entry(name).or_insert(position);
                 }
             }
             map
         });
-        by_name.get(name).copied()
+        let position = *by_name.get(name)?;
+        Some(FunctionTool {
+            position,
+            parameters: tools[position].parameters,
+        })
+    }
+
+    /// The compiled schema of `tool`; `None` when it declares none.
+    pub(super) fn schema(
+        &mut self,
+        tool: FunctionTool<'r>,
+        schemas: &SchemaCache,
+    ) -> Option<Arc<CompiledSchema>> {
+        let parameters = tool.parameters?;
+        if self.compiled.is_empty() {
+            self.compiled.resize(self.tools.len(), None);
+        }
+        let slot = &mut self.compiled[tool.position];
+        Some(slot.get_or_insert_with(|| schemas.get(parameters.get())).clone())
     }
 }

@@ -4,6 +4,7 @@
 //! fetch), with a linear-time regular-expression engine, and under a size limit.
 
 mod cost;
+mod passed;
 
 use std::sync::Arc;
 
@@ -13,6 +14,8 @@ use quick_cache::Weighter;
 use serde_json::Value;
 use xxhash_rust::xxh3::xxh3_128;
 
+use passed::PassedCalls;
+
 /// Budgets for the schema cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SchemaLimits {
@@ -20,6 +23,8 @@ pub struct SchemaLimits {
     pub cache_bytes: u64,
     /// A schema larger than this is not compiled and counts as unusable.
     pub max_schema_bytes: usize,
+    /// Memory for remembering which arguments texts passed which schema, roughly their bytes.
+    pub passed_calls_bytes: u64,
 }
 
 impl Default for SchemaLimits {
@@ -27,6 +32,7 @@ impl Default for SchemaLimits {
         Self {
             cache_bytes: 64 << 20,
             max_schema_bytes: 1 << 20,
+            passed_calls_bytes: 32 << 20,
         }
     }
 }
@@ -34,16 +40,23 @@ impl Default for SchemaLimits {
 /// A tool schema after compilation: a validator, or why the schema cannot be used.
 #[derive(Debug)]
 pub struct CompiledSchema {
+    key: u128,
     source: Box<str>,
     outcome: Result<Validator, String>,
 }
 
 impl CompiledSchema {
-    fn compile(source: &str) -> Self {
+    fn compile(key: u128, source: &str) -> Self {
         Self {
+            key,
             source: source.into(),
             outcome: compile(source),
         }
+    }
+
+    /// The hash of the schema's exact bytes, which identifies it.
+    pub fn key(&self) -> u128 {
+        self.key
     }
 
     /// The validator, or the reason the schema is unusable.
@@ -91,6 +104,7 @@ impl Weighter<u128, Arc<CompiledSchema>> for SourceBytes {
 /// by comparing the bytes, so a hash collision can never pick the wrong validator.
 pub struct SchemaCache {
     entries: Cache<u128, Arc<CompiledSchema>, SourceBytes>,
+    passed: PassedCalls,
     limits: SchemaLimits,
 }
 
@@ -109,6 +123,7 @@ impl SchemaCache {
         let estimated_items = (limits.cache_bytes / (4096 + ENTRY_OVERHEAD)).clamp(16, 1 << 16);
         Self {
             entries: Cache::with_weighter(estimated_items as usize, limits.cache_bytes, SourceBytes),
+            passed: PassedCalls::new(limits.passed_calls_bytes),
             limits,
         }
     }
@@ -117,6 +132,7 @@ impl SchemaCache {
     pub fn get(&self, source: &str) -> Arc<CompiledSchema> {
         if source.len() > self.limits.max_schema_bytes {
             return Arc::new(CompiledSchema {
+                key: 0,
                 source: Box::from(""),
                 outcome: Err(format!(
                     "the schema is {} bytes, over the limit of {} bytes",
@@ -126,13 +142,28 @@ impl SchemaCache {
             });
         }
         let key = xxh3_128(source.as_bytes());
-        let cached = self
-            .entries
-            .get_or_insert_with(&key, || Ok::<_, ()>(Arc::new(CompiledSchema::compile(source))));
+        let cached = self.entries.get_or_insert_with(&key, || {
+            Ok::<_, ()>(Arc::new(CompiledSchema::compile(key, source)))
+        });
         match cached {
             Ok(entry) if *entry.source == *source => entry,
-            _ => Arc::new(CompiledSchema::compile(source)),
+            _ => Arc::new(CompiledSchema::compile(key, source)),
         }
+    }
+
+    /// Whether `arguments` already passed `schema` (`None`: a tool that declares no schema).
+    pub fn has_passed(&self, schema: Option<&CompiledSchema>, arguments: &str) -> bool {
+        if schema.is_some_and(|schema| schema.validator().is_err()) {
+            return false;
+        }
+        self.passed
+            .contains(schema.map_or(0, CompiledSchema::key), arguments)
+    }
+
+    /// Remembers that `arguments` passed `schema`.
+    pub fn remember_pass(&self, schema: Option<&CompiledSchema>, arguments: &str) {
+        self.passed
+            .insert(schema.map_or(0, CompiledSchema::key), arguments);
     }
 
     /// How many compiled schemas are held.
@@ -241,6 +272,7 @@ mod tests {
         let cache = SchemaCache::new(SchemaLimits {
             cache_bytes: 1 << 20,
             max_schema_bytes: 64,
+            ..SchemaLimits::default()
         });
         let big = format!(r#"{{"description":"{}"}}"#, "x".repeat(100));
         assert!(error_of(&cache, &big).contains("over the limit"));
@@ -252,6 +284,7 @@ mod tests {
         let cache = SchemaCache::new(SchemaLimits {
             cache_bytes: 16 * 1024,
             max_schema_bytes: 4096,
+            ..SchemaLimits::default()
         });
         for i in 0..1000 {
             cache.get(&format!(r#"{{"type":"object","title":"t{i}"}}"#));
