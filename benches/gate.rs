@@ -13,13 +13,19 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use replaygate::gate::{parse, Gate, ProviderProfile, Target};
+use replaygate::gate::{parse, Gate, ProviderProfile, SchemaLimits, Target};
 use serde::de::IgnoredAny;
 
 const SIZES: &[(&str, usize)] = &[("16KiB", 16 << 10), ("256KiB", 256 << 10), ("1MiB", 1 << 20)];
 
 fn gate_vs_floor(c: &mut Criterion) {
     let gate = Gate::default();
+    // The same gate without the memory of passed calls: every call is parsed and validated, as
+    // on the first turn that sends it.
+    let first_seen = Gate::new(SchemaLimits {
+        passed_calls_bytes: 0,
+        ..SchemaLimits::default()
+    });
     let openai = ProviderProfile::own_namespace("openai");
     let target = Target::provider(&openai);
     for &(label, size) in SIZES {
@@ -43,6 +49,9 @@ fn gate_vs_floor(c: &mut Criterion) {
         });
         group.bench_function("gate", |b| {
             b.iter(|| gate.check(black_box(&body), &target).unwrap())
+        });
+        group.bench_function("gate_first_seen", |b| {
+            b.iter(|| first_seen.check(black_box(&body), &target).unwrap())
         });
         group.finish();
     }
