@@ -55,7 +55,8 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     if let Some(listen) = args.listen {
         config.server.listen = listen;
     }
-    replaygate::telemetry::init(&config.log);
+    // Declared before the runtime, so it is dropped after it: the last lines are written.
+    let _log = replaygate::telemetry::init(&config.log);
     rustls::crypto::aws_lc_rs::default_provider()
         .install_default()
         .map_err(|_| "a TLS crypto provider was already installed".to_owned())?;

@@ -1,15 +1,29 @@
 //! Logging: one subscriber for the process, text or JSON, filtered by `RUST_LOG` or the config.
 
+use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::EnvFilter;
 
 use crate::config::{LogConfig, LogFormat};
 
+/// Lines that may wait for the writer thread (the default, 128,000, preallocates 3 MiB).
+const QUEUED_LINES: usize = 16_384;
+
 /// Installs the process's log subscriber, writing to standard output. `RUST_LOG`, when set,
 /// overrides `[log] level`.
-pub fn init(log: &LogConfig) {
+///
+/// Lines are handed to a writer thread, which writes whatever has queued up in one go, so a
+/// busy proxy does not make a write call per request. None is dropped: a full queue makes the
+/// logging request wait. Keep the returned guard until exit; dropping it writes what is left.
+pub fn init(log: &LogConfig) -> WorkerGuard {
     let colors = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    install(log, std::io::stdout, colors);
+    let (writer, guard) = NonBlockingBuilder::default()
+        .lossy(false)
+        .buffered_lines_limit(QUEUED_LINES)
+        .thread_name("replaygate-log")
+        .finish(std::io::BufWriter::new(std::io::stdout()));
+    install(log, writer, colors);
+    guard
 }
 
 /// Installs the process's log subscriber, writing to `writer`. Does nothing if one is already

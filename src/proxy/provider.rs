@@ -4,6 +4,7 @@ use std::fmt;
 
 use http::HeaderValue;
 
+use super::state::BuildError;
 use crate::config::{Auth, ProviderConfig};
 use crate::gate::ProviderProfile;
 
@@ -70,6 +71,8 @@ pub struct Provider {
     pub profile: ProviderProfile,
     /// `base_url` without a trailing slash.
     pub base_url: String,
+    /// `base_url`, parsed once, so a request's URL need not be parsed from text.
+    base: reqwest::Url,
     /// The provider's credential.
     pub credential: Credential,
     /// A pooled client used only for this provider.
@@ -82,7 +85,12 @@ impl Provider {
         name: &str,
         config: &ProviderConfig,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Provider, reqwest::Error> {
+    ) -> Result<Provider, BuildError> {
+        let base_url = config.base_url.trim_end_matches('/').to_owned();
+        let base = reqwest::Url::parse(&base_url).map_err(|e| BuildError::BaseUrl {
+            provider: name.to_owned(),
+            message: e.to_string(),
+        })?;
         let client = reqwest::Client::builder()
             .no_proxy()
             .connect_timeout(config.connect_timeout)
@@ -90,10 +98,15 @@ impl Provider {
             .pool_idle_timeout(std::time::Duration::from_secs(90))
             .tcp_nodelay(true)
             .redirect(reqwest::redirect::Policy::none())
-            .build()?;
+            .build()
+            .map_err(|source| BuildError::Client {
+                provider: name.to_owned(),
+                source,
+            })?;
         Ok(Provider {
             profile: ProviderProfile::new(name, config.namespaces().iter().cloned()),
-            base_url: config.base_url.trim_end_matches('/').to_owned(),
+            base_url,
+            base,
             credential: Credential::resolve(&config.auth, env),
             client,
         })
@@ -104,9 +117,13 @@ impl Provider {
         self.profile.name()
     }
 
-    /// The upstream URL for `path` (the part after `/v1`) and an optional query.
-    pub fn url(&self, path: &str, query: Option<&str>) -> String {
-        crate::routing::upstream_url(&self.base_url, path, query)
+    /// The upstream URL for `path` (the part after `/v1`) and an optional query: the same URL
+    /// as [`crate::routing::upstream_url`] spells, built from the parsed base.
+    pub fn url(&self, path: &str, query: Option<&str>) -> reqwest::Url {
+        let mut url = self.base.clone();
+        url.set_path(&crate::routing::upstream_url(self.base.path(), path, None));
+        url.set_query(query.filter(|query| !query.is_empty()));
+        url
     }
 }
 
@@ -137,6 +154,29 @@ mod tests {
             Credential::resolve(&Auth::BearerEnv("X".into()), &blank),
         ] {
             assert!(matches!(c, Credential::Missing { .. }), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn urls_from_the_parsed_base_spell_what_the_text_join_does() {
+        let config = crate::config::Config::from_toml(
+            "[providers.a]\nbase_url = \"https://api.example.com/v1/\"\n[providers.b]\nbase_url = \"http://127.0.0.1:9000\"\n",
+        )
+        .unwrap();
+        for name in ["a", "b"] {
+            let provider = Provider::new(name, &config.providers[name], &env).unwrap();
+            for (path, query) in [
+                ("/responses", None),
+                ("/responses/compact", Some("x=1&y=a:b")),
+                ("/models", Some("")),
+                ("", None),
+            ] {
+                let text = crate::routing::upstream_url(&provider.base_url, path, query);
+                assert_eq!(
+                    provider.url(path, query).as_str(),
+                    reqwest::Url::parse(&text).unwrap().as_str()
+                );
+            }
         }
     }
 

@@ -14,6 +14,12 @@ use tokio::task::JoinSet;
 use super::connection;
 use super::state::ProxyState;
 
+/// The largest read buffer of an HTTP/1 connection, and so the largest request head.
+///
+/// hyper's default (about 400 KiB) lets every connection that once carried a large body keep a
+/// buffer that size; bodies are copied out of it frame by frame, so a small one reads as fast.
+const READ_BUFFER_BYTES: usize = 64 << 10;
+
 /// Connection settings of the listener.
 #[derive(Debug, Clone, Copy)]
 pub struct ServerSettings {
@@ -39,7 +45,8 @@ pub async fn run(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(settings.header_read_timeout);
+        .header_read_timeout(settings.header_read_timeout)
+        .max_buf_size(READ_BUFFER_BYTES);
     builder.http2().timer(TokioTimer::new()).adaptive_window(true);
     let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();

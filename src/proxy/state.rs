@@ -42,6 +42,14 @@ pub enum BuildError {
         /// What the client builder said.
         source: reqwest::Error,
     },
+    /// A provider's `base_url` is not a URL (the configuration's checks make this unreachable).
+    #[error("provider `{provider}`: base_url is not a URL: {message}")]
+    BaseUrl {
+        /// The provider.
+        provider: String,
+        /// What the URL parser said.
+        message: String,
+    },
     /// The route globs could not be compiled together.
     #[error("the [[routes]] globs could not be compiled: {0}")]
     Routes(#[from] globset::Error),
@@ -53,10 +61,7 @@ impl ProxyState {
         let gate = Gate::new(config.gate.schema_limits());
         let mut providers = HashMap::with_capacity(config.providers.len());
         for (name, provider) in &config.providers {
-            let built = Provider::new(name, provider, env).map_err(|source| BuildError::Client {
-                provider: name.clone(),
-                source,
-            })?;
+            let built = Provider::new(name, provider, env)?;
             providers.insert(name.clone(), built);
         }
         Ok(ProxyState {

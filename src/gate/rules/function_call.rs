@@ -94,6 +94,10 @@ fn check_schema(
             ));
         }
     };
+    // Most calls fit: the yes-or-no check is cheaper, and the error is built only when needed.
+    if validator.is_valid(arguments) {
+        return None;
+    }
     let error = validator.validate(arguments).err()?;
     let pointer = error.instance_path().to_string();
     let place = if pointer.is_empty() {
