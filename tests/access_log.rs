@@ -2,27 +2,11 @@
 
 mod support;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use replaygate::config::{LogConfig, LogFormat};
 use serde_json::Value;
+use support::log_capture::Captured;
 use support::proxy::Proxy;
 use support::upstream::{Upstream, RESPONSE_JSON};
-
-/// A log sink the test can read back.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 const PROVIDER_KEY: &str = "sk-provider-secret-4242";
 const CLIENT_KEY: &str = "sk-client-secret-1717";
@@ -62,7 +46,7 @@ async fn each_request_logs_one_json_line_and_no_key() {
     assert_eq!(refused.await.unwrap().status(), 422);
     proxy.shutdown().await;
 
-    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let text = captured.text();
     assert!(!text.contains(PROVIDER_KEY), "the provider key reached the log");
     assert!(!text.contains(CLIENT_KEY), "the client key reached the log");
     let lines: Vec<Value> = text

@@ -6,28 +6,13 @@
 
 mod support;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use replaygate::config::{LogConfig, LogFormat};
+use support::log_capture::Captured;
 use support::proxy::Proxy;
 use support::upstream::{Upstream, RESPONSE_JSON};
-
-/// A log sink the test can read back.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 const OPENAI_KEY: &str = "sk-provider-openai-31337";
 const BEDROCK_KEY: &str = "ABSK-provider-bedrock-27182";
@@ -154,7 +139,7 @@ auth = {{ bearer_env = "UNSET_KEY" }}
     }
     proxy.shutdown().await;
 
-    let text = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+    let text = captured.text();
     let access_lines = text.lines().filter(|l| l.contains("replaygate::access")).count();
     assert_eq!(access_lines, 22, "expected one access line per request:\n{text}");
     // The libraries' own trace lines were captured too (HTTP/1, HTTP/2, the upstream client).

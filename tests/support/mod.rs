@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod log_capture;
 pub mod proxy;
 pub mod raw;
 pub mod upstream;
