@@ -6,8 +6,9 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::{LogConfig, LogFormat};
 
-/// Lines that may wait for the writer thread (the default, 128,000, preallocates 3 MiB).
-const QUEUED_LINES: usize = 16_384;
+/// Lines that may wait for the writer thread: enough for the thread to write in large batches,
+/// few enough that the waiting lines hold well under a megabyte.
+const QUEUED_LINES: usize = 2_048;
 
 /// Installs the process's log subscriber, writing to standard output. `RUST_LOG`, when set,
 /// overrides `[log] level`.

@@ -56,7 +56,10 @@ def main():
         "**nginx** a pass-through reverse proxy in front of it (whole body buffered in memory "
         "before forwarding, keep-alive upstream pool, answer streamed), **replaygate** with "
         '`[log] level = "warn"`, **replaygate (info)** with the default info-level access log '
-        "written to a file.",
+        "written to a file. Each target gets the same body on every request, so after the first "
+        "one every function call hits replaygate's memory of passed calls (`[gate] "
+        "passed_calls_bytes`), as most of a replayed agent history does; the gate benchmark below "
+        "has the first-seen cost.",
         "",
         f"Saturation throughput, requests/s ({meta['connections']} connections, {meta['seconds']} s):",
         "",
@@ -88,8 +91,8 @@ def main():
     lowered = [f"{SIZES.get(s, s)} at {meta['rates'][str(s)]}/s" for s in sizes if meta["rates"][str(s)] != 1000]
     if lowered:
         out += ["", f"Rates below 1,000/s ({', '.join(lowered)}): 1,000/s of those bodies is beyond "
-                "what the proxies sustain on one core (see the saturation table), so latency there "
-                "would measure a queue, not the proxy."]
+                "replaygate's saturation throughput above, so latency there would measure a growing "
+                "queue, not the proxy."]
     out += [
         "",
         f"replaygate peak RSS (VmHWM over the whole run): {meta['rss_warn_mib']} MiB "
