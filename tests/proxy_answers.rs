@@ -206,3 +206,26 @@ async fn an_upstream_that_never_answers_gets_504() {
         "answered after {elapsed:?}"
     );
 }
+
+#[tokio::test]
+async fn a_request_head_over_64_kib_gets_431_and_a_smaller_one_is_forwarded() {
+    let upstream = Upstream::json(200, RESPONSE_JSON).await;
+    let proxy = Proxy::start(&one_provider(&upstream.base_url(), "\"passthrough\"", ""), &[]).await;
+    let body = r#"{"model":"gpt-5","input":"hi"}"#;
+    let head = |filler: usize| {
+        format!(
+            "POST /v1/responses HTTP/1.1\r\nhost: x\r\nx-filler: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            "a".repeat(filler),
+            body.len()
+        )
+    };
+    let big = support::proxy::raw_request(proxy.addr, head(70_000).as_bytes()).await;
+    assert!(big.starts_with("HTTP/1.1 431"), "{}", &big[..big.len().min(200)]);
+    let fine = support::proxy::raw_request(proxy.addr, head(60_000).as_bytes()).await;
+    assert!(
+        fine.starts_with("HTTP/1.1 200"),
+        "{}",
+        &fine[..fine.len().min(200)]
+    );
+    assert_eq!(upstream.received().len(), 1);
+}
