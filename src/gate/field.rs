@@ -138,6 +138,38 @@ impl<'de> Visitor<'de> for FieldVisitor {
     }
 }
 
+/// Declares an enum of the member names a reader cares about, plus `Other`, deserialized from
+/// an object key without allocating.
+macro_rules! member_names {
+    ($(#[$doc:meta])* $name:ident { $($variant:ident = $text:literal),* $(,)? }) => {
+        $(#[$doc])*
+        enum $name {
+            $($variant,)*
+            Other,
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                struct NameVisitor;
+                impl serde::de::Visitor<'_> for NameVisitor {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str("a member name")
+                    }
+                    fn visit_str<E>(self, v: &str) -> Result<$name, E> {
+                        Ok(match v {
+                            $($text => $name::$variant,)*
+                            _ => $name::Other,
+                        })
+                    }
+                }
+                deserializer.deserialize_identifier(NameVisitor)
+            }
+        }
+    };
+}
+pub(crate) use member_names;
+
 /// Reads a member and fails on a repeated key, so the gate and the upstream can never
 /// disagree about which of two values counts.
 pub fn read_once<'de, A, T>(map: &mut A, slot: &mut Option<T>, key: &str) -> Result<(), A::Error>

@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 
-use super::field::{read_once, Field, JsonKind};
+use super::field::{member_names, read_once, Field, JsonKind};
 
 /// The kind of an input item, as the rules see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,44 +151,18 @@ impl<'a> Members<'a> {
     }
 }
 
-/// Member names of an item, matched without allocating.
-enum Key {
-    Type,
-    Id,
-    CallId,
-    Name,
-    Status,
-    Role,
-    Arguments,
-    Content,
-    ToolCalls,
-    Other,
-}
-
-impl<'de> Deserialize<'de> for Key {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl Visitor<'_> for KeyVisitor {
-            type Value = Key;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a member name")
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key, E> {
-                Ok(match v {
-                    "type" => Key::Type,
-                    "id" => Key::Id,
-                    "call_id" => Key::CallId,
-                    "name" => Key::Name,
-                    "status" => Key::Status,
-                    "role" => Key::Role,
-                    "arguments" => Key::Arguments,
-                    "content" => Key::Content,
-                    "tool_calls" => Key::ToolCalls,
-                    _ => Key::Other,
-                })
-            }
-        }
-        deserializer.deserialize_identifier(KeyVisitor)
+member_names! {
+    /// Member names of an item, matched without allocating.
+    Key {
+        Type = "type",
+        Id = "id",
+        CallId = "call_id",
+        Name = "name",
+        Status = "status",
+        Role = "role",
+        Arguments = "arguments",
+        Content = "content",
+        ToolCalls = "tool_calls",
     }
 }
 

@@ -7,7 +7,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::field::{read_once, Field};
+use super::field::{member_names, read_once, Field};
 use super::item::Item;
 
 /// A request body as the gate reads it.
@@ -162,32 +162,12 @@ fn body_error(e: serde_json::Error, place: Place) -> BodyError {
     }
 }
 
-/// Top-level member names, matched without allocating.
-enum Key {
-    Model,
-    Input,
-    Tools,
-    Other,
-}
-
-impl<'de> de::Deserialize<'de> for Key {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl Visitor<'_> for KeyVisitor {
-            type Value = Key;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a member name")
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key, E> {
-                Ok(match v {
-                    "model" => Key::Model,
-                    "input" => Key::Input,
-                    "tools" => Key::Tools,
-                    _ => Key::Other,
-                })
-            }
-        }
-        deserializer.deserialize_identifier(KeyVisitor)
+member_names! {
+    /// Top-level member names, matched without allocating.
+    Key {
+        Model = "model",
+        Input = "input",
+        Tools = "tools",
     }
 }
 
@@ -329,32 +309,12 @@ impl<'de> Visitor<'de> for ToolsSeed<'_> {
 
 struct ToolSeed;
 
-/// Tool member names, matched without allocating.
-enum ToolKey {
-    Type,
-    Name,
-    Parameters,
-    Other,
-}
-
-impl<'de> de::Deserialize<'de> for ToolKey {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl Visitor<'_> for KeyVisitor {
-            type Value = ToolKey;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a member name")
-            }
-            fn visit_str<E>(self, v: &str) -> Result<ToolKey, E> {
-                Ok(match v {
-                    "type" => ToolKey::Type,
-                    "name" => ToolKey::Name,
-                    "parameters" => ToolKey::Parameters,
-                    _ => ToolKey::Other,
-                })
-            }
-        }
-        deserializer.deserialize_identifier(KeyVisitor)
+member_names! {
+    /// Tool member names, matched without allocating.
+    ToolKey {
+        Type = "type",
+        Name = "name",
+        Parameters = "parameters",
     }
 }
 
