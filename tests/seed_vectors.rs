@@ -9,6 +9,14 @@ fn cases() -> Vec<Value> {
     doc["cases"].as_array().expect("cases").clone()
 }
 
+/// The seed case called `name`.
+fn case(name: &str) -> Value {
+    cases()
+        .into_iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no seed case {name}"))
+}
+
 fn judge(gate: &Gate, case: &Value) -> Verdict {
     let provider = ProviderProfile::own_namespace(case["provider"].as_str().unwrap());
     let body = serde_json::to_vec(&case["body"]).unwrap();
@@ -48,10 +56,7 @@ fn every_seed_vector_gets_its_verdict() {
 #[test]
 fn the_schema_case_names_its_param_and_pointer() {
     let gate = Gate::default();
-    let case = cases()
-        .into_iter()
-        .find(|c| c["name"] == "seed-schema-enum-global")
-        .unwrap();
+    let case = case("seed-schema-enum-global");
     let verdict = judge(&gate, &case);
     let v = &verdict.violations[0];
     assert_eq!(v.param, "input[1].arguments");
@@ -69,10 +74,7 @@ fn the_schema_case_names_its_param_and_pointer() {
 #[test]
 fn violations_serialize_as_the_contract_shows() {
     let gate = Gate::default();
-    let case = cases()
-        .into_iter()
-        .find(|c| c["name"] == "seed-schema-enum-global")
-        .unwrap();
+    let case = case("seed-schema-enum-global");
     let verdict = judge(&gate, &case);
     let json = serde_json::to_string(&verdict.violations[0]).unwrap();
     let head = r#"{"index":1,"type":"function_call","id":"fc_009","call_id":"call_129","reason":"arguments_schema","param":"input[1].arguments","pointer":"/region","message":""#;
@@ -82,10 +84,7 @@ fn violations_serialize_as_the_contract_shows() {
 #[test]
 fn the_namespaced_case_is_allowed_for_its_own_provider_only() {
     let gate = Gate::default();
-    let case = cases()
-        .into_iter()
-        .find(|c| c["name"] == "seed-namespaced-cross-provider")
-        .unwrap();
+    let case = case("seed-namespaced-cross-provider");
     let body = serde_json::to_vec(&case["body"]).unwrap();
     for (provider, allowed) in [("openai", true), ("bedrock", false), ("acme", false)] {
         let profile = ProviderProfile::own_namespace(provider);
