@@ -76,6 +76,64 @@ impl<'a> Field<'a> {
     }
 }
 
+/// A member kept as written: a string's JSON text (quotes and escapes included), borrowed from
+/// the body, or just the kind of any other value.
+///
+/// Reading a string this way only scans it; decoding (and copying) waits until a rule needs the
+/// text, and a text already judged can be recognised by its written form alone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RawField<'a> {
+    /// The member is not present.
+    #[default]
+    Absent,
+    /// The member is a string; this is its JSON text, e.g. `"{\"a\":1}"`.
+    Str(&'a str),
+    /// The member is present with a non-string value (null included).
+    Other(JsonKind),
+}
+
+impl<'a> RawField<'a> {
+    /// The string's JSON text, if the member is a string.
+    pub fn encoded(&self) -> Option<&'a str> {
+        match self {
+            RawField::Str(raw) => Some(raw),
+            _ => None,
+        }
+    }
+
+    /// How the member reads in a message: "missing", "a string", "an object", ...
+    pub fn describe(&self) -> &'static str {
+        match self {
+            RawField::Absent => "missing",
+            RawField::Str(_) => JsonKind::String.with_article(),
+            RawField::Other(kind) => kind.with_article(),
+        }
+    }
+
+    /// Decodes a string's JSON text (borrowed when it has no escapes).
+    pub fn decode(encoded: &'a str) -> Result<Cow<'a, str>, serde_json::Error> {
+        let mut de = serde_json::Deserializer::from_str(encoded);
+        match Field::deserialize(&mut de)? {
+            Field::Str(text) => Ok(text),
+            _ => Err(de::Error::custom("not a JSON string")),
+        }
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawField<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = <&'de serde_json::value::RawValue>::deserialize(deserializer)?.get();
+        Ok(match raw.as_bytes().first() {
+            Some(b'"') => RawField::Str(raw),
+            Some(b'{') => RawField::Other(JsonKind::Object),
+            Some(b'[') => RawField::Other(JsonKind::Array),
+            Some(b't' | b'f') => RawField::Other(JsonKind::Boolean),
+            Some(b'n') => RawField::Other(JsonKind::Null),
+            _ => RawField::Other(JsonKind::Number),
+        })
+    }
+}
+
 impl<'de: 'a, 'a> Deserialize<'de> for Field<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_any(FieldVisitor)
@@ -209,6 +267,31 @@ mod tests {
         assert_eq!(read("-1.5"), Field::Other(JsonKind::Number));
         assert_eq!(read(r#"[1,[2]]"#), Field::Other(JsonKind::Array));
         assert_eq!(read(r#"{"a":{"b":1}}"#), Field::Other(JsonKind::Object));
+    }
+
+    fn raw(json: &str) -> RawField<'_> {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn raw_strings_keep_their_json_text_and_decode_on_demand() {
+        let escaped = raw(r#""{\"a\":1}""#);
+        assert_eq!(escaped, RawField::Str(r#""{\"a\":1}""#));
+        assert_eq!(
+            RawField::decode(escaped.encoded().unwrap()).unwrap(),
+            r#"{"a":1}"#
+        );
+        assert!(matches!(RawField::decode(r#""abc""#), Ok(Cow::Borrowed("abc"))));
+    }
+
+    #[test]
+    fn raw_other_values_keep_only_their_kind() {
+        assert_eq!(raw("null"), RawField::Other(JsonKind::Null));
+        assert_eq!(raw("false"), RawField::Other(JsonKind::Boolean));
+        assert_eq!(raw("-1.5"), RawField::Other(JsonKind::Number));
+        assert_eq!(raw(r#"[1,[2]]"#), RawField::Other(JsonKind::Array));
+        assert_eq!(raw(r#" {"a":{"b":1}}"#), RawField::Other(JsonKind::Object));
+        assert_eq!(raw("{}").describe(), "an object");
     }
 
     #[test]

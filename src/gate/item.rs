@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 
-use super::field::{member_names, read_once, Field, JsonKind};
+use super::field::{member_names, read_once, Field, JsonKind, RawField};
 
 /// The kind of an input item, as the rules see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,8 +46,8 @@ pub struct Item<'a> {
     pub status: Field<'a>,
     /// `role`.
     pub role: Field<'a>,
-    /// `arguments`, kept as the (unescaped) string to parse.
-    pub arguments: Field<'a>,
+    /// `arguments`, kept as written (a string's JSON text is decoded only when it is judged).
+    pub arguments: RawField<'a>,
     /// Whether a `tool_calls` member is present (Chat Completions shape).
     pub has_tool_calls: bool,
 }
@@ -106,7 +106,7 @@ struct Members<'a> {
     name: Option<Field<'a>>,
     status: Option<Field<'a>>,
     role: Option<Field<'a>>,
-    arguments: Option<Field<'a>>,
+    arguments: Option<RawField<'a>>,
     content: bool,
     tool_calls: bool,
     others: usize,
@@ -295,11 +295,11 @@ mod tests {
     }
 
     #[test]
-    fn arguments_keep_their_unescaped_text_or_their_kind() {
+    fn arguments_keep_their_json_text_or_their_kind() {
         let s = item(r#"{"type":"function_call","arguments":"{\"a\":1}"}"#);
-        assert_eq!(s.arguments.as_str(), Some(r#"{"a":1}"#));
+        assert_eq!(s.arguments.encoded(), Some(r#""{\"a\":1}""#));
         let o = item(r#"{"type":"function_call","arguments":{"a":1}}"#);
-        assert_eq!(o.arguments, Field::Other(JsonKind::Object));
+        assert_eq!(o.arguments, RawField::Other(JsonKind::Object));
     }
 
     #[test]

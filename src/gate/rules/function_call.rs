@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use super::tools::ToolIndex;
 use super::{Finding, Param};
+use crate::gate::field::RawField;
 use crate::gate::item::Item;
 use crate::gate::schema::{CompiledSchema, SchemaCache};
 use crate::gate::verdict::Reason;
@@ -14,7 +15,7 @@ pub(super) fn check(item: &Item<'_>, tools: &mut ToolIndex<'_>, schemas: &Schema
     if let Some(finding) = check_status(item) {
         return Some(finding);
     }
-    let Some(text) = item.arguments.as_str() else {
+    let Some(encoded) = item.arguments.encoded() else {
         return Some(Finding::new(
             Reason::ArgumentsType,
             Param::Member("arguments"),
@@ -26,11 +27,13 @@ pub(super) fn check(item: &Item<'_>, tools: &mut ToolIndex<'_>, schemas: &Schema
     };
     let tool = item.name.as_str().and_then(|name| tools.find(name));
     let schema = tool.and_then(|tool| tools.schema(tool, schemas));
-    // A replayed call whose exact arguments already passed this exact schema passes again.
-    if tool.is_some() && schemas.has_passed(schema.as_deref(), text) {
+    // A replayed call whose arguments, as written, already passed this exact schema passes
+    // again without being decoded, parsed or validated.
+    if tool.is_some() && schemas.has_passed(schema.as_deref(), encoded) {
         return None;
     }
-    let arguments: Value = match serde_json::from_str(text) {
+    let parsed = RawField::decode(encoded).and_then(|text| serde_json::from_str::<Value>(&text));
+    let arguments = match parsed {
         Ok(arguments) => arguments,
         Err(e) => {
             return Some(Finding::new(
@@ -47,7 +50,7 @@ pub(super) fn check(item: &Item<'_>, tools: &mut ToolIndex<'_>, schemas: &Schema
         .as_deref()
         .and_then(|schema| check_schema(item, &arguments, tool.position, schema));
     if finding.is_none() {
-        schemas.remember_pass(schema.as_deref(), text);
+        schemas.remember_pass(schema.as_deref(), encoded);
     }
     finding
 }
@@ -316,5 +319,28 @@ mod tests {
         assert_eq!(reason("report"), Some(Reason::ArgumentsSchema));
         assert_eq!(reason("broken"), Some(Reason::ToolSchemaInvalid));
         assert_eq!(reason("missing"), Some(Reason::UnknownTool));
+    }
+
+    #[test]
+    fn the_same_arguments_written_with_other_escapes_are_judged_alike() {
+        let schemas = SchemaCache::default();
+        let plain = call(r#""completed""#, "report", r#""{\"region\":\"apac\"}""#);
+        let escaped = call(r#""completed""#, "report", r#""{\"region\":\"\u0061pac\"}""#);
+        let bad = call(r#""completed""#, "report", r#""{\"region\":\"\u0067lobal\"}""#);
+        assert_eq!(check_call_with(&plain, &schemas), None);
+        assert_eq!(check_call_with(&escaped, &schemas), None);
+        assert_eq!(
+            check_call_with(&bad, &schemas).map(|f| f.reason),
+            Some(Reason::ArgumentsSchema)
+        );
+    }
+
+    #[test]
+    fn arguments_that_do_not_decode_cannot_parse() {
+        // A lone surrogate escape is read past by the body scan but is no Unicode text.
+        assert_eq!(
+            reason(&call(r#""completed""#, "free", r#""{\"x\":\"\ud800\"}""#)),
+            Some(Reason::ArgumentsParse)
+        );
     }
 }

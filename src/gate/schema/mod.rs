@@ -151,7 +151,8 @@ impl SchemaCache {
         }
     }
 
-    /// Whether `arguments` already passed `schema` (`None`: a tool that declares no schema).
+    /// Whether `arguments` (a call's `arguments` as written: its JSON string text, escapes
+    /// included) already passed `schema` (`None`: a tool that declares no schema).
     pub fn has_passed(&self, schema: Option<&CompiledSchema>, arguments: &str) -> bool {
         if schema.is_some_and(|schema| schema.validator().is_err()) {
             return false;
@@ -160,7 +161,7 @@ impl SchemaCache {
             .contains(schema.map_or(0, CompiledSchema::key), arguments)
     }
 
-    /// Remembers that `arguments` passed `schema`.
+    /// Remembers that `arguments` (as written, see [`Self::has_passed`]) passed `schema`.
     pub fn remember_pass(&self, schema: Option<&CompiledSchema>, arguments: &str) {
         self.passed
             .insert(schema.map_or(0, CompiledSchema::key), arguments);

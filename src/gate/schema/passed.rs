@@ -2,7 +2,9 @@
 //!
 //! An agent re-sends its whole history on every turn, so most calls a gate sees are calls it
 //! already judged. Remembering which exact `arguments` text passed which exact schema lets a
-//! replayed call skip parsing and validation. A hit is confirmed by comparing the text, so a
+//! replayed call skip decoding, parsing and validation. The text is the one written in the body
+//! (the JSON string, escapes included), so a replayed call is recognised without decoding it;
+//! the same arguments written with other escapes are simply checked again. A hit is confirmed by comparing the text, so a
 //! hash collision can never let a call through unchecked.
 
 use std::sync::Arc;
