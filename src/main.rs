@@ -2,7 +2,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::Parser;
 use replaygate::cli::{Cli, Command, ServeArgs};
@@ -60,28 +59,42 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     rustls::crypto::aws_lc_rs::default_provider()
         .install_default()
         .map_err(|_| "a TLS crypto provider was already installed".to_owned())?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    runtime.block_on(async move {
-        let state = ProxyState::from_env(&config).map_err(|e| e.to_string())?;
-        for (provider, variable) in state.unconfigured() {
-            tracing::warn!(provider, variable, "provider unconfigured: its key variable is not set; its requests get 503 provider_unconfigured");
-        }
-        let listener = tokio::net::TcpListener::bind(config.server.listen)
-            .await
-            .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
-        let address = listener.local_addr().map_err(|e| e.to_string())?;
-        tracing::info!(%address, config = %source, providers = state.providers.len(), "replaygate listening");
-        let settings = ServerSettings {
-            header_read_timeout: config.server.header_read_timeout,
-            shutdown_grace: config.server.shutdown_grace,
-        };
-        proxy::run(listener, Arc::new(state), settings, shutdown_signal()).await;
-        tracing::info!("stopped");
-        Ok(())
-    })
+    let workers = match config.server.workers {
+        0 => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+        n => n,
+    };
+    let env = |name: &str| std::env::var(name).ok();
+    let first = ProxyState::new(&config, &env).map_err(|e| e.to_string())?;
+    for (provider, variable) in first.unconfigured() {
+        tracing::warn!(
+            provider,
+            variable,
+            "provider unconfigured: its key variable is not set; its requests get 503 provider_unconfigured"
+        );
+    }
+    let mut states = Vec::with_capacity(workers);
+    for _ in 1..workers {
+        states.push(first.sibling(&config, &env).map_err(|e| e.to_string())?);
+    }
+    states.insert(0, first);
+    let runtime = proxy::worker_runtime().map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let listener = runtime
+        .block_on(async {
+            tokio::net::TcpListener::bind(config.server.listen)
+                .await?
+                .into_std()
+        })
+        .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
+    let address = listener.local_addr().map_err(|e| e.to_string())?;
+    tracing::info!(%address, config = %source, providers = config.providers.len(), workers, "replaygate listening");
+    let settings = ServerSettings {
+        header_read_timeout: config.server.header_read_timeout,
+        shutdown_grace: config.server.shutdown_grace,
+    };
+    proxy::run_workers(&runtime, listener, states, settings, shutdown_signal())
+        .map_err(|e| format!("cannot start the workers: {e}"))?;
+    tracing::info!("stopped");
+    Ok(())
 }
 
 /// Completes on Ctrl-C or SIGTERM.

@@ -1,4 +1,4 @@
-//! `replaygate serve` and Ctrl-C (SIGINT) with a stream in flight: the listener closes, the
+//! `replaygate serve` (three workers) and Ctrl-C (SIGINT) with a stream in flight: the listener closes, the
 //! stream finishes within the grace period, and the process exits 0.
 //!
 //! (SIGTERM with nothing in flight is in `serve_binary.rs`; the grace deadline is tested
@@ -34,7 +34,7 @@ async fn ctrl_c_lets_an_in_flight_stream_finish_then_exits_0() {
     std::fs::write(
         &config,
         format!(
-            "default_provider = \"openai\"\n[server]\nshutdown_grace_ms = 10000\n[providers.openai]\nbase_url = \"{}\"\nauth = \"none\"\n",
+            "default_provider = \"openai\"\n[server]\nshutdown_grace_ms = 10000\nworkers = 3\n[providers.openai]\nbase_url = \"{}\"\nauth = \"none\"\n",
             upstream.base_url()
         ),
     )

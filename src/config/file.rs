@@ -42,6 +42,7 @@ pub(super) struct ServerTable {
     max_concurrent_requests: usize,
     #[serde(rename = "shutdown_grace_ms", deserialize_with = "millis")]
     shutdown_grace: Duration,
+    workers: usize,
 }
 
 impl Default for ServerTable {
@@ -55,6 +56,7 @@ impl Default for ServerTable {
             body_read_timeout: defaults.body_read_timeout,
             max_concurrent_requests: defaults.max_concurrent_requests,
             shutdown_grace: defaults.shutdown_grace,
+            workers: defaults.workers,
         }
     }
 }
@@ -69,6 +71,7 @@ impl ServerTable {
             body_read_timeout: self.body_read_timeout,
             max_concurrent_requests: self.max_concurrent_requests,
             shutdown_grace: self.shutdown_grace,
+            workers: self.workers,
         }
     }
 }

@@ -23,6 +23,9 @@ pub struct ServerConfig {
     /// `shutdown_grace_ms`: time in-flight requests get to finish after a
     /// shutdown signal.
     pub shutdown_grace: Duration,
+    /// `workers`: threads that serve connections, each with its own single-threaded runtime;
+    /// 0 (the default) means one per CPU the process may use.
+    pub workers: usize,
 }
 
 impl Default for ServerConfig {
@@ -34,6 +37,7 @@ impl Default for ServerConfig {
             body_read_timeout: Duration::from_secs(60),
             max_concurrent_requests: 1024,
             shutdown_grace: Duration::from_secs(30),
+            workers: 0,
         }
     }
 }

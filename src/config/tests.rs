@@ -51,6 +51,7 @@ fn minimal_config_gets_defaults() {
     assert_eq!(config.server.body_read_timeout, Duration::from_secs(60));
     assert_eq!(config.server.max_concurrent_requests, 1024);
     assert_eq!(config.server.shutdown_grace, Duration::from_secs(30));
+    assert_eq!(config.server.workers, 0);
     assert_eq!(config.log.format, LogFormat::Text);
     assert_eq!(config.log.level, "info");
     assert_eq!(config.gate.schema_cache_bytes, 67_108_864);
@@ -78,6 +79,7 @@ header_read_timeout_ms = 1
 body_read_timeout_ms = 2
 max_concurrent_requests = 3
 shutdown_grace_ms = 0
+workers = 2
 
 [log]
 format = "json"
@@ -107,6 +109,7 @@ provider = "local"
     assert_eq!(config.server.body_read_timeout, Duration::from_millis(2));
     assert_eq!(config.server.max_concurrent_requests, 3);
     assert_eq!(config.server.shutdown_grace, Duration::ZERO);
+    assert_eq!(config.server.workers, 2);
     assert_eq!(config.log.format, LogFormat::Json);
     assert_eq!(config.log.level, "warn,replaygate=debug");
     assert_eq!(config.gate.schema_cache_bytes, 10);

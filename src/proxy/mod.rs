@@ -10,6 +10,8 @@ pub mod provider;
 pub mod server;
 pub mod state;
 pub mod upstream;
+pub mod workers;
 
 pub use server::{run, ServerSettings};
 pub use state::ProxyState;
+pub use workers::{run_workers, worker_runtime};

@@ -58,21 +58,42 @@ pub enum BuildError {
 impl ProxyState {
     /// Builds the state, reading provider keys through `env`.
     pub fn new(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Result<ProxyState, BuildError> {
-        let gate = Gate::new(config.gate.schema_limits());
+        let gate = Arc::new(Gate::new(config.gate.schema_limits()));
+        let in_flight = Arc::new(Semaphore::new(config.server.max_concurrent_requests));
+        Self::build(config, env, gate, in_flight)
+    }
+
+    /// A state for another worker thread: providers of its own (so its upstream connections
+    /// live on its runtime), the same gate (one schema cache, one memory of passed calls) and
+    /// the same in-flight limit.
+    pub fn sibling(
+        &self,
+        config: &Config,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ProxyState, BuildError> {
+        Self::build(config, env, self.gate.clone(), self.in_flight.clone())
+    }
+
+    fn build(
+        config: &Config,
+        env: &dyn Fn(&str) -> Option<String>,
+        gate: Arc<Gate>,
+        in_flight: Arc<Semaphore>,
+    ) -> Result<ProxyState, BuildError> {
         let mut providers = HashMap::with_capacity(config.providers.len());
         for (name, provider) in &config.providers {
             let built = Provider::new(name, provider, env)?;
             providers.insert(name.clone(), built);
         }
         Ok(ProxyState {
-            gate: Arc::new(gate),
+            gate,
             router: Router::new(config)?,
             providers,
             body_limits: BodyLimits {
                 max_bytes: config.server.max_body_bytes,
                 read_timeout: config.server.body_read_timeout,
             },
-            in_flight: Arc::new(Semaphore::new(config.server.max_concurrent_requests)),
+            in_flight,
             max_in_flight: config.server.max_concurrent_requests,
         })
     }

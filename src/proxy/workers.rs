@@ -1,0 +1,172 @@
+//! Thread per core: several single-threaded runtimes serve one listening socket.
+//!
+//! Each worker thread runs [`run`] on a current-thread runtime of its own, with its own handle
+//! on the listening socket and its own [`ProxyState`] (so its own upstream connection pools).
+//! A connection stays on the thread that accepted it until it closes, so the request path has
+//! no work stealing and no wakeups across threads. Every worker waits on the same socket and
+//! the first free one takes a new connection, so a busy worker takes fewer. The workers share
+//! the gate (one schema cache) and the in-flight limit through their states.
+
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use tokio::net::TcpListener;
+use tokio::runtime::Runtime;
+use tokio::sync::watch;
+
+use super::server::{run, ServerSettings};
+use super::state::ProxyState;
+
+/// The runtime of one worker: single-threaded, with I/O, timers and signals.
+pub fn worker_runtime() -> io::Result<Runtime> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build()
+}
+
+/// Serves `listener` on `runtime` (the calling thread) and on one more thread per extra state,
+/// until `shutdown` completes; then every worker drains as [`run`] does, and this returns once
+/// all of them have stopped.
+///
+/// `listener` must be non-blocking (as [`TcpListener::into_std`] leaves it). The first state
+/// serves on the calling thread, which also polls `shutdown`.
+pub fn run_workers(
+    runtime: &Runtime,
+    listener: std::net::TcpListener,
+    states: Vec<ProxyState>,
+    settings: ServerSettings,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let mut states = states.into_iter();
+    let first = states
+        .next()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "at least one worker is needed"))?;
+    let (stop, stopped) = watch::channel(false);
+    let mut threads = Vec::new();
+    let mut started = Ok(());
+    for (index, state) in states.enumerate() {
+        match spawn_worker(index + 1, &listener, state, settings, stopped.clone()) {
+            Ok(thread) => threads.push(thread),
+            Err(error) => {
+                started = Err(error);
+                break;
+            }
+        }
+    }
+    if started.is_ok() {
+        started = runtime.block_on(async {
+            let listener = TcpListener::from_std(listener)?;
+            let shutdown = async {
+                shutdown.await;
+                let _ = stop.send(true);
+            };
+            run(listener, Arc::new(first), settings, shutdown).await;
+            Ok(())
+        });
+    }
+    // Whatever happened above, no worker may outlive this call.
+    let _ = stop.send(true);
+    for thread in threads {
+        if thread.join().is_err() {
+            tracing::error!("a worker thread panicked");
+        }
+    }
+    started
+}
+
+fn spawn_worker(
+    index: usize,
+    listener: &std::net::TcpListener,
+    state: ProxyState,
+    settings: ServerSettings,
+    mut stopped: watch::Receiver<bool>,
+) -> io::Result<JoinHandle<()>> {
+    let listener = listener.try_clone()?;
+    let runtime = worker_runtime()?;
+    std::thread::Builder::new()
+        .name(format!("replaygate-worker-{index}"))
+        .spawn(move || {
+            runtime.block_on(async move {
+                let listener = match TcpListener::from_std(listener) {
+                    Ok(listener) => listener,
+                    Err(error) => {
+                        tracing::error!(worker = index, %error, "worker cannot use the listener");
+                        return;
+                    }
+                };
+                let shutdown = async move {
+                    let _ = stopped.wait_for(|stop| *stop).await;
+                };
+                run(listener, Arc::new(state), settings, shutdown).await;
+            });
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+
+    fn settings() -> ServerSettings {
+        ServerSettings {
+            header_read_timeout: Duration::from_secs(5),
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+
+    fn status_line(address: std::net::SocketAddr) -> io::Result<String> {
+        let mut stream = std::net::TcpStream::connect(address)?;
+        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        stream.write_all(b"GET /v1/models HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer)?;
+        Ok(answer.lines().next().unwrap_or_default().to_owned())
+    }
+
+    #[test]
+    fn workers_share_the_socket_and_all_stop_on_shutdown() {
+        let config = Config::embedded_default().unwrap();
+        // No keys: every provider is unconfigured, so each request is answered at once.
+        let first = ProxyState::new(&config, &|_| None).unwrap();
+        let second = first.sibling(&config, &|_| None).unwrap();
+        assert!(Arc::ptr_eq(&first.gate, &second.gate));
+        assert!(Arc::ptr_eq(&first.in_flight, &second.in_flight));
+
+        let runtime = worker_runtime().unwrap();
+        let listener = runtime
+            .block_on(async { TcpListener::bind("127.0.0.1:0").await?.into_std() })
+            .unwrap();
+        let address = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = std::thread::spawn(move || {
+            run_workers(&runtime, listener, vec![first, second], settings(), async {
+                let _ = stopped.await;
+            })
+        });
+
+        for _ in 0..8 {
+            assert_eq!(status_line(address).unwrap(), "HTTP/1.1 503 Service Unavailable");
+        }
+        stop.send(()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !server.is_finished() {
+            assert!(Instant::now() < deadline, "the workers did not stop");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        server.join().unwrap().unwrap();
+        assert!(
+            status_line(address).is_err(),
+            "the socket is closed once every worker stopped"
+        );
+    }
+
+    #[test]
+    fn no_state_means_no_workers() {
+        let runtime = worker_runtime().unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let error = run_workers(&runtime, listener, Vec::new(), settings(), async {}).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+    }
+}
