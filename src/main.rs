@@ -8,6 +8,12 @@ use replaygate::cli::{Cli, Command, ServeArgs};
 use replaygate::config::Config;
 use replaygate::proxy::{self, ProxyState, ServerSettings};
 
+/// jemalloc instead of the system allocator: a proxied request makes some eighty allocations
+/// (bodies, buffers, headers), and jemalloc's per-thread caches serve them with about 4% less
+/// CPU per 16 KiB request than glibc, at the same peak RSS (see docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
