@@ -61,7 +61,8 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         config.server.listen = listen;
     }
     // Declared before the runtime, so it is dropped after it: the last lines are written.
-    let _log = replaygate::telemetry::init(&config.log);
+    let _log =
+        replaygate::telemetry::init(&config.log).map_err(|e| format!("cannot start the log writer: {e}"))?;
     rustls::crypto::aws_lc_rs::default_provider()
         .install_default()
         .map_err(|_| "a TLS crypto provider was already installed".to_owned())?;
