@@ -9,7 +9,9 @@ import json
 import sys
 from pathlib import Path
 
-TARGETS = ["direct", "nginx", "replaygate", "replaygate-info"]
+TARGETS = ["direct", "nginx", "replaygate", "replaygate-info", "ungated"]
+# "ungated" (the proxy without the gate) is measured at saturation only.
+LATENCY_TARGETS = TARGETS[:4]
 SIZES = {1024: "1 KiB", 16384: "16 KiB", 262144: "256 KiB", 1048576: "1 MiB"}
 
 
@@ -39,7 +41,7 @@ def main():
     meta = json.loads((results / "meta.json").read_text())
     sizes = sorted(int(s) for s in meta["rates"])
     sat = {(t, s): load(results, t, s, "saturation") for t in TARGETS for s in sizes}
-    lat = {(t, s): load(results, t, s, "latency") for t in TARGETS for s in sizes}
+    lat = {(t, s): load(results, t, s, "latency") for t in LATENCY_TARGETS for s in sizes}
     rps = {k: answered(r) for k, r in sat.items()}
 
     out = [
@@ -56,21 +58,24 @@ def main():
         "**nginx** a pass-through reverse proxy in front of it (whole body buffered in memory "
         "before forwarding, keep-alive upstream pool, answer streamed), **replaygate** with "
         '`[log] level = "warn"`, **replaygate (info)** with the default info-level access log '
-        "written to a file. Each target gets the same body on every request, so after the first "
+        "written to a file, and **gate off** the warn-level replaygate on a path it forwards "
+        "without gating (`/v1/chat/completions`, same body): what the proxy costs without the gate. "
+        "Each target gets the same body on every request, so after the first "
         "one every function call hits replaygate's memory of passed calls (`[gate] "
         "passed_calls_bytes`), as most of a replayed agent history does; the gate benchmark below "
         "has the first-seen cost.",
         "",
         f"Saturation throughput, requests/s ({meta['connections']} connections, {meta['seconds']} s):",
         "",
-        "| body | direct | nginx | replaygate | vs nginx | vs direct | replaygate (info) | vs nginx |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| body | direct | nginx | replaygate | vs nginx | vs direct | replaygate (info) | vs nginx "
+        "| gate off | vs nginx |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for s in sizes:
-        d, n, r, i = (rps[(t, s)] for t in TARGETS)
+        d, n, r, i, u = (rps[(t, s)] for t in TARGETS)
         out.append(
             f"| {SIZES.get(s, s)} | {d:,.0f} | {n:,.0f} | {r:,.0f} | **{r / n:.2f}x** | {r / d:.2f}x "
-            f"| {i:,.0f} | {i / n:.2f}x |"
+            f"| {i:,.0f} | {i / n:.2f}x | {u:,.0f} | {u / n:.2f}x |"
         )
     out += [
         "",
@@ -81,8 +86,8 @@ def main():
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for s in sizes:
-        p = {t: lat[(t, s)]["latencyPercentiles"] for t in TARGETS}
-        cells = [f"{ms(p[t]['p50'])} / {ms(p[t]['p99'])}" for t in TARGETS]
+        p = {t: lat[(t, s)]["latencyPercentiles"] for t in LATENCY_TARGETS}
+        cells = [f"{ms(p[t]['p50'])} / {ms(p[t]['p99'])}" for t in LATENCY_TARGETS]
         added = [ms(p[t]["p99"] - p["direct"]["p99"]) for t in ("replaygate", "replaygate-info")]
         out.append(
             f"| {SIZES.get(s, s)} | {meta['rates'][str(s)]:,} | {cells[0]} | {cells[1]} | {cells[2]} "

@@ -140,9 +140,13 @@ pub fn parse(body: &[u8]) -> Result<ParsedRequest<'_>, BodyError> {
     })?;
     let place = Cell::new(Place::Body);
     let mut de = serde_json::Deserializer::from_str(text);
-    let parsed = RequestSeed { place: &place }
-        .deserialize(&mut de)
-        .and_then(|request| de.end().map(|()| request));
+    let expected_items = (body.len() / BODY_BYTES_PER_ITEM).clamp(16, MAX_PRESIZED_ITEMS);
+    let parsed = RequestSeed {
+        place: &place,
+        expected_items,
+    }
+    .deserialize(&mut de)
+    .and_then(|request| de.end().map(|()| request));
     parsed.map_err(|e| body_error(e, place.get()))
 }
 
@@ -171,8 +175,17 @@ member_names! {
     }
 }
 
+/// A guess at the body bytes per `input` item, low for agent histories (whose items are mostly
+/// a few hundred bytes or more), used to size the item list once instead of growing it.
+const BODY_BYTES_PER_ITEM: usize = 256;
+
+/// The most items the list is sized for up front; a longer list grows as usual.
+const MAX_PRESIZED_ITEMS: usize = 16 * 1024;
+
 struct RequestSeed<'p> {
     place: &'p Cell<Place>,
+    /// How many items to make room for at once.
+    expected_items: usize,
 }
 
 impl<'de> DeserializeSeed<'de> for RequestSeed<'_> {
@@ -205,7 +218,10 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
                     if input.is_some() {
                         return Err(de::Error::custom("duplicate member `input`"));
                     }
-                    input = Some(map.next_value_seed(InputSeed { place: self.place })?);
+                    input = Some(map.next_value_seed(InputSeed {
+                        place: self.place,
+                        expected_items: self.expected_items,
+                    })?);
                 }
                 Key::Tools => {
                     self.place.set(Place::Tools);
@@ -231,6 +247,7 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
 
 struct InputSeed<'p> {
     place: &'p Cell<Place>,
+    expected_items: usize,
 }
 
 impl<'de> DeserializeSeed<'de> for InputSeed<'_> {
@@ -257,7 +274,7 @@ impl<'de> Visitor<'de> for InputSeed<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(16));
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(self.expected_items));
         loop {
             self.place.set(Place::InputItem(items.len()));
             match seq.next_element::<Item<'de>>()? {
