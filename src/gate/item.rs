@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use super::field::{member_names, read_once, Field, JsonKind, RawField};
 
@@ -172,6 +172,36 @@ impl<'de: 'a, 'a> Deserialize<'de> for Item<'a> {
     }
 }
 
+/// Reads one item and appends it to a list, so the item is built where it is kept instead of
+/// being returned through the reader's layers (an item is some 180 bytes; a long history has
+/// thousands).
+pub struct PushItem<'v, 'a> {
+    /// The list the item is appended to.
+    pub items: &'v mut Vec<Item<'a>>,
+}
+
+impl<'de: 'a, 'a> DeserializeSeed<'de> for PushItem<'_, 'a> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de: 'a, 'a> Visitor<'de> for PushItem<'_, 'a> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an input item object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+        let item = read_members(map)?.into_item().map_err(de::Error::custom)?;
+        self.items.push(item);
+        Ok(())
+    }
+}
+
 struct ItemVisitor;
 
 impl<'de> Visitor<'de> for ItemVisitor {
@@ -181,33 +211,37 @@ impl<'de> Visitor<'de> for ItemVisitor {
         f.write_str("an input item object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut m = Members::default();
-        while let Some(key) = map.next_key::<Key>()? {
-            match key {
-                Key::Type => read_once(&mut map, &mut m.kind, "type")?,
-                Key::Id => read_once(&mut map, &mut m.id, "id")?,
-                Key::CallId => read_once(&mut map, &mut m.call_id, "call_id")?,
-                Key::Name => read_once(&mut map, &mut m.name, "name")?,
-                Key::Status => read_once(&mut map, &mut m.status, "status")?,
-                Key::Role => read_once(&mut map, &mut m.role, "role")?,
-                Key::Arguments => read_once(&mut map, &mut m.arguments, "arguments")?,
-                Key::Content => {
-                    map.next_value::<IgnoredAny>()?;
-                    m.content = true;
-                }
-                Key::ToolCalls => {
-                    map.next_value::<IgnoredAny>()?;
-                    m.tool_calls = true;
-                }
-                Key::Other => {
-                    map.next_value::<IgnoredAny>()?;
-                    m.others += 1;
-                }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        read_members(map)?.into_item().map_err(de::Error::custom)
+    }
+}
+
+fn read_members<'de, A: MapAccess<'de>>(mut map: A) -> Result<Members<'de>, A::Error> {
+    let mut m = Members::default();
+    while let Some(key) = map.next_key::<Key>()? {
+        match key {
+            Key::Type => read_once(&mut map, &mut m.kind, "type")?,
+            Key::Id => read_once(&mut map, &mut m.id, "id")?,
+            Key::CallId => read_once(&mut map, &mut m.call_id, "call_id")?,
+            Key::Name => read_once(&mut map, &mut m.name, "name")?,
+            Key::Status => read_once(&mut map, &mut m.status, "status")?,
+            Key::Role => read_once(&mut map, &mut m.role, "role")?,
+            Key::Arguments => read_once(&mut map, &mut m.arguments, "arguments")?,
+            Key::Content => {
+                map.next_value::<IgnoredAny>()?;
+                m.content = true;
+            }
+            Key::ToolCalls => {
+                map.next_value::<IgnoredAny>()?;
+                m.tool_calls = true;
+            }
+            Key::Other => {
+                map.next_value::<IgnoredAny>()?;
+                m.others += 1;
             }
         }
-        m.into_item().map_err(de::Error::custom)
     }
+    Ok(m)
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqA
 use serde_json::value::RawValue;
 
 use super::field::{member_names, read_once, Field};
-use super::item::Item;
+use super::item::{Item, PushItem};
 
 /// A request body as the gate reads it.
 #[derive(Debug, Default)]
@@ -132,12 +132,17 @@ impl fmt::Display for Place {
 /// JSON must be UTF-8, and members the gate skips are not otherwise checked for it, so the
 /// whole body is validated first (which also lets the reader skip its own per-string checks).
 pub fn parse(body: &[u8]) -> Result<ParsedRequest<'_>, BodyError> {
-    let text = std::str::from_utf8(body).map_err(|e| BodyError::InvalidJson {
-        message: format!(
-            "the body is not UTF-8 (invalid byte at offset {})",
-            e.valid_up_to()
-        ),
-    })?;
+    // The SIMD check is several times faster on large bodies; the standard library's finds the
+    // offset of the bad byte for the message.
+    let text = match simdutf8::basic::from_utf8(body) {
+        Ok(text) => text,
+        Err(_) => {
+            let offset = std::str::from_utf8(body).map_or_else(|e| e.valid_up_to(), |_| body.len());
+            return Err(BodyError::InvalidJson {
+                message: format!("the body is not UTF-8 (invalid byte at offset {offset})"),
+            });
+        }
+    };
     let place = Cell::new(Place::Body);
     let mut de = serde_json::Deserializer::from_str(text);
     let expected_items = (body.len() / BODY_BYTES_PER_ITEM).clamp(16, MAX_PRESIZED_ITEMS);
@@ -277,9 +282,8 @@ impl<'de> Visitor<'de> for InputSeed<'_> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(self.expected_items));
         loop {
             self.place.set(Place::InputItem(items.len()));
-            match seq.next_element::<Item<'de>>()? {
-                Some(item) => items.push(item),
-                None => break,
+            if seq.next_element_seed(PushItem { items: &mut items })?.is_none() {
+                break;
             }
         }
         self.place.set(Place::Input);
