@@ -25,6 +25,15 @@ pub(super) struct CallLedger<'r> {
 }
 
 impl<'r> CallLedger<'r> {
+    /// A ledger with room for the call ids of `items` input items, so it does not grow while
+    /// a long history is judged (calls are rarely more than half of the items).
+    pub(super) fn for_items(items: usize) -> Self {
+        Self {
+            seen: HashMap::with_capacity_and_hasher(items / 2, RandomState::default()),
+            next_index: 0,
+        }
+    }
+
     /// Notes the call id `item` carries; call once per item, in input order.
     pub(super) fn record(&mut self, item: &'r Item<'_>) {
         let index = self.next_index;

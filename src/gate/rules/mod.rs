@@ -59,7 +59,7 @@ impl Param {
 
 /// Judges every item of `request` for `target`.
 pub fn judge(request: &ParsedRequest<'_>, target: &Target<'_>, schemas: &SchemaCache) -> Verdict {
-    let mut ledger = CallLedger::default();
+    let mut ledger = CallLedger::for_items(request.items().len());
     let mut tools = ToolIndex::new(&request.tools);
     let mut violations = Vec::new();
     for (index, item) in request.items().iter().enumerate() {
