@@ -66,24 +66,16 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     rustls::crypto::aws_lc_rs::default_provider()
         .install_default()
         .map_err(|_| "a TLS crypto provider was already installed".to_owned())?;
-    let workers = match config.server.workers {
-        0 => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
-        n => n,
-    };
+    let workers = config.server.worker_threads();
     let env = |name: &str| std::env::var(name).ok();
-    let first = ProxyState::new(&config, &env).map_err(|e| e.to_string())?;
-    for (provider, variable) in first.unconfigured() {
+    let states = ProxyState::for_workers(&config, &env, workers).map_err(|e| e.to_string())?;
+    for (provider, variable) in states[0].unconfigured() {
         tracing::warn!(
             provider,
             variable,
             "provider unconfigured: its key variable is not set; its requests get 503 provider_unconfigured"
         );
     }
-    let mut states = Vec::with_capacity(workers);
-    for _ in 1..workers {
-        states.push(first.sibling(&config, &env).map_err(|e| e.to_string())?);
-    }
-    states.insert(0, first);
     let runtime = proxy::worker_runtime().map_err(|e| format!("cannot start the runtime: {e}"))?;
     let listener = runtime
         .block_on(async {

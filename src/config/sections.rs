@@ -28,6 +28,16 @@ pub struct ServerConfig {
     pub workers: usize,
 }
 
+impl ServerConfig {
+    /// How many worker threads serve: `workers`, or when it is 0 one per CPU the process may use.
+    pub fn worker_threads(&self) -> usize {
+        match self.workers {
+            0 => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            n => n,
+        }
+    }
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {

@@ -74,6 +74,22 @@ impl ProxyState {
         Self::build(config, env, self.gate.clone(), self.in_flight.clone())
     }
 
+    /// One state per worker (at least one): the first built from `config`, the others its
+    /// siblings.
+    pub fn for_workers(
+        config: &Config,
+        env: &dyn Fn(&str) -> Option<String>,
+        workers: usize,
+    ) -> Result<Vec<ProxyState>, BuildError> {
+        let first = Self::new(config, env)?;
+        let mut states = Vec::with_capacity(workers.max(1));
+        for _ in 1..workers {
+            states.push(first.sibling(config, env)?);
+        }
+        states.insert(0, first);
+        Ok(states)
+    }
+
     fn build(
         config: &Config,
         env: &dyn Fn(&str) -> Option<String>,

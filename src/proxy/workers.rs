@@ -148,10 +148,10 @@ mod tests {
     fn workers_share_the_socket_and_all_stop_on_shutdown() {
         let config = Config::embedded_default().unwrap();
         // No keys: every provider is unconfigured, so each request is answered at once.
-        let first = ProxyState::new(&config, &|_| None).unwrap();
-        let second = first.sibling(&config, &|_| None).unwrap();
-        assert!(Arc::ptr_eq(&first.gate, &second.gate));
-        assert!(Arc::ptr_eq(&first.in_flight, &second.in_flight));
+        let states = ProxyState::for_workers(&config, &|_| None, 2).unwrap();
+        assert_eq!(states.len(), 2);
+        assert!(Arc::ptr_eq(&states[0].gate, &states[1].gate));
+        assert!(Arc::ptr_eq(&states[0].in_flight, &states[1].in_flight));
 
         let runtime = worker_runtime().unwrap();
         let listener = runtime
@@ -160,7 +160,7 @@ mod tests {
         let address = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let server = std::thread::spawn(move || {
-            run_workers(&runtime, listener, vec![first, second], settings(), async {
+            run_workers(&runtime, listener, states, settings(), async {
                 let _ = stopped.await;
             })
         });
