@@ -3,8 +3,9 @@
 //!
 //! Logging a request costs the request one append under a lock: the writer thread is not woken
 //! per line (a wake-up per line costs a context switch and a write call per line on a busy
-//! core). It wakes every [`TICK`], or at once when [`WAKE_BYTES`] have gathered. Nothing is
-//! dropped: above [`LIMIT_BYTES`] a logging thread waits until the writer has taken the batch.
+//! core). It is woken by the first line of a batch, waits one [`TICK`] (or until [`WAKE_BYTES`]
+//! have gathered) and writes the batch; with nothing logged it sleeps. Nothing is dropped:
+//! above [`LIMIT_BYTES`] a logging thread waits until the writer has taken the batch.
 
 use std::io::{self, Write};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -80,10 +81,18 @@ fn write_batches<W: Write>(shared: &Shared, mut out: W) {
     let mut batch = Vec::new();
     loop {
         let mut gathered = shared.lock();
+        // Idle: sleep until a first line comes (no wake-ups while nothing is logged) ...
+        while gathered.lines.is_empty() && !gathered.stopping {
+            gathered = shared
+                .wake_writer
+                .wait(gathered)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        // ... then let more lines gather for one tick, unless enough have already.
         if !gathered.stopping && gathered.lines.len() < WAKE_BYTES {
             gathered = shared
                 .wake_writer
-                .wait_timeout(gathered, TICK)
+                .wait_timeout_while(gathered, TICK, |g| !g.stopping && g.lines.len() < WAKE_BYTES)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
@@ -114,8 +123,11 @@ impl Write for BatchedWriter {
                 .wait(gathered)
                 .unwrap_or_else(PoisonError::into_inner);
         }
+        let was_empty = gathered.lines.is_empty();
         gathered.lines.extend_from_slice(line);
-        if gathered.lines.len() >= WAKE_BYTES {
+        // The writer waits for a batch's first line, then for a tick or WAKE_BYTES: only those
+        // two moments need to wake it.
+        if was_empty || gathered.lines.len() >= WAKE_BYTES {
             self.shared.wake_writer.notify_one();
         }
         Ok(line.len())
