@@ -261,12 +261,21 @@ mod tests {
     }
 
     #[test]
-    fn other_values_keep_only_their_kind() {
-        assert_eq!(read("null"), Field::Other(JsonKind::Null));
-        assert_eq!(read("true"), Field::Other(JsonKind::Boolean));
-        assert_eq!(read("-1.5"), Field::Other(JsonKind::Number));
-        assert_eq!(read(r#"[1,[2]]"#), Field::Other(JsonKind::Array));
-        assert_eq!(read(r#"{"a":{"b":1}}"#), Field::Other(JsonKind::Object));
+    fn other_values_keep_only_their_kind_in_both_readings() {
+        let cases = [
+            ("null", JsonKind::Null),
+            ("true", JsonKind::Boolean),
+            ("false", JsonKind::Boolean),
+            ("-1.5", JsonKind::Number),
+            (r#"[1,[2]]"#, JsonKind::Array),
+            (r#"{"a":{"b":1}}"#, JsonKind::Object),
+            (r#" {"a":{"b":1}}"#, JsonKind::Object),
+        ];
+        for (json, kind) in cases {
+            assert_eq!(read(json), Field::Other(kind), "{json}");
+            assert_eq!(raw(json), RawField::Other(kind), "{json}");
+        }
+        assert_eq!(raw("{}").describe(), "an object");
     }
 
     fn raw(json: &str) -> RawField<'_> {
@@ -282,16 +291,6 @@ mod tests {
             r#"{"a":1}"#
         );
         assert!(matches!(RawField::decode(r#""abc""#), Ok(Cow::Borrowed("abc"))));
-    }
-
-    #[test]
-    fn raw_other_values_keep_only_their_kind() {
-        assert_eq!(raw("null"), RawField::Other(JsonKind::Null));
-        assert_eq!(raw("false"), RawField::Other(JsonKind::Boolean));
-        assert_eq!(raw("-1.5"), RawField::Other(JsonKind::Number));
-        assert_eq!(raw(r#"[1,[2]]"#), RawField::Other(JsonKind::Array));
-        assert_eq!(raw(r#" {"a":{"b":1}}"#), RawField::Other(JsonKind::Object));
-        assert_eq!(raw("{}").describe(), "an object");
     }
 
     #[test]

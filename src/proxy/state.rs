@@ -66,7 +66,7 @@ impl ProxyState {
     /// A state for another worker thread: providers of its own (so its upstream connections
     /// live on its runtime), the same gate (one schema cache, one memory of passed calls) and
     /// the same in-flight limit.
-    pub fn sibling(
+    fn sibling(
         &self,
         config: &Config,
         env: &dyn Fn(&str) -> Option<String>,
@@ -112,11 +112,6 @@ impl ProxyState {
             in_flight,
             max_in_flight: config.server.max_concurrent_requests,
         })
-    }
-
-    /// Builds the state from the process environment.
-    pub fn from_env(config: &Config) -> Result<ProxyState, BuildError> {
-        Self::new(config, &|name| std::env::var(name).ok())
     }
 
     /// Providers whose key variable is unset, with that variable: `(provider, variable)`.

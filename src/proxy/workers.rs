@@ -55,15 +55,11 @@ pub fn run_workers(
         }
     }
     if started.is_ok() {
-        started = runtime.block_on(async {
-            tokio::spawn(timer_tick());
-            let listener = TcpListener::from_std(listener)?;
-            let shutdown = async {
+        started = register(runtime, listener).map(|listener| {
+            runtime.block_on(serve(listener, first, settings, async {
                 shutdown.await;
                 let _ = stop.send(true);
-            };
-            run(listener, Arc::new(first), settings, shutdown).await;
-            Ok(())
+            }))
         });
     }
     // Whatever happened above, no worker may outlive this call.
@@ -74,6 +70,23 @@ pub fn run_workers(
         }
     }
     started
+}
+
+/// One worker's life on its runtime: the tick, then [`run`] until `shutdown`.
+async fn serve(
+    listener: TcpListener,
+    state: ProxyState,
+    settings: ServerSettings,
+    shutdown: impl Future<Output = ()>,
+) {
+    tokio::spawn(timer_tick());
+    run(listener, Arc::new(state), settings, shutdown).await;
+}
+
+/// Registers a handle on the listening socket with `runtime`'s reactor.
+fn register(runtime: &Runtime, listener: std::net::TcpListener) -> io::Result<TcpListener> {
+    let _entered = runtime.enter();
+    TcpListener::from_std(listener)
 }
 
 /// Keeps a timer due within a second on the worker's runtime, for as long as it runs.
@@ -92,6 +105,8 @@ async fn timer_tick() {
     }
 }
 
+/// Starts worker `index` on a thread and runtime of its own. Everything that can fail (the
+/// runtime, the socket handle, the thread) fails here, before the worker serves.
 fn spawn_worker(
     index: usize,
     listener: &std::net::TcpListener,
@@ -99,25 +114,14 @@ fn spawn_worker(
     settings: ServerSettings,
     mut stopped: watch::Receiver<bool>,
 ) -> io::Result<JoinHandle<()>> {
-    let listener = listener.try_clone()?;
     let runtime = worker_runtime()?;
+    let listener = register(&runtime, listener.try_clone()?)?;
     std::thread::Builder::new()
         .name(format!("replaygate-worker-{index}"))
         .spawn(move || {
-            runtime.block_on(async move {
-                tokio::spawn(timer_tick());
-                let listener = match TcpListener::from_std(listener) {
-                    Ok(listener) => listener,
-                    Err(error) => {
-                        tracing::error!(worker = index, %error, "worker cannot use the listener");
-                        return;
-                    }
-                };
-                let shutdown = async move {
-                    let _ = stopped.wait_for(|stop| *stop).await;
-                };
-                run(listener, Arc::new(state), settings, shutdown).await;
-            });
+            runtime.block_on(serve(listener, state, settings, async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            }));
         })
 }
 
@@ -145,9 +149,10 @@ mod tests {
     }
 
     #[test]
-    fn workers_share_the_socket_and_all_stop_on_shutdown() {
+    fn workers_answer_on_one_socket_and_all_stop_on_shutdown() {
         let config = Config::embedded_default().unwrap();
         // No keys: every provider is unconfigured, so each request is answered at once.
+        assert_eq!(ProxyState::for_workers(&config, &|_| None, 0).unwrap().len(), 1);
         let states = ProxyState::for_workers(&config, &|_| None, 2).unwrap();
         assert_eq!(states.len(), 2);
         assert!(Arc::ptr_eq(&states[0].gate, &states[1].gate));
