@@ -67,6 +67,7 @@ async fn ctrl_c_lets_an_in_flight_stream_finish_then_exits_0() {
             .expect("no listening line")
             .expect("serve exited early");
         if let Some(at) = line.find("address=") {
+            assert!(line.contains("workers=3"), "{line}");
             break line[at + 8..].split_whitespace().next().unwrap().to_owned();
         }
     };

@@ -52,6 +52,8 @@ fn minimal_config_gets_defaults() {
     assert_eq!(config.server.max_concurrent_requests, 1024);
     assert_eq!(config.server.shutdown_grace, Duration::from_secs(30));
     assert_eq!(config.server.workers, 0);
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    assert_eq!(config.server.worker_threads(), cpus, "0 means one worker per CPU");
     assert_eq!(config.log.format, LogFormat::Text);
     assert_eq!(config.log.level, "info");
     assert_eq!(config.gate.schema_cache_bytes, 67_108_864);
@@ -110,6 +112,7 @@ provider = "local"
     assert_eq!(config.server.max_concurrent_requests, 3);
     assert_eq!(config.server.shutdown_grace, Duration::ZERO);
     assert_eq!(config.server.workers, 2);
+    assert_eq!(config.server.worker_threads(), 2);
     assert_eq!(config.log.format, LogFormat::Json);
     assert_eq!(config.log.level, "warn,replaygate=debug");
     assert_eq!(config.gate.schema_cache_bytes, 10);
