@@ -73,6 +73,9 @@ pub enum ApiError {
         /// What failed, without secrets.
         detail: String,
     },
+    /// Judging the request failed inside replaygate (500); never expected.
+    #[error("replaygate failed to judge this request; please report it")]
+    JudgeFailed,
     /// The upstream did not answer in time (504).
     #[error("provider `{provider}` did not answer in time")]
     UpstreamTimeout {
@@ -157,6 +160,7 @@ impl ApiError {
             }
             ApiError::UpstreamUnavailable { .. } => StatusCode::BAD_GATEWAY,
             ApiError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            ApiError::JudgeFailed => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -185,6 +189,7 @@ impl ApiError {
             ApiError::Overloaded { .. } => "overloaded",
             ApiError::UpstreamUnavailable { .. } => "upstream_unavailable",
             ApiError::UpstreamTimeout { .. } => "upstream_timeout",
+            ApiError::JudgeFailed => "internal_error",
         }
     }
 

@@ -101,6 +101,8 @@ pub struct Target<'a> {
     pub provider: &'a ProviderProfile,
     /// The actions and limits to judge with.
     pub policy: &'a Policy,
+    /// The schema work this judgment may take (the policy's budget unless set lower).
+    pub work_budget: u64,
 }
 
 /// The policy of a [`Target`] built without one.
@@ -109,15 +111,22 @@ static DEFAULT_POLICY: std::sync::LazyLock<Policy> = std::sync::LazyLock::new(Po
 impl<'a> Target<'a> {
     /// Judge for `provider` under the default policy.
     pub fn provider(provider: &'a ProviderProfile) -> Self {
-        Self {
-            provider,
-            policy: &DEFAULT_POLICY,
-        }
+        Self::new(provider, &DEFAULT_POLICY)
     }
 
     /// Judge for `provider` under `policy`.
     pub fn new(provider: &'a ProviderProfile, policy: &'a Policy) -> Self {
-        Self { provider, policy }
+        Self {
+            provider,
+            policy,
+            work_budget: policy.work_budget,
+        }
+    }
+
+    /// The same target with another work budget (the proxy tries cheap judgments on the
+    /// event loop under a small one first).
+    pub fn with_work_budget(self, work_budget: u64) -> Self {
+        Self { work_budget, ..self }
     }
 }
 

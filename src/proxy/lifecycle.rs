@@ -9,11 +9,11 @@ use http_body_util::BodyExt;
 
 use super::access_log::{AccessRecord, REQUEST_ID_HEADER};
 use super::body::{full, read_body, HoldsPermit, ProxyBody};
-use super::provider::Provider;
+use super::judge::judge;
 use super::state::ProxyState;
 use super::upstream::{forward, Outbound};
 use crate::error::ApiError;
-use crate::gate::{self, Action, Target, Verdict};
+use crate::gate::{Action, ItemsAt, Verdict};
 
 /// Handles one request from start to answer; never fails (every error becomes an envelope).
 pub async fn handle<B>(state: Arc<ProxyState>, request: Request<B>) -> Response<ProxyBody>
@@ -41,7 +41,7 @@ where
 }
 
 async fn proxy<B>(
-    state: &ProxyState,
+    state: &Arc<ProxyState>,
     request: Request<B>,
     record: &mut AccessRecord,
 ) -> Result<Response<ProxyBody>, ApiError>
@@ -64,25 +64,22 @@ where
     // Read the body, under the size cap and the read timeout.
     let body = read_body(body, &parts.headers, state.body_limits).await?;
 
-    // Choose the provider (by prefix, else by model) and gate the items for it. Only a POST
-    // carries a body to gate; anything else on a Responses path is forwarded as is.
+    // Parse, choose the provider (by prefix, else by model) and judge the items for it. Only a
+    // POST carries a body to gate; anything else on a Responses path is forwarded as is.
     let mut monitored = None;
     let provider = if route.gated && parts.method == Method::POST {
-        let request = gate::parse(&body)?;
-        let provider = choose(state, &route, request.model())?;
-        record.routed(provider.name(), request.model());
-        let target = Target::new(&provider.profile, &state.policy);
-        let verdict = state.gate.judge(&request, &target)?;
-        record.judged(&verdict);
-        if !verdict.is_allowed() {
-            return Err(ApiError::rejected(provider.name(), verdict));
+        let judged = judge(state, parts.uri.path(), ItemsAt::Input, &body).await?;
+        record.routed(&judged.provider, judged.model.as_deref());
+        record.judged(&judged.verdict);
+        if !judged.verdict.is_allowed() {
+            return Err(ApiError::rejected(&judged.provider, judged.verdict));
         }
-        monitored = monitored_header(&verdict);
-        provider
+        monitored = monitored_header(&judged.verdict);
+        state.provider(&judged.provider)?
     } else {
-        let provider = choose(state, &route, None)?;
-        record.routed(provider.name(), None);
-        provider
+        let name = state.router.choose(&route, None)?;
+        record.routed(name, None);
+        state.provider(name)?
     };
 
     // Forward the original bytes and answer with the provider's response as it streams.
@@ -119,16 +116,4 @@ fn monitored_header(verdict: &Verdict) -> Option<HeaderValue> {
         return None;
     }
     HeaderValue::try_from(names).ok()
-}
-
-fn choose<'s>(
-    state: &'s ProxyState,
-    route: &crate::routing::PathRoute<'_>,
-    model: Option<&str>,
-) -> Result<&'s Provider, ApiError> {
-    let name = state.router.choose(route, model)?;
-    state
-        .providers
-        .get(name)
-        .ok_or_else(|| ApiError::UnknownProvider(format!("provider `{name}` is not configured")))
 }

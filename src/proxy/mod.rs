@@ -5,6 +5,7 @@ pub mod access_log;
 pub mod body;
 mod connection;
 pub mod headers;
+mod judge;
 pub mod lifecycle;
 pub mod provider;
 pub mod server;

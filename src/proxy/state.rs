@@ -8,6 +8,7 @@ use tokio::sync::Semaphore;
 use super::body::BodyLimits;
 use super::provider::{Credential, Provider};
 use crate::config::Config;
+use crate::error::ApiError;
 use crate::gate::{Gate, Policy};
 use crate::routing::Router;
 
@@ -29,6 +30,8 @@ pub struct ProxyState {
     pub body_limits: BodyLimits,
     /// Permits for requests in flight.
     pub in_flight: Arc<Semaphore>,
+    /// Permits for judgments on the blocking pool, shared by all workers (one per worker).
+    pub judges: Arc<Semaphore>,
     /// The number of permits `in_flight` started with.
     pub max_in_flight: usize,
 }
@@ -62,7 +65,8 @@ impl ProxyState {
     pub fn new(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Result<ProxyState, BuildError> {
         let gate = Arc::new(Gate::new(config.gate.schema_limits()));
         let in_flight = Arc::new(Semaphore::new(config.server.max_concurrent_requests));
-        Self::build(config, env, gate, in_flight)
+        let judges = Arc::new(Semaphore::new(config.server.worker_threads()));
+        Self::build(config, env, gate, in_flight, judges)
     }
 
     /// A state for another worker thread: providers of its own (so its upstream connections
@@ -73,7 +77,13 @@ impl ProxyState {
         config: &Config,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<ProxyState, BuildError> {
-        Self::build(config, env, self.gate.clone(), self.in_flight.clone())
+        Self::build(
+            config,
+            env,
+            self.gate.clone(),
+            self.in_flight.clone(),
+            self.judges.clone(),
+        )
     }
 
     /// One state per worker (at least one): the first built from `config`, the others its
@@ -97,6 +107,7 @@ impl ProxyState {
         env: &dyn Fn(&str) -> Option<String>,
         gate: Arc<Gate>,
         in_flight: Arc<Semaphore>,
+        judges: Arc<Semaphore>,
     ) -> Result<ProxyState, BuildError> {
         let mut providers = HashMap::with_capacity(config.providers.len());
         for (name, provider) in &config.providers {
@@ -113,8 +124,16 @@ impl ProxyState {
                 read_timeout: config.server.body_read_timeout,
             },
             in_flight,
+            judges,
             max_in_flight: config.server.max_concurrent_requests,
         })
+    }
+
+    /// The provider called `name` (a name the router chose, so always configured).
+    pub fn provider(&self, name: &str) -> Result<&Provider, ApiError> {
+        self.providers
+            .get(name)
+            .ok_or_else(|| ApiError::UnknownProvider(format!("provider `{name}` is not configured")))
     }
 
     /// Providers whose key variable is unset, with that variable: `(provider, variable)`.

@@ -91,7 +91,7 @@ pub fn judge(
     let policy = target.policy;
     let mut pairing = CallIndex::for_items(items.len(), request.continues_stored_state());
     let mut tools = ToolIndex::new(&request.tools);
-    let mut work = WorkMeter::new(policy.work_budget);
+    let mut work = WorkMeter::new(target.work_budget);
     let mut cx = CallContext {
         tools: &mut tools,
         schemas,

@@ -1,0 +1,90 @@
+//! The judge phase: read the body as a request, choose its provider and judge its items, without
+//! holding up the other connections of the worker.
+//!
+//! A worker is a single-threaded runtime, so a judgment that runs on it stalls every other
+//! connection it serves. Small bodies whose fresh calls need little schema work are judged on
+//! the worker (most requests: replayed calls are remembered and cost nothing). A larger body,
+//! or one whose judgment passes a small inline work budget, is judged on the blocking pool,
+//! at most as many at once as there are judge permits, under the request's full budget. Both
+//! budgets are counted, not timed, so the same body always takes the same path.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::state::ProxyState;
+use crate::error::ApiError;
+use crate::gate::{self, ItemsAt, Target, Verdict};
+
+/// Bodies up to this size are judged on the worker first (parsing 64 KiB takes some 50 µs).
+const INLINE_BODY_BYTES: usize = 64 * 1024;
+
+/// The schema work a judgment may do on the worker before it moves to the blocking pool: well
+/// under a millisecond, and far more than a turn of an agent loop needs.
+const INLINE_WORK: u64 = 20_000;
+
+/// What the judge phase found out about a request.
+#[derive(Debug)]
+pub(super) struct Judged {
+    /// The provider the request goes to.
+    pub provider: String,
+    /// The request's model, when it names one.
+    pub model: Option<String>,
+    /// The gate's verdict for that provider.
+    pub verdict: Verdict,
+}
+
+/// Parses `body` (a request to `path` whose items are `at`), chooses its provider and judges it.
+pub(super) async fn judge(
+    state: &Arc<ProxyState>,
+    path: &str,
+    at: ItemsAt,
+    body: &Bytes,
+) -> Result<Judged, ApiError> {
+    let budget = state.policy.work_budget;
+    if body.len() <= INLINE_BODY_BYTES {
+        match judge_now(state, path, at, body, budget.min(INLINE_WORK)) {
+            Err(ApiError::Body(gate::BodyError::TooCostly(_))) if budget > INLINE_WORK => {}
+            done => return done,
+        }
+    }
+    let permit = state
+        .judges
+        .clone()
+        .acquire_owned()
+        .await
+        .expect("the judge permits are never closed");
+    let (state, path, body) = (state.clone(), path.to_owned(), body.clone());
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        judge_now(&state, &path, at, &body, budget)
+    })
+    .await
+    .unwrap_or_else(|error| {
+        // The gate does not panic on any input (it is fuzzed), but if it did, the request fails
+        // alone, with an answer.
+        tracing::error!(%error, "a judgment failed");
+        Err(ApiError::JudgeFailed)
+    })
+}
+
+/// The judge phase's work, on whatever thread calls it.
+fn judge_now(
+    state: &ProxyState,
+    path: &str,
+    at: ItemsAt,
+    body: &[u8],
+    work_budget: u64,
+) -> Result<Judged, ApiError> {
+    let request = gate::parse_with(body, at)?;
+    let route = state.router.classify(path)?;
+    let name = state.router.choose(&route, request.model())?;
+    let provider = state.provider(name)?;
+    let target = Target::new(&provider.profile, &state.policy).with_work_budget(work_budget);
+    let verdict = state.gate.judge(&request, &target)?;
+    Ok(Judged {
+        provider: name.to_owned(),
+        model: request.model().map(str::to_owned),
+        verdict,
+    })
+}
