@@ -41,7 +41,11 @@ impl Setup {
             bedrock.base_url()
         );
         let proxy = Proxy::start(&config, &[]).await;
-        Setup { openai, bedrock, proxy }
+        Setup {
+            openai,
+            bedrock,
+            proxy,
+        }
     }
 
     /// Runs `program` with `script`, the proxy's base URL and a file for the requests it sent,
@@ -142,7 +146,10 @@ async fn the_openai_python_sdk_works_through_the_proxy() {
     // The previous_response_id turn reached OpenAI with only the output in `input`.
     let openai = setup.openai.received();
     let continued: Value = serde_json::from_slice(&openai[3].body).unwrap();
-    assert!(continued["previous_response_id"].as_str().unwrap().starts_with("resp_"));
+    assert!(continued["previous_response_id"]
+        .as_str()
+        .unwrap()
+        .starts_with("resp_"));
     assert_eq!(continued["input"].as_array().unwrap().len(), 1);
     assert_eq!(continued["input"][0]["type"], "function_call_output");
 

@@ -9,9 +9,9 @@
 //!
 //! `"stream": true` gets the same response as server-sent events.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -94,7 +94,11 @@ impl Script {
             return Ok(message(n, "Hello"));
         };
         if last["type"] == "function_call_output" {
-            for output in items.iter().rev().take_while(|i| i["type"] == "function_call_output") {
+            for output in items
+                .iter()
+                .rev()
+                .take_while(|i| i["type"] == "function_call_output")
+            {
                 self.check_answers_a_call(request, items, output)?;
             }
             return Ok(message(n, "It is sunny."));
@@ -119,7 +123,9 @@ impl Script {
         if in_input || in_previous {
             Ok(())
         } else {
-            Err(format!("No tool call found for function call output with call_id {call_id}."))
+            Err(format!(
+                "No tool call found for function call output with call_id {call_id}."
+            ))
         }
     }
 
@@ -224,15 +230,24 @@ fn events(response: &Value) -> Vec<Value> {
             let with = |kind: &str, extra: Value| {
                 let mut event = at.clone();
                 event["type"] = json!(kind);
-                event.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+                event
+                    .as_object_mut()
+                    .unwrap()
+                    .extend(extra.as_object().unwrap().clone());
                 event
             };
             let empty = json!({ "type": "output_text", "text": "", "annotations": [], "logprobs": [] });
             events.push(with("response.content_part.added", json!({ "part": empty })));
             for delta in [head, tail] {
-                events.push(with("response.output_text.delta", json!({ "delta": delta, "logprobs": [] })));
+                events.push(with(
+                    "response.output_text.delta",
+                    json!({ "delta": delta, "logprobs": [] }),
+                ));
             }
-            events.push(with("response.output_text.done", json!({ "text": text, "logprobs": [] })));
+            events.push(with(
+                "response.output_text.done",
+                json!({ "text": text, "logprobs": [] }),
+            ));
             events.push(with("response.content_part.done", json!({ "part": part })));
         } else {
             let arguments = &item["arguments"];
@@ -259,7 +274,10 @@ fn stream(response: Value) -> Response<UpBody> {
     let (sender, answer) = sse_response();
     tokio::spawn(async move {
         for event in events(&response) {
-            let frame = format!("event: {}\ndata: {event}\n\n", event["type"].as_str().unwrap_or_default());
+            let frame = format!(
+                "event: {}\ndata: {event}\n\n",
+                event["type"].as_str().unwrap_or_default()
+            );
             if sender.send(Bytes::from(frame)).await.is_err() {
                 return;
             }
