@@ -2,7 +2,8 @@
 //! providers: `responses.create` plain and streaming, gated requests raising the SDK's 422 error
 //! with the right `code`, `param` and violations, and tool loops as the SDKs document them (full
 //! history, `previous_response_id`, and a Bedrock Mantle-style provider whose call ids restart at
-//! `call_0` in every response).
+//! `call_0` in every response), and a turn whose replayed call names a tool no longer declared
+//! (monitored, named in `x-replaygate-monitored`).
 //!
 //! Each script writes the requests it sent; the test checks that every request the proxy
 //! allowed reached its provider byte for byte, and that the refused ones reached no one.
@@ -180,8 +181,9 @@ async fn the_openai_node_sdk_works_through_the_proxy() {
     assert!(String::from_utf8_lossy(&output.stdout).contains("openai node sdk e2e: ok"));
 
     let statuses: Vec<u16> = sent.iter().map(|s| s.status).collect();
-    // plain, streamed, refused, full-history loop (2), previous_response_id loop (2).
-    assert_eq!(statuses, [200, 200, 422, 200, 200, 200, 200]);
+    // plain, streamed, refused, full-history loop (2 and a turn without tools),
+    // previous_response_id loop (2).
+    assert_eq!(statuses, [200, 200, 422, 200, 200, 200, 200, 200]);
     setup.assert_forwarded_as_sent(&sent);
     assert!(setup.bedrock.received().is_empty());
 

@@ -104,6 +104,16 @@ async function run(client) {
   const answered = await client.responses.create({ model: 'gpt-5', input, tools: WEATHER_TOOLS });
   expect(answered.output_text === 'It is sunny.', `full-history answer: ${show(answered.output_text)}`);
 
+  // The agent drops the tool in its next turn: the replayed call names a tool the request no
+  // longer declares, which is only monitored; the answer names it in a header.
+  input = [...input, ...answered.output, { role: 'user', content: 'Thanks!' }];
+  const { data: thanked, response: raw } = await client.responses
+    .create({ model: 'gpt-5', input })
+    .withResponse();
+  expect(thanked.output_text === 'Hello', `turn without tools: ${show(thanked.output_text)}`);
+  const monitored = raw.headers.get('x-replaygate-monitored');
+  expect(monitored === 'unknown_tool@input[1]', `x-replaygate-monitored: ${show(monitored)}`);
+
   // The previous_response_id loop: turn 2 sends only the outputs; their calls live in the
   // stored response.
   const first = await client.responses.create({
