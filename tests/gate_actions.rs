@@ -77,7 +77,12 @@ async fn gate_rules_turn_a_monitor_into_a_reject_and_back() {
     let error = &envelope(response).await["error"];
     assert_eq!(error["code"], "unknown_tool");
     assert_eq!(error["param"], "input[1].name");
-    let listed: Vec<_> = error["violations"].as_array().unwrap().iter().map(|v| (&v["index"], &v["action"])).collect();
+    let listed: Vec<_> = error["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (&v["index"], &v["action"]))
+        .collect();
     assert_eq!(listed.len(), 2);
     assert!(listed.iter().all(|(_, action)| *action == "reject"));
     assert!(upstream.received().is_empty());
@@ -113,7 +118,10 @@ async fn a_long_refusal_lists_at_most_the_configured_number() {
     let error = &envelope(response).await["error"];
     assert_eq!(error["violations"].as_array().unwrap().len(), 3);
     assert_eq!(error["violations_truncated"], 47);
-    assert!(error["message"].as_str().unwrap().ends_with("(and 49 more violations)"));
+    assert!(error["message"]
+        .as_str()
+        .unwrap()
+        .ends_with("(and 49 more violations)"));
     assert!(upstream.received().is_empty());
 }
 
@@ -137,7 +145,10 @@ async fn a_request_past_the_work_budget_is_refused_whole() {
     let calls: Vec<String> = (0..200)
         .map(|i| format!(r#"{{"type":"function_call","call_id":"c{i}","name":"lookup","arguments":"{{\"id\":\"{i}\"}}"}},{{"type":"function_call_output","call_id":"c{i}","output":"x"}}"#))
         .collect();
-    let body = format!(r#"{{"model":"gpt-5","tools":[{TOOL}],"input":[{}]}}"#, calls.join(","));
+    let body = format!(
+        r#"{{"model":"gpt-5","tools":[{TOOL}],"input":[{}]}}"#,
+        calls.join(",")
+    );
     let response = post(&proxy, body.clone()).await;
     assert_eq!(response.status(), 400);
     let error = &envelope(response).await["error"];

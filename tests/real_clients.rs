@@ -83,7 +83,11 @@ fn every_real_client_body_passes_the_repo_configuration() {
         for (origin, path, body) in corpus() {
             let Some(at) = items_at(&path) else { continue };
             let verdict = judge(&gate, at, &body, &target);
-            assert!(verdict.is_allowed(), "{origin} for {name}: {:#?}", verdict.violations);
+            assert!(
+                verdict.is_allowed(),
+                "{origin} for {name}: {:#?}",
+                verdict.violations
+            );
         }
     }
 }
@@ -132,7 +136,12 @@ fn every_version_2_vector_gets_its_verdict() {
                 Gate::default(),
             ),
         };
-        let verdict = judge(&gate, ItemsAt::Input, &case["body"], &Target::new(&profile, &policy));
+        let verdict = judge(
+            &gate,
+            ItemsAt::Input,
+            &case["body"],
+            &Target::new(&profile, &policy),
+        );
         let expect = &case["expect"];
         assert_eq!(
             verdict.is_allowed(),
