@@ -6,4 +6,5 @@
 pub mod log_capture;
 pub mod proxy;
 pub mod raw;
+pub mod scripted_provider;
 pub mod upstream;
