@@ -66,7 +66,7 @@ where
 
     // Choose the provider (by prefix, else by model) and gate the items for it. Only a POST
     // carries a body to gate; anything else on a Responses path is forwarded as is.
-    let provider = if route.gated && parts.method == Method::POST {
+    let provider = if route.is_gated() && parts.method == Method::POST {
         let request = gate::parse(&body)?;
         let provider = choose(state, &route, request.model())?;
         record.routed(provider.name(), request.model());
