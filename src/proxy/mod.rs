@@ -7,6 +7,7 @@ mod connection;
 pub mod headers;
 pub mod lifecycle;
 pub mod provider;
+pub mod request_checks;
 pub mod server;
 pub mod state;
 pub mod upstream;
