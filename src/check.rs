@@ -7,11 +7,11 @@ use serde::Serialize;
 
 use crate::cli::CheckArgs;
 use crate::config::Config;
-use crate::gate::{Gate, ProviderProfile, SchemaLimits, Target, Violation};
+use crate::gate::{Gate, Policy, ProviderProfile, SchemaLimits, Target, Violation};
 
 /// Every body was allowed.
 pub const EXIT_ALLOWED: u8 = 0;
-/// At least one body had a violation.
+/// At least one body had a violation whose action is `reject`.
 pub const EXIT_VIOLATIONS: u8 = 1;
 /// Usage, configuration or JSON error.
 pub const EXIT_ERROR: u8 = 2;
@@ -41,9 +41,11 @@ fn check(
     out: &mut impl Write,
     errors: &mut impl Write,
 ) -> Result<u8, String> {
-    let (profile, limits) = profile(args)?;
+    let (profile, limits, mut policy) = profile(args)?;
+    // Offline, every violation is printed: there is no answer whose size to bound.
+    policy.max_listed = usize::MAX;
     let gate = Gate::new(limits);
-    let target = Target::provider(&profile);
+    let target = Target::new(&profile, &policy);
     let input = open(&args.input, stdin)?;
     let mut worst = EXIT_ALLOWED;
     let mut judge = |body: &[u8], origin: &str| -> Result<(), String> {
@@ -85,12 +87,14 @@ fn check(
     Ok(worst)
 }
 
-/// The provider profile and schema limits: from the configuration, or the bare slug.
-fn profile(args: &CheckArgs) -> Result<(ProviderProfile, SchemaLimits), String> {
+/// The provider profile, schema limits and policy: from the configuration, or the bare slug
+/// with the defaults.
+fn profile(args: &CheckArgs) -> Result<(ProviderProfile, SchemaLimits, Policy), String> {
     let Some(path) = &args.config else {
         return Ok((
             ProviderProfile::own_namespace(&args.provider),
             SchemaLimits::default(),
+            Policy::default(),
         ));
     };
     let config = Config::load(path).map_err(|e| e.to_string())?;
@@ -103,10 +107,10 @@ fn profile(args: &CheckArgs) -> Result<(ProviderProfile, SchemaLimits), String> 
             known.join(", ")
         )
     })?;
-    let limits = config.gate.schema_limits();
     Ok((
         ProviderProfile::new(&args.provider, provider.namespaces().iter().cloned()),
-        limits,
+        config.gate.schema_limits(),
+        config.gate.policy(),
     ))
 }
 

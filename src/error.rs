@@ -11,19 +11,21 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 use serde::Serialize;
 
-use crate::gate::{BodyError, Violation};
+use crate::gate::{Action, BodyError, Verdict, Violation, WorkExceeded};
 use crate::routing::RouteError;
 
 /// Why the proxy answered a request itself instead of forwarding it.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// The gate found items the target provider must not receive (422).
-    #[error("{} input item(s) refused for provider `{provider}`", violations.len())]
+    #[error("{} input item(s) refused for provider `{provider}`", violations.len() + truncated)]
     Rejected {
         /// The provider the request was routed to.
         provider: String,
-        /// Every violation, in input order (never empty).
+        /// The listed `reject` violations, in input order (never empty).
         violations: Vec<Violation>,
+        /// How many more `reject` violations there were than are listed.
+        truncated: usize,
     },
     /// The body is not JSON, or `input` has the wrong type (400).
     #[error(transparent)]
@@ -118,6 +120,14 @@ struct EnvelopeError<'e> {
     message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     violations: Option<&'e [Violation]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    violations_truncated: Option<usize>,
+}
+
+impl From<WorkExceeded> for ApiError {
+    fn from(error: WorkExceeded) -> Self {
+        ApiError::Body(BodyError::TooCostly(error))
+    }
 }
 
 impl From<RouteError> for ApiError {
@@ -133,6 +143,21 @@ impl From<RouteError> for ApiError {
 }
 
 impl ApiError {
+    /// The 422 for a verdict with `reject` violations: those listed, and how many were not.
+    pub fn rejected(provider: &str, verdict: Verdict) -> Self {
+        let truncated = verdict.unlisted(Action::Reject);
+        let violations = verdict
+            .violations
+            .into_iter()
+            .filter(|v| v.action == Action::Reject)
+            .collect();
+        ApiError::Rejected {
+            provider: provider.to_owned(),
+            violations,
+            truncated,
+        }
+    }
+
     /// The HTTP status of the answer.
     pub fn status(&self) -> StatusCode {
         match self {
@@ -197,9 +222,13 @@ impl ApiError {
     /// The envelope's `message`.
     pub fn message(&self) -> String {
         match self {
-            ApiError::Rejected { provider, violations } => {
+            ApiError::Rejected {
+                provider,
+                violations,
+                truncated,
+            } => {
                 let first = &violations[0];
-                let more = match violations.len() {
+                let more = match violations.len() + truncated {
                     1 => String::new(),
                     2 => " (and 1 more violation)".to_owned(),
                     n => format!(" (and {} more violations)", n - 1),
@@ -225,9 +254,16 @@ impl ApiError {
 
     /// The envelope as JSON text.
     pub fn envelope(&self) -> String {
-        let violations = match self {
-            ApiError::Rejected { violations, .. } => Some(violations.as_slice()),
-            _ => None,
+        let (violations, violations_truncated) = match self {
+            ApiError::Rejected {
+                violations,
+                truncated,
+                ..
+            } => (
+                Some(violations.as_slice()),
+                (*truncated > 0).then_some(*truncated),
+            ),
+            _ => (None, None),
         };
         let envelope = Envelope {
             error: EnvelopeError {
@@ -236,6 +272,7 @@ impl ApiError {
                 param: self.param(),
                 message: self.message(),
                 violations,
+                violations_truncated,
             },
         };
         serde_json::to_string(&envelope).expect("the envelope serializes")
@@ -268,6 +305,7 @@ mod tests {
             id: None,
             call_id: Some("c1".into()),
             reason,
+            action: Action::Reject,
             param: param.into(),
             pointer: None,
             message: "bad".into(),
@@ -286,6 +324,7 @@ mod tests {
                 violation(2, Reason::Status, "input[2].status"),
                 violation(4, Reason::CallIdMismatch, "input[4].call_id"),
             ],
+            truncated: 0,
         };
         assert_eq!(e.status(), StatusCode::UNPROCESSABLE_ENTITY);
         let v = envelope(&e);
@@ -297,6 +336,30 @@ mod tests {
             v["error"]["message"],
             "input[2] cannot be sent to provider `bedrock`: bad (and 1 more violation)"
         );
+        assert!(v["error"].get("violations_truncated").is_none());
+    }
+
+    #[test]
+    fn a_long_rejection_lists_the_first_violations_and_counts_the_rest() {
+        let mut verdict = Verdict::default();
+        for index in 0..5 {
+            verdict.push(violation(index, Reason::Status, "input[0].status"), 3);
+        }
+        let monitored = Violation {
+            action: Action::Monitor,
+            ..violation(9, Reason::UnknownTool, "input[9].name")
+        };
+        verdict.push(monitored, 3);
+        let e = ApiError::rejected("openai", verdict);
+        let v = envelope(&e);
+        let listed = v["error"]["violations"].as_array().unwrap();
+        assert_eq!(listed.len(), 3);
+        assert!(listed.iter().all(|v| v["action"] == "reject"));
+        assert_eq!(v["error"]["violations_truncated"], 2);
+        assert!(v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("(and 4 more violations)"));
     }
 
     #[test]

@@ -31,6 +31,7 @@ use std::collections::BTreeSet;
 use globset::{GlobSet, GlobSetBuilder};
 
 use crate::config::Config;
+use crate::gate::ItemsAt;
 
 /// The path segment that marks the API version, dropped before forwarding.
 const API_VERSION: &str = "v1";
@@ -54,20 +55,11 @@ pub struct PathRoute<'p> {
     /// The provider named by a `/{provider}/...` prefix, if any.
     pub prefix: Option<&'p str>,
     /// Which body member holds the items to gate; `None` for an ungated path.
-    pub items: Option<ItemsMember>,
+    pub items: Option<ItemsAt>,
     /// The path to append to the provider's `base_url`: what follows the
     /// prefix and `/v1`. It starts with `/`, or is empty when the path ends
     /// at `/v1` or at the prefix.
     pub upstream_path: &'p str,
-}
-
-/// The body member that carries the items of a gated request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ItemsMember {
-    /// `input`: `/responses`, `/responses/compact`, `/responses/input_tokens`.
-    Input,
-    /// `items`: `/conversations` and `/conversations/{id}/items`.
-    Items,
 }
 
 impl PathRoute<'_> {
@@ -297,21 +289,21 @@ fn strip_api_version(path: &str) -> Option<&str> {
 /// Which member holds the items of an upstream path that is gated: `input` for one ending in
 /// `/responses`, `/responses/compact` or `/responses/input_tokens`; `items` for one ending in
 /// `/conversations` or `/conversations/{id}/items`.
-fn gated_items(path: &str) -> Option<ItemsMember> {
+fn gated_items(path: &str) -> Option<ItemsAt> {
     let path = path.strip_suffix('/').unwrap_or(path);
     let responses = strip_suffix_ignore_case(path, "/compact")
         .or_else(|| strip_suffix_ignore_case(path, "/input_tokens"))
         .unwrap_or(path);
     if strip_suffix_ignore_case(responses, "/responses").is_some() {
-        return Some(ItemsMember::Input);
+        return Some(ItemsAt::Input);
     }
     if strip_suffix_ignore_case(path, "/conversations").is_some() {
-        return Some(ItemsMember::Items);
+        return Some(ItemsAt::Items);
     }
     let conversation = strip_suffix_ignore_case(path, "/items")?;
     let (parent, id) = conversation.rsplit_once('/')?;
     let conversations = !id.is_empty() && strip_suffix_ignore_case(parent, "/conversations").is_some();
-    conversations.then_some(ItemsMember::Items)
+    conversations.then_some(ItemsAt::Items)
 }
 
 fn strip_suffix_ignore_case<'a>(text: &'a str, suffix: &str) -> Option<&'a str> {
@@ -373,13 +365,13 @@ provider = "bedrock"
     fn route(prefix: Option<&'static str>, gated: bool, upstream: &'static str) -> PathRoute<'static> {
         PathRoute {
             prefix,
-            items: gated.then_some(ItemsMember::Input),
+            items: gated.then_some(ItemsAt::Input),
             upstream_path: upstream,
         }
     }
 
     /// Where `path` says the items are, if it is gated.
-    fn items_of(path: &str) -> Option<ItemsMember> {
+    fn items_of(path: &str) -> Option<ItemsAt> {
         router().classify(path).unwrap().items
     }
 
@@ -611,7 +603,7 @@ provider = "bedrock"
             "/responses/input_tokens/",
             "/bedrock/v1/responses/INPUT_TOKENS",
         ] {
-            assert_eq!(items_of(path), Some(ItemsMember::Input), "{path}");
+            assert_eq!(items_of(path), Some(ItemsAt::Input), "{path}");
         }
         for path in [
             "/v1/conversations",
@@ -621,13 +613,13 @@ provider = "bedrock"
             "/v1/conversations/conv_123/Items/",
             "/bedrock/v1/conversations/conv_1/items",
         ] {
-            assert_eq!(items_of(path), Some(ItemsMember::Items), "{path}");
+            assert_eq!(items_of(path), Some(ItemsAt::Items), "{path}");
         }
         assert_eq!(
             router().classify("/bedrock/v1/conversations/c/items"),
             Ok(PathRoute {
                 prefix: Some("bedrock"),
-                items: Some(ItemsMember::Items),
+                items: Some(ItemsAt::Items),
                 upstream_path: "/conversations/c/items",
             })
         );

@@ -5,7 +5,11 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use std::collections::HashMap;
+
 use serde::de::{Deserialize, Deserializer, Error};
+
+use crate::gate::{Action, Policy, Reason};
 
 /// `[server]`: the listening socket and the limits on client requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,10 +88,22 @@ pub enum LogFormat {
     Json,
 }
 
-/// `[gate]`: limits of the request gate.
+/// `[gate]`: the gate's policy (actions per reason) and limits.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GateConfig {
+    /// `require_status`: a `function_call` without `status` counts as not completed (the seed
+    /// article's strict reading; off by default, since many clients replay calls without it).
+    pub require_status: bool,
+    /// `max_violations_listed`: the most violations a 422 lists (the rest are counted in
+    /// `violations_truncated`), and the most names in `x-replaygate-monitored`.
+    #[serde(deserialize_with = "super::de::positive_count")]
+    pub max_violations_listed: usize,
+    /// `work_budget`: the most schema work judging one request may take, in unfolded
+    /// subschema visits; a request needing more gets 400 `gate_budget_exceeded`.
+    pub work_budget: u64,
+    /// `[gate.rules]`: the action of each reason, where it differs from the default.
+    pub rules: HashMap<Reason, Action>,
     /// `schema_cache_bytes`: weight budget of the cache of compiled tool schemas.
     pub schema_cache_bytes: u64,
     /// `max_schema_bytes`: a tool schema larger than this is unusable
@@ -100,7 +116,12 @@ pub struct GateConfig {
 
 impl Default for GateConfig {
     fn default() -> Self {
+        let policy = Policy::default();
         Self {
+            require_status: policy.require_status,
+            max_violations_listed: policy.max_listed,
+            work_budget: policy.work_budget,
+            rules: HashMap::new(),
             schema_cache_bytes: 64 * 1024 * 1024,
             max_schema_bytes: 1024 * 1024,
             passed_calls_bytes: 32 * 1024 * 1024,
@@ -109,6 +130,18 @@ impl Default for GateConfig {
 }
 
 impl GateConfig {
+    /// The gate policy these settings describe.
+    pub fn policy(&self) -> Policy {
+        let mut policy = Policy::default();
+        policy.require_status = self.require_status;
+        policy.max_listed = self.max_violations_listed;
+        policy.work_budget = self.work_budget;
+        for (&reason, &action) in &self.rules {
+            policy.set_action(reason, action);
+        }
+        policy
+    }
+
     /// The gate's cache limits.
     pub fn schema_limits(&self) -> crate::gate::SchemaLimits {
         crate::gate::SchemaLimits {

@@ -52,6 +52,17 @@ pub struct Item<'a> {
     pub has_tool_calls: bool,
 }
 
+/// What an item is in call pairing (contract §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pairing<'i> {
+    /// A call with this `call_id` (`function_call`, `custom_tool_call`, `computer_call`, ...).
+    Call(&'i str),
+    /// An output (`function_call_output` or another `*_output` type) answering a call.
+    Output,
+    /// Neither.
+    None,
+}
+
 impl<'a> Item<'a> {
     /// The item's type as reported in violations.
     pub fn type_name(&self) -> &str {
@@ -83,6 +94,21 @@ impl<'a> Item<'a> {
     pub fn call_id(&self) -> Option<&str> {
         self.call_id.as_str()
     }
+
+    /// Whether this item is a call, an output, or neither. An output is a `function_call_output`
+    /// or any other type ending in `_output`; a call is any other item with a string `call_id`.
+    pub fn pairing(&self) -> Pairing<'_> {
+        let is_output = match self.class {
+            ItemClass::FunctionCallOutput => true,
+            ItemClass::Extension => self.kind.as_str().is_some_and(|k| k.ends_with("_output")),
+            _ => false,
+        };
+        match (is_output, self.call_id()) {
+            (true, _) => Pairing::Output,
+            (false, Some(call_id)) => Pairing::Call(call_id),
+            (false, None) => Pairing::None,
+        }
+    }
 }
 
 fn classify_type(kind: &str) -> ItemClass {
@@ -107,8 +133,9 @@ struct Members<'a> {
     status: Option<Field<'a>>,
     role: Option<Field<'a>>,
     arguments: Option<RawField<'a>>,
-    content: bool,
-    tool_calls: bool,
+    content: Option<IgnoredAny>,
+    output: Option<IgnoredAny>,
+    tool_calls: Option<IgnoredAny>,
     others: usize,
 }
 
@@ -122,12 +149,13 @@ impl<'a> Members<'a> {
             Field::Absent | Field::Other(JsonKind::Null) => {
                 let only_id = matches!(id, Field::Str(_))
                     && self.others == 0
-                    && !self.content
+                    && self.content.is_none()
+                    && self.output.is_none()
                     && self.call_id.is_none()
                     && self.name.is_none()
                     && self.status.is_none()
                     && self.arguments.is_none();
-                if !role.is_absent_or_null() || self.tool_calls {
+                if !role.is_absent_or_null() || self.tool_calls.is_some() {
                     ItemClass::Message
                 } else if only_id && role == Field::Absent {
                     ItemClass::ItemReference
@@ -146,7 +174,7 @@ impl<'a> Members<'a> {
             status: self.status.unwrap_or_default(),
             role,
             arguments: self.arguments.unwrap_or_default(),
-            has_tool_calls: self.tool_calls,
+            has_tool_calls: self.tool_calls.is_some(),
         })
     }
 }
@@ -162,6 +190,7 @@ member_names! {
         Role = "role",
         Arguments = "arguments",
         Content = "content",
+        Output = "output",
         ToolCalls = "tool_calls",
     }
 }
@@ -227,14 +256,10 @@ fn read_members<'de, A: MapAccess<'de>>(mut map: A) -> Result<Members<'de>, A::E
             Key::Status => read_once(&mut map, &mut m.status, "status")?,
             Key::Role => read_once(&mut map, &mut m.role, "role")?,
             Key::Arguments => read_once(&mut map, &mut m.arguments, "arguments")?,
-            Key::Content => {
-                map.next_value::<IgnoredAny>()?;
-                m.content = true;
-            }
-            Key::ToolCalls => {
-                map.next_value::<IgnoredAny>()?;
-                m.tool_calls = true;
-            }
+            Key::Content => read_once(&mut map, &mut m.content, "content")?,
+            Key::Output => read_once(&mut map, &mut m.output, "output")?,
+            Key::ToolCalls => read_once(&mut map, &mut m.tool_calls, "tool_calls")?,
+            Key::Misspelled(name) => return Err(name.into_error()),
             Key::Other => {
                 map.next_value::<IgnoredAny>()?;
                 m.others += 1;
@@ -334,6 +359,51 @@ mod tests {
         assert_eq!(s.arguments.encoded(), Some(r#""{\"a\":1}""#));
         let o = item(r#"{"type":"function_call","arguments":{"a":1}}"#);
         assert_eq!(o.arguments, RawField::Other(JsonKind::Object));
+    }
+
+    #[test]
+    fn names_that_read_as_gated_members_are_refused() {
+        for json in [
+            r#"{"Type":"openai:web_search_call","type":"message","role":"user","content":"hi"}"#,
+            r#"{"type":"function_call","CALL_ID":"c1"}"#,
+            r#"{"type\u0000":"x:y","role":"user","content":"hi"}"#,
+            r#"{"role":"user","Content":"hi"}"#,
+        ] {
+            assert!(error(json).contains("case-insensitive JSON readers"), "{json}");
+        }
+    }
+
+    #[test]
+    fn names_inside_content_and_arguments_are_data() {
+        let m = item(r#"{"role":"user","content":[{"Type":"input_text","TEXT":"hi"}]}"#);
+        assert_eq!(m.class, ItemClass::Message);
+        let c = item(r#"{"type":"function_call","arguments":"{\"Type\":1}","metadata":{"INPUT":1}}"#);
+        assert_eq!(c.class, ItemClass::FunctionCall);
+    }
+
+    #[test]
+    fn calls_and_outputs_pair_by_call_id() {
+        assert_eq!(
+            item(r#"{"type":"function_call","call_id":"c1"}"#).pairing(),
+            Pairing::Call("c1")
+        );
+        assert_eq!(
+            item(r#"{"type":"custom_tool_call","call_id":"c2"}"#).pairing(),
+            Pairing::Call("c2")
+        );
+        assert_eq!(
+            item(r#"{"type":"function_call_output","call_id":"c1"}"#).pairing(),
+            Pairing::Output
+        );
+        assert_eq!(
+            item(r#"{"type":"openai:computer_call_output","call_id":"c3"}"#).pairing(),
+            Pairing::Output
+        );
+        assert_eq!(item(r#"{"type":"function_call"}"#).pairing(), Pairing::None);
+        assert_eq!(
+            item(r#"{"type":"web_search_call","id":"ws"}"#).pairing(),
+            Pairing::None
+        );
     }
 
     #[test]

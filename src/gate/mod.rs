@@ -26,10 +26,10 @@ pub mod schema;
 pub mod verdict;
 
 pub use field::{Field, JsonKind};
-pub use profile::{ProviderProfile, Target};
-pub use request::{parse, BodyError, ParsedRequest};
+pub use profile::{Policy, ProviderProfile, Target, DEFAULT_WORK_BUDGET};
+pub use request::{parse, parse_with, BodyError, ItemsAt, ParsedRequest, WorkExceeded, MAX_ITEMS};
 pub use schema::{SchemaCache, SchemaLimits};
-pub use verdict::{Reason, Verdict, Violation};
+pub use verdict::{Action, Reason, Verdict, Violation};
 
 /// The gate with its schema cache. Share one per process (it is `Send + Sync`).
 #[derive(Debug, Default)]
@@ -48,12 +48,13 @@ impl Gate {
     /// Reads `body` and judges it for `target`.
     pub fn check(&self, body: &[u8], target: &Target<'_>) -> Result<Verdict, BodyError> {
         let request = parse(body)?;
-        Ok(self.judge(&request, target))
+        Ok(self.judge(&request, target)?)
     }
 
     /// Judges a request already read with [`parse`] (the proxy reads once, routes on the
-    /// model, then judges for the chosen provider).
-    pub fn judge(&self, request: &ParsedRequest<'_>, target: &Target<'_>) -> Verdict {
+    /// model, then judges for the chosen provider). Fails only when checking the request's
+    /// tool calls would pass the policy's work budget.
+    pub fn judge(&self, request: &ParsedRequest<'_>, target: &Target<'_>) -> Result<Verdict, WorkExceeded> {
         rules::judge(request, target, &self.schemas)
     }
 

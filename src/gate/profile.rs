@@ -1,4 +1,9 @@
-//! Who a request is judged for: the target provider and, later, the team's policy.
+//! Who a request is judged for: the target provider, and the policy that gives each reason its
+//! action.
+
+use std::collections::HashMap;
+
+use super::verdict::{Action, Reason};
 
 /// A provider as the gate sees it: its name and the extension namespaces it accepts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,19 +46,105 @@ impl ProviderProfile {
     }
 }
 
+/// How violations are acted on, and how much work judging one request may take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// Actions that differ from each reason's default (`[gate.rules]`).
+    actions: HashMap<Reason, Action>,
+    /// `[gate] require_status`: a `function_call` without `status` counts as not completed.
+    pub require_status: bool,
+    /// The most violations of each action listed in a verdict (the rest are only counted).
+    pub max_listed: usize,
+    /// The most schema work one request may cause (see [`crate::gate::schema`]); a request that
+    /// needs more is refused whole instead of holding a thread.
+    pub work_budget: u64,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            actions: HashMap::new(),
+            require_status: false,
+            max_listed: 100,
+            work_budget: DEFAULT_WORK_BUDGET,
+        }
+    }
+}
+
+/// The default per-request work budget: about a second of validation in the worst case, and
+/// hundreds of times what a long agent history with fresh calls needs.
+pub const DEFAULT_WORK_BUDGET: u64 = 4_000_000;
+
+impl Policy {
+    /// Sets the action of `reason`.
+    pub fn set_action(&mut self, reason: Reason, action: Action) {
+        if action == reason.default_action() {
+            self.actions.remove(&reason);
+        } else {
+            self.actions.insert(reason, action);
+        }
+    }
+
+    /// The action `reason` has under this policy.
+    pub fn action(&self, reason: Reason) -> Action {
+        self.actions
+            .get(&reason)
+            .copied()
+            .unwrap_or_else(|| reason.default_action())
+    }
+}
+
 /// Everything the gate judges a request against.
-///
-/// Today that is the provider the request is routed to; a team's policy mode and a registry of
-/// pinned tool schemas join here without changing the gate's signature.
 #[derive(Debug, Clone, Copy)]
 pub struct Target<'a> {
     /// The provider the request is routed to.
     pub provider: &'a ProviderProfile,
+    /// The actions and limits to judge with.
+    pub policy: &'a Policy,
 }
 
+/// The policy of a [`Target`] built without one.
+static DEFAULT_POLICY: std::sync::LazyLock<Policy> = std::sync::LazyLock::new(Policy::default);
+
 impl<'a> Target<'a> {
-    /// Judge for `provider` alone.
+    /// Judge for `provider` under the default policy.
     pub fn provider(provider: &'a ProviderProfile) -> Self {
-        Self { provider }
+        Self {
+            provider,
+            policy: &DEFAULT_POLICY,
+        }
+    }
+
+    /// Judge for `provider` under `policy`.
+    pub fn new(provider: &'a ProviderProfile, policy: &'a Policy) -> Self {
+        Self { provider, policy }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_tool_is_monitored_and_the_rest_rejected_by_default() {
+        let policy = Policy::default();
+        for reason in Reason::ALL {
+            let expected = if reason == Reason::UnknownTool {
+                Action::Monitor
+            } else {
+                Action::Reject
+            };
+            assert_eq!(policy.action(reason), expected, "{reason}");
+        }
+    }
+
+    #[test]
+    fn configured_actions_override_the_defaults() {
+        let mut policy = Policy::default();
+        policy.set_action(Reason::UnknownTool, Action::Reject);
+        policy.set_action(Reason::Status, Action::Monitor);
+        assert_eq!(policy.action(Reason::UnknownTool), Action::Reject);
+        assert_eq!(policy.action(Reason::Status), Action::Monitor);
+        assert_eq!(policy.action(Reason::Namespaced), Action::Reject);
     }
 }

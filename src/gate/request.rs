@@ -1,5 +1,6 @@
-//! Reading a request body once: `model`, the `input` items and the function tools, borrowed
-//! from the body. Every other member is skipped without being copied.
+//! Reading a request body once: `model`, the `input` items, the function tools and whether the
+//! request continues stored state, borrowed from the body. Every other member is skipped
+//! without being copied.
 
 use std::cell::Cell;
 use std::fmt;
@@ -19,7 +20,34 @@ pub struct ParsedRequest<'a> {
     pub input: Input<'a>,
     /// `tools`, in request order.
     pub tools: Vec<Tool<'a>>,
+    /// `previous_response_id`.
+    pub previous_response_id: Field<'a>,
+    /// `conversation` (a string id or an object; only its presence is kept).
+    pub conversation: Field<'a>,
 }
+
+/// Which body member holds the items to gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ItemsAt {
+    /// `input`: `/responses`, `/responses/compact`, `/responses/input_tokens`.
+    #[default]
+    Input,
+    /// `items`: `/conversations` and `/conversations/{id}/items`.
+    Items,
+}
+
+impl ItemsAt {
+    fn member(self) -> &'static str {
+        match self {
+            ItemsAt::Input => "input",
+            ItemsAt::Items => "items",
+        }
+    }
+}
+
+/// The most items one request may carry. No model's context holds more, so a body with more is
+/// refused before its items are read into memory.
+pub const MAX_ITEMS: usize = 100_000;
 
 impl<'a> ParsedRequest<'a> {
     /// The requested model, when the body names one.
@@ -33,6 +61,18 @@ impl<'a> ParsedRequest<'a> {
             Input::Items(items) => items,
             Input::Absent | Input::Text => &[],
         }
+    }
+
+    /// Whether the request continues state stored by the provider (`previous_response_id`,
+    /// `conversation`, or an `item_reference` among the items), so calls it answers may live
+    /// outside `input`.
+    pub fn continues_stored_state(&self) -> bool {
+        !self.previous_response_id.is_absent_or_null()
+            || !self.conversation.is_absent_or_null()
+            || self
+                .items()
+                .iter()
+                .any(|item| item.class == super::item::ItemClass::ItemReference)
     }
 }
 
@@ -66,7 +106,7 @@ impl Tool<'_> {
     }
 }
 
-/// Why a body could not be read as a request (a 400 in the contract).
+/// Why a body could not be read or judged as a request (a 400 in the contract).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BodyError {
     /// The body is not a JSON object.
@@ -83,21 +123,38 @@ pub enum BodyError {
         /// What is wrong.
         message: String,
     },
+    /// Checking the tool calls would take more work than the policy allows one request.
+    #[error(transparent)]
+    TooCostly(#[from] WorkExceeded),
+}
+
+/// Judging a request would take more schema work than its budget (see
+/// [`crate::gate::Policy::work_budget`]). The count is deterministic: the same body under the
+/// same policy always gets the same answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "checking this request's tool calls against their schemas would take more than the gate's \
+     work budget of {budget} units; send fewer new calls per request or simpler schemas"
+)]
+pub struct WorkExceeded {
+    /// The budget that was exceeded.
+    pub budget: u64,
 }
 
 impl BodyError {
-    /// The contract's error code: `invalid_json` or `invalid_input`.
+    /// The contract's error code: `invalid_json`, `invalid_input` or `gate_budget_exceeded`.
     pub fn code(&self) -> &'static str {
         match self {
             BodyError::InvalidJson { .. } => "invalid_json",
             BodyError::InvalidInput { .. } => "invalid_input",
+            BodyError::TooCostly(_) => "gate_budget_exceeded",
         }
     }
 
     /// The request parameter at fault, if known.
     pub fn param(&self) -> Option<&str> {
         match self {
-            BodyError::InvalidJson { .. } => None,
+            BodyError::InvalidJson { .. } | BodyError::TooCostly(_) => None,
             BodyError::InvalidInput { param, .. } => Some(param),
         }
     }
@@ -107,9 +164,10 @@ impl BodyError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Place {
     Body,
-    Model,
-    Input,
-    InputItem(usize),
+    /// A top-level member the gate reads, by name.
+    Member(&'static str),
+    Input(ItemsAt),
+    InputItem(ItemsAt, usize),
     Tools,
     Tool(usize),
 }
@@ -118,20 +176,26 @@ impl fmt::Display for Place {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Place::Body => f.write_str("body"),
-            Place::Model => f.write_str("model"),
-            Place::Input => f.write_str("input"),
-            Place::InputItem(i) => write!(f, "input[{i}]"),
+            Place::Member(name) => f.write_str(name),
+            Place::Input(at) => f.write_str(at.member()),
+            Place::InputItem(at, i) => write!(f, "{}[{i}]", at.member()),
             Place::Tools => f.write_str("tools"),
             Place::Tool(i) => write!(f, "tools[{i}]"),
         }
     }
 }
 
-/// Reads `body` as a request. The body is scanned once; strings without escapes are borrowed.
+/// Reads `body` as a Responses request (items in `input`). The body is scanned once; strings
+/// without escapes are borrowed.
+pub fn parse(body: &[u8]) -> Result<ParsedRequest<'_>, BodyError> {
+    parse_with(body, ItemsAt::Input)
+}
+
+/// Reads `body` as a request whose items are in the member `at` names.
 ///
 /// JSON must be UTF-8, and members the gate skips are not otherwise checked for it, so the
 /// whole body is validated first (which also lets the reader skip its own per-string checks).
-pub fn parse(body: &[u8]) -> Result<ParsedRequest<'_>, BodyError> {
+pub fn parse_with(body: &[u8], at: ItemsAt) -> Result<ParsedRequest<'_>, BodyError> {
     // The SIMD check is several times faster on large bodies; the standard library's finds the
     // offset of the bad byte for the message.
     let text = match simdutf8::basic::from_utf8(body) {
@@ -149,6 +213,7 @@ pub fn parse(body: &[u8]) -> Result<ParsedRequest<'_>, BodyError> {
     let parsed = RequestSeed {
         place: &place,
         expected_items,
+        at,
     }
     .deserialize(&mut de)
     .and_then(|request| de.end().map(|()| request));
@@ -176,7 +241,10 @@ member_names! {
     Key {
         Model = "model",
         Input = "input",
+        Items = "items",
         Tools = "tools",
+        PreviousResponseId = "previous_response_id",
+        Conversation = "conversation",
     }
 }
 
@@ -191,6 +259,8 @@ struct RequestSeed<'p> {
     place: &'p Cell<Place>,
     /// How many items to make room for at once.
     expected_items: usize,
+    /// Which member holds the items.
+    at: ItemsAt,
 }
 
 impl<'de> DeserializeSeed<'de> for RequestSeed<'_> {
@@ -212,30 +282,36 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
         let mut model = None;
         let mut input = None;
         let mut tools = None;
+        let mut previous_response_id = None;
+        let mut conversation = None;
         while let Some(key) = map.next_key::<Key>()? {
             match key {
+                Key::Input if self.at == ItemsAt::Input => self.read_items(&mut map, &mut input)?,
+                Key::Items if self.at == ItemsAt::Items => self.read_items(&mut map, &mut input)?,
                 Key::Model => {
-                    self.place.set(Place::Model);
+                    self.place.set(Place::Member("model"));
                     read_once(&mut map, &mut model, "model")?;
                 }
-                Key::Input => {
-                    self.place.set(Place::Input);
-                    if input.is_some() {
-                        return Err(de::Error::custom("duplicate member `input`"));
-                    }
-                    input = Some(map.next_value_seed(InputSeed {
-                        place: self.place,
-                        expected_items: self.expected_items,
-                    })?);
-                }
                 Key::Tools => {
-                    self.place.set(Place::Tools);
+                    self.place.set(Place::Member("tools"));
                     if tools.is_some() {
                         return Err(de::Error::custom("duplicate member `tools`"));
                     }
                     tools = Some(map.next_value_seed(ToolsSeed { place: self.place })?);
                 }
-                Key::Other => {
+                Key::PreviousResponseId => {
+                    self.place.set(Place::Member("previous_response_id"));
+                    read_once(&mut map, &mut previous_response_id, "previous_response_id")?;
+                }
+                Key::Conversation => {
+                    self.place.set(Place::Member("conversation"));
+                    read_once(&mut map, &mut conversation, "conversation")?;
+                }
+                Key::Misspelled(name) => {
+                    self.place.set(Place::Member(name.gated));
+                    return Err(name.into_error());
+                }
+                Key::Input | Key::Items | Key::Other => {
                     self.place.set(Place::Body);
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -246,13 +322,39 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
             model: model.unwrap_or_default(),
             input: input.unwrap_or_default(),
             tools: tools.unwrap_or_default(),
+            previous_response_id: previous_response_id.unwrap_or_default(),
+            conversation: conversation.unwrap_or_default(),
         })
+    }
+}
+
+impl RequestSeed<'_> {
+    /// Reads the member holding the items, once.
+    fn read_items<'de, A: MapAccess<'de>>(
+        &self,
+        map: &mut A,
+        input: &mut Option<Input<'de>>,
+    ) -> Result<(), A::Error> {
+        self.place.set(Place::Input(self.at));
+        if input.is_some() {
+            return Err(de::Error::custom(format_args!(
+                "duplicate member `{}`",
+                self.at.member()
+            )));
+        }
+        *input = Some(map.next_value_seed(InputSeed {
+            place: self.place,
+            expected_items: self.expected_items,
+            at: self.at,
+        })?);
+        Ok(())
     }
 }
 
 struct InputSeed<'p> {
     place: &'p Cell<Place>,
     expected_items: usize,
+    at: ItemsAt,
 }
 
 impl<'de> DeserializeSeed<'de> for InputSeed<'_> {
@@ -281,12 +383,18 @@ impl<'de> Visitor<'de> for InputSeed<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(self.expected_items));
         loop {
-            self.place.set(Place::InputItem(items.len()));
+            self.place.set(Place::InputItem(self.at, items.len()));
             if seq.next_element_seed(PushItem { items: &mut items })?.is_none() {
                 break;
             }
+            if items.len() > MAX_ITEMS {
+                self.place.set(Place::Input(self.at));
+                return Err(de::Error::custom(format_args!(
+                    "more than {MAX_ITEMS} items; no model's context holds that many"
+                )));
+            }
         }
-        self.place.set(Place::Input);
+        self.place.set(Place::Input(self.at));
         Ok(Input::Items(items))
     }
 }
@@ -369,6 +477,7 @@ impl<'de> Visitor<'de> for ToolSeed {
                     let raw: &'de RawValue = map.next_value()?;
                     parameters = Some((raw.get() != "null").then_some(raw));
                 }
+                ToolKey::Misspelled(name) => return Err(name.into_error()),
                 ToolKey::Other => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -469,6 +578,71 @@ mod tests {
         assert_eq!((err.code(), err.param()), ("invalid_input", Some("input")));
         let err = parse(br#"{"model":"a","model":"b"}"#).unwrap_err();
         assert_eq!(err.param(), Some("model"));
+    }
+
+    #[test]
+    fn names_that_read_as_gated_members_are_refused_where_the_gate_reads() {
+        for (body, param) in [
+            (&br#"{"INPUT":[{"type":"x:y"}],"input":[]}"#[..], "input"),
+            (br#"{"Input":"hi"}"#, "input"),
+            (br#"{"model":"m","Model":"n"}"#, "model"),
+            (br#"{"previous_Response_id":"resp_1"}"#, "previous_response_id"),
+            (
+                br#"{"input":[{"role":"user","content":"a"},{"Type":"x:y","role":"user","content":"b"}]}"#,
+                "input[1]",
+            ),
+            (br#"{"tools":[{"type":"function","Name":"f"}]}"#, "tools[0]"),
+            (br#"{"tools":[{"type\u0000":"function","name":"f"}]}"#, "tools[0]"),
+        ] {
+            let err = parse(body).unwrap_err();
+            assert_eq!((err.code(), err.param()), ("invalid_input", Some(param)), "{err}");
+        }
+    }
+
+    #[test]
+    fn names_the_gate_does_not_read_keep_any_spelling() {
+        let body = br#"{"Stream":true,"METADATA":{"Input":1,"type":2},"text":{"Format":{"Type":"json"}},
+            "tools":[{"type":"function","name":"f","parameters":{"properties":{"Type":{"type":"string"}}}}],
+            "input":[{"role":"user","content":[{"type":"input_text","Text":"hi","Type":"x"}]}]}"#;
+        let req = parse(body).unwrap();
+        assert_eq!(req.items().len(), 1);
+    }
+
+    #[test]
+    fn stored_state_is_continued_by_previous_response_conversation_or_reference() {
+        let continues = |body: &[u8]| parse(body).unwrap().continues_stored_state();
+        assert!(continues(br#"{"previous_response_id":"resp_1","input":[]}"#));
+        assert!(continues(br#"{"conversation":{"id":"conv_1"},"input":[]}"#));
+        assert!(continues(br#"{"conversation":"conv_1"}"#));
+        assert!(continues(br#"{"input":[{"type":"item_reference","id":"fc_1"}]}"#));
+        assert!(continues(br#"{"input":[{"id":"msg_1"}]}"#));
+        assert!(!continues(
+            br#"{"previous_response_id":null,"input":[{"role":"user","content":"a"}]}"#
+        ));
+    }
+
+    #[test]
+    fn conversation_bodies_carry_their_items_in_items() {
+        let body = br#"{"items":[{"type":"openai:web_search_call"},{"role":"user","content":"a"}],"input":[{"x":1}]}"#;
+        let req = parse_with(body, ItemsAt::Items).unwrap();
+        assert_eq!(req.items().len(), 2);
+        let err = parse_with(br#"{"items":[{"role":"user","content":"a"},7]}"#, ItemsAt::Items).unwrap_err();
+        assert_eq!(err.param(), Some("items[1]"));
+    }
+
+    #[test]
+    fn too_many_items_are_refused_while_reading() {
+        let mut body = String::from(r#"{"input":["#);
+        for i in 0..=MAX_ITEMS {
+            if i > 0 {
+                body.push(',');
+            }
+            body.push_str(r#"{"id":"a"}"#);
+        }
+        body.push_str("]}");
+        let err = parse(body.as_bytes()).unwrap_err();
+        assert_eq!((err.code(), err.param()), ("invalid_input", Some("input")));
+        assert!(err.to_string().contains("more than"), "{err}");
     }
 
     #[test]

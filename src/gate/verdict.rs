@@ -1,6 +1,7 @@
-//! What the gate concludes about one request: allowed, or every violation in input order.
+//! What the gate concludes about one request: every violation in input order, each with the
+//! action the policy gives its reason.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A stable, machine-readable reason code (contract §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -8,7 +9,8 @@ use serde::Serialize;
 pub enum Reason {
     /// A namespaced item whose slug the target provider does not accept.
     Namespaced,
-    /// A `function_call` whose `status` is not `"completed"`.
+    /// A `function_call` whose `status` is present and not `"completed"` (or, with
+    /// `require_status`, missing).
     Status,
     /// A `function_call` whose `arguments` is not a JSON string.
     ArgumentsType,
@@ -16,19 +18,47 @@ pub enum Reason {
     ArgumentsParse,
     /// The parsed arguments fail the tool's JSON Schema.
     ArgumentsSchema,
-    /// No schema is known for the function_call's `name`.
+    /// No function tool is declared for the call's `name`.
     UnknownTool,
     /// The tool's `parameters` is not a usable JSON Schema.
     ToolSchemaInvalid,
-    /// An output whose `call_id` matches no earlier call, or a repeated call id.
+    /// An output that pairs with no call, or a call repeating a still unanswered call id.
     CallIdMismatch,
-    /// An output whose `call_id` belongs to an earlier item that is not a `function_call`.
+    /// A `function_call_output` that pairs with a call that is not a `function_call`.
     NotFunctionCall,
     /// An item in Chat Completions shape (`tool_calls`, or `role: "tool"`).
     ChatCompletionsEnvelope,
 }
 
 impl Reason {
+    /// Every reason, in the contract's order.
+    pub const ALL: [Reason; 10] = [
+        Reason::Namespaced,
+        Reason::Status,
+        Reason::ArgumentsType,
+        Reason::ArgumentsParse,
+        Reason::ArgumentsSchema,
+        Reason::UnknownTool,
+        Reason::ToolSchemaInvalid,
+        Reason::CallIdMismatch,
+        Reason::NotFunctionCall,
+        Reason::ChatCompletionsEnvelope,
+    ];
+
+    /// The reason called `code` on the wire.
+    pub fn from_code(code: &str) -> Option<Reason> {
+        Reason::ALL.into_iter().find(|reason| reason.as_str() == code)
+    }
+
+    /// The action a reason has when no configuration says otherwise (contract §5): agents change
+    /// tool sets between turns, so an unknown tool is reported, not refused.
+    pub fn default_action(self) -> Action {
+        match self {
+            Reason::UnknownTool => Action::Monitor,
+            _ => Action::Reject,
+        }
+    }
+
     /// The reason code as it appears on the wire.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -46,13 +76,46 @@ impl Reason {
     }
 }
 
+impl<'de> Deserialize<'de> for Reason {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let code = std::borrow::Cow::<str>::deserialize(deserializer)?;
+        Reason::from_code(&code).ok_or_else(|| {
+            let known: Vec<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
+            serde::de::Error::custom(format_args!(
+                "unknown reason `{code}`; the reasons are {}",
+                known.join(", ")
+            ))
+        })
+    }
+}
+
 impl std::fmt::Display for Reason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
-/// One input item the target provider must not receive, and why.
+/// What happens to a request with a violation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// The request is refused with 422.
+    Reject,
+    /// The request goes on; the violation is logged, counted and named in a response header.
+    Monitor,
+}
+
+impl Action {
+    /// The action as it appears on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Reject => "reject",
+            Action::Monitor => "monitor",
+        }
+    }
+}
+
+/// One input item the target provider should not receive, why, and what the policy does about it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Violation {
     /// Position of the item in `input`.
@@ -66,8 +129,10 @@ pub struct Violation {
     /// The item's `call_id`, when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub call_id: Option<String>,
-    /// Why the item is refused.
+    /// Why the item is flagged.
     pub reason: Reason,
+    /// What the policy does about it.
+    pub action: Action,
     /// The request parameter at fault, e.g. `input[3].arguments`.
     pub param: String,
     /// For schema failures: the JSON Pointer inside the parsed arguments.
@@ -78,15 +143,48 @@ pub struct Violation {
 }
 
 /// The gate's judgement of one request body for one target.
+///
+/// Violations are listed in input order, at most the policy's `max_listed` of each action; the
+/// counts cover all of them, so an answer's size stays bounded whatever the body holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Verdict {
-    /// Every violation, in input order; empty when the request is allowed.
+    /// The listed violations, in input order.
     pub violations: Vec<Violation>,
+    /// How many violations had the action `reject`, listed or not.
+    pub rejected: usize,
+    /// How many violations had the action `monitor`, listed or not.
+    pub monitored: usize,
 }
 
 impl Verdict {
-    /// True when the request may be forwarded unchanged.
+    /// True when no violation is a `reject`: the request may be forwarded unchanged.
     pub fn is_allowed(&self) -> bool {
-        self.violations.is_empty()
+        self.rejected == 0
+    }
+
+    /// The listed violations with `action`.
+    pub fn with_action(&self, action: Action) -> impl Iterator<Item = &Violation> {
+        self.violations.iter().filter(move |v| v.action == action)
+    }
+
+    /// How many violations with `action` are counted but not listed.
+    pub fn unlisted(&self, action: Action) -> usize {
+        let total = match action {
+            Action::Reject => self.rejected,
+            Action::Monitor => self.monitored,
+        };
+        total - self.with_action(action).count()
+    }
+
+    /// Adds a violation, listing it while fewer than `max_listed` of its action are listed.
+    pub(crate) fn push(&mut self, violation: Violation, max_listed: usize) {
+        let count = match violation.action {
+            Action::Reject => &mut self.rejected,
+            Action::Monitor => &mut self.monitored,
+        };
+        *count += 1;
+        if *count <= max_listed {
+            self.violations.push(violation);
+        }
     }
 }

@@ -17,8 +17,10 @@ pub enum Decision {
     Ungated,
     /// Every item may go to the provider.
     Allowed,
-    /// At least one item was refused.
+    /// At least one violation's action is `reject`: the request was answered 422.
     Rejected,
+    /// Forwarded, with violations whose action is `monitor`.
+    Monitored,
     /// The proxy refused the request before or after gating (bad body, no route, upstream down).
     Error,
 }
@@ -29,6 +31,7 @@ impl Decision {
             Decision::Ungated => "ungated",
             Decision::Allowed => "allowed",
             Decision::Rejected => "rejected",
+            Decision::Monitored => "monitored",
             Decision::Error => "error",
         }
     }
@@ -47,6 +50,7 @@ pub struct AccessRecord {
     model: Option<String>,
     decision: Decision,
     reasons: Vec<&'static str>,
+    monitored: usize,
     error_code: Option<String>,
 }
 
@@ -66,6 +70,7 @@ impl AccessRecord {
             model: None,
             decision: Decision::Ungated,
             reasons: Vec::new(),
+            monitored: 0,
             error_code: None,
         }
     }
@@ -76,17 +81,20 @@ impl AccessRecord {
         self.model = model.map(str::to_owned);
     }
 
-    /// Notes the gate's verdict.
+    /// Notes the gate's verdict: the decision, and every reason listed (rejected or monitored).
     pub fn judged(&mut self, verdict: &Verdict) {
-        if verdict.is_allowed() {
-            self.decision = Decision::Allowed;
+        self.decision = if !verdict.is_allowed() {
+            Decision::Rejected
+        } else if verdict.monitored > 0 {
+            Decision::Monitored
         } else {
-            self.decision = Decision::Rejected;
-            for violation in &verdict.violations {
-                let reason = violation.reason.as_str();
-                if !self.reasons.contains(&reason) {
-                    self.reasons.push(reason);
-                }
+            Decision::Allowed
+        };
+        self.monitored = verdict.monitored;
+        for violation in &verdict.violations {
+            let reason = violation.reason.as_str();
+            if !self.reasons.contains(&reason) {
+                self.reasons.push(reason);
             }
         }
     }
@@ -116,6 +124,7 @@ impl AccessRecord {
             model = self.model.as_deref().unwrap_or("-"),
             decision = self.decision.as_str(),
             reasons = %self.reasons.join(","),
+            monitored = self.monitored,
             error = self.error_code.as_deref().unwrap_or("-"),
             status = status.as_u16(),
             upstream_status = %upstream.map_or_else(|| "-".to_owned(), |s| s.as_u16().to_string()),

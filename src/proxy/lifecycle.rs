@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use http::{Method, Request, Response};
+use http::{HeaderValue, Method, Request, Response};
 use http_body_util::BodyExt;
 
 use super::access_log::{AccessRecord, REQUEST_ID_HEADER};
@@ -14,8 +14,7 @@ use super::request_checks::{check_charset, check_method};
 use super::state::ProxyState;
 use super::upstream::{forward, Outbound};
 use crate::error::ApiError;
-use crate::gate::{self, BodyError, ParsedRequest, Target};
-use crate::routing::ItemsMember;
+use crate::gate::{self, Action, Target, Verdict};
 
 /// Handles one request from start to answer; never fails (every error becomes an envelope).
 pub async fn handle<B>(state: Arc<ProxyState>, request: Request<B>) -> Response<ProxyBody>
@@ -78,18 +77,18 @@ where
     }
 
     // Parse, choose the provider (by prefix, else by model) and gate the items for it.
+    let mut monitored = None;
     let provider = if let Some(items) = gated {
-        let request = parse(&body, items)?;
+        let request = gate::parse_with(&body, items)?;
         let provider = choose(state, &route, request.model())?;
         record.routed(provider.name(), request.model());
-        let verdict = state.gate.judge(&request, &Target::provider(&provider.profile));
+        let target = Target::new(&provider.profile, &state.policy);
+        let verdict = state.gate.judge(&request, &target)?;
         record.judged(&verdict);
         if !verdict.is_allowed() {
-            return Err(ApiError::Rejected {
-                provider: provider.name().to_owned(),
-                violations: verdict.violations,
-            });
+            return Err(ApiError::rejected(provider.name(), verdict));
         }
+        monitored = monitored_header(&verdict);
         provider
     } else {
         let provider = choose(state, &route, None)?;
@@ -105,9 +104,32 @@ where
         headers: parts.headers,
         body,
     };
-    let response = forward(provider, outbound).await?;
+    let mut response = forward(provider, outbound).await?;
+    if let Some(monitored) = monitored {
+        response.headers_mut().insert(MONITORED_HEADER, monitored);
+    }
     // The request stays in flight until its answer has streamed out.
     Ok(response.map(|body| HoldsPermit::new(body, permit).boxed_unsync()))
+}
+
+/// The response header naming the violations a request was forwarded with.
+pub const MONITORED_HEADER: &str = "x-replaygate-monitored";
+
+/// `unknown_tool@input[4],status@input[7]`: the listed `monitor` violations of a verdict, if any.
+fn monitored_header(verdict: &Verdict) -> Option<HeaderValue> {
+    let mut names = String::new();
+    for violation in verdict.with_action(Action::Monitor) {
+        if !names.is_empty() {
+            names.push(',');
+        }
+        names.push_str(violation.reason.as_str());
+        names.push('@');
+        names.push_str(violation.param.split('.').next().unwrap_or_default());
+    }
+    if names.is_empty() {
+        return None;
+    }
+    HeaderValue::try_from(names).ok()
 }
 
 fn choose<'s>(
@@ -120,12 +142,4 @@ fn choose<'s>(
         .providers
         .get(name)
         .ok_or_else(|| ApiError::UnknownProvider(format!("provider `{name}` is not configured")))
-}
-
-/// Reads a gated body, its items from the member the path names.
-fn parse(body: &[u8], items: ItemsMember) -> Result<ParsedRequest<'_>, BodyError> {
-    match items {
-        ItemsMember::Input => gate::parse(body),
-        ItemsMember::Items => gate::parse(body),
-    }
 }

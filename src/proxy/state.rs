@@ -8,7 +8,7 @@ use tokio::sync::Semaphore;
 use super::body::BodyLimits;
 use super::provider::{Credential, Provider};
 use crate::config::Config;
-use crate::gate::Gate;
+use crate::gate::{Gate, Policy};
 use crate::routing::Router;
 
 /// The proxy's shared state: the gate, the router and the providers.
@@ -19,6 +19,8 @@ use crate::routing::Router;
 pub struct ProxyState {
     /// The gate and its compiled tool schemas.
     pub gate: Arc<Gate>,
+    /// The actions and limits every request is judged with.
+    pub policy: Policy,
     /// Path and model routing.
     pub router: Router,
     /// Providers by name.
@@ -103,6 +105,7 @@ impl ProxyState {
         }
         Ok(ProxyState {
             gate,
+            policy: config.gate.policy(),
             router: Router::new(config)?,
             providers,
             body_limits: BodyLimits {

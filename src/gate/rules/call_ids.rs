@@ -1,97 +1,132 @@
-//! `call_id_mismatch` and `not_function_call`: pairing calls and outputs by `call_id`.
+//! `call_id_mismatch` and `not_function_call`: pairing calls and outputs by `call_id`
+//! (contract §5).
+//!
+//! Each output pairs with the most recent earlier call with its `call_id` that no earlier output
+//! answered. A `call_id` may repeat once its call is answered (Bedrock Mantle numbers calls per
+//! response, so every turn has a `call_0`); a call repeating a still unanswered one may not.
 
 use std::collections::HashMap;
 
 use foldhash::fast::RandomState;
 
 use super::{Finding, Param};
-use crate::gate::item::{Item, ItemClass};
+use crate::gate::item::{Item, ItemClass, Pairing};
 use crate::gate::verdict::Reason;
 
-/// The first earlier item that carried a call id.
+/// An earlier call, as pairing needs it.
 #[derive(Debug, Clone, Copy)]
-struct FirstCarrier<'r> {
+struct Call<'r> {
     index: usize,
     type_name: &'r str,
-    /// Whether any earlier `function_call` carried it.
-    has_function_call: bool,
+    is_function_call: bool,
 }
 
-/// The call ids seen so far in `input`, from every item except outputs.
+/// What `input` says so far about one `call_id`.
 #[derive(Debug, Default)]
-pub(super) struct CallLedger<'r> {
-    seen: HashMap<&'r str, FirstCarrier<'r>, RandomState>,
-    next_index: usize,
+struct CallsOf<'r> {
+    /// Calls not answered yet, the most recent last.
+    open: Vec<Call<'r>>,
+    /// The most recent call that an output answered.
+    answered: Option<Call<'r>>,
 }
 
-impl<'r> CallLedger<'r> {
-    /// A ledger with room for the call ids of `items` input items, so it does not grow while
-    /// a long history is judged (calls are rarely more than half of the items).
-    pub(super) fn for_items(items: usize) -> Self {
+/// The calls of `input` by `call_id`, as the items are read in order.
+#[derive(Debug, Default)]
+pub(super) struct CallIndex<'r> {
+    by_id: HashMap<&'r str, CallsOf<'r>, RandomState>,
+    /// Whether the request continues stored state, where calls may live outside `input`.
+    continues_stored_state: bool,
+}
+
+impl<'r> CallIndex<'r> {
+    /// An index with room for the calls of `items` input items, so it does not grow while a long
+    /// history is judged (calls are rarely more than half of the items).
+    pub(super) fn for_items(items: usize, continues_stored_state: bool) -> Self {
         Self {
-            seen: HashMap::with_capacity_and_hasher(items / 2, RandomState::default()),
-            next_index: 0,
+            by_id: HashMap::with_capacity_and_hasher(items / 2, RandomState::default()),
+            continues_stored_state,
         }
     }
 
-    /// Notes the call id `item` carries; call once per item, in input order.
-    pub(super) fn record(&mut self, item: &'r Item<'_>) {
-        let index = self.next_index;
-        self.next_index += 1;
-        if item.class == ItemClass::FunctionCallOutput {
-            return;
+    /// Pairs `item` (the item at `index`, taken in input order) and says what is wrong with its
+    /// pairing, if anything. Every item goes through here, so later outputs see it.
+    pub(super) fn pair(&mut self, index: usize, item: &'r Item<'_>) -> Option<Finding> {
+        match item.pairing() {
+            Pairing::Call(call_id) => self.open_call(index, item, call_id),
+            Pairing::Output => self.answer(item),
+            Pairing::None => None,
         }
-        let Some(call_id) = item.call_id() else { return };
-        let is_call = item.class == ItemClass::FunctionCall;
-        self.seen
-            .entry(call_id)
-            .and_modify(|first| first.has_function_call |= is_call)
-            .or_insert(FirstCarrier {
-                index,
-                type_name: item.type_name(),
-                has_function_call: is_call,
-            });
     }
 
-    /// A `function_call` must not reuse the call id of an earlier item.
-    pub(super) fn check_call(&self, item: &Item<'_>) -> Option<Finding> {
-        let call_id = item.call_id()?;
-        let first = self.seen.get(call_id)?;
-        Some(Finding::new(
-            Reason::CallIdMismatch,
-            Param::Member("call_id"),
-            format!(
-                "call_id `{call_id}` repeats the call_id of input[{}] (a `{}`)",
-                first.index, first.type_name
-            ),
-        ))
-    }
-
-    /// A `function_call_output` must answer a `function_call` earlier in `input`.
-    pub(super) fn check_output(&self, item: &Item<'_>) -> Option<Finding> {
-        let Some(call_id) = item.call_id() else {
-            return Some(Finding::new(
+    fn open_call(&mut self, index: usize, item: &'r Item<'_>, call_id: &'r str) -> Option<Finding> {
+        let calls = self.by_id.entry(call_id).or_default();
+        let finding = calls.open.last().map(|earlier| {
+            Finding::new(
                 Reason::CallIdMismatch,
                 Param::Member("call_id"),
-                missing_call_id(item),
-            ));
+                format!(
+                    "call_id `{call_id}` repeats input[{}] (a `{}`), which no output has answered yet",
+                    earlier.index, earlier.type_name
+                ),
+            )
+        });
+        calls.open.push(Call {
+            index,
+            type_name: item.type_name(),
+            is_function_call: item.class == ItemClass::FunctionCall,
+        });
+        finding
+    }
+
+    fn answer(&mut self, item: &Item<'_>) -> Option<Finding> {
+        let Some(call_id) = item.call_id() else {
+            // Outputs of other tool kinds may pair by other members; only a
+            // function_call_output must name its call.
+            return (item.class == ItemClass::FunctionCallOutput).then(|| {
+                Finding::new(
+                    Reason::CallIdMismatch,
+                    Param::Member("call_id"),
+                    missing_call_id(item),
+                )
+            });
         };
-        match self.seen.get(call_id) {
-            Some(first) if first.has_function_call => None,
-            Some(first) => Some(Finding::new(
+        let Some(calls) = self.by_id.get_mut(call_id) else {
+            return self.unpaired(call_id, None);
+        };
+        let Some(call) = calls.open.pop() else {
+            let answered = calls.answered;
+            return self.unpaired(call_id, answered);
+        };
+        calls.answered = Some(call);
+        if item.class == ItemClass::FunctionCallOutput && !call.is_function_call {
+            return Some(Finding::new(
                 Reason::NotFunctionCall,
                 Param::Member("call_id"),
                 format!(
-                    "call_id `{call_id}` belongs to input[{}], a `{}`, not a function_call",
-                    first.index, first.type_name
+                    "call_id `{call_id}` pairs with input[{}], a `{}`, not a function_call",
+                    call.index, call.type_name
                 ),
-            )),
-            None => Some(Finding::new(
-                Reason::CallIdMismatch,
-                Param::Member("call_id"),
-                format!("call_id `{call_id}` matches no function_call earlier in input"),
-            )),
+            ));
         }
+        None
+    }
+
+    /// An output that pairs with no call in `input`: fine when the call may live in stored
+    /// state and `input` says nothing about its `call_id`.
+    fn unpaired(&self, call_id: &str, answered: Option<Call<'_>>) -> Option<Finding> {
+        let message = match answered {
+            Some(call) => format!(
+                "call_id `{call_id}` pairs with no unanswered call: input[{}] was already answered",
+                call.index
+            ),
+            None if self.continues_stored_state => return None,
+            None => format!("call_id `{call_id}` matches no call earlier in input"),
+        };
+        Some(Finding::new(
+            Reason::CallIdMismatch,
+            Param::Member("call_id"),
+            message,
+        ))
     }
 }
 
@@ -110,26 +145,22 @@ fn missing_call_id(item: &Item<'_>) -> String {
 mod tests {
     use super::*;
 
-    fn items(json: &str) -> Vec<Item<'_>> {
-        serde_json::from_str(json).unwrap()
+    /// Pairs every item of `json` in order and returns each item's finding.
+    fn findings_with(json: &str, continues_stored_state: bool) -> Vec<Option<Reason>> {
+        let items: Vec<Item<'_>> = serde_json::from_str(json).unwrap();
+        let mut index = CallIndex::for_items(items.len(), continues_stored_state);
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| index.pair(i, item).map(|f| f.reason))
+            .collect()
     }
 
-    /// Runs the ledger the way `judge` does and returns each item's finding.
     fn findings(json: &str) -> Vec<Option<Reason>> {
-        let items = items(json);
-        let mut ledger = CallLedger::default();
-        let mut out = Vec::new();
-        for item in &items {
-            let f = match item.class {
-                ItemClass::FunctionCall => ledger.check_call(item),
-                ItemClass::FunctionCallOutput => ledger.check_output(item),
-                _ => None,
-            };
-            ledger.record(item);
-            out.push(f.map(|f| f.reason));
-        }
-        out
+        findings_with(json, false)
     }
+
+    const MISMATCH: Option<Reason> = Some(Reason::CallIdMismatch);
 
     #[test]
     fn an_output_after_its_call_passes() {
@@ -144,7 +175,7 @@ mod tests {
         let r = findings(
             r#"[{"type":"function_call","call_id":"c1"},{"type":"function_call_output","call_id":"c2"}]"#,
         );
-        assert_eq!(r, [None, Some(Reason::CallIdMismatch)]);
+        assert_eq!(r, [None, MISMATCH]);
     }
 
     #[test]
@@ -152,7 +183,7 @@ mod tests {
         let r = findings(
             r#"[{"type":"function_call_output","call_id":"c1"},{"type":"function_call","call_id":"c1"}]"#,
         );
-        assert_eq!(r, [Some(Reason::CallIdMismatch), None]);
+        assert_eq!(r, [MISMATCH, None]);
     }
 
     #[test]
@@ -160,31 +191,61 @@ mod tests {
         let r = findings(
             r#"[{"type":"function_call_output","output":"x"},{"type":"function_call_output","call_id":null}]"#,
         );
-        assert_eq!(r, [Some(Reason::CallIdMismatch), Some(Reason::CallIdMismatch)]);
+        assert_eq!(r, [MISMATCH, MISMATCH]);
     }
 
     #[test]
-    fn a_repeated_call_id_is_a_mismatch() {
+    fn a_call_repeating_an_unanswered_call_id_is_a_mismatch() {
         let r =
             findings(r#"[{"type":"function_call","call_id":"c1"},{"type":"function_call","call_id":"c1"}]"#);
-        assert_eq!(r, [None, Some(Reason::CallIdMismatch)]);
+        assert_eq!(r, [None, MISMATCH]);
     }
 
     #[test]
-    fn a_call_id_repeated_from_another_call_kind_is_a_mismatch() {
+    fn a_call_id_repeated_from_another_unanswered_call_kind_is_a_mismatch() {
         let r = findings(
             r#"[{"type":"openai:computer_call","call_id":"c1"},{"type":"function_call","call_id":"c1"}]"#,
         );
-        assert_eq!(r, [None, Some(Reason::CallIdMismatch)]);
+        assert_eq!(r, [None, MISMATCH]);
     }
 
     #[test]
-    fn outputs_do_not_count_as_earlier_carriers() {
-        // The output is itself unmatched; the call after it is not a repeat.
+    fn a_call_id_may_repeat_once_answered() {
+        // Bedrock Mantle: every response numbers its calls from call_0.
+        let r = findings(
+            r#"[{"type":"function_call","call_id":"call_0"},{"type":"function_call_output","call_id":"call_0"},
+                {"type":"function_call","call_id":"call_0"},{"type":"function_call","call_id":"call_1"},
+                {"type":"function_call_output","call_id":"call_0"},{"type":"function_call_output","call_id":"call_1"},
+                {"type":"function_call","call_id":"call_0"},{"type":"function_call_output","call_id":"call_0"}]"#,
+        );
+        assert_eq!(r, [None; 8]);
+    }
+
+    #[test]
+    fn a_second_output_for_an_answered_call_is_a_mismatch() {
+        let r = findings(
+            r#"[{"type":"function_call","call_id":"c1"},{"type":"function_call_output","call_id":"c1"},{"type":"function_call_output","call_id":"c1"}]"#,
+        );
+        assert_eq!(r, [None, None, MISMATCH]);
+    }
+
+    #[test]
+    fn outputs_pair_with_the_most_recent_unanswered_call() {
+        // The repeat is refused, but pairing still follows the rule: the output answers input[1],
+        // the later output input[0].
+        let r = findings(
+            r#"[{"type":"custom_tool_call","call_id":"c1"},{"type":"function_call","call_id":"c1"},
+                {"type":"function_call_output","call_id":"c1"},{"type":"function_call_output","call_id":"c1"}]"#,
+        );
+        assert_eq!(r, [None, MISMATCH, None, Some(Reason::NotFunctionCall)]);
+    }
+
+    #[test]
+    fn outputs_do_not_count_as_calls() {
         let r = findings(
             r#"[{"type":"function_call_output","call_id":"c1"},{"type":"function_call","call_id":"c1"},{"type":"function_call_output","call_id":"c1"}]"#,
         );
-        assert_eq!(r, [Some(Reason::CallIdMismatch), None, None]);
+        assert_eq!(r, [MISMATCH, None, None]);
     }
 
     #[test]
@@ -196,10 +257,26 @@ mod tests {
     }
 
     #[test]
-    fn two_outputs_for_one_call_both_match() {
+    fn other_outputs_pair_with_their_calls() {
         let r = findings(
-            r#"[{"type":"function_call","call_id":"c1"},{"type":"function_call_output","call_id":"c1"},{"type":"function_call_output","call_id":"c1"}]"#,
+            r#"[{"type":"custom_tool_call","call_id":"c1"},{"type":"custom_tool_call_output","call_id":"c1"},
+                {"type":"computer_call_output","call_id":"c9"},{"type":"local_shell_call_output","id":"ls_1"}]"#,
         );
-        assert_eq!(r, [None, None, None]);
+        assert_eq!(r, [None, None, MISMATCH, None]);
+    }
+
+    #[test]
+    fn stored_state_may_hold_the_call_of_an_output() {
+        let only_outputs = r#"[{"type":"function_call_output","call_id":"call_1"},{"type":"function_call_output","call_id":"call_2"}]"#;
+        assert_eq!(findings_with(only_outputs, true), [None, None]);
+        assert_eq!(findings_with(only_outputs, false), [MISMATCH, MISMATCH]);
+    }
+
+    #[test]
+    fn stored_state_does_not_excuse_what_input_contradicts() {
+        let answered_twice = r#"[{"type":"function_call","call_id":"c1"},{"type":"function_call_output","call_id":"c1"},{"type":"function_call_output","call_id":"c1"}]"#;
+        assert_eq!(findings_with(answered_twice, true), [None, None, MISMATCH]);
+        let repeated = r#"[{"type":"function_call","call_id":"c1"},{"type":"function_call","call_id":"c1"}]"#;
+        assert_eq!(findings_with(repeated, true), [None, MISMATCH]);
     }
 }

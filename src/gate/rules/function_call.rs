@@ -4,62 +4,78 @@
 use serde_json::Value;
 
 use super::tools::ToolIndex;
-use super::{Finding, Param};
+use super::{Finding, Param, WorkMeter};
 use crate::gate::field::RawField;
 use crate::gate::item::Item;
+use crate::gate::request::WorkExceeded;
 use crate::gate::schema::{CompiledSchema, SchemaCache};
 use crate::gate::verdict::Reason;
 
-/// Runs the call's checks in contract order; the first failure is the call's one finding.
-pub(super) fn check(item: &Item<'_>, tools: &mut ToolIndex<'_>, schemas: &SchemaCache) -> Option<Finding> {
-    if let Some(finding) = check_status(item) {
-        return Some(finding);
+/// What one `function_call` is checked with.
+pub(super) struct CallContext<'c, 'r> {
+    pub tools: &'c mut ToolIndex<'r>,
+    pub schemas: &'c SchemaCache,
+    pub require_status: bool,
+    pub work: &'c mut WorkMeter,
+}
+
+/// Runs the call's checks in contract order; the first failure is the call's one finding. Fails
+/// only when validating would pass the request's work budget.
+pub(super) fn check(item: &Item<'_>, cx: &mut CallContext<'_, '_>) -> Result<Option<Finding>, WorkExceeded> {
+    if let Some(finding) = check_status(item, cx.require_status) {
+        return Ok(Some(finding));
     }
     let Some(encoded) = item.arguments.encoded() else {
-        return Some(Finding::new(
+        return Ok(Some(Finding::new(
             Reason::ArgumentsType,
             Param::Member("arguments"),
             format!(
                 "arguments is {}; it must be a JSON-encoded string",
                 item.arguments.describe()
             ),
-        ));
+        )));
     };
-    let tool = item.name.as_str().and_then(|name| tools.find(name));
-    let schema = tool.and_then(|tool| tools.schema(tool, schemas));
+    let tool = item.name.as_str().and_then(|name| cx.tools.find(name));
+    let schema = tool.and_then(|tool| cx.tools.schema(tool, cx.schemas));
     // A replayed call whose arguments, as written, already passed this exact schema passes
     // again without being decoded, parsed or validated.
-    if tool.is_some() && schemas.has_passed(schema.as_deref(), encoded) {
-        return None;
+    if tool.is_some() && cx.schemas.has_passed(schema.as_deref(), encoded) {
+        return Ok(None);
     }
     let parsed = RawField::decode(encoded).and_then(|text| serde_json::from_str::<Value>(&text));
     let arguments = match parsed {
         Ok(arguments) => arguments,
         Err(e) => {
-            return Some(Finding::new(
+            return Ok(Some(Finding::new(
                 Reason::ArgumentsParse,
                 Param::Member("arguments"),
                 format!("arguments is not valid JSON: {e}"),
-            ))
+            )))
         }
     };
     let Some(tool) = tool else {
-        return Some(unknown_tool(item));
+        return Ok(Some(unknown_tool(item)));
     };
-    let finding = schema
-        .as_deref()
-        .and_then(|schema| check_schema(item, &arguments, tool.position, schema));
+    let finding = match schema.as_deref() {
+        Some(schema) => check_schema(item, &arguments, encoded.len(), tool.position, schema, cx.work)?,
+        None => None,
+    };
     if finding.is_none() {
-        schemas.remember_pass(schema.as_deref(), encoded);
+        cx.schemas.remember_pass(schema.as_deref(), encoded);
     }
-    finding
+    Ok(finding)
 }
 
-fn check_status(item: &Item<'_>) -> Option<Finding> {
+/// `status` must be `"completed"` when present; a missing (or null) one counts only under
+/// `require_status` (clients such as the Vercel AI SDK replay calls without it).
+fn check_status(item: &Item<'_>, require_status: bool) -> Option<Finding> {
     let problem = match item.status.as_str() {
         Some("completed") => return None,
         Some(status) => format!("function_call status is `{status}`"),
-        None if item.status.is_absent_or_null() => "function_call has no status".to_owned(),
+        None if item.status.is_absent_or_null() && !require_status => return None,
+        None if item.status.is_absent_or_null() => {
+            "function_call has no status (and `require_status` is on)".to_owned()
+        }
         None => format!("function_call status is {}", item.status.describe()),
     };
     Some(Finding::new(
@@ -80,28 +96,39 @@ fn unknown_tool(item: &Item<'_>) -> Finding {
     Finding::new(Reason::UnknownTool, Param::Member("name"), message)
 }
 
+/// Validates `arguments` (written in `written_bytes`) against the tool's schema, charging the
+/// work to the request's meter first.
 fn check_schema(
     item: &Item<'_>,
     arguments: &Value,
+    written_bytes: usize,
     position: usize,
     schema: &CompiledSchema,
-) -> Option<Finding> {
+    work: &mut WorkMeter,
+) -> Result<Option<Finding>, WorkExceeded> {
     let validator = match schema.validator() {
         Ok(validator) => validator,
         Err(why) => {
             let name = item.name.as_str().unwrap_or_default();
-            return Some(Finding::new(
+            return Ok(Some(Finding::new(
                 Reason::ToolSchemaInvalid,
                 Param::ToolParameters(position),
                 format!("the parameters of tool `{name}` are not a usable JSON Schema: {why}"),
-            ));
+            )));
         }
     };
+    // A validation may visit every unfolded subschema once per part of the value.
+    let visits = schema.unfolded().saturating_mul(1 + written_bytes as u64 / 64);
+    work.charge(visits)?;
     // Most calls fit: the yes-or-no check is cheaper, and the error is built only when needed.
     if validator.is_valid(arguments) {
-        return None;
+        return Ok(None);
     }
-    let error = validator.validate(arguments).err()?;
+    // Finding the first error walks failing branches again at every level of nesting.
+    work.charge(visits.saturating_mul(FIRST_ERROR_FACTOR))?;
+    let Some(error) = validator.validate(arguments).err() else {
+        return Ok(None);
+    };
     let pointer = error.instance_path().to_string();
     let place = if pointer.is_empty() {
         "the top level"
@@ -109,11 +136,14 @@ fn check_schema(
         &pointer
     };
     let message = format!("{error} at {place}");
-    Some(Finding {
+    Ok(Some(Finding {
         pointer: Some(pointer),
         ..Finding::new(Reason::ArgumentsSchema, Param::Member("arguments"), message)
-    })
+    }))
 }
+
+/// How many times a validation's work finding the first error of a failing call may cost.
+const FIRST_ERROR_FACTOR: u64 = 8;
 
 #[cfg(test)]
 mod tests {
@@ -134,10 +164,21 @@ mod tests {
     }
 
     fn check_call_with(call: &str, schemas: &SchemaCache) -> Option<Finding> {
+        check_call_in(call, schemas, false)
+    }
+
+    fn check_call_in(call: &str, schemas: &SchemaCache, require_status: bool) -> Option<Finding> {
         let body = format!(r#"{{"tools":{TOOLS},"input":[{call}]}}"#);
         let request = parse(body.as_bytes()).unwrap();
         let mut tools = ToolIndex::new(&request.tools);
-        check(&request.items()[0], &mut tools, schemas)
+        let mut work = WorkMeter::new(u64::MAX);
+        let mut cx = CallContext {
+            tools: &mut tools,
+            schemas,
+            require_status,
+            work: &mut work,
+        };
+        check(&request.items()[0], &mut cx).unwrap()
     }
 
     fn call(status: &str, name: &str, arguments: &str) -> String {
@@ -159,8 +200,8 @@ mod tests {
     }
 
     #[test]
-    fn status_must_be_completed() {
-        for status in [r#""in_progress""#, r#""incomplete""#, "null", "3"] {
+    fn a_present_status_must_be_completed() {
+        for status in [r#""in_progress""#, r#""incomplete""#, "3", r#""""#] {
             let f = check_call(&call(status, "report", r#""{\"region\":\"apac\"}""#)).unwrap();
             assert_eq!(
                 (f.reason, f.param),
@@ -168,8 +209,43 @@ mod tests {
                 "{status}"
             );
         }
-        let missing = r#"{"type":"function_call","call_id":"c1","name":"report","arguments":"{}"}"#;
-        assert!(check_call(missing).unwrap().message.contains("no status"));
+    }
+
+    #[test]
+    fn a_missing_status_counts_only_when_required() {
+        let missing =
+            r#"{"type":"function_call","call_id":"c1","name":"report","arguments":"{\"region\":\"apac\"}"}"#;
+        let null = call("null", "report", r#""{\"region\":\"apac\"}""#);
+        let schemas = SchemaCache::default();
+        for body in [missing, null.as_str()] {
+            assert_eq!(check_call_in(body, &schemas, false), None, "{body}");
+            let f = check_call_in(body, &schemas, true).unwrap();
+            assert_eq!(f.reason, Reason::Status);
+            assert!(f.message.contains("no status"), "{}", f.message);
+        }
+    }
+
+    #[test]
+    fn validation_is_charged_to_the_work_budget() {
+        let body = format!(
+            r#"{{"tools":{TOOLS},"input":[{}]}}"#,
+            call(r#""completed""#, "report", r#""{\"region\":\"global\"}""#)
+        );
+        let request = parse(body.as_bytes()).unwrap();
+        let schemas = SchemaCache::default();
+        let run = |budget: u64| {
+            let mut tools = ToolIndex::new(&request.tools);
+            let mut work = WorkMeter::new(budget);
+            let mut cx = CallContext {
+                tools: &mut tools,
+                schemas: &schemas,
+                require_status: false,
+                work: &mut work,
+            };
+            check(&request.items()[0], &mut cx).map(|f| f.map(|f| f.reason))
+        };
+        assert_eq!(run(u64::MAX), Ok(Some(Reason::ArgumentsSchema)));
+        assert!(run(3).is_err());
     }
 
     #[test]
@@ -287,7 +363,14 @@ mod tests {
             "input":[{"type":"function_call","call_id":"c","name":"t","status":"completed","arguments":"{}"}]}"#;
         let request = parse(body.as_bytes()).unwrap();
         let mut tools = ToolIndex::new(&request.tools);
-        assert!(check(&request.items()[0], &mut tools, &SchemaCache::default()).is_none());
+        let mut work = WorkMeter::new(u64::MAX);
+        let mut cx = CallContext {
+            tools: &mut tools,
+            schemas: &SchemaCache::default(),
+            require_status: false,
+            work: &mut work,
+        };
+        assert!(check(&request.items()[0], &mut cx).unwrap().is_none());
     }
 
     #[test]

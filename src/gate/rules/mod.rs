@@ -1,8 +1,9 @@
 //! The rules, one small unit each, run over the items in input order (contract §5).
 //!
-//! Messages and item references are checked for the Chat Completions envelope; extension items
-//! for their namespace; each `function_call` for its call id, status, arguments and schema (the
-//! first failure is its one violation); each `function_call_output` for a matching call.
+//! Messages are checked for the Chat Completions envelope; extension items for their namespace;
+//! every call and output for its pairing; each `function_call` for its status, arguments and
+//! schema (the first failure is its one violation). Each finding gets the action the policy
+//! gives its reason.
 
 mod call_ids;
 mod chat_envelope;
@@ -12,11 +13,12 @@ mod tools;
 
 use super::item::{Item, ItemClass};
 use super::profile::Target;
-use super::request::ParsedRequest;
+use super::request::{ParsedRequest, WorkExceeded};
 use super::schema::SchemaCache;
 use super::verdict::{Reason, Verdict, Violation};
 
-use call_ids::CallLedger;
+use call_ids::CallIndex;
+use function_call::CallContext;
 use tools::ToolIndex;
 
 /// A rule's finding about one item, before it is tied to the item's position.
@@ -57,36 +59,75 @@ impl Param {
     }
 }
 
-/// Judges every item of `request` for `target`.
-pub fn judge(request: &ParsedRequest<'_>, target: &Target<'_>, schemas: &SchemaCache) -> Verdict {
-    let mut ledger = CallLedger::for_items(request.items().len());
-    let mut tools = ToolIndex::new(&request.tools);
-    let mut violations = Vec::new();
-    for (index, item) in request.items().iter().enumerate() {
-        let finding = match item.class {
-            ItemClass::Message => chat_envelope::check(item),
-            ItemClass::Extension => namespace::check(item, target.provider),
-            ItemClass::FunctionCall => ledger
-                .check_call(item)
-                .or_else(|| function_call::check(item, &mut tools, schemas)),
-            ItemClass::FunctionCallOutput => ledger.check_output(item),
-            ItemClass::Reasoning | ItemClass::Compaction | ItemClass::ItemReference => None,
-        };
-        ledger.record(item);
-        if let Some(finding) = finding {
-            violations.push(violation(index, item, finding));
-        }
-    }
-    Verdict { violations }
+/// The schema work one request has used, against its budget (deterministic: counted, not timed).
+#[derive(Debug)]
+pub(crate) struct WorkMeter {
+    used: u64,
+    budget: u64,
 }
 
-fn violation(index: usize, item: &Item<'_>, finding: Finding) -> Violation {
+impl WorkMeter {
+    pub(crate) fn new(budget: u64) -> Self {
+        Self { used: 0, budget }
+    }
+
+    /// Adds `units`, failing once the total passes the budget.
+    pub(crate) fn charge(&mut self, units: u64) -> Result<(), WorkExceeded> {
+        self.used = self.used.saturating_add(units);
+        if self.used > self.budget {
+            return Err(WorkExceeded { budget: self.budget });
+        }
+        Ok(())
+    }
+}
+
+/// Judges every item of `request` for `target`.
+pub fn judge(
+    request: &ParsedRequest<'_>,
+    target: &Target<'_>,
+    schemas: &SchemaCache,
+) -> Result<Verdict, WorkExceeded> {
+    let items = request.items();
+    let policy = target.policy;
+    let mut pairing = CallIndex::for_items(items.len(), request.continues_stored_state());
+    let mut tools = ToolIndex::new(&request.tools);
+    let mut work = WorkMeter::new(policy.work_budget);
+    let mut cx = CallContext {
+        tools: &mut tools,
+        schemas,
+        require_status: policy.require_status,
+        work: &mut work,
+    };
+    let mut verdict = Verdict::default();
+    for (index, item) in items.iter().enumerate() {
+        // Pairing sees every item, so later outputs find their calls.
+        let paired = pairing.pair(index, item);
+        let finding = match item.class {
+            ItemClass::Message => chat_envelope::check(item),
+            ItemClass::Extension => namespace::check(item, target.provider).or(paired),
+            ItemClass::FunctionCall => match paired {
+                Some(finding) => Some(finding),
+                None => function_call::check(item, &mut cx)?,
+            },
+            ItemClass::FunctionCallOutput => paired,
+            ItemClass::Reasoning | ItemClass::Compaction | ItemClass::ItemReference => None,
+        };
+        if let Some(finding) = finding {
+            let action = policy.action(finding.reason);
+            verdict.push(violation(index, item, finding, action), policy.max_listed);
+        }
+    }
+    Ok(verdict)
+}
+
+fn violation(index: usize, item: &Item<'_>, finding: Finding, action: super::verdict::Action) -> Violation {
     Violation {
         index,
         item_type: item.type_name().to_owned(),
         id: item.id().map(str::to_owned),
         call_id: item.call_id().map(str::to_owned),
         reason: finding.reason,
+        action,
         param: finding.param.render(index),
         pointer: finding.pointer,
         message: finding.message,

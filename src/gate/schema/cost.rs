@@ -1,10 +1,17 @@
 //! How much work a tool schema can cause, measured before it is compiled.
 //!
 //! A schema is small on the wire but may be large once its `$ref`s are unfolded: `$defs` that
-//! each refer to the next one twice unfold to 2^levels subschemas, and validating one value
-//! may visit all of them. The gate refuses schemas whose unfolded size passes a budget, so a
-//! 3 KB schema cannot hold a worker for hours.
+//! each refer to the next one twice unfold to 2^levels subschemas, and validating one value may
+//! visit all of them. The gate measures the unfolded size of every schema and refuses those
+//! past a budget, so a 2 KB schema cannot hold a thread or exhaust memory.
+//!
+//! The measure is only sound if it follows every reference the validator follows, so the forms
+//! of reference the validator would resolve differently are refused first ([`check_references`]):
+//! a reference must be a local JSON pointer (`#` or `#/...`, percent-escapes allowed), and only
+//! the root may set `$id` (a nested `$id` changes what `#/...` means below it). Real tool
+//! schemas (pydantic, zod, the MCP SDKs) use `#/$defs/...` or `#/definitions/...` only.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
@@ -33,8 +40,86 @@ const NAMED: &[&str] = &[
     "dependentSchemas",
     "dependencies",
 ];
+/// Keywords whose value maps names to subschemas that apply only when referred to.
+const DEFINITIONS: &[&str] = &["$defs", "definitions"];
 /// Keywords that jump to another subschema.
 const REFS: &[&str] = &["$ref", "$dynamicRef", "$recursiveRef"];
+
+/// The subschemas a keyword's value holds (none for keywords whose value is data).
+fn subschemas<'s>(keyword: &str, value: &'s Value) -> Box<dyn Iterator<Item = &'s Value> + 's> {
+    match value {
+        Value::Object(_) | Value::Bool(_) if ONE.contains(&keyword) => Box::new(std::iter::once(value)),
+        Value::Array(items) if MANY.contains(&keyword) => Box::new(items.iter()),
+        Value::Object(named) if NAMED.contains(&keyword) => Box::new(named.values()),
+        _ => Box::new(std::iter::empty()),
+    }
+}
+
+/// Refuses the reference forms the unfolded size could not follow: anything but a local JSON
+/// pointer, and a `$id` (or, in draft 4, an `id`) below the root.
+pub fn check_references(root: &Value) -> Result<(), String> {
+    let draft4 = root
+        .get("$schema")
+        .and_then(Value::as_str)
+        .is_some_and(|s| s.contains("draft-04"));
+    let mut pending = vec![(root, true)];
+    while let Some((schema, is_root)) = pending.pop() {
+        let Value::Object(members) = schema else { continue };
+        for (keyword, value) in members {
+            let keyword = keyword.as_str();
+            if REFS.contains(&keyword) {
+                let reference = value.as_str().unwrap_or_default();
+                if local_pointer(reference).is_none() {
+                    return Err(format!(
+                        "`{keyword}: {value}` is not a local JSON pointer (`#` or `#/...`); only those are supported"
+                    ));
+                }
+            }
+            let sets_base = keyword == "$id" || (draft4 && keyword == "id");
+            if sets_base && !is_root && value.is_string() {
+                return Err(format!(
+                    "`{keyword}` inside the schema changes what its `$ref`s resolve against; only the root may set it"
+                ));
+            }
+            if DEFINITIONS.contains(&keyword) {
+                if let Value::Object(named) = value {
+                    pending.extend(named.values().map(|s| (s, false)));
+                }
+            }
+            pending.extend(subschemas(keyword, value).map(|s| (s, false)));
+        }
+    }
+    Ok(())
+}
+
+/// The JSON pointer of a local reference (`#` gives the root's, empty), percent-escapes decoded.
+fn local_pointer(reference: &str) -> Option<Cow<'_, str>> {
+    let pointer = reference.strip_prefix('#')?;
+    if !(pointer.is_empty() || pointer.starts_with('/')) {
+        return None;
+    }
+    if !pointer.contains('%') {
+        return Some(Cow::Borrowed(pointer));
+    }
+    percent_decode(pointer).map(Cow::Owned)
+}
+
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
 
 /// The number of subschemas `root` unfolds to through its local `$ref`s, or `Err` once that
 /// passes `budget`. A `$ref` back into a subschema being unfolded counts once: such recursion
@@ -96,14 +181,8 @@ impl<'s> Walk<'s> {
                 None => 1,
             };
         }
-        let children: Box<dyn Iterator<Item = &'s Value>> = match value {
-            Value::Object(_) | Value::Bool(_) if ONE.contains(&keyword) => Box::new(std::iter::once(value)),
-            Value::Array(items) if MANY.contains(&keyword) => Box::new(items.iter()),
-            Value::Object(named) if NAMED.contains(&keyword) => Box::new(named.values()),
-            _ => return 0,
-        };
         let mut size: u64 = 0;
-        for child in children {
+        for child in subschemas(keyword, value) {
             size = size.saturating_add(self.size(child));
             if size > self.budget {
                 break;
@@ -112,13 +191,10 @@ impl<'s> Walk<'s> {
         size
     }
 
-    /// A local reference (`#` or `#/json/pointer`); others are not unfolded here.
+    /// A local reference, as [`check_references`] allows them.
     fn resolve(&self, reference: &str) -> Option<&'s Value> {
-        let pointer = reference.strip_prefix('#')?;
-        if pointer.is_empty() {
-            return Some(self.root);
-        }
-        self.root.pointer(pointer)
+        let pointer = local_pointer(reference)?;
+        self.root.pointer(&pointer)
     }
 }
 
@@ -127,17 +203,22 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn doubling(levels: usize) -> Value {
+    /// `$defs` d0..d{levels}, each referring to the next twice, written with `reference(i)`.
+    fn doubling_with(levels: usize, reference: impl Fn(usize) -> String) -> Value {
         let mut defs = serde_json::Map::new();
         for i in 0..levels {
-            let next = format!("#/$defs/d{}", i + 1);
+            let next = reference(i + 1);
             defs.insert(
                 format!("d{i}"),
-                json!({"anyOf": [{"$ref": next}, {"$ref": next}]}),
+                json!({"$anchor": format!("a{i}"), "anyOf": [{"$ref": next}, {"$ref": next}]}),
             );
         }
         defs.insert(format!("d{levels}"), json!({"type": "string"}));
-        json!({"$defs": defs, "$ref": "#/$defs/d0"})
+        json!({"$defs": defs, "$ref": reference(0)})
+    }
+
+    fn doubling(levels: usize) -> Value {
+        doubling_with(levels, |i| format!("#/$defs/d{i}"))
     }
 
     #[test]
@@ -167,9 +248,56 @@ mod tests {
     }
 
     #[test]
-    fn non_local_references_are_not_followed() {
-        let schema = json!({"$ref":"https://example.com/s.json","anyOf":[{"$ref":"#/nope"}]});
-        // root + the remote ref + (the anyOf branch + its dangling ref)
-        assert_eq!(unfolded_size(&schema, 10), Ok(4));
+    fn percent_escaped_pointers_are_followed() {
+        let schema = doubling_with(40, |i| format!("#/%24defs/d{i}"));
+        assert_eq!(check_references(&schema), Ok(()));
+        assert!(unfolded_size(&schema, 1_000_000).is_err());
+    }
+
+    #[test]
+    fn references_other_than_local_pointers_are_refused() {
+        for reference in [
+            "#a1",
+            "urn:x#/$defs/d1",
+            "https://example.com/s.json",
+            "d1.json",
+            "#/%zz",
+        ] {
+            let schema = json!({"$defs": {"d1": {"$anchor": "a1"}}, "$ref": reference});
+            assert!(check_references(&schema).is_err(), "{reference}");
+        }
+        let anchors = doubling_with(30, |i| format!("#a{i}"));
+        assert!(check_references(&anchors).is_err());
+        let dynamic = json!({"$dynamicRef": "#meta"});
+        assert!(check_references(&dynamic).is_err());
+    }
+
+    #[test]
+    fn only_the_root_may_set_its_base() {
+        assert_eq!(
+            check_references(&json!({"$id": "urn:root", "$ref": "#/$defs/a", "$defs": {"a": {}}})),
+            Ok(())
+        );
+        let nested = json!({"properties": {"p": {"$id": "urn:p", "$defs": {"x": {}}, "$ref": "#/$defs/x"}}});
+        assert!(check_references(&nested).is_err());
+        let in_defs = json!({"$defs": {"a": {"$id": "urn:a"}}});
+        assert!(check_references(&in_defs).is_err());
+        let draft4 = json!({"$schema": "http://json-schema.org/draft-04/schema#", "properties": {"p": {"id": "p.json"}}});
+        assert!(check_references(&draft4).is_err());
+        // Names are data: a property called `$id` or `$ref` is no keyword.
+        let names = json!({"properties": {"$id": {"type": "string"}, "$ref": {"const": "#x"}}, "enum": [{"$ref": "x"}]});
+        assert_eq!(check_references(&names), Ok(()));
+    }
+
+    #[test]
+    fn the_usual_tool_schemas_pass() {
+        let pydantic = json!({"$defs": {"Unit": {"enum": ["c", "f"], "type": "string"}},
+            "properties": {"city": {"type": "string"}, "unit": {"$ref": "#/$defs/Unit"}}, "required": ["city"], "type": "object"});
+        let zod = json!({"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"a": {"type": "number"}},
+            "type": "object", "properties": {"x": {"$ref": "#/definitions/a"}}, "additionalProperties": false});
+        for schema in [pydantic, zod] {
+            assert_eq!(check_references(&schema), Ok(()));
+            assert!(unfolded_size(&schema, 100).is_ok());
+        }
     }
 }

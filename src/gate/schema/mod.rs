@@ -1,18 +1,22 @@
 //! Tool schemas: compiled once, cached by content across requests, with a bounded budget.
 //!
 //! Schemas come from clients, so they are compiled offline (a remote `$ref` is an error, never a
-//! fetch), with a linear-time regular-expression engine, and under a size limit.
+//! fetch), with a linear-time regular-expression engine, under a size limit, and only when
+//! their unfolded size (see [`cost`]) is bounded. That size is also what validating against
+//! the schema costs in a request's work budget.
 
 mod cost;
 mod passed;
 
-use std::sync::Arc;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 
 use jsonschema::{PatternOptions, Validator};
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 use serde_json::Value;
-use xxhash_rust::xxh3::xxh3_128;
+use xxhash_rust::xxh3::xxh3_128_with_seed;
 
 use passed::PassedCalls;
 
@@ -40,51 +44,81 @@ impl Default for SchemaLimits {
 /// A tool schema after compilation: a validator, or why the schema cannot be used.
 #[derive(Debug)]
 pub struct CompiledSchema {
-    key: u128,
+    /// Unique to this compilation in this process: what remembered passes are tied to.
+    serial: u64,
     source: Box<str>,
-    outcome: Result<Validator, String>,
+    outcome: Result<Compiled, String>,
 }
 
+#[derive(Debug)]
+struct Compiled {
+    validator: Validator,
+    unfolded: u64,
+}
+
+/// Serials of compiled schemas; 0 stands for "no schema".
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
+
 impl CompiledSchema {
-    fn compile(key: u128, source: &str) -> Self {
+    fn compile(source: &str) -> Self {
+        Self::with_outcome(source, compile(source))
+    }
+
+    fn with_outcome(source: &str, outcome: Result<Compiled, String>) -> Self {
         Self {
-            key,
+            serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
             source: source.into(),
-            outcome: compile(source),
+            outcome,
         }
     }
 
-    /// The hash of the schema's exact bytes, which identifies it.
-    pub fn key(&self) -> u128 {
-        self.key
+    /// Identifies this compiled schema for the life of the process (never 0, never reused), so
+    /// a pass remembered for it can never be taken for another schema's.
+    pub fn serial(&self) -> u64 {
+        self.serial
     }
 
     /// The validator, or the reason the schema is unusable.
     pub fn validator(&self) -> Result<&Validator, &str> {
-        self.outcome.as_ref().map_err(String::as_str)
+        self.outcome
+            .as_ref()
+            .map(|compiled| &compiled.validator)
+            .map_err(String::as_str)
+    }
+
+    /// How many subschemas the schema unfolds to: the work units of one validation against it.
+    pub fn unfolded(&self) -> u64 {
+        self.outcome.as_ref().map_or(0, |compiled| compiled.unfolded)
     }
 }
 
-fn compile(source: &str) -> Result<Validator, String> {
+fn compile(source: &str) -> Result<Compiled, String> {
     let schema: Value = serde_json::from_str(source).map_err(|e| format!("not valid JSON: {e}"))?;
     if !(schema.is_object() || schema.is_boolean()) {
         return Err("a JSON Schema must be an object or a boolean".into());
     }
-    if cost::unfolded_size(&schema, MAX_UNFOLDED_SUBSCHEMAS).is_err() {
+    cost::check_references(&schema)?;
+    let Ok(unfolded) = cost::unfolded_size(&schema, MAX_UNFOLDED_SUBSCHEMAS) else {
         return Err(format!(
             "it unfolds through `$ref` to more than {MAX_UNFOLDED_SUBSCHEMAS} subschemas, too many to check"
         ));
-    }
-    jsonschema::options()
+    };
+    let validator = jsonschema::options()
         .offline()
         .with_pattern_options(PatternOptions::regex())
         .build(&schema)
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    Ok(Compiled { validator, unfolded })
 }
 
 /// The most subschemas a tool schema may unfold to (see [`cost`]); real tool schemas unfold to
-/// hundreds at most.
-const MAX_UNFOLDED_SUBSCHEMAS: u64 = 1_000_000;
+/// hundreds at most, and validating a value against this many takes about a millisecond.
+pub const MAX_UNFOLDED_SUBSCHEMAS: u64 = 20_000;
+
+/// The seed of the schema cache's hash: random per process, so nobody can construct two schemas
+/// that land on one entry (a hit is confirmed by the bytes anyway; this keeps hits hits).
+static CACHE_SEED: LazyLock<u64> =
+    LazyLock::new(|| std::collections::hash_map::RandomState::new().hash_one(0u8));
 
 /// Fixed per-entry overhead counted on top of the schema's source bytes.
 const ENTRY_OVERHEAD: u64 = 1024;
@@ -131,23 +165,20 @@ impl SchemaCache {
     /// The compiled form of `source` (a tool's `parameters`, exactly as in the body).
     pub fn get(&self, source: &str) -> Arc<CompiledSchema> {
         if source.len() > self.limits.max_schema_bytes {
-            return Arc::new(CompiledSchema {
-                key: 0,
-                source: Box::from(""),
-                outcome: Err(format!(
-                    "the schema is {} bytes, over the limit of {} bytes",
-                    source.len(),
-                    self.limits.max_schema_bytes
-                )),
-            });
+            let too_large = format!(
+                "the schema is {} bytes, over the limit of {} bytes",
+                source.len(),
+                self.limits.max_schema_bytes
+            );
+            return Arc::new(CompiledSchema::with_outcome("", Err(too_large)));
         }
-        let key = xxh3_128(source.as_bytes());
-        let cached = self.entries.get_or_insert_with(&key, || {
-            Ok::<_, ()>(Arc::new(CompiledSchema::compile(key, source)))
-        });
+        let key = xxh3_128_with_seed(source.as_bytes(), *CACHE_SEED);
+        let cached = self
+            .entries
+            .get_or_insert_with(&key, || Ok::<_, ()>(Arc::new(CompiledSchema::compile(source))));
         match cached {
             Ok(entry) if *entry.source == *source => entry,
-            _ => Arc::new(CompiledSchema::compile(key, source)),
+            _ => Arc::new(CompiledSchema::compile(source)),
         }
     }
 
@@ -158,13 +189,13 @@ impl SchemaCache {
             return false;
         }
         self.passed
-            .contains(schema.map_or(0, CompiledSchema::key), arguments)
+            .contains(schema.map_or(0, CompiledSchema::serial), arguments)
     }
 
     /// Remembers that `arguments` (as written, see [`Self::has_passed`]) passed `schema`.
     pub fn remember_pass(&self, schema: Option<&CompiledSchema>, arguments: &str) {
         self.passed
-            .insert(schema.map_or(0, CompiledSchema::key), arguments);
+            .insert(schema.map_or(0, CompiledSchema::serial), arguments);
     }
 
     /// How many compiled schemas are held.
@@ -278,6 +309,34 @@ mod tests {
         let big = format!(r#"{{"description":"{}"}}"#, "x".repeat(100));
         assert!(error_of(&cache, &big).contains("over the limit"));
         assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn schemas_unfolding_past_the_limit_are_unusable() {
+        let cache = SchemaCache::default();
+        let mut defs = serde_json::Map::new();
+        for i in 0..24 {
+            defs.insert(format!("d{i}"), json!({"anyOf": [{"$ref": format!("#/%24defs/d{}", i + 1)}, {"$ref": format!("#/$defs/d{}", i + 1)}]}));
+        }
+        defs.insert("d24".into(), json!({"type": "integer"}));
+        let source = json!({"$defs": defs, "properties": {"x": {"$ref": "#/$defs/d0"}}}).to_string();
+        assert!(
+            error_of(&cache, &source).contains("unfolds"),
+            "{}",
+            error_of(&cache, &source)
+        );
+        let anchored = source.replace("#/%24defs/d", "#d");
+        assert!(error_of(&cache, &anchored).contains("local JSON pointer"));
+    }
+
+    #[test]
+    fn a_recompiled_schema_is_a_new_schema() {
+        let cache = SchemaCache::default();
+        let a = cache.get(r#"{"type":"object"}"#);
+        let b = CompiledSchema::compile(r#"{"type":"object"}"#);
+        assert_ne!(a.serial(), b.serial());
+        assert_ne!(a.serial(), 0);
+        assert_eq!(a.unfolded(), 1);
     }
 
     #[test]

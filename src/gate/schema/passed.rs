@@ -4,9 +4,14 @@
 //! already judged. Remembering which exact `arguments` text passed which exact schema lets a
 //! replayed call skip decoding, parsing and validation. The text is the one written in the body
 //! (the JSON string, escapes included), so a replayed call is recognised without decoding it;
-//! the same arguments written with other escapes are simply checked again. A hit is confirmed by comparing the text, so a
-//! hash collision can never let a call through unchecked.
+//! the same arguments written with other escapes are simply checked again.
+//!
+//! A pass is tied to the schema's serial (unique to one compilation in this process), not to a
+//! hash of the schema, and a hit is confirmed by comparing the serial and the text, so no
+//! constructed hash collision can let a call through unchecked.
 
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use quick_cache::sync::Cache;
@@ -22,7 +27,7 @@ const ENTRY_OVERHEAD: u64 = 64;
 /// One remembered pass.
 #[derive(Debug)]
 struct Pass {
-    schema: u128,
+    schema: u64,
     arguments: Box<str>,
 }
 
@@ -38,6 +43,8 @@ impl Weighter<u128, Arc<Pass>> for TextBytes {
 /// A bounded memory of (schema, arguments text) pairs that passed.
 pub(super) struct PassedCalls {
     entries: Cache<u128, Arc<Pass>, TextBytes>,
+    /// Random per memory, so the keys of texts cannot be predicted from outside.
+    seed: u64,
 }
 
 impl PassedCalls {
@@ -45,31 +52,32 @@ impl PassedCalls {
         let estimated_items = (budget_bytes / (256 + ENTRY_OVERHEAD)).clamp(16, 1 << 20);
         Self {
             entries: Cache::with_weighter(estimated_items as usize, budget_bytes, TextBytes),
+            seed: RandomState::new().hash_one(0u8),
         }
     }
 
-    /// The entry's key: the text's hash seeded with the schema's. A collision costs nothing but a
-    /// miss, since a hit is confirmed against the stored schema and text.
-    fn key(schema: u128, arguments: &str) -> u128 {
-        let seed = (schema as u64) ^ ((schema >> 64) as u64);
-        xxh3_128_with_seed(arguments.as_bytes(), seed)
+    /// The entry's key: the text's hash seeded with the schema's serial and this memory's random
+    /// seed. A collision costs nothing but a miss, since a hit is confirmed against the stored
+    /// schema serial and text.
+    fn key(&self, schema: u64, arguments: &str) -> u128 {
+        xxh3_128_with_seed(arguments.as_bytes(), self.seed ^ schema.rotate_left(29))
     }
 
-    /// Whether `arguments` already passed the schema identified by `schema`.
-    pub(super) fn contains(&self, schema: u128, arguments: &str) -> bool {
+    /// Whether `arguments` already passed the schema with serial `schema` (0: no schema).
+    pub(super) fn contains(&self, schema: u64, arguments: &str) -> bool {
         self.entries
-            .get(&Self::key(schema, arguments))
+            .get(&self.key(schema, arguments))
             .is_some_and(|pass| pass.schema == schema && *pass.arguments == *arguments)
     }
 
-    /// Remembers that `arguments` passed the schema identified by `schema`.
-    pub(super) fn insert(&self, schema: u128, arguments: &str) {
+    /// Remembers that `arguments` passed the schema with serial `schema` (0: no schema).
+    pub(super) fn insert(&self, schema: u64, arguments: &str) {
         if arguments.len() <= MAX_REMEMBERED_BYTES {
             let pass = Pass {
                 schema,
                 arguments: arguments.into(),
             };
-            self.entries.insert(Self::key(schema, arguments), Arc::new(pass));
+            self.entries.insert(self.key(schema, arguments), Arc::new(pass));
         }
     }
 
