@@ -170,7 +170,7 @@ async fn utf8_json_and_bodiless_requests_still_pass() {
         with_length("POST /v1/responses", "", BODY),
         chunked("POST /v1/responses", "content-type: application/json\r\n", BODY),
         with_length("GET /v1/responses/resp_1", "", ""),
-        format!("GET /v1/responses/resp_1?include=x HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"),
+        "GET /v1/responses/resp_1?include=x HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n".to_owned(),
         with_length("DELETE /v1/responses/resp_1", "", ""),
         // An ungated path keeps its label and its method: the provider is the judge there.
         with_length(
