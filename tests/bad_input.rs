@@ -60,7 +60,7 @@ fn cases() -> Vec<Case> {
     use Expect::*;
     let deep = nested(100_000);
     let ten_mib = "x".repeat(10 << 20);
-    let many = 200_000;
+    let many = replaygate::gate::MAX_ITEMS;
     let huge_schema = format!(
         r#"{{"type":"object","properties":{{{}}}}}"#,
         (0..40_000)
@@ -125,12 +125,17 @@ fn cases() -> Vec<Case> {
             Refused(422, "arguments_parse", Some("input[0].arguments")),
         ),
         case(
-            "200,000 messages",
+            "one item more than the gate reads",
+            input_of((0..=many).map(|i| format!(r#"{{"role":"user","content":"m{i}"}}"#))),
+            Refused(400, "invalid_input", Some("input")),
+        ),
+        case(
+            "100,000 messages",
             input_of((0..many).map(|i| format!(r#"{{"role":"user","content":"m{i}"}}"#))),
             Forwarded,
         ),
         case(
-            "100,000 calls, each with its output",
+            "50,000 calls, each with its output",
             format!(
                 r#"{{"model":"gpt-5","tools":[{TOOL}],"input":[{}]}}"#,
                 (0..many / 2)
@@ -143,7 +148,7 @@ fn cases() -> Vec<Case> {
             Forwarded,
         ),
         case(
-            "200,000 refused items",
+            "100,000 refused items",
             input_of((0..many).map(|_| r#"{"type":"acme:x"}"#.to_owned())),
             Refused(422, "namespaced", Some("input[0].type")),
         ),

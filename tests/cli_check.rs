@@ -156,3 +156,42 @@ fn usage_errors_exit_2() {
     assert_eq!(replaygate(&["check", "--provider"], "").status.code(), Some(2));
     assert_eq!(replaygate(&["frobnicate"], "").status.code(), Some(2));
 }
+
+const HANDOFF: &str = r#"{"model":"m","tools":[],"input":[{"type":"function_call","call_id":"c1","name":"transfer","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"ok"}]}"#;
+
+#[test]
+fn monitored_violations_are_printed_with_their_action_and_allow_the_body() {
+    let out = replaygate(&["check", "--provider", "openai"], HANDOFF);
+    assert_eq!(out.status.code(), Some(0));
+    let v = &lines(&out)[0];
+    assert_eq!(v["allowed"], true);
+    assert_eq!(v["violations"][0]["reason"], "unknown_tool");
+    assert_eq!(v["violations"][0]["action"], "monitor");
+}
+
+#[test]
+fn a_config_can_make_a_monitored_reason_reject() {
+    let mut config = tempfile::NamedTempFile::new().unwrap();
+    writeln!(
+        config,
+        "[providers.openai]\nbase_url = \"http://127.0.0.1:9/v1\"\n[gate.rules]\nunknown_tool = \"reject\""
+    )
+    .unwrap();
+    let path = config.path().to_str().unwrap();
+    let out = replaygate(&["check", "--config", path, "--provider", "openai"], HANDOFF);
+    assert_eq!(out.status.code(), Some(1));
+    let v = &lines(&out)[0];
+    assert_eq!(
+        (&v["allowed"], &v["violations"][0]["action"]),
+        (&Value::Bool(false), &Value::from("reject"))
+    );
+}
+
+#[test]
+fn every_violation_is_printed_offline_however_many() {
+    let items = vec![r#"{"type":"acme:x"}"#; 150];
+    let body = format!(r#"{{"model":"m","input":[{}]}}"#, items.join(","));
+    let out = replaygate(&["check", "--provider", "openai"], &body);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(lines(&out)[0]["violations"].as_array().unwrap().len(), 150);
+}

@@ -954,6 +954,16 @@ fn mutate(history: &mut History, mutation: Mutation, pick: Index, slug: &str) ->
         }
         Mutation::OutputCallId => {
             item["call_id"] = json!("call_nobody_made");
+            // An item reference continues stored state, where the call may live; without one,
+            // nothing can answer for the output.
+            for other in &mut history.items {
+                if other
+                    .get("id")
+                    .is_some_and(|id| id.as_str().is_some_and(|id| id.starts_with("msg_ref_")))
+                {
+                    *other = json!({"type": "message", "role": "assistant", "content": "(was a reference)"});
+                }
+            }
             Reason::CallIdMismatch
         }
         Mutation::ArgumentsObject => {

@@ -15,7 +15,7 @@ use http::{header, HeaderMap, HeaderValue, Request};
 use http_body_util::{BodyExt, Full, StreamBody};
 use proptest::prelude::*;
 use replaygate::config::Config;
-use replaygate::gate::{Gate, ProviderProfile, Target};
+use replaygate::gate::{Action, Gate, ProviderProfile, Target};
 use replaygate::proxy::body::{read_body, BodyLimits};
 use replaygate::proxy::lifecycle::handle;
 use replaygate::proxy::ProxyState;
@@ -288,11 +288,15 @@ fn judged(body: &[u8]) -> (u16, String, Option<Value>) {
     match gate.check(body, &Target::provider(&provider)) {
         Err(error) => (400, error.code().to_owned(), None),
         Ok(verdict) if verdict.is_allowed() => (503, "provider_unconfigured".to_owned(), None),
-        Ok(verdict) => (
-            422,
-            verdict.violations[0].reason.as_str().to_owned(),
-            Some(serde_json::to_value(&verdict.violations).unwrap()),
-        ),
+        Ok(verdict) => {
+            // The 422 lists only the `reject` violations; monitored ones would have gone on.
+            let rejected: Vec<_> = verdict.with_action(Action::Reject).collect();
+            (
+                422,
+                rejected[0].reason.as_str().to_owned(),
+                Some(serde_json::to_value(&rejected).unwrap()),
+            )
+        }
     }
 }
 

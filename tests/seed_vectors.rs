@@ -77,7 +77,7 @@ fn violations_serialize_as_the_contract_shows() {
     let case = case("seed-schema-enum-global");
     let verdict = judge(&gate, &case);
     let json = serde_json::to_string(&verdict.violations[0]).unwrap();
-    let head = r#"{"index":1,"type":"function_call","id":"fc_009","call_id":"call_129","reason":"arguments_schema","param":"input[1].arguments","pointer":"/region","message":""#;
+    let head = r#"{"index":1,"type":"function_call","id":"fc_009","call_id":"call_129","reason":"arguments_schema","action":"reject","param":"input[1].arguments","pointer":"/region","message":""#;
     assert!(json.starts_with(head), "{json}");
 }
 

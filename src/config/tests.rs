@@ -1,6 +1,7 @@
 use std::io::Write;
 
 use super::*;
+use crate::gate::{Action, Reason};
 
 const MINIMAL: &str = r#"
 [providers.openai]
@@ -438,4 +439,28 @@ fn embedded_default_parses() {
             ("amazon.*", "bedrock"),
         ]
     );
+}
+
+#[test]
+fn gate_rules_set_actions_per_reason() {
+    let text = format!(
+        "{MINIMAL}\n[gate]\nrequire_status = true\nmax_violations_listed = 7\nwork_budget = 99\n\n[gate.rules]\nunknown_tool = \"reject\"\nnamespaced = \"monitor\"\n"
+    );
+    let config = Config::from_toml(&text).unwrap();
+    let policy = config.gate.policy();
+    assert!(policy.require_status);
+    assert_eq!((policy.max_listed, policy.work_budget), (7, 99));
+    assert_eq!(policy.action(Reason::UnknownTool), Action::Reject);
+    assert_eq!(policy.action(Reason::Namespaced), Action::Monitor);
+    assert_eq!(policy.action(Reason::Status), Action::Reject);
+}
+
+#[test]
+fn gate_rules_name_known_reasons_and_actions() {
+    let unknown_reason = format!("{MINIMAL}\n[gate.rules]\nunknwn_tool = \"reject\"\n");
+    assert_parse_error_at(&unknown_reason, 6, 1, "unknown reason `unknwn_tool`");
+    let unknown_action = format!("{MINIMAL}\n[gate.rules]\nunknown_tool = \"ignore\"\n");
+    assert_parse_error_at(&unknown_action, 6, 16, "unknown variant `ignore`");
+    let none_listed = format!("{MINIMAL}\n[gate]\nmax_violations_listed = 0\n");
+    assert_parse_error_at(&none_listed, 6, 25, "at least 1");
 }
