@@ -51,6 +51,21 @@ pub enum ApiError {
     /// No provider matches the path prefix or the model (404).
     #[error("{0}")]
     UnknownProvider(String),
+    /// The path's provider prefix and the routes of the body's model disagree (400).
+    #[error("{0}")]
+    RouteConflict(String),
+    /// A method other than `POST` with a body on a gated path (405).
+    #[error("{path} takes its items only by POST; {method} with a body is not accepted here")]
+    MethodNotAllowed {
+        /// The client's method, as it sent it.
+        method: String,
+        /// The request path.
+        path: String,
+    },
+    /// A `Content-Type` that declares a charset other than UTF-8, that cannot be read, or that
+    /// is sent more than once, on a gated path (415).
+    #[error("{0}")]
+    UnsupportedCharset(String),
     /// The provider's key variable is unset (503).
     #[error("provider `{provider}` is not configured: environment variable {variable} is not set")]
     ProviderUnconfigured {
@@ -125,6 +140,7 @@ impl From<RouteError> for ApiError {
             RouteError::UnknownProvider(_) | RouteError::NoProvider { .. } => {
                 ApiError::UnknownProvider(error.to_string())
             }
+            RouteError::RouteConflict { .. } => ApiError::RouteConflict(error.to_string()),
         }
     }
 }
@@ -149,9 +165,12 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::Rejected { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::Body(_) | ApiError::BodyUnreadable(_) | ApiError::InvalidPath(_) => {
-                StatusCode::BAD_REQUEST
-            }
+            ApiError::Body(_)
+            | ApiError::BodyUnreadable(_)
+            | ApiError::InvalidPath(_)
+            | ApiError::RouteConflict(_) => StatusCode::BAD_REQUEST,
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::UnsupportedCharset(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::UnknownProvider(_) => StatusCode::NOT_FOUND,
@@ -185,6 +204,9 @@ impl ApiError {
             ApiError::BodyUnreadable(_) => "body_unreadable",
             ApiError::InvalidPath(_) => "invalid_path",
             ApiError::UnknownProvider(_) => "unknown_provider",
+            ApiError::RouteConflict(_) => "route_conflict",
+            ApiError::MethodNotAllowed { .. } => "method_not_allowed",
+            ApiError::UnsupportedCharset(_) => "unsupported_charset",
             ApiError::ProviderUnconfigured { .. } => "provider_unconfigured",
             ApiError::Overloaded { .. } => "overloaded",
             ApiError::UpstreamUnavailable { .. } => "upstream_unavailable",
@@ -269,6 +291,9 @@ impl ApiError {
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let retry = if self.retryable() { "true" } else { "false" };
         headers.insert("x-should-retry", HeaderValue::from_static(retry));
+        if matches!(self, ApiError::MethodNotAllowed { .. }) {
+            headers.insert(header::ALLOW, HeaderValue::from_static("POST"));
+        }
         response
     }
 }
@@ -395,5 +420,36 @@ mod tests {
         assert_eq!(r.headers()["x-should-retry"], "true");
         let r: Response<Bytes> = ApiError::BodyTooLarge { limit: 1 }.into_response();
         assert_eq!(r.headers()["x-should-retry"], "false");
+    }
+
+    #[test]
+    fn request_shape_refusals_have_their_status_code_and_allow_header() {
+        let r = ApiError::MethodNotAllowed {
+            method: "PUT".into(),
+            path: "/v1/responses".into(),
+        }
+        .into_response();
+        assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(r.headers()["allow"], "POST");
+        let v: serde_json::Value = serde_json::from_slice(r.body()).unwrap();
+        assert_eq!(v["error"]["code"], "method_not_allowed");
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+        let e = ApiError::UnsupportedCharset("charset utf-7".into());
+        assert_eq!((e.status().as_u16(), e.code()), (415, "unsupported_charset"));
+        assert!(!e.into_response().headers().contains_key("allow"));
+    }
+
+    #[test]
+    fn a_route_conflict_is_a_client_error_naming_both_sides() {
+        let e = ApiError::from(RouteError::RouteConflict {
+            model: "openai.gpt-5.4".into(),
+            provider: "openai".into(),
+            routed: vec!["bedrock-openai".into(), "bedrock".into()],
+        });
+        assert_eq!((e.status().as_u16(), e.code()), (400, "route_conflict"));
+        let message = e.message();
+        for part in ["`openai.gpt-5.4`", "`openai`", "`bedrock-openai`, `bedrock`"] {
+            assert!(message.contains(part), "{message}");
+        }
     }
 }

@@ -10,13 +10,18 @@
 //! - One `/v1` after the optional prefix is dropped; the rest is the upstream
 //!   path, appended to the provider's `base_url`. A path without `/v1`
 //!   (`/responses`, `/models`) is forwarded as it is.
-//! - A path whose upstream path ends in `/responses` or `/responses/compact`
-//!   (one trailing `/` tolerated, ASCII case ignored) is gated. Matching the
-//!   tail, and ignoring case, means no spelling of a Responses path that an
-//!   upstream might still serve reaches it ungated.
+//! - A path whose upstream path ends in `/responses`, `/responses/compact` or
+//!   `/responses/input_tokens` is gated, its items read from `input`; one
+//!   ending in `/conversations` or `/conversations/{id}/items` is gated, its
+//!   items read from `items` (one trailing `/` tolerated, ASCII case ignored).
+//!   Matching the tail, and ignoring case, means no spelling of such a path
+//!   that an upstream might still serve reaches it ungated.
 //! - Without a prefix, a gated request goes to the first `[[routes]]` entry
 //!   whose glob matches its model, else to `default_provider`; an ungated one
 //!   goes to `default_provider`.
+//! - With a prefix, a gated request whose model matches routes that all name
+//!   other providers is refused ([`RouteError::RouteConflict`]): it fails
+//!   closed rather than leave for a provider its model was not meant for.
 //!
 //! Paths that could be read differently upstream are rejected before any of
 //! this: see [`RouteError::InvalidPath`].
@@ -26,6 +31,7 @@ use std::collections::BTreeSet;
 use globset::{GlobSet, GlobSetBuilder};
 
 use crate::config::Config;
+use crate::gate::ItemsAt;
 
 /// The path segment that marks the API version, dropped before forwarding.
 const API_VERSION: &str = "v1";
@@ -48,12 +54,19 @@ pub struct Router {
 pub struct PathRoute<'p> {
     /// The provider named by a `/{provider}/...` prefix, if any.
     pub prefix: Option<&'p str>,
-    /// Whether the request is a Responses request whose input is gated.
-    pub gated: bool,
+    /// Which body member holds the items to gate; `None` for an ungated path.
+    pub items: Option<ItemsAt>,
     /// The path to append to the provider's `base_url`: what follows the
     /// prefix and `/v1`. It starts with `/`, or is empty when the path ends
     /// at `/v1` or at the prefix.
     pub upstream_path: &'p str,
+}
+
+impl PathRoute<'_> {
+    /// Whether the request's items are gated.
+    pub fn is_gated(&self) -> bool {
+        self.items.is_some()
+    }
 }
 
 /// Why a request cannot be routed.
@@ -77,6 +90,27 @@ pub enum RouteError {
         /// The model that no route matched, when the request had one.
         model: Option<String>,
     },
+    /// The path names a provider, but the model matches routes and none of
+    /// them names that provider; answer 400 `route_conflict`.
+    #[error(
+        "model `{model}` is routed to {routed} by [[routes]], not to `{provider}` named by the \
+         path; send it without the `/{provider}` prefix, or add a route for it to `{provider}`",
+        routed = listed(routed)
+    )]
+    RouteConflict {
+        /// The request's model.
+        model: String,
+        /// The provider the path prefix names.
+        provider: String,
+        /// The providers of the routes the model matches, in route order, each once.
+        routed: Vec<String>,
+    },
+}
+
+/// `` `a` `` or `` `a`, `b` ``: provider names as a message lists them.
+fn listed(names: &[String]) -> String {
+    let names: Vec<String> = names.iter().map(|name| format!("`{name}`")).collect();
+    names.join(", ")
 }
 
 fn no_provider_message(model: Option<&str>) -> String {
@@ -121,24 +155,29 @@ impl Router {
         let upstream_path = strip_api_version(rest).unwrap_or(rest);
         Ok(PathRoute {
             prefix,
-            gated: is_gated(upstream_path),
+            items: gated_items(upstream_path),
             upstream_path,
         })
     }
 
-    /// Chooses the provider for a classified request: its path prefix; else,
-    /// for a gated request, the first route whose glob matches `model` (the
-    /// request body's `model`, not consulted for ungated requests); else
+    /// Chooses the provider for a classified request (`model` is the request
+    /// body's, consulted only for gated requests): its path prefix, unless
+    /// the model matches routes and none of them names that provider;
+    /// without a prefix, the first route whose glob matches `model`, else
     /// `default_provider`.
     pub fn choose(&self, route: &PathRoute<'_>, model: Option<&str>) -> Result<&str, RouteError> {
+        let model = model.filter(|_| route.is_gated());
         if let Some(prefix) = route.prefix {
-            return self
+            let provider = self
                 .providers
                 .get(prefix)
                 .map(String::as_str)
-                .ok_or_else(|| RouteError::UnknownProvider(prefix.to_owned()));
+                .ok_or_else(|| RouteError::UnknownProvider(prefix.to_owned()))?;
+            if let Some(model) = model {
+                self.check_prefix(provider, model)?;
+            }
+            return Ok(provider);
         }
-        let model = model.filter(|_| route.gated);
         if let Some(model) = model {
             if let Some(&index) = self.model_globs.matches(model).first() {
                 return Ok(&self.model_providers[index]);
@@ -149,6 +188,30 @@ impl Router {
             .ok_or_else(|| RouteError::NoProvider {
                 model: model.map(str::to_owned),
             })
+    }
+}
+
+impl Router {
+    /// Refuses a `model` whose routes all name providers other than `provider`.
+    fn check_prefix(&self, provider: &str, model: &str) -> Result<(), RouteError> {
+        let mut routed: Vec<String> = Vec::new();
+        for index in self.model_globs.matches(model) {
+            let name = &self.model_providers[index];
+            if name == provider {
+                return Ok(());
+            }
+            if !routed.contains(name) {
+                routed.push(name.clone());
+            }
+        }
+        if routed.is_empty() {
+            return Ok(());
+        }
+        Err(RouteError::RouteConflict {
+            model: model.to_owned(),
+            provider: provider.to_owned(),
+            routed,
+        })
     }
 }
 
@@ -223,11 +286,24 @@ fn strip_api_version(path: &str) -> Option<&str> {
     (rest.is_empty() || rest.starts_with('/')).then_some(rest)
 }
 
-/// Whether an upstream path ends in `/responses` or `/responses/compact`.
-fn is_gated(path: &str) -> bool {
+/// Which member holds the items of an upstream path that is gated: `input` for one ending in
+/// `/responses`, `/responses/compact` or `/responses/input_tokens`; `items` for one ending in
+/// `/conversations` or `/conversations/{id}/items`.
+fn gated_items(path: &str) -> Option<ItemsAt> {
     let path = path.strip_suffix('/').unwrap_or(path);
-    let path = strip_suffix_ignore_case(path, "/compact").unwrap_or(path);
-    strip_suffix_ignore_case(path, "/responses").is_some()
+    let responses = strip_suffix_ignore_case(path, "/compact")
+        .or_else(|| strip_suffix_ignore_case(path, "/input_tokens"))
+        .unwrap_or(path);
+    if strip_suffix_ignore_case(responses, "/responses").is_some() {
+        return Some(ItemsAt::Input);
+    }
+    if strip_suffix_ignore_case(path, "/conversations").is_some() {
+        return Some(ItemsAt::Items);
+    }
+    let conversation = strip_suffix_ignore_case(path, "/items")?;
+    let (parent, id) = conversation.rsplit_once('/')?;
+    let conversations = !id.is_empty() && strip_suffix_ignore_case(parent, "/conversations").is_some();
+    conversations.then_some(ItemsAt::Items)
 }
 
 fn strip_suffix_ignore_case<'a>(text: &'a str, suffix: &str) -> Option<&'a str> {
@@ -285,12 +361,18 @@ provider = "bedrock"
         Router::new(&Config::from_toml(&text).unwrap()).unwrap()
     }
 
+    /// A route whose items, when `gated`, are in `input`.
     fn route(prefix: Option<&'static str>, gated: bool, upstream: &'static str) -> PathRoute<'static> {
         PathRoute {
             prefix,
-            gated,
+            items: gated.then_some(ItemsAt::Input),
             upstream_path: upstream,
         }
+    }
+
+    /// Where `path` says the items are, if it is gated.
+    fn items_of(path: &str) -> Option<ItemsAt> {
+        router().classify(path).unwrap().items
     }
 
     /// Classifies `path` and chooses a provider for it.
@@ -515,20 +597,115 @@ provider = "bedrock"
     }
 
     #[test]
-    fn a_path_prefix_wins_over_model_routes() {
+    fn side_doors_that_take_items_are_gated() {
+        for path in [
+            "/v1/responses/input_tokens",
+            "/responses/input_tokens/",
+            "/bedrock/v1/responses/INPUT_TOKENS",
+        ] {
+            assert_eq!(items_of(path), Some(ItemsAt::Input), "{path}");
+        }
+        for path in [
+            "/v1/conversations",
+            "/conversations/",
+            "/bedrock/v1/Conversations",
+            "/v1/conversations/conv_123/items",
+            "/v1/conversations/conv_123/Items/",
+            "/bedrock/v1/conversations/conv_1/items",
+        ] {
+            assert_eq!(items_of(path), Some(ItemsAt::Items), "{path}");
+        }
+        assert_eq!(
+            router().classify("/bedrock/v1/conversations/c/items"),
+            Ok(PathRoute {
+                prefix: Some("bedrock"),
+                items: Some(ItemsAt::Items),
+                upstream_path: "/conversations/c/items",
+            })
+        );
+    }
+
+    #[test]
+    fn conversation_paths_without_items_are_ungated() {
+        for path in [
+            "/v1/conversations/conv_123",
+            "/v1/conversations/conv_123/items/msg_1",
+            "/v1/conversations/items",
+            "/v1/items",
+            "/v1/my-conversations",
+            "/v1/responses/input_tokens/x",
+            "/v1/input_tokens",
+        ] {
+            assert_eq!(items_of(path), None, "{path}");
+        }
+    }
+
+    #[test]
+    fn a_path_prefix_wins_over_model_routes_that_name_it_too() {
         let router = router();
+        // `gpt-?o` names bedrock (and `gpt-*` openai): the prefix is one of the model's routes.
         assert_eq!(
             provider_for(&router, "/bedrock/v1/responses", Some("gpt-4o")),
             Ok("bedrock".into())
         );
         assert_eq!(
-            provider_for(&router, "/openai/v1/responses", Some("openai.gpt-5.4")),
+            provider_for(&router, "/openai/v1/responses", Some("gpt-4o")),
             Ok("openai".into())
+        );
+        // `openai.gpt-5*` names bedrock-openai, `openai.*` bedrock: either prefix may take it.
+        assert_eq!(
+            provider_for(&router, "/bedrock/v1/responses", Some("openai.gpt-5.4")),
+            Ok("bedrock".into())
         );
         assert_eq!(
             provider_for(&router, "/bedrock/v1/models", None),
             Ok("bedrock".into())
         );
+    }
+
+    #[test]
+    fn a_prefix_takes_a_model_that_no_route_matches() {
+        let router = router();
+        assert_eq!(
+            provider_for(&router, "/bedrock/v1/responses", Some("llama-3")),
+            Ok("bedrock".into())
+        );
+        assert_eq!(
+            provider_for(&router, "/models/v1/responses", None),
+            Ok("models".into())
+        );
+    }
+
+    #[test]
+    fn a_prefix_that_none_of_the_models_routes_names_is_a_conflict() {
+        let router = router();
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("openai.gpt-5.4")),
+            Err(RouteError::RouteConflict {
+                model: "openai.gpt-5.4".into(),
+                provider: "openai".into(),
+                routed: vec!["bedrock-openai".into(), "bedrock".into()],
+            })
+        );
+        assert!(matches!(
+            provider_for(&router, "/bedrock/v1/responses/compact", Some("gpt-4.1")),
+            Err(RouteError::RouteConflict { .. })
+        ));
+        assert!(matches!(
+            provider_for(&router, "/models/v1/conversations", Some("vendor/x")),
+            Err(RouteError::RouteConflict { .. })
+        ));
+        // Ungated paths do not read the model.
+        assert_eq!(
+            provider_for(&router, "/openai/v1/models", Some("openai.gpt-5.4")),
+            Ok("openai".into())
+        );
+        let message = provider_for(&router, "/openai/v1/responses", Some("openai.gpt-5.4"))
+            .unwrap_err()
+            .to_string();
+        for part in ["`openai.gpt-5.4`", "`openai`", "`bedrock-openai`, `bedrock`"] {
+            assert!(message.contains(part), "{message}");
+        }
     }
 
     #[test]

@@ -107,7 +107,24 @@ async fn an_unmatched_model_goes_to_the_default_provider() {
 }
 
 #[tokio::test]
-async fn a_provider_prefix_wins_over_the_model() {
+async fn a_provider_prefix_takes_a_model_that_no_route_matches() {
+    let t = two_providers().await;
+    assert_eq!(
+        send(
+            &t.proxy,
+            "POST",
+            "/bedrock/v1/responses",
+            r#"{"model":"local-model","input":"hi"}"#
+        )
+        .await,
+        200
+    );
+    assert_eq!(targets(&t.bedrock), ["/openai/v1/responses"]);
+    assert!(t.openai.received().is_empty());
+}
+
+#[tokio::test]
+async fn a_provider_prefix_that_the_models_routes_do_not_name_is_refused() {
     let t = two_providers().await;
     assert_eq!(
         send(
@@ -117,10 +134,9 @@ async fn a_provider_prefix_wins_over_the_model() {
             r#"{"model":"gpt-5","input":"hi"}"#
         )
         .await,
-        200
+        400
     );
-    assert_eq!(targets(&t.bedrock), ["/openai/v1/responses"]);
-    assert!(t.openai.received().is_empty());
+    assert!(t.openai.received().is_empty() && t.bedrock.received().is_empty());
 }
 
 #[tokio::test]
@@ -152,6 +168,51 @@ async fn compact_is_gated_like_responses() {
     assert_eq!(send(&t.proxy, "POST", "/v1/responses/compact", fine).await, 200);
     assert_eq!(targets(&t.openai), ["/v1/responses/compact"]);
     assert!(t.bedrock.received().is_empty());
+}
+
+/// A body whose only item is OpenAI's, so `bedrock` must refuse it: in `input` or in `items`.
+const FOREIGN_INPUT: &str =
+    r#"{"model":"openai.gpt-oss-120b","input":[{"type":"openai:web_search_call","id":"ws_1"}]}"#;
+const FOREIGN_ITEMS: &str = r#"{"items":[{"type":"openai:web_search_call","id":"ws_1"}]}"#;
+
+#[tokio::test]
+async fn input_tokens_is_gated_like_responses() {
+    let t = two_providers().await;
+    for path in ["/v1/responses/input_tokens", "/bedrock/v1/responses/input_tokens"] {
+        assert_eq!(send(&t.proxy, "POST", path, FOREIGN_INPUT).await, 422, "{path}");
+    }
+    assert!(t.bedrock.received().is_empty());
+    let fine = r#"{"model":"openai.gpt-oss-120b","input":[{"role":"user","content":"hi"}]}"#;
+    assert_eq!(
+        send(&t.proxy, "POST", "/v1/responses/input_tokens", fine).await,
+        200
+    );
+    assert_eq!(targets(&t.bedrock), ["/openai/v1/responses/input_tokens"]);
+}
+
+#[tokio::test]
+async fn conversation_items_are_gated_for_the_provider() {
+    let t = two_providers().await;
+    for path in [
+        "/bedrock/v1/conversations",
+        "/bedrock/v1/conversations/conv_1/items",
+    ] {
+        assert_eq!(send(&t.proxy, "POST", path, FOREIGN_ITEMS).await, 422, "{path}");
+    }
+    assert!(t.bedrock.received().is_empty());
+    // OpenAI's own items go to OpenAI (the default) as they are.
+    assert_eq!(
+        send(&t.proxy, "POST", "/v1/conversations/conv_1/items", FOREIGN_ITEMS).await,
+        200
+    );
+    let fine = r#"{"items":[{"type":"message","role":"user","content":"hi"}],"metadata":{"k":"v"}}"#;
+    assert_eq!(
+        send(&t.proxy, "POST", "/bedrock/v1/conversations", fine).await,
+        200
+    );
+    assert_eq!(targets(&t.openai), ["/v1/conversations/conv_1/items"]);
+    assert_eq!(targets(&t.bedrock), ["/openai/v1/conversations"]);
+    assert_eq!(&t.bedrock.received()[0].body[..], fine.as_bytes());
 }
 
 #[tokio::test]

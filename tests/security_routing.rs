@@ -1,5 +1,6 @@
 //! Who gets what: a client key never reaches a provider that has a key of its own, on any
-//! path, and no request target or header can steer a request to a host outside the config.
+//! path, no request target or header can steer a request to a host outside the config, and no
+//! path prefix sends a model to a provider that none of its routes names.
 //!
 //! (The basic cases are in `proxy_forwarding.rs` and `proxy_routing.rs`.)
 
@@ -205,4 +206,190 @@ async fn no_target_or_host_reaches_a_host_outside_the_config() {
         assert!(request.target.starts_with("/v1/"), "{}", request.target);
         assert_eq!(request.headers["host"], s.openai.addr.to_string().as_str());
     }
+}
+
+#[tokio::test]
+async fn session_headers_reach_only_a_passthrough_provider_and_proxy_authorization_none() {
+    let s = setup().await;
+    let client = reqwest::Client::new();
+    for path in ["/openai/v1/responses", "/local/v1/responses", "/local/v1/models"] {
+        let response = client
+            .post(s.proxy.url(path))
+            .header("authorization", format!("Bearer {CLIENT_KEY}"))
+            .header("cookie", "session=client-cookie")
+            .header("x-amz-security-token", "client-session-token")
+            .header("x-amz-date", "20260101T000000Z")
+            .header("proxy-authorization", "Basic cHJveHk6c2VjcmV0")
+            .body(r#"{"model":"gpt-5","input":"hi"}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+    }
+    let own = s.openai.received();
+    assert_eq!(own.len(), 1);
+    for name in [
+        "cookie",
+        "x-amz-security-token",
+        "x-amz-date",
+        "proxy-authorization",
+    ] {
+        assert!(
+            !own[0].headers.contains_key(name),
+            "{name} reached a provider with its own key"
+        );
+    }
+    let passthrough = s.local.received();
+    assert_eq!(passthrough.len(), 2);
+    for request in &passthrough {
+        assert_eq!(request.headers["cookie"], "session=client-cookie");
+        assert_eq!(request.headers["x-amz-security-token"], "client-session-token");
+        assert_eq!(request.headers["x-amz-date"], "20260101T000000Z");
+        assert!(
+            !request.headers.contains_key("proxy-authorization"),
+            "{}",
+            request.target
+        );
+    }
+}
+
+/// The repo's proxy.toml, with each provider's base URL pointed at a fake upstream.
+struct RepoConfig {
+    openai: Upstream,
+    bedrock: Upstream,
+    bedrock_openai: Upstream,
+    proxy: Proxy,
+}
+
+async fn repo_config() -> RepoConfig {
+    let openai = Upstream::json(200, RESPONSE_JSON).await;
+    let bedrock = Upstream::json(200, RESPONSE_JSON).await;
+    let bedrock_openai = Upstream::json(200, RESPONSE_JSON).await;
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/proxy.toml")).unwrap();
+    let text = text
+        .replace(
+            "\"https://api.openai.com/v1\"",
+            &format!("\"{}\"", openai.base_url()),
+        )
+        .replace(
+            "\"https://bedrock-mantle.us-east-1.api.aws/v1\"",
+            &format!("\"{}\"", bedrock.base_url()),
+        )
+        .replace(
+            "\"https://bedrock-mantle.us-east-1.api.aws/openai/v1\"",
+            &format!("\"{}\"", bedrock_openai.base_url()),
+        );
+    assert!(
+        !text.contains("https://"),
+        "a provider of proxy.toml was not pointed at a fake upstream"
+    );
+    let proxy = Proxy::start(
+        &text,
+        &[
+            ("OPENAI_API_KEY", PROVIDER_KEY),
+            ("AWS_BEARER_TOKEN_BEDROCK", "bedrock-key"),
+        ],
+    )
+    .await;
+    RepoConfig {
+        openai,
+        bedrock,
+        bedrock_openai,
+        proxy,
+    }
+}
+
+async fn post_json(proxy: &Proxy, path: &str, body: String) -> (u16, serde_json::Value) {
+    let response = reqwest::Client::new()
+        .post(proxy.url(path))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (
+        status,
+        serde_json::from_slice(&response.bytes().await.unwrap()).unwrap(),
+    )
+}
+
+fn body_for(model: &str) -> String {
+    format!(r#"{{"model":"{model}","input":"hi"}}"#)
+}
+
+#[tokio::test]
+async fn a_provider_prefix_never_sends_a_model_routed_elsewhere() {
+    let c = repo_config().await;
+    // Bedrock Mantle's own `/openai/v1` path pointed at replaygate, where `openai` is OpenAI.
+    for (path, model, routed) in [
+        ("/openai/v1/responses", "openai.gpt-5.4", "`bedrock-openai`"),
+        ("/openai/v1/responses/compact", "openai.gpt-oss-120b", "`bedrock`"),
+        (
+            "/openai/v1/responses/input_tokens",
+            "anthropic.claude-sonnet-4",
+            "`bedrock`",
+        ),
+        ("/bedrock/v1/responses", "gpt-5", "`openai`"),
+        ("/bedrock/v1/responses", "openai.gpt-5.4", "`bedrock-openai`"),
+        ("/bedrock-openai/v1/responses", "openai.gpt-oss-20b", "`bedrock`"),
+    ] {
+        let (status, body) = post_json(&c.proxy, path, body_for(model)).await;
+        assert_eq!(status, 400, "{path} {model}");
+        let error = &body["error"];
+        assert_eq!(error["code"], "route_conflict", "{path} {model}");
+        assert_eq!(error["type"], "invalid_request_error");
+        let message = error["message"].as_str().unwrap();
+        let prefix = path.split('/').nth(1).unwrap();
+        for part in [format!("`{model}`"), format!("`{prefix}`"), routed.to_owned()] {
+            assert!(message.contains(&part), "{message} lacks {part}");
+        }
+    }
+    for upstream in [&c.openai, &c.bedrock, &c.bedrock_openai] {
+        assert!(
+            upstream.received().is_empty(),
+            "a request left for a provider its model is not routed to"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_provider_prefix_takes_its_own_models_and_unrouted_ones() {
+    let c = repo_config().await;
+    for (path, model) in [
+        ("/openai/v1/responses", "gpt-5"),
+        ("/openai/v1/responses", "my-fine-tune"),
+        ("/bedrock/v1/responses", "openai.gpt-oss-120b"),
+        ("/bedrock/v1/responses", "unlisted.model-v1"),
+        ("/bedrock-openai/v1/responses", "openai.gpt-5.4"),
+        ("/v1/responses", "openai.gpt-5.4"),
+    ] {
+        let (status, body) = post_json(&c.proxy, path, body_for(model)).await;
+        assert_eq!(status, 200, "{path} {model}: {body}");
+    }
+    let models = |upstream: &Upstream| -> Vec<String> {
+        upstream
+            .received()
+            .iter()
+            .map(|r| serde_json::from_slice::<serde_json::Value>(&r.body).unwrap()["model"].to_string())
+            .collect()
+    };
+    assert_eq!(models(&c.openai), ["\"gpt-5\"", "\"my-fine-tune\""]);
+    assert_eq!(
+        models(&c.bedrock),
+        ["\"openai.gpt-oss-120b\"", "\"unlisted.model-v1\""]
+    );
+    assert_eq!(
+        models(&c.bedrock_openai),
+        ["\"openai.gpt-5.4\"", "\"openai.gpt-5.4\""]
+    );
+    // Each with its provider's own key.
+    assert_eq!(
+        c.openai.received()[0].headers["authorization"],
+        format!("Bearer {PROVIDER_KEY}").as_str()
+    );
+    assert_eq!(
+        c.bedrock.received()[0].headers["authorization"],
+        "Bearer bedrock-key"
+    );
 }

@@ -16,15 +16,23 @@ const HOP_BY_HOP: [HeaderName; 8] = [
     header::TRANSFER_ENCODING,
 ];
 
-/// Client headers that carry the client's own credentials or account scope; they never reach a
-/// provider that authenticates with a key of its own.
-const CLIENT_CREDENTIALS: [&str; 5] = [
+/// Client headers that carry the client's own credentials, session or account scope; they never
+/// reach a provider that authenticates with a key of its own. (`Proxy-Authorization`, meant for
+/// the proxy, is hop-by-hop and never reaches any provider.)
+const CLIENT_CREDENTIALS: [&str; 8] = [
     "authorization",
     "api-key",
     "x-api-key",
     "openai-organization",
     "openai-project",
+    "cookie",
+    "x-amz-security-token",
+    "x-amz-date",
 ];
+
+/// Headers that ask a server to act as if the request had another method; a request is
+/// gated for the method it has, so they never cross.
+const METHOD_OVERRIDES: [&str; 3] = ["x-http-method-override", "x-http-method", "x-method-override"];
 
 /// Removes hop-by-hop headers, including any the `Connection` header names.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
@@ -49,6 +57,9 @@ pub fn upstream_request_headers(mut headers: HeaderMap, credential: &Credential)
     headers.remove(header::HOST);
     headers.remove(header::CONTENT_LENGTH);
     headers.remove(header::EXPECT);
+    for name in METHOD_OVERRIDES {
+        headers.remove(name);
+    }
     match credential {
         Credential::Passthrough => {}
         Credential::None => {
@@ -87,8 +98,21 @@ mod tests {
         h.insert("content-length", HeaderValue::from_static("12"));
         h.insert("content-type", HeaderValue::from_static("application/json"));
         h.insert("x-stainless-lang", HeaderValue::from_static("python"));
+        h.insert("cookie", HeaderValue::from_static("session=client"));
+        h.insert(
+            "proxy-authorization",
+            HeaderValue::from_static("Basic cHJveHk6a2V5"),
+        );
+        h.insert("x-amz-security-token", HeaderValue::from_static("client-token"));
+        h.insert("x-amz-date", HeaderValue::from_static("20260101T000000Z"));
+        h.append("x-http-method-override", HeaderValue::from_static("PUT"));
+        h.append("X-HTTP-Method", HeaderValue::from_static("PATCH"));
+        h.append("X-Method-Override", HeaderValue::from_static("DELETE"));
         h
     }
+
+    /// Headers that only a credential-supplying provider must drop.
+    const SESSION_HEADERS: [&str; 3] = ["cookie", "x-amz-security-token", "x-amz-date"];
 
     #[test]
     fn hop_by_hop_and_framing_headers_never_cross() {
@@ -120,6 +144,32 @@ mod tests {
         assert_eq!(h.get_all("authorization").iter().count(), 1);
         assert_eq!(h["authorization"], "Bearer provider-key");
         assert!(!h.contains_key("x-api-key") && !h.contains_key("openai-organization"));
+        for name in SESSION_HEADERS {
+            assert!(!h.contains_key(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn passthrough_forwards_the_client_session_but_never_proxy_authorization() {
+        let h = upstream_request_headers(client_headers(), &Credential::Passthrough);
+        for name in SESSION_HEADERS {
+            assert!(h.contains_key(name), "{name}");
+        }
+        assert!(!h.contains_key("proxy-authorization"));
+    }
+
+    #[test]
+    fn method_overrides_never_cross() {
+        for credential in [
+            Credential::Passthrough,
+            Credential::None,
+            Credential::Bearer(HeaderValue::from_static("Bearer k")),
+        ] {
+            let h = upstream_request_headers(client_headers(), &credential);
+            for name in METHOD_OVERRIDES {
+                assert!(!h.contains_key(name), "{name} under {credential:?}");
+            }
+        }
     }
 
     #[test]

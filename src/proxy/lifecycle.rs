@@ -1,5 +1,5 @@
-//! The life of one request, as named phases: route the path, read the body, choose the
-//! provider and gate, forward, answer.
+//! The life of one request, as named phases: route the path, read the body, check the method
+//! and charset, parse, choose the provider, gate, forward, answer.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,10 +10,11 @@ use http_body_util::BodyExt;
 use super::access_log::{AccessRecord, REQUEST_ID_HEADER};
 use super::body::{full, read_body, HoldsPermit, ProxyBody};
 use super::judge::judge;
+use super::request_checks::{check_charset, check_method};
 use super::state::ProxyState;
 use super::upstream::{forward, Outbound};
 use crate::error::ApiError;
-use crate::gate::{Action, ItemsAt, Verdict};
+use crate::gate::{Action, Verdict};
 
 /// Handles one request from start to answer; never fails (every error becomes an envelope).
 pub async fn handle<B>(state: Arc<ProxyState>, request: Request<B>) -> Response<ProxyBody>
@@ -58,17 +59,27 @@ where
         })?;
     let (parts, body) = request.into_parts();
 
-    // Route the path: which provider prefix, whether it is gated, what to ask upstream.
+    // Route the path: which provider prefix, whether (and where) its items are gated, what to
+    // ask upstream.
     let route = state.router.classify(parts.uri.path())?;
 
     // Read the body, under the size cap and the read timeout.
     let body = read_body(body, &parts.headers, state.body_limits).await?;
 
-    // Parse, choose the provider (by prefix, else by model) and judge the items for it. Only a
-    // POST carries a body to gate; anything else on a Responses path is forwarded as is.
+    // Check the head of a gated request: only POST carries a body onward, and only as UTF-8, so
+    // the provider reads the bytes the gate judged as the gate read them.
+    let gated = route.items.filter(|_| parts.method == Method::POST);
+    if route.is_gated() {
+        check_method(&parts.method, parts.uri.path(), &parts.headers, body.len())?;
+    }
+    if gated.is_some() {
+        check_charset(&parts.headers)?;
+    }
+
+    // Parse, choose the provider (by prefix, else by model) and judge the items for it.
     let mut monitored = None;
-    let provider = if route.gated && parts.method == Method::POST {
-        let judged = judge(state, parts.uri.path(), ItemsAt::Input, &body).await?;
+    let provider = if let Some(items) = gated {
+        let judged = judge(state, parts.uri.path(), items, &body).await?;
         record.routed(&judged.provider, judged.model.as_deref());
         record.judged(&judged.verdict);
         if !judged.verdict.is_allowed() {

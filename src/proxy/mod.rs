@@ -8,6 +8,7 @@ pub mod headers;
 mod judge;
 pub mod lifecycle;
 pub mod provider;
+pub mod request_checks;
 pub mod server;
 pub mod state;
 pub mod upstream;
