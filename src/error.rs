@@ -63,6 +63,12 @@ pub enum ApiError {
         /// The configured limit.
         limit: usize,
     },
+    /// Accepting this body would pass `max_buffered_bytes`, the bodies held at once (503).
+    #[error("replaygate holds as many request bodies as max_buffered_bytes ({limit} bytes) allows; retry shortly")]
+    BufferFull {
+        /// The configured limit.
+        limit: usize,
+    },
     /// The upstream could not be reached or failed before answering (502).
     #[error("provider `{provider}` could not be reached: {detail}")]
     UpstreamUnavailable {
@@ -78,6 +84,9 @@ pub enum ApiError {
         provider: String,
     },
 }
+
+/// The `retry-after` of a 503 `overloaded`, in seconds.
+const OVERLOAD_RETRY_AFTER_SECS: &str = "1";
 
 /// `1500 ms`, `60 s`: a configured limit as people write it.
 fn readable(limit: Duration) -> String {
@@ -127,9 +136,9 @@ impl ApiError {
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::UnknownProvider(_) => StatusCode::NOT_FOUND,
-            ApiError::ProviderUnconfigured { .. } | ApiError::Overloaded { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ApiError::ProviderUnconfigured { .. }
+            | ApiError::Overloaded { .. }
+            | ApiError::BufferFull { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::UpstreamUnavailable { .. } => StatusCode::BAD_GATEWAY,
             ApiError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
         }
@@ -157,7 +166,7 @@ impl ApiError {
             ApiError::InvalidPath(_) => "invalid_path",
             ApiError::UnknownProvider(_) => "unknown_provider",
             ApiError::ProviderUnconfigured { .. } => "provider_unconfigured",
-            ApiError::Overloaded { .. } => "overloaded",
+            ApiError::Overloaded { .. } | ApiError::BufferFull { .. } => "overloaded",
             ApiError::UpstreamUnavailable { .. } => "upstream_unavailable",
             ApiError::UpstreamTimeout { .. } => "upstream_timeout",
         }
@@ -196,6 +205,7 @@ impl ApiError {
         matches!(
             self,
             ApiError::Overloaded { .. }
+                | ApiError::BufferFull { .. }
                 | ApiError::UpstreamUnavailable { .. }
                 | ApiError::UpstreamTimeout { .. }
         )
@@ -227,6 +237,10 @@ impl ApiError {
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let retry = if self.retryable() { "true" } else { "false" };
         headers.insert("x-should-retry", HeaderValue::from_static(retry));
+        if matches!(self, ApiError::Overloaded { .. } | ApiError::BufferFull { .. }) {
+            // Load passes within seconds: held bodies are sent on or time out.
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static(OVERLOAD_RETRY_AFTER_SECS));
+        }
         response
     }
 }
@@ -327,5 +341,18 @@ mod tests {
         assert_eq!(r.headers()["x-should-retry"], "true");
         let r: Response<Bytes> = ApiError::BodyTooLarge { limit: 1 }.into_response();
         assert_eq!(r.headers()["x-should-retry"], "false");
+        assert!(!r.headers().contains_key("retry-after"));
+    }
+
+    #[test]
+    fn overload_answers_say_when_to_retry() {
+        for error in [ApiError::BufferFull { limit: 16 }, ApiError::Overloaded { limit: 2 }] {
+            let v = envelope(&error);
+            assert_eq!((v["error"]["type"].as_str(), v["error"]["code"].as_str()), (Some("server_error"), Some("overloaded")));
+            let r = error.into_response();
+            assert_eq!(r.status(), 503);
+            assert_eq!(r.headers()["retry-after"], "1");
+            assert_eq!(r.headers()["x-should-retry"], "true");
+        }
     }
 }

@@ -3,7 +3,9 @@
 
 pub mod access_log;
 pub mod body;
+pub mod budget;
 mod connection;
+pub mod exchange;
 pub mod headers;
 pub mod lifecycle;
 pub mod provider;
