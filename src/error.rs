@@ -40,6 +40,18 @@ pub enum ApiError {
         /// The configured body read timeout.
         limit: Duration,
     },
+    /// The request line or a header is not HTTP/1.1 (400).
+    #[error("the request line or a header could not be parsed as HTTP/1.1")]
+    MalformedHead,
+    /// The request head does not fit the read buffer (431).
+    #[error("the request head is larger than {limit} bytes")]
+    HeadTooLarge {
+        /// The largest request head accepted.
+        limit: usize,
+    },
+    /// The request target is too long to parse (414).
+    #[error("the request target is too long")]
+    UriTooLong,
     /// The body could not be read from the client (400).
     #[error("the request body could not be read: {0}")]
     BodyUnreadable(String),
@@ -130,9 +142,12 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::Rejected { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::Body(_) | ApiError::BodyUnreadable(_) | ApiError::InvalidPath(_) => {
-                StatusCode::BAD_REQUEST
-            }
+            ApiError::Body(_)
+            | ApiError::BodyUnreadable(_)
+            | ApiError::InvalidPath(_)
+            | ApiError::MalformedHead => StatusCode::BAD_REQUEST,
+            ApiError::HeadTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ApiError::UriTooLong => StatusCode::URI_TOO_LONG,
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::UnknownProvider(_) => StatusCode::NOT_FOUND,
@@ -163,6 +178,9 @@ impl ApiError {
             ApiError::BodyTooLarge { .. } => "body_too_large",
             ApiError::BodyTimeout { .. } => "body_timeout",
             ApiError::BodyUnreadable(_) => "body_unreadable",
+            ApiError::MalformedHead => "invalid_request",
+            ApiError::HeadTooLarge { .. } => "request_headers_too_large",
+            ApiError::UriTooLong => "uri_too_long",
             ApiError::InvalidPath(_) => "invalid_path",
             ApiError::UnknownProvider(_) => "unknown_provider",
             ApiError::ProviderUnconfigured { .. } => "provider_unconfigured",

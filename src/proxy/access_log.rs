@@ -136,6 +136,27 @@ impl AccessRecord {
     }
 }
 
+/// Writes the log line of a request hyper could not parse (so it has no method or path),
+/// answered with `status` and the envelope's `code`.
+pub fn write_unparsed(request_id: &str, status: StatusCode, code: &str, bytes_out: usize) {
+    tracing::info!(
+        target: "replaygate::access",
+        request_id,
+        method = "-",
+        path = "-",
+        provider = "-",
+        model = "-",
+        decision = Decision::Error.as_str(),
+        reasons = "",
+        error = code,
+        status = status.as_u16(),
+        upstream_status = "-",
+        duration_ms = "0.000",
+        bytes_out,
+        "request"
+    );
+}
+
 /// How a request ended, as logged: the answer's head and how much of its body went out.
 #[derive(Debug)]
 pub struct Outcome {

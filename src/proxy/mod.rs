@@ -4,6 +4,7 @@
 pub mod access_log;
 pub mod body;
 pub mod budget;
+mod client_io;
 mod connection;
 pub mod exchange;
 pub mod headers;

@@ -18,7 +18,7 @@ use super::state::ProxyState;
 ///
 /// hyper's default (about 400 KiB) lets every connection that once carried a large body keep a
 /// buffer that size; bodies are copied out of it frame by frame, so a small one reads as fast.
-const READ_BUFFER_BYTES: usize = 64 << 10;
+pub(super) const READ_BUFFER_BYTES: usize = 64 << 10;
 
 /// Connection settings of the listener.
 #[derive(Debug, Clone, Copy)]
