@@ -76,7 +76,9 @@ pub enum ApiError {
         limit: usize,
     },
     /// Accepting this body would pass `max_buffered_bytes`, the bodies held at once (503).
-    #[error("replaygate holds as many request bodies as max_buffered_bytes ({limit} bytes) allows; retry shortly")]
+    #[error(
+        "replaygate holds as many request bodies as max_buffered_bytes ({limit} bytes) allows; retry shortly"
+    )]
     BufferFull {
         /// The configured limit.
         limit: usize,
@@ -257,7 +259,10 @@ impl ApiError {
         headers.insert("x-should-retry", HeaderValue::from_static(retry));
         if matches!(self, ApiError::Overloaded { .. } | ApiError::BufferFull { .. }) {
             // Load passes within seconds: held bodies are sent on or time out.
-            headers.insert(header::RETRY_AFTER, HeaderValue::from_static(OVERLOAD_RETRY_AFTER_SECS));
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(OVERLOAD_RETRY_AFTER_SECS),
+            );
         }
         response
     }
@@ -364,9 +369,15 @@ mod tests {
 
     #[test]
     fn overload_answers_say_when_to_retry() {
-        for error in [ApiError::BufferFull { limit: 16 }, ApiError::Overloaded { limit: 2 }] {
+        for error in [
+            ApiError::BufferFull { limit: 16 },
+            ApiError::Overloaded { limit: 2 },
+        ] {
             let v = envelope(&error);
-            assert_eq!((v["error"]["type"].as_str(), v["error"]["code"].as_str()), (Some("server_error"), Some("overloaded")));
+            assert_eq!(
+                (v["error"]["type"].as_str(), v["error"]["code"].as_str()),
+                (Some("server_error"), Some("overloaded"))
+            );
             let r = error.into_response();
             assert_eq!(r.status(), 503);
             assert_eq!(r.headers()["retry-after"], "1");

@@ -150,7 +150,10 @@ async fn a_client_that_leaves_before_a_slow_upstream_answers_leaves_one_line() {
     let lines = access_lines("gone-before-answer").await;
     assert_eq!(lines.len(), 1, "{lines:?}");
     let line = &lines[0];
-    assert_eq!((line["status"].as_u64(), line["decision"].as_str()), (Some(200), Some("allowed")));
+    assert_eq!(
+        (line["status"].as_u64(), line["decision"].as_str()),
+        (Some(200), Some("allowed"))
+    );
     assert_eq!(line["stream_error"], "client_closed", "{line}");
     assert!(millis(line, "duration_ms") >= 100.0, "{line}");
 }
@@ -202,13 +205,22 @@ async fn a_stream_cut_by_the_client_leaves_one_line_with_what_went_out() {
     assert_eq!(status_of(&head), 200, "{head}");
     read_until(&mut client, rest, b"response.created", Duration::from_secs(5)).await;
     drop(client);
-    assert!(pushed_until_cancelled(&feed).await, "the stream outlived its client");
+    assert!(
+        pushed_until_cancelled(&feed).await,
+        "the stream outlived its client"
+    );
 
     let lines = access_lines("cut-stream").await;
     assert_eq!(lines.len(), 1, "{lines:?}");
     let line = &lines[0];
     assert_eq!(line["status"], 200);
     assert_eq!(line["stream_error"], "client_closed", "{line}");
-    assert!(line["bytes_out"].as_u64().unwrap() >= first.len() as u64, "{line}");
-    assert!(millis(line, "duration_ms") >= millis(line, "first_byte_ms"), "{line}");
+    assert!(
+        line["bytes_out"].as_u64().unwrap() >= first.len() as u64,
+        "{line}"
+    );
+    assert!(
+        millis(line, "duration_ms") >= millis(line, "first_byte_ms"),
+        "{line}"
+    );
 }

@@ -126,7 +126,13 @@ fn slow_large_uploads_cannot_take_memory_past_max_buffered_bytes() {
             let request = format!("{}{small}", upload_head(small.len()));
             send(&mut client, request.as_bytes()).await;
             let (head, rest) = read_head(&mut client, Duration::from_secs(10)).await;
-            read_until(&mut client, rest, RESPONSE_JSON.as_bytes(), Duration::from_secs(5)).await;
+            read_until(
+                &mut client,
+                rest,
+                RESPONSE_JSON.as_bytes(),
+                Duration::from_secs(5),
+            )
+            .await;
             status_of(&head)
         };
         assert_eq!(small_request().await, 200);
@@ -183,7 +189,10 @@ fn slow_large_uploads_cannot_take_memory_past_max_buffered_bytes() {
                 }
                 Err((head, _)) => {
                     assert_eq!(status_of(&head), 503, "{head}");
-                    assert!(started.elapsed() < Duration::from_secs(10), "the budget was never given back");
+                    assert!(
+                        started.elapsed() < Duration::from_secs(10),
+                        "the budget was never given back"
+                    );
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             }

@@ -76,7 +76,10 @@ async fn heads_hyper_refuses_are_answered_in_the_envelope() {
     let too_large = answer_to(&proxy, huge).await;
     assert_envelope(&too_large, 431, "request_headers_too_large");
 
-    assert!(upstream.received().is_empty(), "a refused head reached the provider");
+    assert!(
+        upstream.received().is_empty(),
+        "a refused head reached the provider"
+    );
 }
 
 #[tokio::test]
@@ -90,8 +93,17 @@ async fn a_bad_head_after_a_served_request_on_the_same_connection_gets_the_envel
     send(&mut client, served).await;
     let (head, rest) = read_head(&mut client, Duration::from_secs(5)).await;
     assert_eq!(status_of(&head), 200, "{head}");
-    let first = read_until(&mut client, rest, RESPONSE_JSON.as_bytes(), Duration::from_secs(5)).await;
-    assert!(first.ends_with(RESPONSE_JSON.as_bytes()), "nothing follows the first answer yet");
+    let first = read_until(
+        &mut client,
+        rest,
+        RESPONSE_JSON.as_bytes(),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(
+        first.ends_with(RESPONSE_JSON.as_bytes()),
+        "nothing follows the first answer yet"
+    );
     send(&mut client, b"GET /v1/models HTTP/1.1\r\nbad header line\r\n\r\n").await;
     let answer = read_to_close(&mut client, Duration::from_secs(5))
         .await

@@ -211,7 +211,9 @@ mod tests {
         B::Error: Into<BoxError>,
     {
         let budget = BufferBudget::new(1 << 20);
-        read_body(body, headers, LIMITS, &budget).await.map(|held| held.bytes)
+        read_body(body, headers, LIMITS, &budget)
+            .await
+            .map(|held| held.bytes)
     }
 
     fn declaring(length: &'static str) -> HeaderMap {
@@ -222,12 +224,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_body_within_the_cap_is_read_whole() {
-        let bytes = read(
-            Full::new(Bytes::from_static(b"12345678")),
-            &HeaderMap::new(),
-        )
-        .await
-        .unwrap();
+        let bytes = read(Full::new(Bytes::from_static(b"12345678")), &HeaderMap::new())
+            .await
+            .unwrap();
         assert_eq!(&bytes[..], b"12345678");
     }
 
@@ -260,12 +259,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_body_over_the_cap_is_refused_while_reading() {
-        let err = read(
-            Full::new(Bytes::from_static(b"123456789")),
-            &HeaderMap::new(),
-        )
-        .await
-        .unwrap_err();
+        let err = read(Full::new(Bytes::from_static(b"123456789")), &HeaderMap::new())
+            .await
+            .unwrap_err();
         assert_eq!(err.code(), "body_too_large");
     }
 
@@ -273,9 +269,7 @@ mod tests {
     async fn a_declared_length_over_the_cap_is_refused_before_reading() {
         let mut headers = HeaderMap::new();
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("1000"));
-        let err = read(Full::new(Bytes::new()), &headers)
-            .await
-            .unwrap_err();
+        let err = read(Full::new(Bytes::new()), &headers).await.unwrap_err();
         assert_eq!(err.code(), "body_too_large");
     }
 
@@ -309,9 +303,14 @@ mod tests {
     async fn a_body_holds_the_buffer_it_fills_until_it_is_dropped() {
         let budget = BufferBudget::new(1 << 20);
         // Declares a lot, sends ten bytes: it holds at most four times what arrived.
-        let held = read_body(frames(&[b"12345", b"67890"]), &declaring("100000"), ROOMY, &budget)
-            .await
-            .unwrap();
+        let held = read_body(
+            frames(&[b"12345", b"67890"]),
+            &declaring("100000"),
+            ROOMY,
+            &budget,
+        )
+        .await
+        .unwrap();
         assert_eq!(&held.bytes[..], b"1234567890");
         assert_eq!(held.reservation.bytes(), 40);
         assert_eq!(budget.reserved(), 40);

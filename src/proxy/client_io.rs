@@ -156,7 +156,11 @@ impl<S: AsyncWrite + Unpin> ClientIo<S> {
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for ClientIo<S> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }
@@ -227,8 +231,7 @@ fn canned_error(written: &[u8], head_limit: usize) -> Option<ApiError> {
     .into_iter()
     .find_map(|(line, error)| written.strip_prefix(line).map(|rest| (error, rest)))?;
     let date = rest.strip_prefix(HEADERS)?.strip_suffix(b"\r\n\r\n")?;
-    (date.len() == HTTP_DATE_LEN && date.iter().all(|b| b.is_ascii_graphic() || *b == b' '))
-        .then_some(error)
+    (date.len() == HTTP_DATE_LEN && date.iter().all(|b| b.is_ascii_graphic() || *b == b' ')).then_some(error)
 }
 
 /// `error` as a whole HTTP/1.1 answer that closes the connection, dated `date`.
@@ -281,12 +284,18 @@ mod tests {
     #[test]
     fn only_hypers_canned_answers_are_recognised() {
         let code = |bytes: &[u8]| canned_error(bytes, 65536).map(|e| e.code().to_owned());
-        assert_eq!(code(&canned("HTTP/1.1 400 Bad Request")).as_deref(), Some("invalid_request"));
+        assert_eq!(
+            code(&canned("HTTP/1.1 400 Bad Request")).as_deref(),
+            Some("invalid_request")
+        );
         assert_eq!(
             code(&canned("HTTP/1.1 431 Request Header Fields Too Large")).as_deref(),
             Some("request_headers_too_large")
         );
-        assert_eq!(code(&canned("HTTP/1.1 414 URI Too Long")).as_deref(), Some("uri_too_long"));
+        assert_eq!(
+            code(&canned("HTTP/1.1 414 URI Too Long")).as_deref(),
+            Some("uri_too_long")
+        );
         assert!(canned("HTTP/1.1 431 Request Header Fields Too Large").len() <= CANNED_MAX_LEN);
         // Anything more or less is not hyper's canned answer.
         assert_eq!(code(&canned("HTTP/1.1 404 Not Found")), None);
@@ -304,7 +313,10 @@ mod tests {
         let answer = envelope_answer(ApiError::HeadTooLarge { limit: 65536 }, DATE.as_bytes());
         let text = String::from_utf8(answer).unwrap();
         let (head, body) = text.split_once("\r\n\r\n").unwrap();
-        assert!(head.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"), "{head}");
+        assert!(
+            head.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"),
+            "{head}"
+        );
         assert!(head.contains("\r\ncontent-type: application/json\r\n"));
         assert!(head.contains("\r\nconnection: close\r\n"));
         assert!(head.contains(&format!("\r\ncontent-length: {}\r\n", body.len())));

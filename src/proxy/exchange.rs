@@ -199,7 +199,10 @@ mod tests {
     use http_body_util::BodyExt;
 
     fn begun(method: &Method) -> Exchange {
-        Exchange::new(AccessRecord::new(method, "/v1/responses", &HeaderMap::new()), Instant::now())
+        Exchange::new(
+            AccessRecord::new(method, "/v1/responses", &HeaderMap::new()),
+            Instant::now(),
+        )
     }
 
     fn chunks(parts: Vec<Result<&'static [u8], &'static str>>) -> ProxyBody {
@@ -231,7 +234,10 @@ mod tests {
         body.frame().await.unwrap().unwrap();
         body.note_drop();
         let outcome = body.exchange.outcome();
-        assert_eq!((outcome.bytes_out, outcome.stream_error.as_deref()), (3, Some("client_closed")));
+        assert_eq!(
+            (outcome.bytes_out, outcome.stream_error.as_deref()),
+            (3, Some("client_closed"))
+        );
 
         // A body that says it is done after its last frame is not polled again: not a break.
         let mut exchange = begun(&Method::POST);
@@ -251,7 +257,10 @@ mod tests {
         body.note_drop();
         let outcome = body.exchange.outcome();
         assert_eq!((outcome.bytes_out, outcome.stream_error), (0, None));
-        assert_eq!(outcome.first_byte, outcome.head, "an answer without body bytes starts with its head");
+        assert_eq!(
+            outcome.first_byte, outcome.head,
+            "an answer without body bytes starts with its head"
+        );
     }
 
     #[tokio::test]
@@ -264,7 +273,10 @@ mod tests {
         body.note_drop();
         let outcome = body.exchange.outcome();
         assert_eq!(outcome.bytes_out, 3);
-        assert_eq!(outcome.stream_error.as_deref(), Some("upstream: connection reset"));
+        assert_eq!(
+            outcome.stream_error.as_deref(),
+            Some("upstream: connection reset")
+        );
     }
 
     #[test]
