@@ -151,7 +151,6 @@ pub fn write_unparsed(request_id: &str, status: StatusCode, code: &str, bytes_ou
         error = code,
         status = status.as_u16(),
         upstream_status = "-",
-        duration_ms = "0.000",
         bytes_out,
         "request"
     );
