@@ -42,6 +42,18 @@ pub enum ApiError {
         /// The configured body read timeout.
         limit: Duration,
     },
+    /// The request line or a header is not HTTP/1.1 (400).
+    #[error("the request line or a header could not be parsed as HTTP/1.1")]
+    MalformedHead,
+    /// The request head does not fit the read buffer (431).
+    #[error("the request head is larger than {limit} bytes")]
+    HeadTooLarge {
+        /// The largest request head accepted.
+        limit: usize,
+    },
+    /// The request target is too long to parse (414).
+    #[error("the request target is too long")]
+    UriTooLong,
     /// The body could not be read from the client (400).
     #[error("the request body could not be read: {0}")]
     BodyUnreadable(String),
@@ -80,6 +92,14 @@ pub enum ApiError {
         /// The configured limit.
         limit: usize,
     },
+    /// Accepting this body would pass `max_buffered_bytes`, the bodies held at once (503).
+    #[error(
+        "replaygate holds as many request bodies as max_buffered_bytes ({limit} bytes) allows; retry shortly"
+    )]
+    BufferFull {
+        /// The configured limit.
+        limit: usize,
+    },
     /// The upstream could not be reached or failed before answering (502).
     #[error("provider `{provider}` could not be reached: {detail}")]
     UpstreamUnavailable {
@@ -98,6 +118,9 @@ pub enum ApiError {
         provider: String,
     },
 }
+
+/// The `retry-after` of a 503 `overloaded`, in seconds.
+const OVERLOAD_RETRY_AFTER_SECS: &str = "1";
 
 /// `1500 ms`, `60 s`: a configured limit as people write it.
 fn readable(limit: Duration) -> String {
@@ -168,15 +191,18 @@ impl ApiError {
             ApiError::Body(_)
             | ApiError::BodyUnreadable(_)
             | ApiError::InvalidPath(_)
-            | ApiError::RouteConflict(_) => StatusCode::BAD_REQUEST,
+            | ApiError::RouteConflict(_)
+            | ApiError::MalformedHead => StatusCode::BAD_REQUEST,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::UnsupportedCharset(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::HeadTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ApiError::UriTooLong => StatusCode::URI_TOO_LONG,
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::UnknownProvider(_) => StatusCode::NOT_FOUND,
-            ApiError::ProviderUnconfigured { .. } | ApiError::Overloaded { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ApiError::ProviderUnconfigured { .. }
+            | ApiError::Overloaded { .. }
+            | ApiError::BufferFull { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::UpstreamUnavailable { .. } => StatusCode::BAD_GATEWAY,
             ApiError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             ApiError::JudgeFailed => StatusCode::INTERNAL_SERVER_ERROR,
@@ -202,13 +228,16 @@ impl ApiError {
             ApiError::BodyTooLarge { .. } => "body_too_large",
             ApiError::BodyTimeout { .. } => "body_timeout",
             ApiError::BodyUnreadable(_) => "body_unreadable",
+            ApiError::MalformedHead => "invalid_request",
+            ApiError::HeadTooLarge { .. } => "request_headers_too_large",
+            ApiError::UriTooLong => "uri_too_long",
             ApiError::InvalidPath(_) => "invalid_path",
             ApiError::UnknownProvider(_) => "unknown_provider",
             ApiError::RouteConflict(_) => "route_conflict",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::UnsupportedCharset(_) => "unsupported_charset",
             ApiError::ProviderUnconfigured { .. } => "provider_unconfigured",
-            ApiError::Overloaded { .. } => "overloaded",
+            ApiError::Overloaded { .. } | ApiError::BufferFull { .. } => "overloaded",
             ApiError::UpstreamUnavailable { .. } => "upstream_unavailable",
             ApiError::UpstreamTimeout { .. } => "upstream_timeout",
             ApiError::JudgeFailed => "internal_error",
@@ -252,6 +281,7 @@ impl ApiError {
         matches!(
             self,
             ApiError::Overloaded { .. }
+                | ApiError::BufferFull { .. }
                 | ApiError::UpstreamUnavailable { .. }
                 | ApiError::UpstreamTimeout { .. }
         )
@@ -293,6 +323,13 @@ impl ApiError {
         headers.insert("x-should-retry", HeaderValue::from_static(retry));
         if matches!(self, ApiError::MethodNotAllowed { .. }) {
             headers.insert(header::ALLOW, HeaderValue::from_static("POST"));
+        }
+        if matches!(self, ApiError::Overloaded { .. } | ApiError::BufferFull { .. }) {
+            // Load passes within seconds: held bodies are sent on or time out.
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(OVERLOAD_RETRY_AFTER_SECS),
+            );
         }
         response
     }
@@ -420,6 +457,25 @@ mod tests {
         assert_eq!(r.headers()["x-should-retry"], "true");
         let r: Response<Bytes> = ApiError::BodyTooLarge { limit: 1 }.into_response();
         assert_eq!(r.headers()["x-should-retry"], "false");
+        assert!(!r.headers().contains_key("retry-after"));
+    }
+
+    #[test]
+    fn overload_answers_say_when_to_retry() {
+        for error in [
+            ApiError::BufferFull { limit: 16 },
+            ApiError::Overloaded { limit: 2 },
+        ] {
+            let v = envelope(&error);
+            assert_eq!(
+                (v["error"]["type"].as_str(), v["error"]["code"].as_str()),
+                (Some("server_error"), Some("overloaded"))
+            );
+            let r = error.into_response();
+            assert_eq!(r.status(), 503);
+            assert_eq!(r.headers()["retry-after"], "1");
+            assert_eq!(r.headers()["x-should-retry"], "true");
+        }
     }
 
     #[test]

@@ -1,26 +1,88 @@
-//! The access log: one JSON line per request with what an operator needs, and never a key.
+//! The access log: one JSON line per request with what an operator needs, and never a key;
+//! written when the answer has ended, or when the client or the provider went away.
 
 mod support;
 
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
 use replaygate::config::{LogConfig, LogFormat};
 use serde_json::Value;
 use support::log_capture::Captured;
-use support::proxy::Proxy;
-use support::upstream::{Upstream, RESPONSE_JSON};
+use support::proxy::{one_provider, Proxy};
+use support::raw::{connect, read_head, read_to_close, read_until, send, status_of};
+use support::upstream::{json_response, Upstream, RESPONSE_JSON};
+use tokio::io::AsyncWriteExt;
+
+/// The process's log subscriber (one per test binary), writing JSON lines to memory.
+fn captured() -> &'static Captured {
+    static CAPTURED: OnceLock<Captured> = OnceLock::new();
+    CAPTURED.get_or_init(|| {
+        let captured = Captured::default();
+        let sink = captured.clone();
+        let log = LogConfig {
+            format: LogFormat::Json,
+            level: "info".into(),
+        };
+        replaygate::telemetry::install(&log, move || sink.clone(), false);
+        captured
+    })
+}
+
+/// The access lines of `request_id`: waits up to 10 s for the first, then a moment more so a
+/// second one would show.
+async fn access_lines(request_id: &str) -> Vec<Value> {
+    let read = || -> Vec<Value> {
+        captured()
+            .text()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|line| line["target"] == "replaygate::access" && line["request_id"] == request_id)
+            .collect()
+    };
+    let started = Instant::now();
+    while read().is_empty() && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    read()
+}
+
+fn millis(line: &Value, field: &str) -> f64 {
+    line[field]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{field} is not a number of ms: {line}"))
+}
+
+fn request(request_id: &str, body: &str) -> String {
+    format!(
+        "POST /v1/responses HTTP/1.1\r\nhost: x\r\nx-request-id: {request_id}\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+const STREAM: &str = r#"{"model":"gpt-5","stream":true,"input":"hi"}"#;
+
+/// Pushes events until the proxy drops the upstream stream (bounded); whether it did.
+async fn pushed_until_cancelled(feed: &tokio::sync::mpsc::Sender<Bytes>) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(10) {
+        if feed.send(Bytes::from_static(b"data: {}\n\n")).await.is_err() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
 
 const PROVIDER_KEY: &str = "sk-provider-secret-4242";
 const CLIENT_KEY: &str = "sk-client-secret-1717";
 
 #[tokio::test]
 async fn each_request_logs_one_json_line_and_no_key() {
-    let captured = Captured::default();
-    let sink = captured.clone();
-    let log = LogConfig {
-        format: LogFormat::Json,
-        level: "info".into(),
-    };
-    replaygate::telemetry::install(&log, move || sink.clone(), false);
-
+    let captured = captured();
     let upstream = Upstream::json(200, RESPONSE_JSON).await;
     let config = format!(
         "default_provider = \"openai\"\n[providers.openai]\nbase_url = \"{}\"\nauth = {{ bearer_env = \"KEY\" }}\n",
@@ -49,11 +111,7 @@ async fn each_request_logs_one_json_line_and_no_key() {
     let text = captured.text();
     assert!(!text.contains(PROVIDER_KEY), "the provider key reached the log");
     assert!(!text.contains(CLIENT_KEY), "the client key reached the log");
-    let lines: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|l: &Value| l["target"] == "replaygate::access")
-        .collect();
+    let lines = access_lines("req-from-client").await;
     assert_eq!(lines.len(), 2, "{text}");
     assert_eq!(lines[0]["request_id"], "req-from-client");
     assert_eq!(lines[0]["provider"], "openai");
@@ -61,8 +119,108 @@ async fn each_request_logs_one_json_line_and_no_key() {
     assert_eq!(lines[0]["decision"], "allowed");
     assert_eq!(lines[0]["status"], 200);
     assert_eq!(lines[0]["upstream_status"], "200");
-    assert!(lines[0]["latency_ms"].as_str().unwrap().parse::<f64>().unwrap() >= 0.0);
+    assert!(millis(&lines[0], "latency_ms") >= 0.0);
+    assert_eq!(lines[0]["bytes_out"], RESPONSE_JSON.len());
+    assert!(millis(&lines[0], "first_byte_ms") >= millis(&lines[0], "latency_ms"));
+    assert!(millis(&lines[0], "duration_ms") >= millis(&lines[0], "first_byte_ms"));
+    assert!(lines[0].get("stream_error").is_none(), "{}", lines[0]);
     assert_eq!(lines[1]["decision"], "rejected");
     assert_eq!(lines[1]["reasons"], "call_id_mismatch,namespaced");
     assert_eq!(lines[1]["status"], 422);
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_before_a_slow_upstream_answers_leaves_one_line() {
+    captured();
+    let (upstream, mut feeds) = Upstream::sse_feed().await;
+    let proxy = Proxy::start(&one_provider(&upstream.base_url(), "\"passthrough\"", ""), &[]).await;
+    let mut client = connect(proxy.addr).await;
+    send(&mut client, request("gone-before-answer", STREAM).as_bytes()).await;
+    // The provider has the request and is slow to answer; the client goes away.
+    let feed = tokio::time::timeout(Duration::from_secs(5), feeds.recv())
+        .await
+        .expect("the request reached the provider")
+        .unwrap();
+    drop(client);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        pushed_until_cancelled(&feed).await,
+        "the answer to a gone client was never dropped"
+    );
+    let lines = access_lines("gone-before-answer").await;
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let line = &lines[0];
+    assert_eq!(
+        (line["status"].as_u64(), line["decision"].as_str()),
+        (Some(200), Some("allowed"))
+    );
+    assert_eq!(line["stream_error"], "client_closed", "{line}");
+    assert!(millis(line, "duration_ms") >= 100.0, "{line}");
+}
+
+#[tokio::test]
+async fn a_client_that_half_closes_after_its_request_gets_the_whole_answer() {
+    captured();
+    let upstream = Upstream::start(|_| async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        json_response(200, RESPONSE_JSON)
+    })
+    .await;
+    let proxy = Proxy::start(&one_provider(&upstream.base_url(), "\"passthrough\"", ""), &[]).await;
+    let body = r#"{"model":"gpt-5","input":"hi"}"#;
+    let mut client = connect(proxy.addr).await;
+    send(&mut client, request("half-closed", body).as_bytes()).await;
+    client.shutdown().await.unwrap();
+    let answer = read_to_close(&mut client, Duration::from_secs(10))
+        .await
+        .expect("the proxy closed after answering");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    assert!(answer.ends_with(RESPONSE_JSON), "{answer}");
+    let received = upstream.received();
+    assert_eq!(received.len(), 1, "the provider did not get the request");
+    assert_eq!(&received[0].body[..], body.as_bytes());
+
+    let lines = access_lines("half-closed").await;
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["status"], 200);
+    assert_eq!(lines[0]["bytes_out"], RESPONSE_JSON.len());
+    assert!(lines[0].get("stream_error").is_none(), "{}", lines[0]);
+}
+
+#[tokio::test]
+async fn a_stream_cut_by_the_client_leaves_one_line_with_what_went_out() {
+    captured();
+    let (upstream, mut feeds) = Upstream::sse_feed().await;
+    let proxy = Proxy::start(&one_provider(&upstream.base_url(), "\"passthrough\"", ""), &[]).await;
+    let mut client = connect(proxy.addr).await;
+    send(&mut client, request("cut-stream", STREAM).as_bytes()).await;
+    let feed = tokio::time::timeout(Duration::from_secs(5), feeds.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let first = b"data: {\"type\":\"response.created\"}\n\n";
+    feed.send(Bytes::from_static(first)).await.unwrap();
+    let (head, rest) = read_head(&mut client, Duration::from_secs(5)).await;
+    assert_eq!(status_of(&head), 200, "{head}");
+    read_until(&mut client, rest, b"response.created", Duration::from_secs(5)).await;
+    drop(client);
+    assert!(
+        pushed_until_cancelled(&feed).await,
+        "the stream outlived its client"
+    );
+
+    let lines = access_lines("cut-stream").await;
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let line = &lines[0];
+    assert_eq!(line["status"], 200);
+    assert_eq!(line["stream_error"], "client_closed", "{line}");
+    assert!(
+        line["bytes_out"].as_u64().unwrap() >= first.len() as u64,
+        "{line}"
+    );
+    assert!(
+        millis(line, "duration_ms") >= millis(line, "first_byte_ms"),
+        "{line}"
+    );
 }

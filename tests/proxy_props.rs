@@ -17,6 +17,7 @@ use proptest::prelude::*;
 use replaygate::config::Config;
 use replaygate::gate::{Action, Gate, ProviderProfile, Target};
 use replaygate::proxy::body::{read_body, BodyLimits};
+use replaygate::proxy::budget::BufferBudget;
 use replaygate::proxy::lifecycle::handle;
 use replaygate::proxy::ProxyState;
 use serde_json::{json, Value};
@@ -139,9 +140,10 @@ proptest! {
         }
         let body = StreamBody::new(futures_util::stream::iter(frames));
         let limits = BodyLimits { max_bytes: sent.max, read_timeout: Duration::from_secs(60) };
-        let got = runtime().block_on(read_body(body, &headers, limits));
+        let budget = BufferBudget::new(usize::MAX);
+        let got = runtime().block_on(read_body(body, &headers, limits, &budget));
         match sent.expected_error() {
-            None => prop_assert_eq!(got.unwrap().to_vec(), sent.bytes),
+            None => prop_assert_eq!(got.unwrap().bytes.to_vec(), sent.bytes),
             Some(code) => {
                 let error = got.unwrap_err();
                 prop_assert_eq!(error.code(), code);

@@ -33,7 +33,8 @@ pub(super) struct ConfigFile {
 pub(super) struct ServerTable {
     pub(super) default_provider: Option<Spanned<String>>,
     listen: SocketAddr,
-    max_body_bytes: usize,
+    pub(super) max_body_bytes: Spanned<usize>,
+    pub(super) max_buffered_bytes: Spanned<usize>,
     #[serde(rename = "header_read_timeout_ms", deserialize_with = "positive_millis")]
     header_read_timeout: Duration,
     #[serde(rename = "body_read_timeout_ms", deserialize_with = "positive_millis")]
@@ -51,7 +52,8 @@ impl Default for ServerTable {
         Self {
             default_provider: None,
             listen: defaults.listen,
-            max_body_bytes: defaults.max_body_bytes,
+            max_body_bytes: Spanned::new(0..0, defaults.max_body_bytes),
+            max_buffered_bytes: Spanned::new(0..0, defaults.max_buffered_bytes),
             header_read_timeout: defaults.header_read_timeout,
             body_read_timeout: defaults.body_read_timeout,
             max_concurrent_requests: defaults.max_concurrent_requests,
@@ -66,7 +68,8 @@ impl ServerTable {
     pub(super) fn settings(&self) -> ServerConfig {
         ServerConfig {
             listen: self.listen,
-            max_body_bytes: self.max_body_bytes,
+            max_body_bytes: *self.max_body_bytes.get_ref(),
+            max_buffered_bytes: *self.max_buffered_bytes.get_ref(),
             header_read_timeout: self.header_read_timeout,
             body_read_timeout: self.body_read_timeout,
             max_concurrent_requests: self.max_concurrent_requests,

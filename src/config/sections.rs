@@ -18,6 +18,9 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     /// `max_body_bytes`: largest request body accepted; larger bodies get 413.
     pub max_body_bytes: usize,
+    /// `max_buffered_bytes`: the request bodies held at once, across all connections and
+    /// workers; a body that would pass it gets 503 `overloaded`. At least `max_body_bytes`.
+    pub max_buffered_bytes: usize,
     /// `header_read_timeout_ms`: time a client has to send the request head.
     pub header_read_timeout: Duration,
     /// `body_read_timeout_ms`: time a client has to send the whole request body.
@@ -47,6 +50,7 @@ impl Default for ServerConfig {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             max_body_bytes: 32 * 1024 * 1024,
+            max_buffered_bytes: 512 * 1024 * 1024,
             header_read_timeout: Duration::from_secs(30),
             body_read_timeout: Duration::from_secs(60),
             max_concurrent_requests: 1024,

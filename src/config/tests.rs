@@ -48,6 +48,7 @@ fn minimal_config_gets_defaults() {
     assert_eq!(config.server, ServerConfig::default());
     assert_eq!(config.server.listen.to_string(), "127.0.0.1:8080");
     assert_eq!(config.server.max_body_bytes, 33_554_432);
+    assert_eq!(config.server.max_buffered_bytes, 536_870_912);
     assert_eq!(config.server.header_read_timeout, Duration::from_secs(30));
     assert_eq!(config.server.body_read_timeout, Duration::from_secs(60));
     assert_eq!(config.server.max_concurrent_requests, 1024);
@@ -78,6 +79,7 @@ default_provider = "local"
 [server]
 listen = "[::1]:9000"
 max_body_bytes = 1000
+max_buffered_bytes = 5000
 header_read_timeout_ms = 1
 body_read_timeout_ms = 2
 max_concurrent_requests = 3
@@ -108,6 +110,7 @@ provider = "local"
     assert_eq!(config.default_provider.as_deref(), Some("local"));
     assert_eq!(config.server.listen.to_string(), "[::1]:9000");
     assert_eq!(config.server.max_body_bytes, 1000);
+    assert_eq!(config.server.max_buffered_bytes, 5000);
     assert_eq!(config.server.header_read_timeout, Duration::from_millis(1));
     assert_eq!(config.server.body_read_timeout, Duration::from_millis(2));
     assert_eq!(config.server.max_concurrent_requests, 3);
@@ -195,6 +198,36 @@ fn values_of_the_wrong_shape_are_rejected_with_their_position() {
     assert_parse_error_at("[log]\nformat = \"xml\"\n", 2, 10, "unknown variant `xml`");
     assert_parse_error_at("[log]\nlevel = \"info,=,\"\n", 2, 9, "invalid log level");
     assert_parse_error_at(&format!("{MINIMAL}read_timeout_ms = 0\n"), 4, 19, "at least 1");
+}
+
+#[test]
+fn buffered_bytes_must_hold_the_largest_body() {
+    // Written below the body cap, or zero: the error points at max_buffered_bytes.
+    assert_invalid_at(
+        &format!("[server]\nmax_body_bytes = 1000\nmax_buffered_bytes = 999\n{MINIMAL}"),
+        3,
+        22,
+        "must be at least max_body_bytes (1000)",
+    );
+    assert_invalid_at(
+        &format!("[server]\nmax_buffered_bytes = 0\n{MINIMAL}"),
+        2,
+        22,
+        "max_buffered_bytes (0)",
+    );
+    // A body cap over the default buffer cap: the error points at the key that was written.
+    assert_invalid_at(
+        &format!("[server]\nmax_body_bytes = 536870913\n{MINIMAL}"),
+        2,
+        18,
+        "max_buffered_bytes (536870912) must be at least max_body_bytes (536870913)",
+    );
+    assert_parse_error_at("[server]\nmax_buffered_bytes = -5\n", 2, 22, "invalid value");
+    let equal = Config::from_toml(&format!(
+        "[server]\nmax_body_bytes = 1000\nmax_buffered_bytes = 1000\n{MINIMAL}"
+    ))
+    .unwrap();
+    assert_eq!(equal.server.max_buffered_bytes, 1000);
 }
 
 /// The example of the external contract, verbatim: its `default_provider`

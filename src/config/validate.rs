@@ -34,6 +34,7 @@ impl ConfigFile {
             let provider = entry.validate(&name)?;
             providers.insert(name, provider);
         }
+        check_buffered_bytes(&self.server.max_body_bytes, &self.server.max_buffered_bytes)?;
         let server = self.server.settings();
         let default_provider = match (self.default_provider, self.server.default_provider) {
             (Some(_), Some(again)) => {
@@ -91,6 +92,28 @@ impl RouteEntry {
         let provider = defined_provider(self.provider, providers, "provider")?;
         Ok(RouteConfig { model, provider })
     }
+}
+
+/// Every body `max_body_bytes` allows must fit in `max_buffered_bytes`, or such a body could
+/// never be accepted. The error points at whichever of the two was written in the file.
+fn check_buffered_bytes(body: &Spanned<usize>, buffered: &Spanned<usize>) -> Result<(), Invalid> {
+    let (body_max, buffered_max) = (*body.get_ref(), *buffered.get_ref());
+    if buffered_max >= body_max && buffered_max > 0 {
+        return Ok(());
+    }
+    // A default value has an empty span: point at the key that was written.
+    let span = if buffered.span().is_empty() {
+        body.span()
+    } else {
+        buffered.span()
+    };
+    Err(Invalid::new(
+        span,
+        format!(
+            "max_buffered_bytes ({buffered_max}) must be at least max_body_bytes ({body_max}), \
+             or a body of the largest allowed size could never be accepted"
+        ),
+    ))
 }
 
 /// A provider name becomes a URL path segment: `/{name}/v1/...`.

@@ -113,8 +113,10 @@ impl AccessRecord {
             .unwrap_or_else(|_| HeaderValue::from_static("invalid"))
     }
 
-    /// Writes the log line. `upstream` is the provider's status when the answer came from it.
-    pub fn write(&self, status: StatusCode, upstream: Option<StatusCode>, latency: Duration) {
+    /// Writes the log line for `outcome`.
+    pub fn write(&self, outcome: &Outcome) {
+        let millis = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1000.0);
+        let or_dash = |d: Option<Duration>| d.map_or_else(|| "-".to_owned(), millis);
         tracing::info!(
             target: "replaygate::access",
             request_id = %self.request_id,
@@ -125,11 +127,61 @@ impl AccessRecord {
             decision = self.decision.as_str(),
             reasons = %self.reasons.join(","),
             monitored = self.monitored,
-            error = self.error_code.as_deref().unwrap_or("-"),
-            status = status.as_u16(),
-            upstream_status = %upstream.map_or_else(|| "-".to_owned(), |s| s.as_u16().to_string()),
-            latency_ms = %format_args!("{:.3}", latency.as_secs_f64() * 1000.0),
+            error = outcome.error.or(self.error_code.as_deref()).unwrap_or("-"),
+            status = outcome.status.as_u16(),
+            upstream_status = %outcome.upstream.map_or_else(|| "-".to_owned(), |s| s.as_u16().to_string()),
+            latency_ms = %or_dash(outcome.head),
+            first_byte_ms = %or_dash(outcome.first_byte),
+            duration_ms = %millis(outcome.duration),
+            bytes_out = outcome.bytes_out,
+            stream_error = outcome.stream_error.as_deref(),
             "request"
         );
     }
+
+    /// The request's method.
+    pub fn method(&self) -> &Method {
+        &self.method
+    }
+}
+
+/// Writes the log line of a request hyper could not parse (so it has no method or path),
+/// answered with `status` and the envelope's `code`.
+pub fn write_unparsed(request_id: &str, status: StatusCode, code: &str, bytes_out: usize) {
+    tracing::info!(
+        target: "replaygate::access",
+        request_id,
+        method = "-",
+        path = "-",
+        provider = "-",
+        model = "-",
+        decision = Decision::Error.as_str(),
+        reasons = "",
+        error = code,
+        status = status.as_u16(),
+        upstream_status = "-",
+        bytes_out,
+        "request"
+    );
+}
+
+/// How a request ended, as logged: the answer's head and how much of its body went out.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The status sent, or 499 when the client went away before an answer.
+    pub status: StatusCode,
+    /// The provider's status, when the answer came from it.
+    pub upstream: Option<StatusCode>,
+    /// Time from the request to the answer's head, when there was one.
+    pub head: Option<Duration>,
+    /// Time to the first byte of the answer's body passed on (to the head when it had none).
+    pub first_byte: Option<Duration>,
+    /// Time from the request to the answer's last byte, or to when it was abandoned.
+    pub duration: Duration,
+    /// Bytes of the answer's body passed on to the connection.
+    pub bytes_out: u64,
+    /// Overrides the recorded error code (`client_closed` when no answer was sent).
+    pub error: Option<&'static str>,
+    /// Why the answer's body stopped before its end, when it did.
+    pub stream_error: Option<String>,
 }

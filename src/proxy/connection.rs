@@ -1,5 +1,6 @@
-//! One accepted connection: hyper serves it through the request lifecycle, and a connection
-//! that has not delivered a whole request head within the header timeout is closed.
+//! One accepted connection: hyper serves it through the request lifecycle, hyper's own error
+//! answers go out in the envelope (see [`super::client_io`]), and a connection that has not
+//! delivered a whole request head within the header timeout is closed.
 //!
 //! hyper's own HTTP/1 header timeout starts only once the protocol is known, and nothing bounds
 //! HTTP/2; a client that connects and stays silent, or sends part of the HTTP/2 preface, or
@@ -16,7 +17,9 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
+use super::client_io::{ClientIo, OpenBody, Requests};
 use super::lifecycle::handle;
+use super::server::READ_BUFFER_BYTES;
 use super::state::ProxyState;
 
 /// The future that serves `stream` until it ends, is shut down gracefully, or misses its first
@@ -31,14 +34,19 @@ pub(super) fn serve(
     let _ = stream.set_nodelay(true);
     let first_request = Arc::new(Notify::new());
     let arrived = first_request.clone();
+    let requests = Arc::new(Requests::default());
+    let io = ClientIo::new(stream, requests.clone(), READ_BUFFER_BYTES);
     let service = service_fn(move |request| {
         arrived.notify_one();
+        // Counted as hyper hands the request over, before it reads or writes anything more.
+        let open = requests.begin();
         let state = state.clone();
-        async move { Ok::<_, std::convert::Infallible>(handle(state, request).await) }
+        async move {
+            let response = handle(state, request).await;
+            Ok::<_, std::convert::Infallible>(response.map(|body| OpenBody::new(body, open)))
+        }
     });
-    let connection = builder
-        .serve_connection(TokioIo::new(stream), service)
-        .into_owned();
+    let connection = builder.serve_connection(TokioIo::new(io), service).into_owned();
     let connection = graceful.watch(connection);
     async move {
         tokio::select! {

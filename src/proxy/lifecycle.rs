@@ -8,7 +8,8 @@ use http::{HeaderValue, Method, Request, Response};
 use http_body_util::BodyExt;
 
 use super::access_log::{AccessRecord, REQUEST_ID_HEADER};
-use super::body::{full, read_body, HoldsPermit, ProxyBody};
+use super::body::{full, read_body, HeldBody, HoldsPermit, ProxyBody};
+use super::exchange::{Exchange, LoggedBody};
 use super::judge::judge;
 use super::request_checks::{check_charset, check_method};
 use super::state::ProxyState;
@@ -17,28 +18,31 @@ use crate::error::ApiError;
 use crate::gate::{Action, Verdict};
 
 /// Handles one request from start to answer; never fails (every error becomes an envelope).
+///
+/// The request's access line is written exactly once: when the answer's body has ended or was
+/// dropped, or, if this future is dropped before it answers, then (status 499).
 pub async fn handle<B>(state: Arc<ProxyState>, request: Request<B>) -> Response<ProxyBody>
 where
     B: http_body::Body<Data = bytes::Bytes>,
     B::Error: Into<super::body::BoxError>,
 {
-    let started = Instant::now();
-    let mut record = AccessRecord::new(request.method(), request.uri().path(), request.headers());
-    let (mut response, upstream) = match proxy(&state, request, &mut record).await {
+    let record = AccessRecord::new(request.method(), request.uri().path(), request.headers());
+    let mut exchange = Exchange::new(record, Instant::now());
+    let (mut response, upstream) = match proxy(&state, request, exchange.record()).await {
         Ok(response) => {
             let status = response.status();
             (response, Some(status))
         }
         Err(error) => {
-            record.refused(&error);
+            exchange.record().refused(&error);
             (error.into_response().map(full), None)
         }
     };
     response
         .headers_mut()
-        .insert(REQUEST_ID_HEADER, record.request_id_header());
-    record.write(response.status(), upstream, started.elapsed());
-    response
+        .insert(REQUEST_ID_HEADER, exchange.record().request_id_header());
+    exchange.answered(response.status(), upstream);
+    response.map(|body| LoggedBody::new(body, exchange).boxed_unsync())
 }
 
 async fn proxy<B>(
@@ -63,8 +67,13 @@ where
     // ask upstream.
     let route = state.router.classify(parts.uri.path())?;
 
-    // Read the body, under the size cap and the read timeout.
-    let body = read_body(body, &parts.headers, state.body_limits).await?;
+    // Read the body, under the size cap, the read timeout and the budget of bodies held at
+    // once. The body's share of the budget is held until the provider has answered (so it has
+    // every byte) or the request is refused.
+    let HeldBody {
+        bytes: body,
+        reservation,
+    } = read_body(body, &parts.headers, state.body_limits, &state.buffered).await?;
 
     // Check the head of a gated request: only POST carries a body onward, and only as UTF-8, so
     // the provider reads the bytes the gate judged as the gate read them.
@@ -102,6 +111,7 @@ where
         body,
     };
     let mut response = forward(provider, outbound).await?;
+    drop(reservation);
     if let Some(monitored) = monitored {
         response.headers_mut().insert(MONITORED_HEADER, monitored);
     }

@@ -3,7 +3,10 @@
 
 pub mod access_log;
 pub mod body;
+pub mod budget;
+mod client_io;
 mod connection;
+pub mod exchange;
 pub mod headers;
 mod judge;
 pub mod lifecycle;

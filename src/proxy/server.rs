@@ -18,7 +18,7 @@ use super::state::ProxyState;
 ///
 /// hyper's default (about 400 KiB) lets every connection that once carried a large body keep a
 /// buffer that size; bodies are copied out of it frame by frame, so a small one reads as fast.
-const READ_BUFFER_BYTES: usize = 64 << 10;
+pub(super) const READ_BUFFER_BYTES: usize = 64 << 10;
 
 /// Connection settings of the listener.
 #[derive(Debug, Clone, Copy)]
@@ -46,7 +46,12 @@ pub async fn run(
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(settings.header_read_timeout)
-        .max_buf_size(READ_BUFFER_BYTES);
+        .max_buf_size(READ_BUFFER_BYTES)
+        // A client that shuts down its sending side once its request is sent still gets the
+        // answer. Without this, hyper takes that read EOF for a client gone away and drops the
+        // request, sometimes before it reaches the provider. The price: a client that closes
+        // while waiting is noticed when its answer is written, not before.
+        .half_close(true);
     builder.http2().timer(TokioTimer::new()).adaptive_window(true);
     let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tokio::sync::Semaphore;
 
 use super::body::BodyLimits;
+use super::budget::BufferBudget;
 use super::provider::{Credential, Provider};
 use crate::config::Config;
 use crate::error::ApiError;
@@ -34,6 +35,8 @@ pub struct ProxyState {
     pub judges: Arc<Semaphore>,
     /// The number of permits `in_flight` started with.
     pub max_in_flight: usize,
+    /// `max_buffered_bytes`: the request bodies held at once, shared by every worker.
+    pub buffered: Arc<BufferBudget>,
 }
 
 /// Why the proxy could not be built from its configuration.
@@ -66,24 +69,21 @@ impl ProxyState {
         let gate = Arc::new(Gate::new(config.gate.schema_limits()));
         let in_flight = Arc::new(Semaphore::new(config.server.max_concurrent_requests));
         let judges = Arc::new(Semaphore::new(config.server.worker_threads()));
-        Self::build(config, env, gate, in_flight, judges)
+        let buffered = BufferBudget::new(config.server.max_buffered_bytes);
+        Self::build(config, env, gate, in_flight, judges, buffered)
     }
 
     /// A state for another worker thread: providers of its own (so its upstream connections
     /// live on its runtime), the same gate (one schema cache, one memory of passed calls) and
-    /// the same in-flight limit.
+    /// the same in-flight limit and body budget.
     fn sibling(
         &self,
         config: &Config,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<ProxyState, BuildError> {
-        Self::build(
-            config,
-            env,
-            self.gate.clone(),
-            self.in_flight.clone(),
-            self.judges.clone(),
-        )
+        let (gate, in_flight) = (self.gate.clone(), self.in_flight.clone());
+        let (judges, buffered) = (self.judges.clone(), self.buffered.clone());
+        Self::build(config, env, gate, in_flight, judges, buffered)
     }
 
     /// One state per worker (at least one): the first built from `config`, the others its
@@ -108,6 +108,7 @@ impl ProxyState {
         gate: Arc<Gate>,
         in_flight: Arc<Semaphore>,
         judges: Arc<Semaphore>,
+        buffered: Arc<BufferBudget>,
     ) -> Result<ProxyState, BuildError> {
         let mut providers = HashMap::with_capacity(config.providers.len());
         for (name, provider) in &config.providers {
@@ -126,6 +127,7 @@ impl ProxyState {
             in_flight,
             judges,
             max_in_flight: config.server.max_concurrent_requests,
+            buffered,
         })
     }
 

@@ -5,7 +5,7 @@
 //! A connection stays on the thread that accepted it until it closes, so the request path has
 //! no work stealing and no wakeups across threads. Every worker waits on the same socket and
 //! the first free one takes a new connection, so a busy worker takes fewer. The workers share
-//! the gate (one schema cache) and the in-flight limit through their states.
+//! the gate (one schema cache), the in-flight limit and the body budget through their states.
 
 use std::future::Future;
 use std::io;
@@ -157,6 +157,7 @@ mod tests {
         assert_eq!(states.len(), 2);
         assert!(Arc::ptr_eq(&states[0].gate, &states[1].gate));
         assert!(Arc::ptr_eq(&states[0].in_flight, &states[1].in_flight));
+        assert!(Arc::ptr_eq(&states[0].buffered, &states[1].buffered));
 
         let runtime = worker_runtime().unwrap();
         let listener = runtime
