@@ -24,8 +24,11 @@ struct Call<'r> {
 /// What `input` says so far about one `call_id`.
 #[derive(Debug, Default)]
 struct CallsOf<'r> {
-    /// Calls not answered yet, the most recent last.
-    open: Vec<Call<'r>>,
+    /// The most recent call not answered yet.
+    open: Option<Call<'r>>,
+    /// Earlier calls not answered yet, the most recent last (only a refused repeat puts one
+    /// here, so valid histories never allocate it).
+    under: Vec<Call<'r>>,
     /// The most recent call that an output answered.
     answered: Option<Call<'r>>,
 }
@@ -60,7 +63,7 @@ impl<'r> CallIndex<'r> {
 
     fn open_call(&mut self, index: usize, item: &'r Item<'_>, call_id: &'r str) -> Option<Finding> {
         let calls = self.by_id.entry(call_id).or_default();
-        let finding = calls.open.last().map(|earlier| {
+        let finding = calls.open.as_ref().map(|earlier| {
             Finding::new(
                 Reason::CallIdMismatch,
                 Param::Member("call_id"),
@@ -70,11 +73,14 @@ impl<'r> CallIndex<'r> {
                 ),
             )
         });
-        calls.open.push(Call {
+        let call = Call {
             index,
             type_name: item.type_name(),
             is_function_call: item.class == ItemClass::FunctionCall,
-        });
+        };
+        if let Some(earlier) = calls.open.replace(call) {
+            calls.under.push(earlier);
+        }
         finding
     }
 
@@ -93,10 +99,11 @@ impl<'r> CallIndex<'r> {
         let Some(calls) = self.by_id.get_mut(call_id) else {
             return self.unpaired(call_id, None);
         };
-        let Some(call) = calls.open.pop() else {
+        let Some(call) = calls.open.take() else {
             let answered = calls.answered;
             return self.unpaired(call_id, answered);
         };
+        calls.open = calls.under.pop();
         calls.answered = Some(call);
         if item.class == ItemClass::FunctionCallOutput && !call.is_function_call {
             return Some(Finding::new(
