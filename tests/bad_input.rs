@@ -438,27 +438,51 @@ async fn an_oversize_declared_length_is_refused_before_the_body_is_sent() {
 #[test]
 fn a_schema_whose_refs_fan_out_exponentially_is_judged_quickly() {
     use replaygate::gate::{Gate, ProviderProfile, Target};
-    let levels = 40;
-    let defs: Vec<String> = (0..levels)
-        .map(|i| {
-            let next = i + 1;
-            format!(r##""d{i}":{{"anyOf":[{{"$ref":"#/$defs/d{next}"}},{{"$ref":"#/$defs/d{next}"}}]}}"##)
-        })
-        .chain(std::iter::once(format!(r#""d{levels}":{{"type":"string"}}"#)))
-        .collect();
-    let schema = format!(r##"{{"$defs":{{{}}},"$ref":"#/$defs/d0"}}"##, defs.join(","));
-    let body = call_with_schema(&schema, "{}");
-    let (done_tx, done_rx) = std::sync::mpsc::channel();
-    // A detached thread: if the gate never returns, the test fails instead of hanging.
-    std::thread::spawn(move || {
-        let bedrock = ProviderProfile::own_namespace("bedrock");
-        let verdict = Gate::default().check(body.as_bytes(), &Target::provider(&bedrock));
-        let reasons = verdict.map(|v| v.violations.iter().map(|x| x.reason.as_str()).collect::<Vec<_>>());
-        let _ = done_tx.send(reasons);
-    });
-    let outcome = done_rx.recv_timeout(Duration::from_secs(10));
-    assert_eq!(
-        outcome.expect("judging a 3 KB schema took over 10 s"),
-        Ok(vec!["tool_schema_invalid"])
-    );
+    // `$defs` that each refer to the next one twice unfold to 2^levels subschemas. Every way of
+    // writing the reference must be measured (or refused) before anything is validated.
+    let levels = 24;
+    type Spelling = fn(usize) -> (String, String);
+    let spellings: [(&str, Spelling); 4] = [
+        ("JSON pointers", |i| (String::new(), format!("#/$defs/d{i}"))),
+        ("percent-escaped pointers", |i| {
+            (String::new(), format!("#/%24defs/d{i}"))
+        }),
+        ("$anchor references", |i| {
+            (format!(r#""$anchor":"a{i}","#), format!("#a{i}"))
+        }),
+        ("$id URNs", |i| {
+            (format!(r#""$id":"urn:d{i}","#), format!("urn:d{i}"))
+        }),
+    ];
+    for (name, spelling) in spellings {
+        let defs: Vec<String> = (0..levels)
+            .map(|i| {
+                let (own, _) = spelling(i);
+                let (_, next) = spelling(i + 1);
+                format!(r#""d{i}":{{{own}"anyOf":[{{"$ref":"{next}"}},{{"$ref":"{next}"}}]}}"#)
+            })
+            .chain(std::iter::once({
+                let (own, _) = spelling(levels);
+                format!(r#""d{levels}":{{{own}"type":"string"}}"#)
+            }))
+            .collect();
+        let (_, first) = spelling(0);
+        let schema = format!(r#"{{"$defs":{{{}}},"$ref":"{first}"}}"#, defs.join(","));
+        assert!(schema.len() < 4096, "{name}: a {} byte schema", schema.len());
+        let body = call_with_schema(&schema, r#"{"x":1}"#);
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        // A detached thread: if the gate never returns, the test fails instead of hanging.
+        std::thread::spawn(move || {
+            let bedrock = ProviderProfile::own_namespace("bedrock");
+            let verdict = Gate::default().check(body.as_bytes(), &Target::provider(&bedrock));
+            let reasons = verdict.map(|v| v.violations.iter().map(|x| x.reason.as_str()).collect::<Vec<_>>());
+            let _ = done_tx.send(reasons);
+        });
+        let outcome = done_rx.recv_timeout(Duration::from_secs(10));
+        assert_eq!(
+            outcome.unwrap_or_else(|_| panic!("{name}: judging a 3 KB schema took over 10 s")),
+            Ok(vec!["tool_schema_invalid"]),
+            "{name}"
+        );
+    }
 }

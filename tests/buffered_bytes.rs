@@ -200,3 +200,82 @@ fn slow_large_uploads_cannot_take_memory_past_max_buffered_bytes() {
         drop(child);
     });
 }
+
+/// The child's peak resident set so far, in bytes.
+fn peak_rss(child: &Child) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let kib: usize = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+        .expect("VmHWM in /proc/PID/status");
+    kib * 1024
+}
+
+#[test]
+fn bodies_of_millions_of_tiny_refused_items_stay_within_a_few_hundred_mib() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let upstream = Upstream::json(200, RESPONSE_JSON).await;
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("proxy.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "default_provider = \"openai\"\n[server]\nlisten = \"127.0.0.1:0\"\nworkers = 2\n\
+                 [providers.openai]\nbase_url = \"{}\"\n",
+                upstream.base_url()
+            ),
+        )
+        .unwrap();
+        let (child, address) = serve(&config);
+        let url = format!("http://{address}/v1/responses");
+        let max_body = 32 * MIB;
+        let input = |items: Vec<String>| format!(r#"{{"model":"gpt-5","input":[{}]}}"#, items.join(","));
+        // 1.8 million items, far past what the gate reads; 100,000 refused items, each with a
+        // long id to echo back; 100,000 outputs answering nobody.
+        let bodies = [
+            input(vec![r#"{"type":"acme:x"}"#.to_owned(); 1_800_000]),
+            input(
+                (0..100_000)
+                    .map(|i| format!(r#"{{"type":"acme:x","id":"{i:0>250}"}}"#))
+                    .collect(),
+            ),
+            input(
+                (0..100_000)
+                    .map(|i| {
+                        format!(r#"{{"type":"function_call_output","call_id":"{i:0>240}","output":"x"}}"#)
+                    })
+                    .collect(),
+            ),
+        ];
+        for body in &bodies {
+            assert!(body.len() < max_body, "{} bytes", body.len());
+        }
+        let client = reqwest::Client::new();
+        for _round in 0..2 {
+            let answers = futures_util::future::join_all(bodies.iter().map(|body| {
+                let (client, url) = (client.clone(), url.clone());
+                async move {
+                    let response = client.post(url).body(body.clone()).send().await.unwrap();
+                    let status = response.status().as_u16();
+                    (status, response.bytes().await.unwrap())
+                }
+            }))
+            .await;
+            let statuses: Vec<u16> = answers.iter().map(|(status, _)| *status).collect();
+            assert_eq!(statuses, [400, 422, 422]);
+            for (_, answer) in &answers {
+                assert!(answer.len() < 128 * 1024, "an answer of {} bytes", answer.len());
+            }
+        }
+        let peak = peak_rss(&child.0);
+        eprintln!("peak RSS after the amplification bodies: {} MiB", peak / MIB);
+        assert!(peak < 300 * MIB, "peak RSS {} MiB", peak / MIB);
+        assert!(upstream.received().is_empty());
+    });
+}

@@ -159,3 +159,50 @@ async fn a_request_past_the_work_budget_is_refused_whole() {
     let (_upstream, proxy) = start("").await;
     assert_eq!(post(&proxy, body).await.status(), 200);
 }
+
+#[tokio::test]
+async fn names_that_read_as_gated_members_elsewhere_are_refused_before_any_provider_sees_them() {
+    let (upstream, proxy) = start("").await;
+    // Each body hides an item only another provider may read behind a name that the gate would
+    // skip but a case-insensitive JSON binder (Go's encoding/json, ASP.NET) reads as the real one.
+    for (body, param) in [
+        (
+            r#"{"model":"gpt-5","INPUT":[{"type":"bedrock:trace"}],"input":"hi"}"#,
+            "input",
+        ),
+        (
+            r#"{"model":"gpt-5","input":[{"Type":"bedrock:trace","type":"message","role":"user","content":"hi"}]}"#,
+            "input[0]",
+        ),
+        (
+            r#"{"model":"gpt-5","input":[{"type\u0000":"bedrock:trace","role":"user","content":"hi"}]}"#,
+            "input[0]",
+        ),
+        (
+            r#"{"model":"gpt-5","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}","\u017ftatus":"in_progress"}]}"#,
+            "input[0]",
+        ),
+        (
+            r#"{"model":"gpt-5","tools":[{"type":"function","name":"f","Parameters":{"type":"object"}}],"input":"hi"}"#,
+            "tools[0]",
+        ),
+    ] {
+        let response = post(&proxy, body.to_owned()).await;
+        assert_eq!(response.status(), 400, "{body}");
+        let error = &envelope(response).await["error"];
+        assert_eq!(
+            (error["code"].as_str(), error["param"].as_str()),
+            (Some("invalid_input"), Some(param)),
+            "{body}"
+        );
+    }
+    assert!(upstream.received().is_empty());
+    // Names inside metadata, content parts, arguments and schemas are data.
+    let data = format!(
+        r#"{{"model":"gpt-5","metadata":{{"Input":"x","TYPE":"y"}},"tools":[{{"type":"function","name":"lookup","parameters":{{"type":"object","properties":{{"Type":{{"type":"string"}},"id":{{"type":"string"}}}}}}}}],
+        "input":[{{"role":"user","content":[{{"type":"input_text","text":"hi","Type":"x"}}]}},{{"type":"function_call","call_id":"c","name":"lookup","arguments":"{{\"Type\":\"t\",\"id\":\"a\"}}"}},{{"type":"function_call_output","call_id":"c","output":"ok"}}]}}"#
+    );
+    let response = post(&proxy, data.clone()).await;
+    assert_eq!(response.status(), 200, "{:?}", envelope(response).await);
+    assert_eq!(upstream.received()[0].body, data.as_bytes());
+}

@@ -1,6 +1,7 @@
 //! The life of one request, as named phases: route the path, read the body, check the method
 //! and charset, parse, choose the provider, gate, forward, answer.
 
+use std::fmt::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -129,9 +130,7 @@ fn monitored_header(verdict: &Verdict) -> Option<HeaderValue> {
         if !names.is_empty() {
             names.push(',');
         }
-        names.push_str(violation.reason.as_str());
-        names.push('@');
-        names.push_str(violation.param.split('.').next().unwrap_or_default());
+        write!(names, "{}@input[{}]", violation.reason, violation.index).expect("writing to a String");
     }
     if names.is_empty() {
         return None;
