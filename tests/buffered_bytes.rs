@@ -57,6 +57,21 @@ fn serve(config: &std::path::Path) -> (KillOnDrop, String) {
     (child, address)
 }
 
+/// Serves with two workers in front of `upstream`, with `server` added to `[server]`. The
+/// directory holding the configuration lives as long as the returned guard.
+fn serve_in_front_of(upstream: &Upstream, server: &str) -> (tempfile::TempDir, KillOnDrop, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("proxy.toml");
+    let text = format!(
+        "default_provider = \"openai\"\n[server]\nlisten = \"127.0.0.1:0\"\nworkers = 2\n{server}\
+         [providers.openai]\nbase_url = \"{}\"\n",
+        upstream.base_url()
+    );
+    std::fs::write(&config, text).unwrap();
+    let (child, address) = serve(&config);
+    (dir, child, address)
+}
+
 /// Kills the child when the test ends, however it ends.
 struct KillOnDrop(Child);
 
@@ -105,20 +120,8 @@ fn slow_large_uploads_cannot_take_memory_past_max_buffered_bytes() {
         .unwrap();
     runtime.block_on(async {
         let upstream = Upstream::json(200, RESPONSE_JSON).await;
-        let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("proxy.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "default_provider = \"openai\"\n[server]\nlisten = \"127.0.0.1:0\"\nworkers = 2\n\
-                 max_body_bytes = {}\nmax_buffered_bytes = {CAP}\n\
-                 [providers.openai]\nbase_url = \"{}\"\n",
-                4 * MIB,
-                upstream.base_url()
-            ),
-        )
-        .unwrap();
-        let (child, address) = serve(&config);
+        let server = format!("max_body_bytes = {}\nmax_buffered_bytes = {CAP}\n", 4 * MIB);
+        let (_dir, child, address) = serve_in_front_of(&upstream, &server);
         let address: std::net::SocketAddr = address.parse().unwrap();
         let small = r#"{"model":"gpt-5","input":"hi"}"#;
         let small_request = || async move {
@@ -221,18 +224,7 @@ fn bodies_of_millions_of_tiny_refused_items_stay_within_a_few_hundred_mib() {
         .unwrap();
     runtime.block_on(async {
         let upstream = Upstream::json(200, RESPONSE_JSON).await;
-        let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("proxy.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "default_provider = \"openai\"\n[server]\nlisten = \"127.0.0.1:0\"\nworkers = 2\n\
-                 [providers.openai]\nbase_url = \"{}\"\n",
-                upstream.base_url()
-            ),
-        )
-        .unwrap();
-        let (child, address) = serve(&config);
+        let (_dir, child, address) = serve_in_front_of(&upstream, "");
         let url = format!("http://{address}/v1/responses");
         let max_body = 32 * MIB;
         let input = |items: Vec<String>| format!(r#"{{"model":"gpt-5","input":[{}]}}"#, items.join(","));

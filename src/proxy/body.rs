@@ -10,7 +10,6 @@ use http::{header, HeaderMap};
 use http_body::{Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
-use tokio::sync::OwnedSemaphorePermit;
 
 use super::budget::{BufferBudget, Reservation};
 use crate::error::ApiError;
@@ -28,23 +27,21 @@ pub fn full(bytes: impl Into<Bytes>) -> ProxyBody {
         .boxed_unsync()
 }
 
-/// A response body that holds a concurrency permit until it ends or is dropped.
-pub struct HoldsPermit {
+/// A response body that holds a guard (a concurrency permit, a connection's count of open
+/// requests) until it ends or is dropped.
+pub struct Holding<G> {
     inner: ProxyBody,
-    _permit: OwnedSemaphorePermit,
+    _guard: G,
 }
 
-impl HoldsPermit {
-    /// Ties `permit` to the life of `inner`.
-    pub fn new(inner: ProxyBody, permit: OwnedSemaphorePermit) -> Self {
-        Self {
-            inner,
-            _permit: permit,
-        }
+impl<G> Holding<G> {
+    /// Ties `guard` to the life of `inner`.
+    pub fn new(inner: ProxyBody, guard: G) -> Self {
+        Self { inner, _guard: guard }
     }
 }
 
-impl http_body::Body for HoldsPermit {
+impl<G: Unpin> http_body::Body for Holding<G> {
     type Data = Bytes;
     type Error = BoxError;
 

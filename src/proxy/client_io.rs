@@ -21,13 +21,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
 use http::{header, StatusCode};
-use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::access_log::REQUEST_ID_HEADER;
-use super::body::{BoxError, ProxyBody};
+use super::body::Holding;
 use crate::error::ApiError;
 
 /// The length of an HTTP date, as in `date: Thu, 03 Dec 2026 03:39:58 GMT`.
@@ -62,36 +60,7 @@ impl Drop for OpenRequest {
 }
 
 /// An answer's body that keeps its request open until it ends or is dropped.
-pub(super) struct OpenBody {
-    inner: ProxyBody,
-    _open: OpenRequest,
-}
-
-impl OpenBody {
-    pub(super) fn new(inner: ProxyBody, open: OpenRequest) -> OpenBody {
-        OpenBody { inner, _open: open }
-    }
-}
-
-impl Body for OpenBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
+pub(super) type OpenBody = Holding<OpenRequest>;
 
 /// A client connection's IO: `S` with hyper's canned error answers replaced by envelopes.
 pub(super) struct ClientIo<S> {

@@ -9,7 +9,7 @@ use http::{HeaderValue, Method, Request, Response};
 use http_body_util::BodyExt;
 
 use super::access_log::{AccessRecord, REQUEST_ID_HEADER};
-use super::body::{full, read_body, HeldBody, HoldsPermit, ProxyBody};
+use super::body::{full, read_body, HeldBody, Holding, ProxyBody};
 use super::exchange::{Exchange, LoggedBody};
 use super::judge::judge;
 use super::request_checks::{check_charset, check_method};
@@ -117,7 +117,7 @@ where
         response.headers_mut().insert(MONITORED_HEADER, monitored);
     }
     // The request stays in flight until its answer has streamed out.
-    Ok(response.map(|body| HoldsPermit::new(body, permit).boxed_unsync()))
+    Ok(response.map(|body| Holding::new(body, permit).boxed_unsync()))
 }
 
 /// The response header naming the violations a request was forwarded with.
