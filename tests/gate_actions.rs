@@ -198,10 +198,8 @@ async fn names_that_read_as_gated_members_elsewhere_are_refused_before_any_provi
     }
     assert!(upstream.received().is_empty());
     // Names inside metadata, content parts, arguments and schemas are data.
-    let data = format!(
-        r#"{{"model":"gpt-5","metadata":{{"Input":"x","TYPE":"y"}},"tools":[{{"type":"function","name":"lookup","parameters":{{"type":"object","properties":{{"Type":{{"type":"string"}},"id":{{"type":"string"}}}}}}}}],
-        "input":[{{"role":"user","content":[{{"type":"input_text","text":"hi","Type":"x"}}]}},{{"type":"function_call","call_id":"c","name":"lookup","arguments":"{{\"Type\":\"t\",\"id\":\"a\"}}"}},{{"type":"function_call_output","call_id":"c","output":"ok"}}]}}"#
-    );
+    let data = r#"{"model":"gpt-5","metadata":{"Input":"x","TYPE":"y"},"tools":[{"type":"function","name":"lookup","parameters":{"type":"object","properties":{"Type":{"type":"string"},"id":{"type":"string"}}}}],
+        "input":[{"role":"user","content":[{"type":"input_text","text":"hi","Type":"x"}]},{"type":"function_call","call_id":"c","name":"lookup","arguments":"{\"Type\":\"t\",\"id\":\"a\"}"},{"type":"function_call_output","call_id":"c","output":"ok"}]}"#.to_owned();
     let response = post(&proxy, data.clone()).await;
     assert_eq!(response.status(), 200, "{:?}", envelope(response).await);
     assert_eq!(upstream.received()[0].body, data.as_bytes());
