@@ -57,5 +57,43 @@ fn gate_vs_floor(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, gate_vs_floor);
+/// The most work one request may make the gate do: calls whose arguments fail a schema that
+/// branches in two at every level, up to the default work budget. Its time is what the budget
+/// means in CPU (the blocking pool takes such judgments off the event loop).
+fn worst_case_within_budget(c: &mut Criterion) {
+    let mut defs = serde_json::Map::new();
+    let levels = 12;
+    for i in 0..levels {
+        let next = format!("#/$defs/d{}", i + 1);
+        defs.insert(
+            format!("d{i}"),
+            serde_json::json!({"anyOf": [{"$ref": next}, {"$ref": next}]}),
+        );
+    }
+    defs.insert(format!("d{levels}"), serde_json::json!({"type": "integer"}));
+    let parameters =
+        serde_json::json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/d0"}}, "$defs": defs});
+    let gate = Gate::default();
+    let openai = ProviderProfile::own_namespace("openai");
+    let target = Target::provider(&openai);
+    let body_with = |calls: usize| {
+        let items: Vec<_> = (0..calls)
+            .map(|i| serde_json::json!({"type": "function_call", "call_id": format!("c{i}"), "name": "deep", "arguments": format!(r#"{{"x":"no {i}"}}"#)}))
+            .collect();
+        let tools = serde_json::json!([{"type": "function", "name": "deep", "parameters": parameters}]);
+        serde_json::to_vec(&serde_json::json!({"model": "m", "tools": tools, "input": items})).unwrap()
+    };
+    // As many failing calls as the budget allows.
+    let calls = (1..)
+        .take_while(|&n| gate.check(&body_with(n), &target).is_ok())
+        .last()
+        .unwrap();
+    let body = body_with(calls);
+    eprintln!("worst case: {calls} failing calls within the default work budget");
+    c.bench_function("worst_case_within_budget", |b| {
+        b.iter(|| gate.check(black_box(&body), &target).unwrap())
+    });
+}
+
+criterion_group!(benches, gate_vs_floor, worst_case_within_budget);
 criterion_main!(benches);
