@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
-"""Writes the fuzzers' seed corpora from tests/fixtures/seed-vectors.json.
+"""Writes the fuzzers' seed corpora.
 
-gate_check seeds are one byte choosing the provider (0 bedrock, 1 openai) and the body;
+Seeds come from tests/fixtures/seed-vectors.json and tests/fixtures/v2-vectors.json, from
+generated tool schemas whose `$ref`s would unfold exponentially (each with a call that fails
+them), and from bodies whose member names read as gated names.
+
+gate_check seeds are one byte choosing the provider and policy (selector % 3: 0 bedrock,
+1 openai, 2 any; selector // 3: policy bits, 1 = unknown_tool rejected) and the body;
 proxy_handle seeds are one byte choosing POST, a path, headers, a blank line and the body.
 The seeds are rewritten on every run (fuzz/seeds/ is not committed)."""
 
@@ -9,25 +14,135 @@ import json
 import pathlib
 
 FUZZ = pathlib.Path(__file__).resolve().parent
-VECTORS = FUZZ.parent / "tests" / "fixtures" / "seed-vectors.json"
+FIXTURES = FUZZ.parent / "tests" / "fixtures"
 PROVIDERS = {"bedrock": 0, "openai": 1}
 PATHS = ["/v1/responses", "/bedrock/v1/responses", "/responses/compact"]
+# Policy bits of the gate_check selector (see fuzz_targets/gate_check.rs).
+UNKNOWN_TOOL_REJECTED = 1
+# Levels of the doubling `$defs` chains: 2^30 subschemas when unfolded.
+LEVELS = 30
+
+
+def fixture_cases():
+    """(name, provider, policy bits, body) of every fixture case."""
+    for file in ("seed-vectors.json", "v2-vectors.json"):
+        stem = file.split("-")[0]
+        for case in json.loads((FIXTURES / file).read_text())["cases"]:
+            bits = UNKNOWN_TOOL_REJECTED if 'unknown_tool = "reject"' in case.get("config", "") else 0
+            yield f"{stem}-{case['name']}", case.get("provider"), bits, case["body"]
+
+
+def doubling(reference, definition=lambda i, body: body, root=None, keyword="$ref"):
+    """A schema whose `$defs` d0..dN each refer to the next twice through `reference(i)`."""
+    defs = {}
+    for i in range(LEVELS):
+        next_ref = reference(i + 1)
+        body = {"anyOf": [{keyword: next_ref}, {keyword: next_ref}]}
+        defs[f"d{i}"] = definition(i, body)
+    defs[f"d{LEVELS}"] = definition(LEVELS, {"type": "string"})
+    schema = dict(root or {})
+    schema.update({"$defs": defs, "type": "object", "properties": {"x": {keyword: reference(0)}}, "required": ["x"]})
+    return schema
+
+
+def nested(keyword, depth):
+    """`keyword` nested `depth` deep, two branches at each level, the innermost a string."""
+    schema = {"type": "string"}
+    for _ in range(depth):
+        schema = {keyword: [schema, {"$ref": "#/$defs/leaf"}]}
+    return {"$defs": {"leaf": {"type": "string", "minLength": 2}}, "type": "object", "properties": {"x": schema}}
+
+
+def schema_shapes():
+    """(name, tool schema, failing arguments) of schemas built to unfold past any budget."""
+    with_anchor = lambda i, body: {"$anchor": f"a{i}", **body}
+    with_dynamic_anchor = lambda i, body: {"$dynamicAnchor": f"a{i}", **body}
+    with_id = lambda i, body: {"$id": f"urn:replaygate:d{i}", **body}
+    draft4_id = lambda i, body: {"id": f"d{i}.json", **body}
+    failing = {"x": 7}
+    yield "defs-pointer", doubling(lambda i: f"#/$defs/d{i}"), failing
+    yield "defs-percent", doubling(lambda i: f"#/%24defs/d{i}"), failing
+    yield "defs-percent-mixed", doubling(lambda i: f"#/%24def%73/d{i}" if i % 2 else f"#/$defs/d{i}"), failing
+    yield "defs-anchor", doubling(lambda i: f"#a{i}", with_anchor), failing
+    yield "defs-id-urn", doubling(lambda i: f"urn:replaygate:d{i}", with_id, {"$id": "urn:replaygate:root"}), failing
+    yield "defs-dynamic-pointer", doubling(lambda i: f"#/$defs/d{i}", keyword="$dynamicRef"), failing
+    yield "defs-dynamic-anchor", doubling(lambda i: f"#a{i}", with_dynamic_anchor, keyword="$dynamicRef"), failing
+    recursive = {
+        "$schema": "https://json-schema.org/draft/2019-09/schema",
+        "$recursiveAnchor": True,
+        "type": ["object", "integer"],
+        "properties": {"x": {"anyOf": [{"$recursiveRef": "#"}, {"$recursiveRef": "#"}]}},
+        "additionalProperties": {"$ref": "#/properties/x"},
+    }
+    yield "recursive-ref", recursive, {"x": {"x": {"x": "deep"}}}
+    self_loop = {"anyOf": [{"$ref": "#"}, {"$ref": "#"}], "type": "object"}
+    yield "self-loop", self_loop, {"x": 1}
+    draft4 = doubling(lambda i: f"d{i}.json", draft4_id, {"$schema": "http://json-schema.org/draft-04/schema#"})
+    draft4["definitions"] = draft4.pop("$defs")
+    yield "draft4-id", draft4, failing
+    # References kept outside the keywords the cost model walks, reached through a pointer.
+    outside = {f"d{i}": {"anyOf": [{"$ref": f"#/x-defs/d{i + 1}"}] * 2} for i in range(LEVELS)}
+    outside[f"d{LEVELS}"] = {"type": "string"}
+    yield "outside-keywords", {"x-defs": outside, "properties": {"x": {"$ref": "#/x-defs/d0"}}}, failing
+    hidden = {f"d{i}": {"$anchor": f"a{i}", "$ref": f"#/x-defs/d{i}"} for i in range(LEVELS)}
+    hidden[f"d{LEVELS}"] = {"$anchor": f"a{LEVELS}", "type": "string"}
+    tucked = {f"d{i}": {"anyOf": [{"$ref": f"#a{i + 1}"}] * 2} for i in range(LEVELS)}
+    yield "anchors-outside-keywords", {"$defs": hidden, "x-defs": tucked, "properties": {"x": {"$ref": "#/$defs/d0"}}}, failing
+    for keyword in ("anyOf", "oneOf", "allOf"):
+        yield f"nested-{keyword}", nested(keyword, 60), {"x": 1}
+    yield "nested-deepest", nested("anyOf", 120), {"x": 1}
+    wide = {"allOf": [{"type": ["integer", "array"], "not": {"const": i}} for i in range(400)], "items": {"$ref": "#"}}
+    yield "items-recursion-wide", wide, [0] * 2000
+
+
+def schema_body(schema, arguments):
+    """A request declaring `schema` as tool `t`, with one completed call of it."""
+    return {
+        "model": "gpt-5",
+        "tools": [{"type": "function", "name": "t", "parameters": schema}],
+        "input": [
+            {"type": "function_call", "call_id": "c1", "name": "t", "status": "completed", "arguments": json.dumps(arguments)},
+            {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+        ],
+    }
+
+
+def misspelled_bodies():
+    """(name, raw body) whose member names read as gated names (the gate answers 400)."""
+    call = '{"type":"function_call","call_id":"c1","name":"t","arguments":"{}","status":"completed"}'
+    yield "top-INPUT", '{"model":"m","INPUT":[]}'
+    yield "top-Model", '{"Model":"m","input":[]}'
+    yield "item-Type", '{"input":[{"Type":"function_call","call_id":"c1"}]}'
+    yield "item-type-nul", '{"input":[{"type\\u0000":"openai:web_search_call","id":"ws_1"}]}'
+    yield "item-long-s-status", '{"input":[' + call.replace('"status"', '"\\u017ftatus"') + "]}"
+    yield "item-zero-width", '{"input":[{"ty\\u200bpe":"message","role":"user","content":"hi"}]}'
+    yield "tool-Parameters", '{"tools":[{"type":"function","name":"t","Parameters":{"type":"object"}}],"input":[' + call + "]}"
+    # Names inside arguments and schemas are data, never misspellings.
+    yield "names-as-data", '{"tools":[{"type":"function","name":"t","parameters":{"properties":{"Type":{}}}}],"input":[' + call.replace('"{}"', '"{\\"INPUT\\":1}"') + "]}"
 
 
 def main() -> None:
-    cases = json.loads(VECTORS.read_text())["cases"]
     gate = FUZZ / "seeds" / "gate_check"
     proxy = FUZZ / "seeds" / "proxy_handle"
     for folder in (gate, proxy):
         folder.mkdir(parents=True, exist_ok=True)
-    for number, case in enumerate(cases):
-        body = json.dumps(case["body"], separators=(",", ":")).encode()
-        selector = PROVIDERS.get(case.get("provider"), 2)
-        (gate / f"{number:03}-{case['name']}").write_bytes(bytes([selector]) + body)
-        path = PATHS[number % len(PATHS)]
+    seeds = []  # (name, gate selector, proxy path, body bytes)
+    for name, provider, bits, body in fixture_cases():
+        selector = PROVIDERS.get(provider, 2) + 3 * bits
+        raw = json.dumps(body, separators=(",", ":")).encode()
+        path = "/bedrock/v1/responses" if provider == "bedrock" else None
+        seeds.append((name, selector, path, raw))
+    for name, schema, arguments in schema_shapes():
+        raw = json.dumps(schema_body(schema, arguments), separators=(",", ":")).encode()
+        seeds.append((f"schema-{name}", 1, None, raw))
+    for name, body in misspelled_bodies():
+        seeds.append((f"name-{name}", 1, None, body.encode()))
+    for number, (name, selector, path, body) in enumerate(seeds):
+        (gate / f"{number:03}-{name}").write_bytes(bytes([selector]) + body)
+        path = path or PATHS[number % len(PATHS)]
         head = f"{path}\ncontent-type: application/json\n\n".encode()
-        (proxy / f"{number:03}-{case['name']}").write_bytes(b"\x00" + head + body)
-    print(f"{len(cases)} seeds each in {gate.relative_to(FUZZ.parent)} and {proxy.relative_to(FUZZ.parent)}")
+        (proxy / f"{number:03}-{name}").write_bytes(b"\x00" + head + body)
+    print(f"{len(seeds)} seeds each in {gate.relative_to(FUZZ.parent)} and {proxy.relative_to(FUZZ.parent)}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 //! The request body reader under arbitrary chunking, declared lengths, limits and read errors:
 //! it returns exactly the bytes sent, or refuses a body over the cap, or reports the error,
-//! whichever comes first, and never reads on past the cap.
+//! whichever comes first, and never reads on past the cap; once the body is dropped, its share of
+//! the shared buffer budget is given back.
 
 #![no_main]
 
@@ -13,6 +14,7 @@ use http::{header, HeaderMap, HeaderValue};
 use http_body_util::StreamBody;
 use libfuzzer_sys::fuzz_target;
 use replaygate::proxy::body::{read_body, BodyLimits};
+use replaygate::proxy::budget::BufferBudget;
 
 #[derive(Arbitrary, Debug)]
 struct Input {
@@ -84,8 +86,10 @@ fuzz_target!(|input: Input| {
         max_bytes: usize::from(input.max_bytes),
         read_timeout: Duration::from_secs(3600),
     };
-    let got = match runtime().block_on(read_body(body, &headers, limits)) {
-        Ok(bytes) => Outcome::Read(bytes.to_vec()),
+    // A shared budget with room for any body under the cap: only the cap refuses here.
+    let budget = BufferBudget::new(2 * usize::from(u16::MAX));
+    let got = match runtime().block_on(read_body(body, &headers, limits, &budget)) {
+        Ok(held) => Outcome::Read(held.bytes.to_vec()),
         Err(error) => match error.code() {
             "body_too_large" => Outcome::TooLarge,
             "body_unreadable" => Outcome::Unreadable,
@@ -93,4 +97,9 @@ fuzz_target!(|input: Input| {
         },
     };
     assert_eq!(got, expected(&input, declared), "{input:?}");
+    assert_eq!(
+        budget.reserved(),
+        0,
+        "the body's share of the budget was not given back"
+    );
 });

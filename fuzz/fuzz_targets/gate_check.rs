@@ -1,32 +1,48 @@
-//! The gate on arbitrary bytes: the first byte picks the target provider, the rest is the body.
+//! The gate on arbitrary bytes: the first byte picks the target provider and the policy, the
+//! rest is the body.
 //!
-//! Beyond "never panics": a body the gate can read gets a verdict whose violations are in input
-//! order, one per item at most, each pointing into `input` or `tools`.
+//! Beyond "never panics" (and, through libFuzzer's `-timeout` and `-rss_limit_mb`, "never
+//! takes long or much memory"): a body the gate can read gets a verdict whose violations are in
+//! input order, one per item at most, each pointing into `input` or `tools`, each with the
+//! policy's action for its reason, counted by action; the request is allowed exactly when no
+//! violation is a `reject`. Judging the same body again with the cache warm gives the same
+//! verdict, and a body whose `input` (or first item's `type`) is renamed to a misspelling of
+//! it is refused as invalid input.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use replaygate::gate::{parse, Gate, ProviderProfile, SchemaLimits, Target};
+use replaygate::gate::{
+    parse, Action, BodyError, Gate, Policy, ProviderProfile, Reason, SchemaLimits, Target, Verdict,
+};
+use serde_json::Value;
 
-fuzz_target!(|data: &[u8]| {
-    let Some((&selector, body)) = data.split_first() else {
-        return;
-    };
-    let profile = match selector % 3 {
-        0 => ProviderProfile::own_namespace("bedrock"),
-        1 => ProviderProfile::new("openai", ["openai"]),
-        _ => ProviderProfile::new("any", ["openai", "acme", "bedrock"]),
-    };
-    // A fresh gate per input, so a finding never depends on an earlier input's cached schema;
-    // a small cache, so eviction runs too.
-    let gate = Gate::new(SchemaLimits {
-        cache_bytes: 64 << 10,
-        max_schema_bytes: 16 << 10,
-    });
-    let verdict = gate.check(body, &Target::provider(&profile));
-    assert_eq!(verdict.is_ok(), parse(body).is_ok(), "check and parse disagree");
-    let Ok(verdict) = verdict else { return };
-    let items = parse(body).unwrap().items().len();
+/// The policy the selector byte's bits above the provider choose (selector / 3).
+fn policy(bits: u8) -> Policy {
+    let mut policy = Policy::default();
+    policy.max_listed = 1_000_000;
+    if bits & 1 != 0 {
+        policy.set_action(Reason::UnknownTool, Action::Reject);
+    }
+    if bits & 2 != 0 {
+        for reason in [Reason::Status, Reason::ArgumentsSchema, Reason::CallIdMismatch] {
+            policy.set_action(reason, Action::Monitor);
+        }
+    }
+    if bits & 4 != 0 {
+        policy.require_status = true;
+    }
+    if bits & 8 != 0 {
+        policy.max_listed = 1;
+    }
+    if bits & 16 != 0 {
+        // The proxy's first, inline try.
+        policy.work_budget = 20_000;
+    }
+    policy
+}
+
+fn check_verdict(verdict: &Verdict, items: usize, policy: &Policy) {
     let mut previous = None;
     for violation in &verdict.violations {
         assert!(violation.index < items, "violation for a missing item");
@@ -42,5 +58,110 @@ fuzz_target!(|data: &[u8]| {
             violation.param,
             violation.index
         );
+        assert_eq!(
+            violation.action,
+            policy.action(violation.reason),
+            "action of {}",
+            violation.reason
+        );
+    }
+    let listed = |action| verdict.with_action(action).count();
+    let (rejects, monitors) = (listed(Action::Reject), listed(Action::Monitor));
+    assert_eq!(
+        verdict.is_allowed(),
+        verdict.rejected == 0,
+        "allowed despite rejects"
+    );
+    assert_eq!(rejects, verdict.rejected.min(policy.max_listed), "listed rejects");
+    assert_eq!(
+        monitors,
+        verdict.monitored.min(policy.max_listed),
+        "listed monitors"
+    );
+    assert!(
+        verdict.rejected + verdict.monitored <= items,
+        "more violations than items"
+    );
+    if policy.max_listed >= items {
+        assert_eq!(verdict.is_allowed(), rejects == 0);
+        assert_eq!(verdict.violations.len(), verdict.rejected + verdict.monitored);
+    }
+}
+
+/// `body` with its top-level `input`, or its first item's `type`, renamed to `misspelling`;
+/// `None` when the body has no such member or already has a member of that spelling.
+fn misspelled(body: &[u8], selector: u8) -> Option<Vec<u8>> {
+    const TOP: [&str; 3] = ["INPUT", "Input", "input\u{0}"];
+    const ITEM: [&str; 3] = ["Type", "type\u{0}", "TYPE"];
+    let mut value: Value = serde_json::from_slice(body).ok()?;
+    let body = value.as_object_mut()?;
+    let rename = |object: &mut serde_json::Map<String, Value>, from: &str, to: &str| {
+        if object.contains_key(to) {
+            return None;
+        }
+        let member = object.remove(from)?;
+        object.insert(to.to_owned(), member);
+        Some(())
+    };
+    let which = usize::from(selector) % 3;
+    if selector & 0x80 == 0 {
+        rename(body, "input", TOP[which])?;
+    } else {
+        let item = body
+            .get_mut("input")?
+            .as_array_mut()?
+            .first_mut()?
+            .as_object_mut()?;
+        rename(item, "type", ITEM[which])?;
+    }
+    serde_json::to_vec(&value).ok()
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&selector, body)) = data.split_first() else {
+        return;
+    };
+    let profile = match selector % 3 {
+        0 => ProviderProfile::own_namespace("bedrock"),
+        1 => ProviderProfile::new("openai", ["openai"]),
+        _ => ProviderProfile::new("any", ["openai", "acme", "bedrock"]),
+    };
+    let policy = policy(selector / 3);
+    let target = Target::new(&profile, &policy);
+    // A fresh gate per input, so a finding never depends on an earlier input's cached schema;
+    // a small cache, so eviction runs too.
+    let gate = Gate::new(SchemaLimits {
+        cache_bytes: 64 << 10,
+        max_schema_bytes: 16 << 10,
+        passed_calls_bytes: 16 << 10,
+    });
+    let checked = gate.check(body, &target);
+    let parsed = parse(body);
+    match &checked {
+        Err(BodyError::TooCostly(exceeded)) => {
+            assert!(parsed.is_ok(), "too costly, yet unreadable");
+            assert_eq!(exceeded.budget, policy.work_budget);
+            return;
+        }
+        Err(error) => {
+            assert_eq!(parsed.as_ref().err(), Some(error), "check and parse disagree");
+            return;
+        }
+        Ok(_) => assert!(parsed.is_ok(), "check and parse disagree"),
+    }
+    let verdict = checked.unwrap();
+    let request = parsed.unwrap();
+    check_verdict(&verdict, request.items().len(), &policy);
+    // Calls remembered as passed, and schemas compiled once, change nothing.
+    let again = gate.judge(&request, &target).expect("less work the second time");
+    assert_eq!(again, verdict, "a warm cache changed the verdict");
+    if let Some(renamed) = misspelled(body, selector) {
+        match parse(&renamed) {
+            Err(BodyError::InvalidInput { .. }) => {}
+            other => panic!(
+                "a misspelled gated name was not refused: {other:?} for {}",
+                String::from_utf8_lossy(&renamed)
+            ),
+        }
     }
 });

@@ -56,23 +56,33 @@ fn subschemas<'s>(keyword: &str, value: &'s Value) -> Box<dyn Iterator<Item = &'
 }
 
 /// Refuses the reference forms the unfolded size could not follow: anything but a local JSON
-/// pointer, and a `$id` (or, in draft 4, an `id`) below the root.
+/// pointer to a place in the schema, and a `$id` (or, in draft 4, an `id`) below the root.
+///
+/// A pointer may lead anywhere in the document, also below keywords that hold no subschemas
+/// (`"#/x-defs/a"`); the validator compiles what it finds there, so the targets are checked too.
 pub fn check_references(root: &Value) -> Result<(), String> {
     let draft4 = root
         .get("$schema")
         .and_then(Value::as_str)
         .is_some_and(|s| s.contains("draft-04"));
     let mut pending = vec![(root, true)];
+    let mut targets: HashSet<*const Value> = HashSet::new();
     while let Some((schema, is_root)) = pending.pop() {
         let Value::Object(members) = schema else { continue };
         for (keyword, value) in members {
             let keyword = keyword.as_str();
             if REFS.contains(&keyword) {
                 let reference = value.as_str().unwrap_or_default();
-                if local_pointer(reference).is_none() {
+                let Some(pointer) = local_pointer(reference) else {
                     return Err(format!(
                         "`{keyword}: {value}` is not a local JSON pointer (`#` or `#/...`); only those are supported"
                     ));
+                };
+                let Some(target) = root.pointer(&pointer) else {
+                    return Err(format!("`{keyword}: {value}` points to nothing in the schema"));
+                };
+                if targets.insert(target) {
+                    pending.push((target, std::ptr::eq(target, root)));
                 }
             }
             let sets_base = keyword == "$id" || (draft4 && keyword == "id");
@@ -270,6 +280,39 @@ mod tests {
         assert!(check_references(&anchors).is_err());
         let dynamic = json!({"$dynamicRef": "#meta"});
         assert!(check_references(&dynamic).is_err());
+    }
+
+    #[test]
+    fn references_reached_through_a_pointer_are_checked_too() {
+        // `$defs` d0..d30 lead through pointers into `x-defs`, which no keyword makes a
+        // subschema; from there each refers to the next definition twice by its anchor. The
+        // validator follows the anchors, 2^30 times; the unfolded size could not.
+        let (mut defs, mut hidden) = (serde_json::Map::new(), serde_json::Map::new());
+        for i in 0..30 {
+            defs.insert(
+                format!("d{i}"),
+                json!({"$anchor": format!("a{i}"), "$ref": format!("#/x-defs/d{i}")}),
+            );
+            let next = format!("#a{}", i + 1);
+            hidden.insert(
+                format!("d{i}"),
+                json!({"anyOf": [{"$ref": next}, {"$ref": next}]}),
+            );
+        }
+        defs.insert("d30".into(), json!({"$anchor": "a30", "type": "string"}));
+        let schema = json!({"$defs": defs, "x-defs": hidden, "properties": {"x": {"$ref": "#/$defs/d0"}}});
+        let refused = check_references(&schema).unwrap_err();
+        assert!(refused.contains("#a1"), "{refused}");
+        // The same holds for a base set where a pointer leads, and for a pointer to nothing.
+        let based = json!({"x-defs": {"a": {"$id": "urn:a"}}, "$ref": "#/x-defs/a"});
+        assert!(check_references(&based).is_err());
+        let dangling = json!({"anyOf": [{"$ref": "#/anyOf/01"}, true]});
+        assert!(check_references(&dangling)
+            .unwrap_err()
+            .contains("points to nothing"));
+        // A pointer back to the root is the root, which may set its own base.
+        let recursive = json!({"$id": "urn:root", "x-tree": {"items": {"$ref": "#"}}, "$ref": "#/x-tree"});
+        assert_eq!(check_references(&recursive), Ok(()));
     }
 
     #[test]
