@@ -1,6 +1,7 @@
-//! `max_buffered_bytes` on the real binary: many slow large uploads held open at once cannot
-//! take the proxy's memory past the cap. Later large uploads get 503 `overloaded` with
-//! `retry-after`, small requests are still served, and the resident set stays near the cap.
+//! Memory bounds on the real binary. `max_buffered_bytes`: many slow large uploads held open at
+//! once cannot take the proxy's memory past the cap; later large uploads get 503 `overloaded`
+//! with `retry-after`, small requests are still served, and the resident set stays near the
+//! cap. Bodies of millions of refused items, and many distinct tool schemas, stay bounded too.
 
 #![cfg(target_os = "linux")]
 
@@ -57,13 +58,14 @@ fn serve(config: &std::path::Path) -> (KillOnDrop, String) {
     (child, address)
 }
 
-/// Serves with two workers in front of `upstream`, with `server` added to `[server]`. The
-/// directory holding the configuration lives as long as the returned guard.
-fn serve_in_front_of(upstream: &Upstream, server: &str) -> (tempfile::TempDir, KillOnDrop, String) {
+/// Serves with two workers in front of `upstream`, with `more` written after `[server]`'s own
+/// lines (its keys, or further tables). The directory holding the configuration lives as long
+/// as the returned guard.
+fn serve_in_front_of(upstream: &Upstream, more: &str) -> (tempfile::TempDir, KillOnDrop, String) {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("proxy.toml");
     let text = format!(
-        "default_provider = \"openai\"\n[server]\nlisten = \"127.0.0.1:0\"\nworkers = 2\n{server}\
+        "default_provider = \"openai\"\n[server]\nlisten = \"127.0.0.1:0\"\nworkers = 2\n{more}\
          [providers.openai]\nbase_url = \"{}\"\n",
         upstream.base_url()
     );
@@ -269,5 +271,44 @@ fn bodies_of_millions_of_tiny_refused_items_stay_within_a_few_hundred_mib() {
         eprintln!("peak RSS after the amplification bodies: {} MiB", peak / MIB);
         assert!(peak < 300 * MIB, "peak RSS {} MiB", peak / MIB);
         assert!(upstream.received().is_empty());
+    });
+}
+
+#[test]
+fn many_distinct_tool_schemas_stay_within_the_schema_cache() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let upstream = Upstream::json(200, RESPONSE_JSON).await;
+        let cache = 8 * MIB;
+        let (_dir, child, address) =
+            serve_in_front_of(&upstream, &format!("[gate]\nschema_cache_bytes = {cache}\n"));
+        let url = format!("http://{address}/v1/responses");
+        // Each request declares its own schema of 2,000 empty branches: 6 KB of source that
+        // compiles to about 480 KB. Weighed by source length, 300 of them would all fit the
+        // cache and hold about 140 MiB.
+        let branches = vec!["{}"; 2_000].join(",");
+        let body = |salt: usize| {
+            format!(
+                r#"{{"model":"gpt-5","tools":[{{"type":"function","name":"wide","parameters":{{"title":"{salt}","anyOf":[{branches}]}}}}],
+                "input":[{{"type":"function_call","call_id":"c","name":"wide","arguments":"{{}}"}},
+                {{"type":"function_call_output","call_id":"c","output":"ok"}}]}}"#
+            )
+        };
+        let client = reqwest::Client::new();
+        let mut baseline = 0;
+        for salt in 0..300 {
+            let response = client.post(&url).body(body(salt)).send().await.unwrap();
+            assert_eq!(response.status().as_u16(), 200);
+            response.bytes().await.unwrap();
+            if salt == 20 {
+                baseline = rss(&child.0);
+            }
+        }
+        let grown = rss(&child.0).saturating_sub(baseline);
+        eprintln!("RSS grew by {} MiB over 280 distinct schemas", grown / MIB);
+        assert!(grown < 4 * cache, "RSS grew by {} MiB", grown / MIB);
     });
 }

@@ -8,7 +8,7 @@ use super::{Finding, Param, WorkMeter};
 use crate::gate::field::RawField;
 use crate::gate::item::Item;
 use crate::gate::request::WorkExceeded;
-use crate::gate::schema::{CompiledSchema, SchemaCache};
+use crate::gate::schema::{value_count, CompiledSchema, SchemaCache};
 use crate::gate::verdict::Reason;
 
 /// What one `function_call` is checked with.
@@ -36,7 +36,10 @@ pub(super) fn check(item: &Item<'_>, cx: &mut CallContext<'_, '_>) -> Result<Opt
         )));
     };
     let tool = item.name.as_str().and_then(|name| cx.tools.find(name));
-    let schema = tool.and_then(|tool| cx.tools.schema(tool, cx.schemas));
+    let schema = match tool {
+        Some(tool) => cx.tools.schema(tool, cx.schemas, cx.work)?,
+        None => None,
+    };
     // A replayed call whose arguments, as written, already passed this exact schema passes
     // again without being decoded, parsed or validated.
     if tool.is_some() && cx.schemas.has_passed(schema.as_deref(), encoded) {
@@ -117,8 +120,10 @@ fn check_schema(
             )));
         }
     };
-    // A validation may visit every unfolded subschema once per part of the value.
-    let visits = schema.unfolded().saturating_mul(1 + written_bytes as u64 / 64);
+    // A validation may visit every unfolded subschema once per value of the arguments, and
+    // keywords such as `pattern` read long strings whole.
+    let reads = value_count(arguments) + written_bytes as u64 / 64;
+    let visits = schema.unfolded().saturating_mul(reads);
     work.charge(visits)?;
     // Most calls fit: the yes-or-no check is cheaper, and the error is built only when needed.
     if validator.is_valid(arguments) {
@@ -149,6 +154,7 @@ const FIRST_ERROR_FACTOR: u64 = 8;
 mod tests {
     use super::*;
     use crate::gate::request::parse;
+    use crate::gate::rules::tools::FOOTPRINT_BYTES_PER_UNIT;
 
     const TOOLS: &str = r#"[
         {"type":"function","name":"report","parameters":{"type":"object","additionalProperties":false,"required":["region"],
@@ -246,6 +252,70 @@ mod tests {
         };
         assert_eq!(run(u64::MAX), Ok(Some(Reason::ArgumentsSchema)));
         assert!(run(3).is_err());
+    }
+
+    /// Checks every item of `body` as one request does, returning the findings' reasons and
+    /// the work used.
+    fn work_of(body: &str, schemas: &SchemaCache) -> (Vec<Option<Reason>>, u64) {
+        let request = parse(body.as_bytes()).unwrap();
+        let mut tools = ToolIndex::new(&request.tools);
+        let mut work = WorkMeter::new(u64::MAX);
+        let mut cx = CallContext {
+            tools: &mut tools,
+            schemas,
+            require_status: false,
+            work: &mut work,
+        };
+        let reasons = request
+            .items()
+            .iter()
+            .map(|item| check(item, &mut cx).unwrap().map(|f| f.reason))
+            .collect();
+        (reasons, work.used)
+    }
+
+    #[test]
+    fn a_schema_is_charged_once_per_request_whether_cached_or_not() {
+        let schemas = SchemaCache::default();
+        let footprint = schemas
+            .get(r#"{"type":"array","items":{"type":"integer"}}"#)
+            .footprint();
+        let tools =
+            r#"[{"type":"function","name":"sum","parameters":{"type":"array","items":{"type":"integer"}}}]"#;
+        let one = call(r#""completed""#, "sum", r#""[1,2]""#);
+        let body = |calls: &[&str]| format!(r#"{{"tools":{tools},"input":[{}]}}"#, calls.join(","));
+        let (reasons, first) = work_of(&body(&[&one]), &schemas);
+        assert_eq!(reasons, [None]);
+        assert!(first > footprint / FOOTPRINT_BYTES_PER_UNIT, "{first}");
+        // The same call again in the same request is a remembered pass and the schema is
+        // already charged; in a later request only the schema is charged.
+        assert_eq!(work_of(&body(&[&one, &one]), &SchemaCache::default()).1, first);
+        assert_eq!(
+            work_of(&body(&[&one]), &schemas).1,
+            footprint / FOOTPRINT_BYTES_PER_UNIT
+        );
+    }
+
+    #[test]
+    fn dense_arguments_are_charged_per_value() {
+        let tools = r#"[{"type":"function","name":"sum","parameters":{"type":"array","items":{"anyOf":[{"type":"string"},{"type":"integer"}]}}}]"#;
+        let values = 5_000;
+        let arguments = format!(r#""[{}]""#, vec!["1"; values].join(","));
+        let body = format!(
+            r#"{{"tools":{tools},"input":[{}]}}"#,
+            call(r#""completed""#, "sum", &arguments)
+        );
+        let schemas = SchemaCache::default();
+        let schema =
+            schemas.get(r#"{"type":"array","items":{"anyOf":[{"type":"string"},{"type":"integer"}]}}"#);
+        let (reasons, used) = work_of(&body, &schemas);
+        assert_eq!(reasons, [None]);
+        // 10 KB of arguments, but 5,001 values each of which may meet every subschema.
+        let schema_charge = schema.footprint() / FOOTPRINT_BYTES_PER_UNIT;
+        assert!(
+            used - schema_charge >= schema.unfolded() * values as u64,
+            "{used}"
+        );
     }
 
     #[test]

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use foldhash::fast::RandomState;
 use serde_json::value::RawValue;
 
-use crate::gate::request::Tool;
+use super::WorkMeter;
+use crate::gate::request::{Tool, WorkExceeded};
 use crate::gate::schema::{CompiledSchema, SchemaCache};
 
 /// A function tool as the schema rules need it.
@@ -54,17 +55,32 @@ impl<'r> ToolIndex<'r> {
         })
     }
 
-    /// The compiled schema of `tool`; `None` when it declares none.
+    /// The compiled schema of `tool`; `None` when it declares none. The first lookup of each
+    /// schema in a request charges its memory to the work budget (whether or not it was
+    /// cached, so the verdict does not depend on the cache), which bounds what the schemas of
+    /// one request can hold.
     pub(super) fn schema(
         &mut self,
         tool: FunctionTool<'r>,
         schemas: &SchemaCache,
-    ) -> Option<Arc<CompiledSchema>> {
-        let parameters = tool.parameters?;
+        work: &mut WorkMeter,
+    ) -> Result<Option<Arc<CompiledSchema>>, WorkExceeded> {
+        let Some(parameters) = tool.parameters else {
+            return Ok(None);
+        };
         if self.compiled.is_empty() {
             self.compiled.resize(self.tools.len(), None);
         }
         let slot = &mut self.compiled[tool.position];
-        Some(slot.get_or_insert_with(|| schemas.get(parameters.get())).clone())
+        if let Some(schema) = slot {
+            return Ok(Some(schema.clone()));
+        }
+        let schema = schemas.get(parameters.get());
+        work.charge(schema.footprint() / FOOTPRINT_BYTES_PER_UNIT)?;
+        Ok(Some(slot.insert(schema).clone()))
     }
 }
+
+/// Bytes of compiled-schema memory that cost one unit of the work budget: the default budget
+/// of 4,000,000 lets one request's schemas hold about 128 MiB.
+pub(super) const FOOTPRINT_BYTES_PER_UNIT: u64 = 32;

@@ -131,6 +131,22 @@ fn percent_decode(text: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// How many JSON values `value` holds, itself included: what a compiled schema's memory and a
+/// validation's walk over its instance grow with.
+pub fn value_count(value: &Value) -> u64 {
+    let mut count = 0;
+    let mut pending = vec![value];
+    while let Some(value) = pending.pop() {
+        count += 1;
+        match value {
+            Value::Array(items) => pending.extend(items),
+            Value::Object(members) => pending.extend(members.values()),
+            _ => {}
+        }
+    }
+    count
+}
+
 /// The number of subschemas `root` unfolds to through its local `$ref`s, or `Err` once that
 /// passes `budget`. A `$ref` back into a subschema being unfolded counts once: such recursion
 /// only goes as deep as the instance does.
@@ -212,6 +228,12 @@ impl<'s> Walk<'s> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn values_are_counted_at_every_depth() {
+        assert_eq!(value_count(&json!(1)), 1);
+        assert_eq!(value_count(&json!({"a": [1, {"b": null}], "c": {}})), 6);
+    }
 
     /// `$defs` d0..d{levels}, each referring to the next twice, written with `reference(i)`.
     fn doubling_with(levels: usize, reference: impl Fn(usize) -> String) -> Value {

@@ -18,12 +18,13 @@ use quick_cache::Weighter;
 use serde_json::Value;
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
+pub(crate) use cost::value_count;
 use passed::PassedCalls;
 
 /// Budgets for the schema cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SchemaLimits {
-    /// Total weight of cached schemas, roughly their source bytes.
+    /// Total weight of cached schemas: an upper estimate of their compiled memory.
     pub cache_bytes: u64,
     /// A schema larger than this is not compiled and counts as unusable.
     pub max_schema_bytes: usize,
@@ -54,6 +55,8 @@ pub struct CompiledSchema {
 struct Compiled {
     validator: Validator,
     unfolded: u64,
+    /// JSON values in the schema source: what the validator's memory grows with.
+    values: u64,
 }
 
 /// Serials of compiled schemas; 0 stands for "no schema".
@@ -90,7 +93,27 @@ impl CompiledSchema {
     pub fn unfolded(&self) -> u64 {
         self.outcome.as_ref().map_or(0, |compiled| compiled.unfolded)
     }
+
+    /// An upper estimate of the memory this compiled schema holds, in bytes. A validator is
+    /// tens of times larger than its source (a `{}` of 3 bytes compiles to about 250), so it is
+    /// estimated from the number of JSON values in the source, not from its length.
+    pub fn footprint(&self) -> u64 {
+        let held = match &self.outcome {
+            Ok(compiled) => compiled.values.saturating_mul(BYTES_PER_SCHEMA_VALUE),
+            Err(why) => why.len() as u64,
+        };
+        FOOTPRINT_BASE + self.source.len() as u64 + held
+    }
 }
+
+/// Memory of a compiled schema before its first keyword, in bytes (about 3 KiB measured with
+/// jsonschema 0.61, rounded up).
+const FOOTPRINT_BASE: u64 = 4096;
+
+/// Memory per JSON value of a schema's source once compiled, in bytes: measured at 240 (an
+/// `anyOf` of `{}`), 370 (`properties` of `{"type":"string"}`) and 410 (`$ref`s to a shared
+/// definition), rounded up.
+const BYTES_PER_SCHEMA_VALUE: u64 = 512;
 
 fn compile(source: &str) -> Result<Compiled, String> {
     let schema: Value = serde_json::from_str(source).map_err(|e| format!("not valid JSON: {e}"))?;
@@ -108,7 +131,12 @@ fn compile(source: &str) -> Result<Compiled, String> {
         .with_pattern_options(PatternOptions::regex())
         .build(&schema)
         .map_err(|e| e.to_string())?;
-    Ok(Compiled { validator, unfolded })
+    let values = cost::value_count(&schema);
+    Ok(Compiled {
+        validator,
+        unfolded,
+        values,
+    })
 }
 
 /// The most subschemas a tool schema may unfold to (see [`cost`]); real tool schemas unfold to
@@ -120,15 +148,13 @@ pub const MAX_UNFOLDED_SUBSCHEMAS: u64 = 20_000;
 static CACHE_SEED: LazyLock<u64> =
     LazyLock::new(|| std::collections::hash_map::RandomState::new().hash_one(0u8));
 
-/// Fixed per-entry overhead counted on top of the schema's source bytes.
-const ENTRY_OVERHEAD: u64 = 1024;
-
+/// Weighs a cache entry by the memory its compiled schema holds.
 #[derive(Debug, Clone, Copy)]
-struct SourceBytes;
+struct Footprint;
 
-impl Weighter<u128, Arc<CompiledSchema>> for SourceBytes {
+impl Weighter<u128, Arc<CompiledSchema>> for Footprint {
     fn weight(&self, _: &u128, schema: &Arc<CompiledSchema>) -> u64 {
-        schema.source.len() as u64 + ENTRY_OVERHEAD
+        schema.footprint()
     }
 }
 
@@ -137,7 +163,7 @@ impl Weighter<u128, Arc<CompiledSchema>> for SourceBytes {
 /// The same tool sent on every turn has the same bytes, so it compiles once. A hit is confirmed
 /// by comparing the bytes, so a hash collision can never pick the wrong validator.
 pub struct SchemaCache {
-    entries: Cache<u128, Arc<CompiledSchema>, SourceBytes>,
+    entries: Cache<u128, Arc<CompiledSchema>, Footprint>,
     passed: PassedCalls,
     limits: SchemaLimits,
 }
@@ -154,9 +180,11 @@ impl std::fmt::Debug for SchemaCache {
 impl SchemaCache {
     /// An empty cache with the given limits.
     pub fn new(limits: SchemaLimits) -> Self {
-        let estimated_items = (limits.cache_bytes / (4096 + ENTRY_OVERHEAD)).clamp(16, 1 << 16);
+        // A typical tool schema has a few dozen values.
+        let typical = FOOTPRINT_BASE + 64 * BYTES_PER_SCHEMA_VALUE;
+        let estimated_items = (limits.cache_bytes / typical).clamp(16, 1 << 16);
         Self {
-            entries: Cache::with_weighter(estimated_items as usize, limits.cache_bytes, SourceBytes),
+            entries: Cache::with_weighter(estimated_items as usize, limits.cache_bytes, Footprint),
             passed: PassedCalls::new(limits.passed_calls_bytes),
             limits,
         }
@@ -337,6 +365,24 @@ mod tests {
         assert_ne!(a.serial(), b.serial());
         assert_ne!(a.serial(), 0);
         assert_eq!(a.unfolded(), 1);
+    }
+
+    #[test]
+    fn a_schema_weighs_what_its_validator_holds_not_its_source_length() {
+        // 2,000 empty subschemas: 6 KB of source, about 480 KB once compiled (measured).
+        let wide = |salt: usize| {
+            let branches = vec!["{}"; 2_000].join(",");
+            format!(r#"{{"title":"{salt}","anyOf":[{branches}]}}"#)
+        };
+        let cache = SchemaCache::new(SchemaLimits {
+            cache_bytes: 4 << 20,
+            ..SchemaLimits::default()
+        });
+        assert!(cache.get(&wide(0)).footprint() >= 2_000 * 240);
+        for salt in 1..100 {
+            cache.get(&wide(salt));
+        }
+        assert!(cache.len() <= 8, "{} entries", cache.len());
     }
 
     #[test]
