@@ -20,16 +20,22 @@ const CAP: usize = 16 * MIB;
 const UPLOAD: usize = 3 * MIB;
 const UPLOADS: usize = 16;
 
-/// The child's resident set, in bytes.
-fn rss(child: &Child) -> usize {
+/// A line of the child's `/proc/PID/status` (`VmRSS`: its resident set now; `VmHWM`: its peak so
+/// far), in bytes.
+fn memory(child: &Child, field: &str) -> usize {
     let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
     let kib: usize = status
         .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|kib| kib.parse().ok())
-        .expect("VmRSS in /proc/PID/status");
+        .unwrap_or_else(|| panic!("{field} in /proc/PID/status"));
     kib * 1024
+}
+
+/// The child's resident set, in bytes.
+fn rss(child: &Child) -> usize {
+    memory(child, "VmRSS")
 }
 
 /// Starts `replaygate serve` with `config` and returns it with the address it listens on; its
@@ -208,14 +214,7 @@ fn slow_large_uploads_cannot_take_memory_past_max_buffered_bytes() {
 
 /// The child's peak resident set so far, in bytes.
 fn peak_rss(child: &Child) -> usize {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
-    let kib: usize = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kib| kib.parse().ok())
-        .expect("VmHWM in /proc/PID/status");
-    kib * 1024
+    memory(child, "VmHWM")
 }
 
 #[test]

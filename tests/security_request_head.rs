@@ -146,6 +146,23 @@ async fn a_charset_other_than_utf8_on_a_gated_path_gets_415() {
             assert_eq!(body["error"]["code"], "unsupported_charset", "{content_type:?}");
         }
     }
+    // The contract's order of body answers is 413, 400, 415, 422: a body that does not parse,
+    // or misspells a gated name, gets its 400 whatever its charset; one that parses but holds
+    // refused items gets 415, not 422.
+    let utf7 = "content-type: application/json; charset=utf-7\r\n";
+    let refused = r#"{"model":"gpt-5","input":[{"type":"acme:x"}]}"#;
+    for (body, status, code) in [
+        ("{not json", 400, "invalid_json"),
+        (r#"{"model":"gpt-5","INPUT":[]}"#, 400, "invalid_input"),
+        (refused, 415, "unsupported_charset"),
+    ] {
+        let (got, _, answer) = answer(&proxy, &with_length("POST /v1/responses", utf7, body)).await;
+        assert_eq!(
+            (got, answer["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{body}"
+        );
+    }
     assert!(
         upstream.received().is_empty(),
         "a body in another charset was forwarded"

@@ -35,15 +35,18 @@ pub(super) struct Judged {
 }
 
 /// Parses `body` (a request to `path` whose items are `at`), chooses its provider and judges it.
+/// `charset` is the outcome of the head's charset check, answered once the body has parsed
+/// (the contract answers 400 before 415) and before any item is judged.
 pub(super) async fn judge(
     state: &Arc<ProxyState>,
     path: &str,
     at: ItemsAt,
     body: &Bytes,
+    mut charset: Result<(), ApiError>,
 ) -> Result<Judged, ApiError> {
     let budget = state.policy.work_budget;
     if body.len() <= INLINE_BODY_BYTES {
-        match judge_now(state, path, at, body, budget.min(INLINE_WORK)) {
+        match judge_now(state, path, at, body, budget.min(INLINE_WORK), &mut charset) {
             Err(ApiError::Body(gate::BodyError::TooCostly(_))) if budget > INLINE_WORK => {}
             done => return done,
         }
@@ -57,7 +60,7 @@ pub(super) async fn judge(
     let (state, path, body) = (state.clone(), path.to_owned(), body.clone());
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        judge_now(&state, &path, at, &body, budget)
+        judge_now(&state, &path, at, &body, budget, &mut charset)
     })
     .await
     .unwrap_or_else(|error| {
@@ -68,17 +71,20 @@ pub(super) async fn judge(
     })
 }
 
-/// The judge phase's work, on whatever thread calls it.
+/// The judge phase's work, on whatever thread calls it. A charset error is taken out of
+/// `charset` when it is answered.
 fn judge_now(
     state: &ProxyState,
     path: &str,
     at: ItemsAt,
     body: &[u8],
     work_budget: u64,
+    charset: &mut Result<(), ApiError>,
 ) -> Result<Judged, ApiError> {
     let request = gate::parse_with(body, at)?;
     let route = state.router.classify(path)?;
     let name = state.router.choose(&route, request.model())?;
+    std::mem::replace(charset, Ok(()))?;
     let provider = state.provider(name)?;
     let target = Target::new(&provider.profile, &state.policy).with_work_budget(work_budget);
     let verdict = state.gate.judge(&request, &target)?;

@@ -82,14 +82,13 @@ where
     if route.is_gated() {
         check_method(&parts.method, parts.uri.path(), &parts.headers, body.len())?;
     }
-    if gated.is_some() {
-        check_charset(&parts.headers)?;
-    }
 
-    // Parse, choose the provider (by prefix, else by model) and judge the items for it.
+    // Parse, choose the provider (by prefix, else by model), refuse a charset other than
+    // UTF-8, and judge the items for the provider.
     let mut monitored = None;
     let provider = if let Some(items) = gated {
-        let judged = judge(state, parts.uri.path(), items, &body).await?;
+        let charset = check_charset(&parts.headers);
+        let judged = judge(state, parts.uri.path(), items, &body, charset).await?;
         record.routed(&judged.provider, judged.model.as_deref());
         record.judged(&judged.verdict);
         if !judged.verdict.is_allowed() {

@@ -175,16 +175,37 @@ mod tests {
 
     fn check_call_in(call: &str, schemas: &SchemaCache, require_status: bool) -> Option<Finding> {
         let body = format!(r#"{{"tools":{TOOLS},"input":[{call}]}}"#);
+        let (mut checked, _) = check_calls(&body, schemas, require_status, u64::MAX);
+        checked.remove(0).unwrap()
+    }
+
+    /// Checks every item of `body` as one request does, until the work budget is passed;
+    /// returns each item's outcome and the work used.
+    fn check_calls(
+        body: &str,
+        schemas: &SchemaCache,
+        require_status: bool,
+        budget: u64,
+    ) -> (Vec<Result<Option<Finding>, WorkExceeded>>, u64) {
         let request = parse(body.as_bytes()).unwrap();
         let mut tools = ToolIndex::new(&request.tools);
-        let mut work = WorkMeter::new(u64::MAX);
+        let mut work = WorkMeter::new(budget);
         let mut cx = CallContext {
             tools: &mut tools,
             schemas,
             require_status,
             work: &mut work,
         };
-        check(&request.items()[0], &mut cx).unwrap()
+        let mut checked = Vec::new();
+        for item in request.items() {
+            let outcome = check(item, &mut cx);
+            let exceeded = outcome.is_err();
+            checked.push(outcome);
+            if exceeded {
+                break;
+            }
+        }
+        (checked, work.used)
     }
 
     fn call(status: &str, name: &str, arguments: &str) -> String {
@@ -237,41 +258,23 @@ mod tests {
             r#"{{"tools":{TOOLS},"input":[{}]}}"#,
             call(r#""completed""#, "report", r#""{\"region\":\"global\"}""#)
         );
-        let request = parse(body.as_bytes()).unwrap();
         let schemas = SchemaCache::default();
         let run = |budget: u64| {
-            let mut tools = ToolIndex::new(&request.tools);
-            let mut work = WorkMeter::new(budget);
-            let mut cx = CallContext {
-                tools: &mut tools,
-                schemas: &schemas,
-                require_status: false,
-                work: &mut work,
-            };
-            check(&request.items()[0], &mut cx).map(|f| f.map(|f| f.reason))
+            let (mut checked, _) = check_calls(&body, &schemas, false, budget);
+            checked.remove(0).map(|f| f.map(|f| f.reason))
         };
         assert_eq!(run(u64::MAX), Ok(Some(Reason::ArgumentsSchema)));
         assert!(run(3).is_err());
     }
 
-    /// Checks every item of `body` as one request does, returning the findings' reasons and
-    /// the work used.
+    /// The reasons found in `body`'s items, and the work used.
     fn work_of(body: &str, schemas: &SchemaCache) -> (Vec<Option<Reason>>, u64) {
-        let request = parse(body.as_bytes()).unwrap();
-        let mut tools = ToolIndex::new(&request.tools);
-        let mut work = WorkMeter::new(u64::MAX);
-        let mut cx = CallContext {
-            tools: &mut tools,
-            schemas,
-            require_status: false,
-            work: &mut work,
-        };
-        let reasons = request
-            .items()
-            .iter()
-            .map(|item| check(item, &mut cx).unwrap().map(|f| f.reason))
+        let (checked, used) = check_calls(body, schemas, false, u64::MAX);
+        let reasons = checked
+            .into_iter()
+            .map(|f| f.unwrap().map(|f| f.reason))
             .collect();
-        (reasons, work.used)
+        (reasons, used)
     }
 
     #[test]
