@@ -134,17 +134,12 @@ fn percent_decode(text: &str) -> Option<String> {
 /// How many JSON values `value` holds, itself included: what a compiled schema's memory and a
 /// validation's walk over its instance grow with.
 pub fn value_count(value: &Value) -> u64 {
-    let mut count = 0;
-    let mut pending = vec![value];
-    while let Some(value) = pending.pop() {
-        count += 1;
-        match value {
-            Value::Array(items) => pending.extend(items),
-            Value::Object(members) => pending.extend(members.values()),
-            _ => {}
-        }
+    // Recursion, not a stack of its own: no allocation, and parsed JSON is at most 128 deep.
+    1 + match value {
+        Value::Array(items) => items.iter().map(value_count).sum(),
+        Value::Object(members) => members.values().map(value_count).sum(),
+        _ => 0,
     }
-    count
 }
 
 /// The number of subschemas `root` unfolds to through its local `$ref`s, or `Err` once that

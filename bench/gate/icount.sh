@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Instructions per gate check, counted by valgrind (callgrind), for each body size and case of
+# benches/gate.rs. Deterministic where wall-clock figures are not; compare two commits by running
+# it in a worktree of each.
+#
+#   bench/gate/icount.sh            # needs valgrind
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+cargo bench --bench gate_icount --no-run 2>/dev/null
+binary=$(ls -t target/release/deps/gate_icount-* | grep -v '\.d$' | head -1)
+count() {
+  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$binary" "$@" 2>&1 |
+    sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+}
+echo "| body | case | instructions per check |"
+echo "| --- | --- | ---: |"
+for size in 16384 262144 1048576; do
+  times=$(( 327680 / size > 0 ? 327680 / size : 1 ))
+  for case in floor parse gate first_seen; do
+    base=$(count "$case" "$size" 0)
+    total=$(count "$case" "$size" "$times")
+    printf '| %s | %s | %s |\n' "$(( size / 1024 )) KiB" "$case" "$(( (total - base) / times ))"
+  done
+done

@@ -1,0 +1,47 @@
+//! The gate's cases of `benches/gate.rs` run a fixed number of times, for counting instructions
+//! under valgrind: on a shared machine wall-clock throughput moves by ±15% from run to run,
+//! while instruction counts repeat exactly. `bench/gate/icount.sh` runs it and prints the
+//! instructions per check.
+//!
+//!     gate_icount CASE BYTES TIMES     # CASE: floor, parse, gate or first_seen
+//!
+//! Under `cargo bench` (which passes `--bench`) it does nothing.
+
+mod history;
+
+use std::hint::black_box;
+
+use replaygate::gate::{parse, Gate, ProviderProfile, SchemaLimits, Target};
+use serde::de::IgnoredAny;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [case, size, times] = args.as_slice() else {
+        return;
+    };
+    let size: usize = size.parse().expect("BYTES is a number");
+    let times: usize = times.parse().expect("TIMES is a number");
+    let gate = Gate::default();
+    let first_seen = Gate::new(SchemaLimits {
+        passed_calls_bytes: 0,
+        ..SchemaLimits::default()
+    });
+    let openai = ProviderProfile::own_namespace("openai");
+    let target = Target::provider(&openai);
+    // The same bodies as the criterion benchmark, checked once before counting begins so the
+    // schemas are compiled and the passes remembered.
+    let body = history::body(size, 0x5eed_0000 + size as u64);
+    gate.check(&body, &target).expect("the body reads");
+    first_seen.check(&body, &target).expect("the body reads");
+    for _ in 0..times {
+        match case.as_str() {
+            "floor" => serde_json::from_slice::<IgnoredAny>(black_box(&body))
+                .map(drop)
+                .unwrap(),
+            "parse" => drop(black_box(parse(black_box(&body)).unwrap().items().len())),
+            "gate" => drop(black_box(gate.check(black_box(&body), &target).unwrap())),
+            "first_seen" => drop(black_box(first_seen.check(black_box(&body), &target).unwrap())),
+            other => panic!("unknown case {other}"),
+        }
+    }
+}
