@@ -13,23 +13,17 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use replaygate::gate::{parse, Gate, ProviderProfile, SchemaLimits, Target};
+use replaygate::gate::{parse, Gate, ProviderProfile, Target};
 use serde::de::IgnoredAny;
 
 const SIZES: &[(&str, usize)] = &[("16KiB", 16 << 10), ("256KiB", 256 << 10), ("1MiB", 1 << 20)];
 
 fn gate_vs_floor(c: &mut Criterion) {
-    let gate = Gate::default();
-    // The same gate without the memory of passed calls: every call is parsed and validated, as
-    // on the first turn that sends it.
-    let first_seen = Gate::new(SchemaLimits {
-        passed_calls_bytes: 0,
-        ..SchemaLimits::default()
-    });
+    let (gate, first_seen) = history::gates();
     let openai = ProviderProfile::own_namespace("openai");
     let target = Target::provider(&openai);
     for &(label, size) in SIZES {
-        let body = history::body(size, 0x5eed_0000 + size as u64);
+        let body = history::bench_body(size);
         // Outside the timed loop: the body is what it claims to be.
         let verdict = gate.check(&body, &target).expect("the body reads");
         assert!(verdict.is_allowed(), "{label}: {:#?}", verdict.violations);

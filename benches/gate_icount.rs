@@ -11,7 +11,7 @@ mod history;
 
 use std::hint::black_box;
 
-use replaygate::gate::{parse, Gate, ProviderProfile, SchemaLimits, Target};
+use replaygate::gate::{parse, ProviderProfile, Target};
 use serde::de::IgnoredAny;
 
 fn main() {
@@ -21,16 +21,12 @@ fn main() {
     };
     let size: usize = size.parse().expect("BYTES is a number");
     let times: usize = times.parse().expect("TIMES is a number");
-    let gate = Gate::default();
-    let first_seen = Gate::new(SchemaLimits {
-        passed_calls_bytes: 0,
-        ..SchemaLimits::default()
-    });
+    let (gate, first_seen) = history::gates();
     let openai = ProviderProfile::own_namespace("openai");
     let target = Target::provider(&openai);
     // The same bodies as the criterion benchmark, checked once before counting begins so the
     // schemas are compiled and the passes remembered.
-    let body = history::body(size, 0x5eed_0000 + size as u64);
+    let body = history::bench_body(size);
     gate.check(&body, &target).expect("the body reads");
     first_seen.check(&body, &target).expect("the body reads");
     for _ in 0..times {

@@ -4,25 +4,8 @@ mod support;
 
 use std::time::Duration;
 
-use serde_json::Value;
 use support::proxy::{one_provider, Proxy};
 use support::upstream::{Upstream, RESPONSE_JSON};
-
-async fn post(proxy: &Proxy, path: &str, body: impl Into<reqwest::Body>) -> (u16, Value) {
-    let response = reqwest::Client::new()
-        .post(proxy.url(path))
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    assert_eq!(response.headers()["content-type"], "application/json");
-    (
-        status,
-        serde_json::from_slice(&response.bytes().await.unwrap()).unwrap(),
-    )
-}
 
 const SCHEMA_VIOLATION: &str = r#"{"model":"gpt-5","tools":[{"type":"function","name":"get_latest_sales_report","parameters":{"type":"object","additionalProperties":false,"required":["region"],"properties":{"region":{"type":"string","enum":["apac","emea","amer"]}}}}],
 "input":[{"type":"message","role":"user","content":"hi"},{"type":"function_call","id":"fc_009","name":"get_latest_sales_report","call_id":"call_129","arguments":"{\"region\":\"global\"}","status":"completed"},{"type":"openai:web_search_call","id":"ws_1","status":"completed"}]}"#;
@@ -36,7 +19,7 @@ async fn violations_get_422_listing_every_one_and_nothing_is_forwarded() {
         upstream.base_url()
     );
     let proxy = Proxy::start(&config, &[]).await;
-    let (status, body) = post(&proxy, "/bedrock/v1/responses", SCHEMA_VIOLATION).await;
+    let (status, body) = proxy.post_json("/bedrock/v1/responses", SCHEMA_VIOLATION).await;
     assert_eq!(status, 422);
     let error = &body["error"];
     assert_eq!(error["type"], "invalid_request_error");
@@ -59,22 +42,21 @@ async fn violations_get_422_listing_every_one_and_nothing_is_forwarded() {
 async fn bad_json_and_bad_input_get_400() {
     let upstream = Upstream::json(200, RESPONSE_JSON).await;
     let proxy = Proxy::start(&one_provider(&upstream.base_url(), "\"passthrough\"", ""), &[]).await;
-    let (status, body) = post(&proxy, "/v1/responses", "{\"input\": [").await;
+    let (status, body) = proxy.post_json("/v1/responses", "{\"input\": [").await;
     assert_eq!(
         (status, body["error"]["code"].as_str()),
         (400, Some("invalid_json"))
     );
-    let (status, body) = post(&proxy, "/v1/responses", &b"{\"input\":\"\xff\"}"[..]).await;
+    let (status, body) = proxy
+        .post_json("/v1/responses", &b"{\"input\":\"\xff\"}"[..])
+        .await;
     assert_eq!(
         (status, body["error"]["code"].as_str()),
         (400, Some("invalid_json"))
     );
-    let (status, body) = post(
-        &proxy,
-        "/v1/responses",
-        r#"{"model":"gpt-5","input":{"role":"user"}}"#,
-    )
-    .await;
+    let (status, body) = proxy
+        .post_json("/v1/responses", r#"{"model":"gpt-5","input":{"role":"user"}}"#)
+        .await;
     assert_eq!(status, 400);
     assert_eq!(body["error"]["code"], "invalid_input");
     assert_eq!(body["error"]["param"], "input");
@@ -93,7 +75,7 @@ async fn oversize_bodies_get_413_with_and_without_content_length() {
     let proxy = Proxy::start(&config, &[]).await;
     let big = format!(r#"{{"model":"gpt-5","input":"{}"}}"#, "x".repeat(4096));
 
-    let (status, body) = post(&proxy, "/v1/responses", big.clone()).await;
+    let (status, body) = proxy.post_json("/v1/responses", big.clone()).await;
     assert_eq!(
         (status, body["error"]["code"].as_str()),
         (413, Some("body_too_large"))
@@ -102,7 +84,9 @@ async fn oversize_bodies_get_413_with_and_without_content_length() {
     let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
         big.as_bytes().chunks(512).map(|c| Ok(c.to_vec())).collect();
     let stream = tokio_stream::iter(chunks);
-    let (status, body) = post(&proxy, "/v1/responses", reqwest::Body::wrap_stream(stream)).await;
+    let (status, body) = proxy
+        .post_json("/v1/responses", reqwest::Body::wrap_stream(stream))
+        .await;
     assert_eq!(
         (status, body["error"]["code"].as_str()),
         (413, Some("body_too_large"))
@@ -114,7 +98,9 @@ async fn oversize_bodies_get_413_with_and_without_content_length() {
 async fn an_unknown_provider_prefix_gets_404() {
     let upstream = Upstream::json(200, RESPONSE_JSON).await;
     let proxy = Proxy::start(&one_provider(&upstream.base_url(), "\"passthrough\"", ""), &[]).await;
-    let (status, body) = post(&proxy, "/nope/v1/responses", r#"{"model":"gpt-5","input":"hi"}"#).await;
+    let (status, body) = proxy
+        .post_json("/nope/v1/responses", r#"{"model":"gpt-5","input":"hi"}"#)
+        .await;
     assert_eq!(
         (status, body["error"]["code"].as_str()),
         (404, Some("unknown_provider"))
@@ -130,12 +116,16 @@ async fn no_route_and_no_default_gets_404() {
         upstream.base_url()
     );
     let proxy = Proxy::start(&config, &[]).await;
-    let (status, body) = post(&proxy, "/v1/responses", r#"{"model":"claude-x","input":"hi"}"#).await;
+    let (status, body) = proxy
+        .post_json("/v1/responses", r#"{"model":"claude-x","input":"hi"}"#)
+        .await;
     assert_eq!(
         (status, body["error"]["code"].as_str()),
         (404, Some("unknown_provider"))
     );
-    let (status, _) = post(&proxy, "/v1/responses", r#"{"model":"gpt-5","input":"hi"}"#).await;
+    let (status, _) = proxy
+        .post_json("/v1/responses", r#"{"model":"gpt-5","input":"hi"}"#)
+        .await;
     assert_eq!(status, 200);
 }
 
@@ -144,7 +134,9 @@ async fn an_unset_key_gets_503_naming_the_variable_while_the_gate_keeps_working(
     let upstream = Upstream::json(200, RESPONSE_JSON).await;
     let config = one_provider(&upstream.base_url(), r#"{ bearer_env = "UNSET_TEST_KEY" }"#, "");
     let proxy = Proxy::start(&config, &[]).await;
-    let (status, body) = post(&proxy, "/v1/responses", r#"{"model":"gpt-5","input":"hi"}"#).await;
+    let (status, body) = proxy
+        .post_json("/v1/responses", r#"{"model":"gpt-5","input":"hi"}"#)
+        .await;
     assert_eq!(status, 503);
     assert_eq!(body["error"]["type"], "server_error");
     assert_eq!(body["error"]["code"], "provider_unconfigured");
@@ -152,12 +144,12 @@ async fn an_unset_key_gets_503_naming_the_variable_while_the_gate_keeps_working(
         .as_str()
         .unwrap()
         .contains("UNSET_TEST_KEY"));
-    let (status, body) = post(
-        &proxy,
-        "/v1/responses",
-        r#"{"model":"gpt-5","input":[{"type":"function_call_output","call_id":"nope","output":"x"}]}"#,
-    )
-    .await;
+    let (status, body) = proxy
+        .post_json(
+            "/v1/responses",
+            r#"{"model":"gpt-5","input":[{"type":"function_call_output","call_id":"nope","output":"x"}]}"#,
+        )
+        .await;
     assert_eq!(
         (status, body["error"]["code"].as_str()),
         (422, Some("call_id_mismatch"))
@@ -178,7 +170,9 @@ async fn an_unreachable_upstream_gets_502() {
         &[],
     )
     .await;
-    let (status, body) = post(&proxy, "/v1/responses", r#"{"model":"gpt-5","input":"hi"}"#).await;
+    let (status, body) = proxy
+        .post_json("/v1/responses", r#"{"model":"gpt-5","input":"hi"}"#)
+        .await;
     assert_eq!(status, 502);
     assert_eq!(body["error"]["type"], "server_error");
     assert_eq!(body["error"]["code"], "upstream_unavailable");
@@ -194,7 +188,9 @@ async fn an_upstream_that_never_answers_gets_504() {
     let config = one_provider(&upstream.base_url(), "\"passthrough\"", "read_timeout_ms = 300");
     let proxy = Proxy::start(&config, &[]).await;
     let started = std::time::Instant::now();
-    let (status, body) = post(&proxy, "/v1/responses", r#"{"model":"gpt-5","input":"hi"}"#).await;
+    let (status, body) = proxy
+        .post_json("/v1/responses", r#"{"model":"gpt-5","input":"hi"}"#)
+        .await;
     assert_eq!(
         (status, body["error"]["code"].as_str()),
         (504, Some("upstream_timeout"))

@@ -299,21 +299,6 @@ async fn repo_config() -> RepoConfig {
     }
 }
 
-async fn post_json(proxy: &Proxy, path: &str, body: String) -> (u16, serde_json::Value) {
-    let response = reqwest::Client::new()
-        .post(proxy.url(path))
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    (
-        status,
-        serde_json::from_slice(&response.bytes().await.unwrap()).unwrap(),
-    )
-}
-
 fn body_for(model: &str) -> String {
     format!(r#"{{"model":"{model}","input":"hi"}}"#)
 }
@@ -334,7 +319,7 @@ async fn a_provider_prefix_never_sends_a_model_routed_elsewhere() {
         ("/bedrock/v1/responses", "openai.gpt-5.4", "`bedrock-openai`"),
         ("/bedrock-openai/v1/responses", "openai.gpt-oss-20b", "`bedrock`"),
     ] {
-        let (status, body) = post_json(&c.proxy, path, body_for(model)).await;
+        let (status, body) = c.proxy.post_json(path, body_for(model)).await;
         assert_eq!(status, 400, "{path} {model}");
         let error = &body["error"];
         assert_eq!(error["code"], "route_conflict", "{path} {model}");
@@ -364,7 +349,7 @@ async fn a_provider_prefix_takes_its_own_models_and_unrouted_ones() {
         ("/bedrock-openai/v1/responses", "openai.gpt-5.4"),
         ("/v1/responses", "openai.gpt-5.4"),
     ] {
-        let (status, body) = post_json(&c.proxy, path, body_for(model)).await;
+        let (status, body) = c.proxy.post_json(path, body_for(model)).await;
         assert_eq!(status, 200, "{path} {model}: {body}");
     }
     let models = |upstream: &Upstream| -> Vec<String> {

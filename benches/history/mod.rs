@@ -5,7 +5,24 @@
 //! hundred bytes long, and assistant replies with `output_text` parts. The same size always
 //! gives the same bytes.
 
+use replaygate::gate::{Gate, SchemaLimits};
 use serde_json::{json, Value};
+
+/// The gates both gate benchmarks measure: one long-lived gate, whose memory of passed calls
+/// makes a replayed history cheap, and the same gate without that memory, where every call is
+/// parsed and validated as on the first turn that sends it.
+pub fn gates() -> (Gate, Gate) {
+    let first_seen = Gate::new(SchemaLimits {
+        passed_calls_bytes: 0,
+        ..SchemaLimits::default()
+    });
+    (Gate::default(), first_seen)
+}
+
+/// The benchmarks' history of about `size` bytes (each size has its own fixed seed).
+pub fn bench_body(size: usize) -> Vec<u8> {
+    body(size, 0x5eed_0000 + size as u64)
+}
 
 /// A 64-bit linear congruential generator (Knuth's MMIX constants): plenty for picking words.
 struct Lcg(u64);

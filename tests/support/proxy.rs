@@ -45,6 +45,22 @@ impl Proxy {
         format!("http://{}{path}", self.addr)
     }
 
+    /// POSTs `body` as JSON to `path` and returns the answer's status and JSON body, asserting
+    /// the answer is labelled JSON (replaygate's envelope, or the fake upstream's answer).
+    pub async fn post_json(&self, path: &str, body: impl Into<reqwest::Body>) -> (u16, serde_json::Value) {
+        let response = reqwest::Client::new()
+            .post(self.url(path))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        assert_eq!(response.headers()["content-type"], "application/json");
+        let body = response.bytes().await.unwrap();
+        (status, serde_json::from_slice(&body).unwrap())
+    }
+
     /// Begins graceful shutdown and waits for the server to return.
     pub async fn shutdown(mut self) {
         self.begin_shutdown();
