@@ -385,13 +385,15 @@ mod tests {
     fn a_long_rejection_lists_the_first_violations_and_counts_the_rest() {
         let mut verdict = Verdict::default();
         for index in 0..5 {
-            verdict.push(violation(index, Reason::Status, "input[0].status"), 3);
+            verdict.push_with(Action::Reject, 3, || {
+                violation(index, Reason::Status, "input[0].status")
+            });
         }
         let monitored = Violation {
             action: Action::Monitor,
             ..violation(9, Reason::UnknownTool, "input[9].name")
         };
-        verdict.push(monitored, 3);
+        verdict.push_with(Action::Monitor, 3, || monitored);
         let e = ApiError::rejected("openai", verdict);
         let v = envelope(&e);
         let listed = v["error"]["violations"].as_array().unwrap();

@@ -166,8 +166,14 @@ impl Router {
     /// without a prefix, the first route whose glob matches `model`, else
     /// `default_provider`.
     pub fn choose(&self, route: &PathRoute<'_>, model: Option<&str>) -> Result<&str, RouteError> {
-        let model = model.filter(|_| route.is_gated());
-        if let Some(prefix) = route.prefix {
+        self.choose_by(route.prefix, model.filter(|_| route.is_gated()))
+    }
+
+    /// [`Self::choose`] from a classified path's provider `prefix` alone, with `model` already
+    /// known to count (the request is gated): for callers that cannot keep the borrowed
+    /// [`PathRoute`], such as a judgment moved to another thread.
+    pub fn choose_by(&self, prefix: Option<&str>, model: Option<&str>) -> Result<&str, RouteError> {
+        if let Some(prefix) = prefix {
             let provider = self
                 .providers
                 .get(prefix)
@@ -303,7 +309,7 @@ fn gated_items(path: &str) -> Option<ItemsAt> {
     let conversation = strip_suffix_ignore_case(path, "/items")?;
     let (parent, id) = conversation.rsplit_once('/')?;
     let conversations = !id.is_empty() && strip_suffix_ignore_case(parent, "/conversations").is_some();
-    conversations.then_some(ItemsAt::Items)
+    conversations.then_some(ItemsAt::AddedItems)
 }
 
 fn strip_suffix_ignore_case<'a>(text: &'a str, suffix: &str) -> Option<&'a str> {
@@ -609,17 +615,21 @@ provider = "bedrock"
             "/v1/conversations",
             "/conversations/",
             "/bedrock/v1/Conversations",
+        ] {
+            assert_eq!(items_of(path), Some(ItemsAt::Items), "{path}");
+        }
+        for path in [
             "/v1/conversations/conv_123/items",
             "/v1/conversations/conv_123/Items/",
             "/bedrock/v1/conversations/conv_1/items",
         ] {
-            assert_eq!(items_of(path), Some(ItemsAt::Items), "{path}");
+            assert_eq!(items_of(path), Some(ItemsAt::AddedItems), "{path}");
         }
         assert_eq!(
             router().classify("/bedrock/v1/conversations/c/items"),
             Ok(PathRoute {
                 prefix: Some("bedrock"),
-                items: Some(ItemsAt::Items),
+                items: Some(ItemsAt::AddedItems),
                 upstream_path: "/conversations/c/items",
             })
         );

@@ -136,6 +136,11 @@ async fn a_provider_prefix_that_the_models_routes_do_not_name_is_refused() {
         .await,
         400
     );
+    let (_, body) = t
+        .proxy
+        .post_json("/bedrock/v1/responses", r#"{"model":"gpt-5","input":"hi"}"#)
+        .await;
+    assert_eq!(body["error"]["code"], "route_conflict");
     assert!(t.openai.received().is_empty() && t.bedrock.received().is_empty());
 }
 
@@ -213,6 +218,27 @@ async fn conversation_items_are_gated_for_the_provider() {
     assert_eq!(targets(&t.openai), ["/v1/conversations/conv_1/items"]);
     assert_eq!(targets(&t.bedrock), ["/openai/v1/conversations"]);
     assert_eq!(&t.bedrock.received()[0].body[..], fine.as_bytes());
+}
+
+#[tokio::test]
+async fn items_added_to_a_stored_conversation_may_answer_its_calls() {
+    let t = two_providers().await;
+    // The tool loop of the Conversations API: the call lives in conv_1, the output is added.
+    let output = r#"{"items":[{"type":"function_call_output","call_id":"call_1","output":"42"}]}"#;
+    assert_eq!(
+        send(&t.proxy, "POST", "/v1/conversations/conv_1/items", output).await,
+        200
+    );
+    assert_eq!(&t.openai.received()[0].body[..], output.as_bytes());
+    // A new conversation holds no calls: the same output answers nobody, and the violation
+    // names the member the items are in.
+    let (status, body) = t.proxy.post_json("/v1/conversations", output).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (422, Some("call_id_mismatch"))
+    );
+    assert_eq!(body["error"]["param"], "items[0].call_id");
+    assert_eq!(targets(&t.openai), ["/v1/conversations/conv_1/items"]);
 }
 
 #[tokio::test]

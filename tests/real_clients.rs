@@ -37,8 +37,10 @@ fn items_at(path: &str) -> Option<ItemsAt> {
     let path = path.trim_end_matches('/');
     if path.ends_with("/responses") || path.ends_with("/responses/compact") {
         Some(ItemsAt::Input)
-    } else if path.ends_with("/conversations") || path.ends_with("/items") {
+    } else if path.ends_with("/conversations") {
         Some(ItemsAt::Items)
+    } else if path.ends_with("/items") {
+        Some(ItemsAt::AddedItems)
     } else {
         None
     }

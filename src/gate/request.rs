@@ -24,6 +24,8 @@ pub struct ParsedRequest<'a> {
     pub previous_response_id: Field<'a>,
     /// `conversation` (a string id or an object; only its presence is kept).
     pub conversation: Field<'a>,
+    /// The member the items were read from.
+    pub at: ItemsAt,
 }
 
 /// Which body member holds the items to gate.
@@ -32,15 +34,18 @@ pub enum ItemsAt {
     /// `input`: `/responses`, `/responses/compact`, `/responses/input_tokens`.
     #[default]
     Input,
-    /// `items`: `/conversations` and `/conversations/{id}/items`.
+    /// `items` of a new conversation: `/conversations`.
     Items,
+    /// `items` added to a stored conversation: `/conversations/{id}/items`. They continue
+    /// stored state, so an output may answer a call that only the conversation holds.
+    AddedItems,
 }
 
 impl ItemsAt {
-    fn member(self) -> &'static str {
+    pub(crate) fn member(self) -> &'static str {
         match self {
             ItemsAt::Input => "input",
-            ItemsAt::Items => "items",
+            ItemsAt::Items | ItemsAt::AddedItems => "items",
         }
     }
 }
@@ -64,10 +69,11 @@ impl<'a> ParsedRequest<'a> {
     }
 
     /// Whether the request continues state stored by the provider (`previous_response_id`,
-    /// `conversation`, or an `item_reference` among the items), so calls it answers may live
-    /// outside `input`.
+    /// `conversation`, an `item_reference` among the items, or items added to a stored
+    /// conversation), so calls it answers may live outside the body.
     pub fn continues_stored_state(&self) -> bool {
-        !self.previous_response_id.is_absent_or_null()
+        self.at == ItemsAt::AddedItems
+            || !self.previous_response_id.is_absent_or_null()
             || !self.conversation.is_absent_or_null()
             || self
                 .items()
@@ -287,7 +293,7 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
         while let Some(key) = map.next_key::<Key>()? {
             match key {
                 Key::Input if self.at == ItemsAt::Input => self.read_items(&mut map, &mut input)?,
-                Key::Items if self.at == ItemsAt::Items => self.read_items(&mut map, &mut input)?,
+                Key::Items if self.at != ItemsAt::Input => self.read_items(&mut map, &mut input)?,
                 Key::Model => {
                     self.place.set(Place::Member("model"));
                     read_once(&mut map, &mut model, "model")?;
@@ -324,6 +330,7 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
             tools: tools.unwrap_or_default(),
             previous_response_id: previous_response_id.unwrap_or_default(),
             conversation: conversation.unwrap_or_default(),
+            at: self.at,
         })
     }
 }
@@ -619,6 +626,14 @@ mod tests {
         assert!(!continues(
             br#"{"previous_response_id":null,"input":[{"role":"user","content":"a"}]}"#
         ));
+        // Items added to a stored conversation continue it; a new conversation's items do not.
+        let output = br#"{"items":[{"type":"function_call_output","call_id":"c","output":"x"}]}"#;
+        assert!(parse_with(output, ItemsAt::AddedItems)
+            .unwrap()
+            .continues_stored_state());
+        assert!(!parse_with(output, ItemsAt::Items)
+            .unwrap()
+            .continues_stored_state());
     }
 
     #[test]

@@ -176,15 +176,21 @@ impl Verdict {
         total - self.with_action(action).count()
     }
 
-    /// Adds a violation, listing it while fewer than `max_listed` of its action are listed.
-    pub(crate) fn push(&mut self, violation: Violation, max_listed: usize) {
-        let count = match violation.action {
+    /// Counts a violation with `action`, listing it (built by `violation` only then) while fewer
+    /// than `max_listed` of its action are listed: a body of 100,000 refused items builds 100.
+    pub(crate) fn push_with(
+        &mut self,
+        action: Action,
+        max_listed: usize,
+        violation: impl FnOnce() -> Violation,
+    ) {
+        let count = match action {
             Action::Reject => &mut self.rejected,
             Action::Monitor => &mut self.monitored,
         };
         *count += 1;
         if *count <= max_listed {
-            self.violations.push(violation);
+            self.violations.push(violation());
         }
     }
 }

@@ -34,19 +34,20 @@ pub(super) struct Judged {
     pub verdict: Verdict,
 }
 
-/// Parses `body` (a request to `path` whose items are `at`), chooses its provider and judges it.
+/// Parses `body` (a request whose path named provider `prefix`, if any, and whose items are
+/// `at`), chooses its provider and judges it.
 /// `charset` is the outcome of the head's charset check, answered once the body has parsed
 /// (the contract answers 400 before 415) and before any item is judged.
 pub(super) async fn judge(
     state: &Arc<ProxyState>,
-    path: &str,
+    prefix: Option<&str>,
     at: ItemsAt,
     body: &Bytes,
     mut charset: Result<(), ApiError>,
 ) -> Result<Judged, ApiError> {
     let budget = state.policy.work_budget;
     if body.len() <= INLINE_BODY_BYTES {
-        match judge_now(state, path, at, body, budget.min(INLINE_WORK), &mut charset) {
+        match judge_now(state, prefix, at, body, budget.min(INLINE_WORK), &mut charset) {
             Err(ApiError::Body(gate::BodyError::TooCostly(_))) if budget > INLINE_WORK => {}
             done => return done,
         }
@@ -57,10 +58,10 @@ pub(super) async fn judge(
         .acquire_owned()
         .await
         .expect("the judge permits are never closed");
-    let (state, path, body) = (state.clone(), path.to_owned(), body.clone());
+    let (state, prefix, body) = (state.clone(), prefix.map(str::to_owned), body.clone());
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        judge_now(&state, &path, at, &body, budget, &mut charset)
+        judge_now(&state, prefix.as_deref(), at, &body, budget, &mut charset)
     })
     .await
     .unwrap_or_else(|error| {
@@ -75,15 +76,14 @@ pub(super) async fn judge(
 /// `charset` when it is answered.
 fn judge_now(
     state: &ProxyState,
-    path: &str,
+    prefix: Option<&str>,
     at: ItemsAt,
     body: &[u8],
     work_budget: u64,
     charset: &mut Result<(), ApiError>,
 ) -> Result<Judged, ApiError> {
     let request = gate::parse_with(body, at)?;
-    let route = state.router.classify(path)?;
-    let name = state.router.choose(&route, request.model())?;
+    let name = state.router.choose_by(prefix, request.model())?;
     std::mem::replace(charset, Ok(()))?;
     let provider = state.provider(name)?;
     let target = Target::new(&provider.profile, &state.policy).with_work_budget(work_budget);

@@ -88,7 +88,7 @@ where
     let mut monitored = None;
     let provider = if let Some(items) = gated {
         let charset = check_charset(&parts.headers);
-        let judged = judge(state, parts.uri.path(), items, &body, charset).await?;
+        let judged = judge(state, route.prefix, items, &body, charset).await?;
         record.routed(&judged.provider, judged.model.as_deref());
         record.judged(&judged.verdict);
         if !judged.verdict.is_allowed() {

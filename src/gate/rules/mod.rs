@@ -13,7 +13,7 @@ mod tools;
 
 use super::item::{Item, ItemClass};
 use super::profile::Target;
-use super::request::{ParsedRequest, WorkExceeded};
+use super::request::{ItemsAt, ParsedRequest, WorkExceeded};
 use super::schema::SchemaCache;
 use super::verdict::{Reason, Verdict, Violation};
 
@@ -44,16 +44,17 @@ impl Finding {
 /// The request parameter a finding points at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Param {
-    /// A member of the item itself: `input[i].member`.
+    /// A member of the item itself: `input[i].member` (`items[i].member` on conversation paths).
     Member(&'static str),
     /// A tool's schema: `tools[k].parameters`.
     ToolParameters(usize),
 }
 
 impl Param {
-    fn render(self, index: usize) -> String {
+    /// The parameter's path, for the item at `index` of the body member `items`.
+    fn render(self, items: &str, index: usize) -> String {
         match self {
-            Param::Member(member) => format!("input[{index}].{member}"),
+            Param::Member(member) => format!("{items}[{index}].{member}"),
             Param::ToolParameters(tool) => format!("tools[{tool}].parameters"),
         }
     }
@@ -114,13 +115,21 @@ pub fn judge(
         };
         if let Some(finding) = finding {
             let action = policy.action(finding.reason);
-            verdict.push(violation(index, item, finding, action), policy.max_listed);
+            verdict.push_with(action, policy.max_listed, || {
+                violation(request.at, index, item, finding, action)
+            });
         }
     }
     Ok(verdict)
 }
 
-fn violation(index: usize, item: &Item<'_>, finding: Finding, action: super::verdict::Action) -> Violation {
+fn violation(
+    at: ItemsAt,
+    index: usize,
+    item: &Item<'_>,
+    finding: Finding,
+    action: super::verdict::Action,
+) -> Violation {
     Violation {
         index,
         item_type: item.type_name().to_owned(),
@@ -128,7 +137,7 @@ fn violation(index: usize, item: &Item<'_>, finding: Finding, action: super::ver
         call_id: item.call_id().map(str::to_owned),
         reason: finding.reason,
         action,
-        param: finding.param.render(index),
+        param: finding.param.render(at.member(), index),
         pointer: finding.pointer,
         message: finding.message,
     }
