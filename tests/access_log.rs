@@ -106,13 +106,19 @@ async fn each_request_logs_one_json_line_and_no_key() {
         r#"{"model":"gpt-5","input":[{"type":"function_call_output","call_id":"c9","output":"x"},{"type":"acme:x"}]}"#,
     );
     assert_eq!(refused.await.unwrap().status(), 422);
+    // A call to a tool the request no longer declares is monitored: forwarded, and counted.
+    let monitored = send(
+        r#"{"model":"gpt-5","input":[{"type":"function_call","call_id":"c1","name":"gone","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"x"}]}"#,
+    );
+    assert_eq!(monitored.await.unwrap().status(), 200);
     proxy.shutdown().await;
 
+    let lines = access_lines("req-from-client").await;
+    // Read once every line is written, so a key in any of them would show.
     let text = captured.text();
     assert!(!text.contains(PROVIDER_KEY), "the provider key reached the log");
     assert!(!text.contains(CLIENT_KEY), "the client key reached the log");
-    let lines = access_lines("req-from-client").await;
-    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines.len(), 3, "{text}");
     assert_eq!(lines[0]["request_id"], "req-from-client");
     assert_eq!(lines[0]["provider"], "openai");
     assert_eq!(lines[0]["model"], "gpt-5");
@@ -127,6 +133,10 @@ async fn each_request_logs_one_json_line_and_no_key() {
     assert_eq!(lines[1]["decision"], "rejected");
     assert_eq!(lines[1]["reasons"], "call_id_mismatch,namespaced");
     assert_eq!(lines[1]["status"], 422);
+    assert_eq!(lines[2]["decision"], "monitored", "{}", lines[2]);
+    assert_eq!(lines[2]["reasons"], "unknown_tool");
+    assert_eq!(lines[2]["monitored"], 1, "{}", lines[2]);
+    assert_eq!(lines[2]["status"], 200);
 }
 
 #[tokio::test]

@@ -67,6 +67,7 @@ async fn requests_over_the_limit_get_503_overloaded_at_once() {
         );
         assert_eq!(response.status(), 503, "{path}");
         assert_eq!(response.headers()["x-should-retry"], "true");
+        assert_eq!(response.headers()["retry-after"], "1");
         assert!(response.headers().contains_key("x-replaygate-request-id"));
         let body: Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
         assert_eq!(body["error"]["type"], "server_error");

@@ -6,7 +6,8 @@
 #   bench/gate/icount.sh            # needs valgrind
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cargo bench --bench gate_icount --no-run 2>/dev/null
+command -v valgrind >/dev/null || { echo "icount.sh needs valgrind" >&2; exit 1; }
+cargo bench --bench gate_icount --no-run
 binary=$(ls -t target/release/deps/gate_icount-* | grep -v '\.d$' | head -1)
 count() {
   valgrind --tool=callgrind --callgrind-out-file=/dev/null "$binary" "$@" 2>&1 |

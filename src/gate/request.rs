@@ -135,8 +135,9 @@ pub enum BodyError {
 }
 
 /// Judging a request would take more schema work than its budget (see
-/// [`crate::gate::Policy::work_budget`]). The count is deterministic: the same body under the
-/// same policy always gets the same answer.
+/// [`crate::gate::Policy::work_budget`]). The work is counted, not timed; only the memory of
+/// passed calls (a remembered pass skips validation) can make a warm process accept a body
+/// that a cold one refuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error(
     "checking this request's tool calls against their schemas would take more than the gate's \

@@ -254,17 +254,34 @@ mod tests {
 
     #[test]
     fn validation_is_charged_to_the_work_budget() {
-        let body = format!(
-            r#"{{"tools":{TOOLS},"input":[{}]}}"#,
-            call(r#""completed""#, "report", r#""{\"region\":\"global\"}""#)
+        let body_with = |arguments: &str| {
+            format!(
+                r#"{{"tools":{TOOLS},"input":[{}]}}"#,
+                call(r#""completed""#, "report", arguments)
+            )
+        };
+        // Both arguments hold two JSON values; one fits the schema, one does not.
+        let (passing, failing) = (
+            body_with(r#""{\"region\":\"apac\"}""#),
+            body_with(r#""{\"region\":\"global\"}""#),
         );
         let schemas = SchemaCache::default();
+        let (_, schema_and_validation) = check_calls(&passing, &schemas, false, u64::MAX);
+        // A remembered pass costs only the schema's charge.
+        let (_, schema) = check_calls(&passing, &schemas, false, u64::MAX);
+        let validation = schema_and_validation - schema;
+        assert!(validation > 0);
+        // A failing call costs its validation, and the search for its first error again.
+        let total = schema + validation * (1 + FIRST_ERROR_FACTOR);
         let run = |budget: u64| {
-            let (mut checked, _) = check_calls(&body, &schemas, false, budget);
-            checked.remove(0).map(|f| f.map(|f| f.reason))
+            let (mut checked, used) = check_calls(&failing, &schemas, false, budget);
+            (checked.remove(0).map(|f| f.map(|f| f.reason)), used)
         };
-        assert_eq!(run(u64::MAX), Ok(Some(Reason::ArgumentsSchema)));
-        assert!(run(3).is_err());
+        assert_eq!(run(u64::MAX), (Ok(Some(Reason::ArgumentsSchema)), total));
+        assert_eq!(run(total).0, Ok(Some(Reason::ArgumentsSchema)));
+        assert!(run(total - 1).0.is_err());
+        assert!(run(schema + validation).0.is_err());
+        assert!(run(schema - 1).0.is_err());
     }
 
     /// The reasons found in `body`'s items, and the work used.
