@@ -140,7 +140,7 @@ async fn each_request_logs_one_json_line_and_no_key() {
 }
 
 #[tokio::test]
-async fn a_client_that_leaves_before_a_slow_upstream_answers_leaves_one_line() {
+async fn a_client_that_leaves_mid_stream_leaves_one_line() {
     captured();
     let (upstream, mut feeds) = Upstream::sse_feed().await;
     let proxy = Proxy::start(&one_provider(&upstream.base_url(), "\"passthrough\"", ""), &[]).await;
@@ -166,6 +166,38 @@ async fn a_client_that_leaves_before_a_slow_upstream_answers_leaves_one_line() {
     );
     assert_eq!(line["stream_error"], "client_closed", "{line}");
     assert!(millis(line, "duration_ms") >= 100.0, "{line}");
+}
+
+#[tokio::test]
+async fn a_client_gone_before_the_provider_answers_still_leaves_one_line() {
+    captured();
+    let upstream = Upstream::start(|_| async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        json_response(200, RESPONSE_JSON)
+    })
+    .await;
+    let proxy = Proxy::start(&one_provider(&upstream.base_url(), "\"passthrough\"", ""), &[]).await;
+    let mut client = connect(proxy.addr).await;
+    let body = r#"{"model":"gpt-5","input":"hi"}"#;
+    send(&mut client, request("gone-before-head", body).as_bytes()).await;
+    // Leave once the provider has the request, before it answers.
+    let started = Instant::now();
+    while upstream.received().is_empty() && started.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        upstream.received().len(),
+        1,
+        "the request never reached the provider"
+    );
+    drop(client);
+    // HTTP/1.1 lets a client half-close and still read its answer, so replaygate does not read
+    // the connection while the provider works: the departure shows only when the answer is
+    // written. The request is logged once all the same, with what the provider answered.
+    let lines = access_lines("gone-before-head").await;
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["upstream_status"], "200", "{}", lines[0]);
+    assert!(millis(&lines[0], "latency_ms") >= 500.0, "{}", lines[0]);
 }
 
 #[tokio::test]

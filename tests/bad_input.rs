@@ -9,6 +9,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::memory::status_bytes;
 use support::proxy::{one_provider, Proxy};
 use support::raw::{connect, read_head, read_to_close, send, status_of};
 use support::upstream::{Upstream, RESPONSE_JSON};
@@ -205,12 +206,7 @@ fn cases() -> Vec<Case> {
 
 /// The process's resident memory now and at its peak, in bytes; `None` off Linux.
 fn memory() -> Option<(u64, u64)> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let field = |name: &str| -> Option<u64> {
-        let line = status.lines().find(|l| l.starts_with(name))?;
-        Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
-    };
-    Some((field("VmRSS:")?, field("VmHWM:")?))
+    Some((status_bytes("self", "VmRSS")?, status_bytes("self", "VmHWM")?))
 }
 
 /// Resets the peak resident memory to the current one; whether that worked.

@@ -11,6 +11,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use support::memory::status_bytes;
 use support::raw::{connect, read_head, read_until, send, status_of};
 use support::upstream::{Upstream, RESPONSE_JSON};
 use tokio::net::TcpStream;
@@ -23,14 +24,7 @@ const UPLOADS: usize = 16;
 /// A line of the child's `/proc/PID/status` (`VmRSS`: its resident set now; `VmHWM`: its peak so
 /// far), in bytes.
 fn memory(child: &Child, field: &str) -> usize {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
-    let kib: usize = status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kib| kib.parse().ok())
-        .unwrap_or_else(|| panic!("{field} in /proc/PID/status"));
-    kib * 1024
+    status_bytes(&child.id().to_string(), field).unwrap_or_else(|| panic!("{field} of the child")) as usize
 }
 
 /// The child's resident set, in bytes.

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod log_capture;
+pub mod memory;
 pub mod proxy;
 pub mod raw;
 pub mod scripted_provider;
