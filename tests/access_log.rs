@@ -266,3 +266,42 @@ async fn a_stream_cut_by_the_client_leaves_one_line_with_what_went_out() {
         "{line}"
     );
 }
+
+#[tokio::test]
+async fn a_head_hyper_cannot_parse_leaves_a_line_of_the_same_shape() {
+    captured();
+    let upstream = Upstream::json(200, RESPONSE_JSON).await;
+    let proxy = Proxy::start(&one_provider(&upstream.base_url(), "\"passthrough\"", ""), &[]).await;
+    let mut client = connect(proxy.addr).await;
+    send(&mut client, b"GARBAGE\r\n\r\n").await;
+    let (head, _) = read_head(&mut client, Duration::from_secs(5)).await;
+    assert_eq!(status_of(&head), 400, "{head}");
+    let request_id = head
+        .lines()
+        .find_map(|line| line.strip_prefix("x-replaygate-request-id: "))
+        .expect("the answer names its request id");
+    let lines = access_lines(request_id).await;
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let line = &lines[0];
+    assert_eq!(
+        (line["method"].as_str(), line["path"].as_str()),
+        (Some("-"), Some("-"))
+    );
+    assert_eq!(
+        (line["decision"].as_str(), line["error"].as_str()),
+        (Some("error"), Some("invalid_request"))
+    );
+    assert_eq!(line["status"], 400);
+    // The same fields as every other line, with no made-up times.
+    for field in [
+        "monitored",
+        "upstream_status",
+        "latency_ms",
+        "first_byte_ms",
+        "duration_ms",
+        "bytes_out",
+    ] {
+        assert!(line.get(field).is_some(), "{field} missing: {line}");
+    }
+    assert_eq!(line["duration_ms"], "-");
+}

@@ -44,7 +44,8 @@ impl Decision {
 pub struct AccessRecord {
     /// The client's `x-request-id` when it sent a sane one, else a fresh UUID.
     pub request_id: String,
-    method: Method,
+    /// `None` for a head hyper could not parse.
+    method: Option<Method>,
     path: String,
     provider: Option<String>,
     model: Option<String>,
@@ -63,9 +64,18 @@ impl AccessRecord {
             .filter(|id| !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic()))
             .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
         Self {
-            request_id,
-            method: method.clone(),
+            method: Some(method.clone()),
             path: path.to_owned(),
+            ..Self::unparsed(request_id)
+        }
+    }
+
+    /// The record of a request whose head hyper could not parse: no method, path `-`.
+    fn unparsed(request_id: String) -> Self {
+        Self {
+            request_id,
+            method: None,
+            path: "-".to_owned(),
             provider: None,
             model: None,
             decision: Decision::Ungated,
@@ -120,7 +130,7 @@ impl AccessRecord {
         tracing::info!(
             target: "replaygate::access",
             request_id = %self.request_id,
-            method = %self.method,
+            method = self.method.as_ref().map_or("-", Method::as_str),
             path = %self.path,
             provider = self.provider.as_deref().unwrap_or("-"),
             model = self.model.as_deref().unwrap_or("-"),
@@ -132,37 +142,35 @@ impl AccessRecord {
             upstream_status = %outcome.upstream.map_or_else(|| "-".to_owned(), |s| s.as_u16().to_string()),
             latency_ms = %or_dash(outcome.head),
             first_byte_ms = %or_dash(outcome.first_byte),
-            duration_ms = %millis(outcome.duration),
+            duration_ms = %or_dash(outcome.duration),
             bytes_out = outcome.bytes_out,
             stream_error = outcome.stream_error.as_deref(),
             "request"
         );
     }
 
-    /// The request's method.
-    pub fn method(&self) -> &Method {
-        &self.method
+    /// The request's method (`None` for a head hyper could not parse).
+    pub fn method(&self) -> Option<&Method> {
+        self.method.as_ref()
     }
 }
 
 /// Writes the log line of a request hyper could not parse (so it has no method or path),
 /// answered with `status` and the envelope's `code`.
 pub fn write_unparsed(request_id: &str, status: StatusCode, code: &str, bytes_out: usize) {
-    tracing::info!(
-        target: "replaygate::access",
-        request_id,
-        method = "-",
-        path = "-",
-        provider = "-",
-        model = "-",
-        decision = Decision::Error.as_str(),
-        reasons = "",
-        error = code,
-        status = status.as_u16(),
-        upstream_status = "-",
-        bytes_out,
-        "request"
-    );
+    let mut record = AccessRecord::unparsed(request_id.to_owned());
+    record.decision = Decision::Error;
+    record.error_code = Some(code.to_owned());
+    record.write(&Outcome {
+        status,
+        upstream: None,
+        head: None,
+        first_byte: None,
+        duration: None,
+        bytes_out: bytes_out as u64,
+        error: None,
+        stream_error: None,
+    });
 }
 
 /// How a request ended, as logged: the answer's head and how much of its body went out.
@@ -176,8 +184,9 @@ pub struct Outcome {
     pub head: Option<Duration>,
     /// Time to the first byte of the answer's body passed on (to the head when it had none).
     pub first_byte: Option<Duration>,
-    /// Time from the request to the answer's last byte, or to when it was abandoned.
-    pub duration: Duration,
+    /// Time from the request to the answer's last byte, or to when it was abandoned (`None`
+    /// when the request's start is unknown: a head hyper could not parse).
+    pub duration: Option<Duration>,
     /// Bytes of the answer's body passed on to the connection.
     pub bytes_out: u64,
     /// Overrides the recorded error code (`client_closed` when no answer was sent).

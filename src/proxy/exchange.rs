@@ -57,7 +57,7 @@ impl Exchange {
 
     /// Notes the answer's head; `upstream` is the provider's status when the answer is its own.
     pub fn answered(&mut self, status: StatusCode, upstream: Option<StatusCode>) {
-        let bodiless = *self.record.method() == Method::HEAD
+        let bodiless = self.record.method() == Some(&Method::HEAD)
             || status == StatusCode::NO_CONTENT
             || status == StatusCode::NOT_MODIFIED;
         self.head = Some(Head {
@@ -76,7 +76,7 @@ impl Exchange {
     }
 
     fn outcome(&mut self) -> Outcome {
-        let duration = self.started.elapsed();
+        let duration = Some(self.started.elapsed());
         match self.head {
             Some(head) => Outcome {
                 status: head.status,
@@ -223,7 +223,7 @@ mod tests {
         let outcome = body.exchange.outcome();
         assert_eq!(outcome.bytes_out, 5);
         assert!(outcome.first_byte.is_some() && outcome.stream_error.is_none());
-        assert!(outcome.first_byte.unwrap() <= outcome.duration);
+        assert!(outcome.first_byte <= outcome.duration);
     }
 
     #[tokio::test]
