@@ -113,8 +113,7 @@ impl<S: AsyncWrite + Unpin> ClientIo<S> {
     /// If `written` is hyper's canned answer, takes it (its whole length is reported written)
     /// and starts writing the envelope instead.
     fn replace(&mut self, cx: &mut Context<'_>, written: &[u8]) -> Option<Poll<io::Result<usize>>> {
-        let error = canned_error(written, self.head_limit)?;
-        let date = &written[written.len() - 4 - HTTP_DATE_LEN..written.len() - 4];
+        let (error, date) = canned_error(written, self.head_limit)?;
         self.replacement = Some((envelope_answer(error, date), 0));
         // Whatever the socket takes now; the rest goes out on flush.
         match self.poll_replacement(cx) {
@@ -186,8 +185,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for ClientIo<S> {
 /// The longest canned answer hyper writes (431's status line is the longest).
 const CANNED_MAX_LEN: usize = 160;
 
-/// The error of hyper's canned answer, if `written` is exactly one.
-fn canned_error(written: &[u8], head_limit: usize) -> Option<ApiError> {
+/// The error of hyper's canned answer and the answer's date, if `written` is exactly one.
+fn canned_error(written: &[u8], head_limit: usize) -> Option<(ApiError, &[u8])> {
     const HEADERS: &[u8] = b"connection: close\r\ncontent-length: 0\r\ndate: ";
     let (error, rest) = [
         (&b"HTTP/1.1 400 Bad Request\r\n"[..], ApiError::MalformedHead),
@@ -200,7 +199,8 @@ fn canned_error(written: &[u8], head_limit: usize) -> Option<ApiError> {
     .into_iter()
     .find_map(|(line, error)| written.strip_prefix(line).map(|rest| (error, rest)))?;
     let date = rest.strip_prefix(HEADERS)?.strip_suffix(b"\r\n\r\n")?;
-    (date.len() == HTTP_DATE_LEN && date.iter().all(|b| b.is_ascii_graphic() || *b == b' ')).then_some(error)
+    (date.len() == HTTP_DATE_LEN && date.iter().all(|b| b.is_ascii_graphic() || *b == b' '))
+        .then_some((error, date))
 }
 
 /// `error` as a whole HTTP/1.1 answer that closes the connection, dated `date`.
@@ -252,7 +252,7 @@ mod tests {
 
     #[test]
     fn only_hypers_canned_answers_are_recognised() {
-        let code = |bytes: &[u8]| canned_error(bytes, 65536).map(|e| e.code().to_owned());
+        let code = |bytes: &[u8]| canned_error(bytes, 65536).map(|(e, _)| e.code().to_owned());
         assert_eq!(
             code(&canned("HTTP/1.1 400 Bad Request")).as_deref(),
             Some("invalid_request")
