@@ -141,20 +141,25 @@ async fn the_default_answer_to_100_000_refused_items_stays_small() {
 
 #[tokio::test]
 async fn a_request_past_the_work_budget_is_refused_whole() {
-    let (upstream, proxy) = start("[gate]\nwork_budget = 100\n").await;
-    let calls: Vec<String> = (0..200)
-        .map(|i| format!(r#"{{"type":"function_call","call_id":"c{i}","name":"lookup","arguments":"{{\"id\":\"{i}\"}}"}},{{"type":"function_call_output","call_id":"c{i}","output":"x"}}"#))
-        .collect();
-    let body = format!(
-        r#"{{"model":"gpt-5","tools":[{TOOL}],"input":[{}]}}"#,
-        calls.join(",")
-    );
+    // The budget takes the tool's schema and a few calls, not 200 of them.
+    let (upstream, proxy) = start("[gate]\nwork_budget = 600\n").await;
+    let body_of = |calls: usize| {
+        let calls: Vec<String> = (0..calls)
+            .map(|i| format!(r#"{{"type":"function_call","call_id":"c{i}","name":"lookup","arguments":"{{\"id\":\"{i}\"}}"}},{{"type":"function_call_output","call_id":"c{i}","output":"x"}}"#))
+            .collect();
+        format!(
+            r#"{{"model":"gpt-5","tools":[{TOOL}],"input":[{}]}}"#,
+            calls.join(",")
+        )
+    };
+    assert_eq!(post(&proxy, body_of(2)).await.status(), 200);
+    let body = body_of(200);
     let response = post(&proxy, body.clone()).await;
     assert_eq!(response.status(), 400);
     let error = &envelope(response).await["error"];
     assert_eq!(error["code"], "gate_budget_exceeded");
-    assert!(error["message"].as_str().unwrap().contains("100 units"));
-    assert!(upstream.received().is_empty());
+    assert!(error["message"].as_str().unwrap().contains("600 units"));
+    assert_eq!(upstream.received().len(), 1, "only the small request was forwarded");
     // The same request under the default budget is nothing special.
     let (_upstream, proxy) = start("").await;
     assert_eq!(post(&proxy, body).await.status(), 200);
