@@ -159,7 +159,11 @@ async fn a_request_past_the_work_budget_is_refused_whole() {
     let error = &envelope(response).await["error"];
     assert_eq!(error["code"], "gate_budget_exceeded");
     assert!(error["message"].as_str().unwrap().contains("600 units"));
-    assert_eq!(upstream.received().len(), 1, "only the small request was forwarded");
+    assert_eq!(
+        upstream.received().len(),
+        1,
+        "only the small request was forwarded"
+    );
     // The same request under the default budget is nothing special.
     let (_upstream, proxy) = start("").await;
     assert_eq!(post(&proxy, body).await.status(), 200);
