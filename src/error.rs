@@ -267,9 +267,11 @@ impl ApiError {
                     2 => " (and 1 more violation)".to_owned(),
                     n => format!(" (and {} more violations)", n - 1),
                 };
+                // `input[3]` (or `items[3]`, `tools[1]`): the param up to its first member.
+                let at = first.param.split('.').next().unwrap_or(&first.param);
                 format!(
-                    "input[{}] cannot be sent to provider `{provider}`: {}{more}",
-                    first.index, first.message
+                    "{at} cannot be sent to provider `{provider}`: {}{more}",
+                    first.message
                 )
             }
             other => other.to_string(),
@@ -342,7 +344,7 @@ mod tests {
 
     fn violation(index: usize, reason: Reason, param: &str) -> Violation {
         Violation {
-            index,
+            index: Some(index),
             item_type: "function_call".into(),
             id: None,
             call_id: Some("c1".into()),
@@ -385,7 +387,7 @@ mod tests {
     fn a_long_rejection_lists_the_first_violations_and_counts_the_rest() {
         let mut verdict = Verdict::default();
         for index in 0..5 {
-            verdict.push_with(Action::Reject, 3, || {
+            verdict.push_with(Action::Reject, Some(index), 3, || {
                 violation(index, Reason::Status, "input[0].status")
             });
         }
@@ -393,7 +395,7 @@ mod tests {
             action: Action::Monitor,
             ..violation(9, Reason::UnknownTool, "input[9].name")
         };
-        verdict.push_with(Action::Monitor, 3, || monitored);
+        verdict.push_with(Action::Monitor, Some(9), 3, || monitored);
         let e = ApiError::rejected("openai", verdict);
         let v = envelope(&e);
         let listed = v["error"]["violations"].as_array().unwrap();

@@ -63,19 +63,22 @@ fn assert_well_formed(
     };
     let mut previous = None;
     for v in &verdict.violations {
+        let index = v
+            .index
+            .expect("without team policy every violation is about an item");
         if let Some(previous) = previous {
-            prop_assert!(v.index > previous, "violations out of order: {verdict:?}");
+            prop_assert!(index > previous, "violations out of order: {verdict:?}");
         }
-        previous = Some(v.index);
+        previous = Some(index);
         if let Some(items) = items {
-            prop_assert!(v.index < items, "index {} of {items} items", v.index);
+            prop_assert!(index < items, "index {} of {items} items", index);
         }
-        let own = format!("input[{}].", v.index);
+        let own = format!("input[{}].", index);
         prop_assert!(
             v.param.starts_with(&own) || v.param.starts_with("tools["),
             "param {} for index {}",
             v.param,
-            v.index
+            index
         );
         prop_assert_eq!(v.pointer.is_some(), v.reason == Reason::ArgumentsSchema);
         prop_assert!(!v.message.is_empty());
@@ -1037,10 +1040,10 @@ proptest! {
         assert_well_formed(&answer, Some(history.items.len()))?;
         let verdict = answer.unwrap();
         let got: Vec<(usize, Reason)> =
-            verdict.violations.iter().map(|v| (v.index, v.reason)).collect();
+            verdict.violations.iter().map(|v| (v.index.unwrap(), v.reason)).collect();
         prop_assert_eq!(&got, &expected, "{:#?}", verdict.violations);
         let first = &verdict.violations[0];
-        let item = &history.items[first.index];
+        let item = &history.items[first.index.unwrap()];
         prop_assert_eq!(first.call_id.as_deref(), item["call_id"].as_str());
         prop_assert_eq!(first.id.as_deref(), item["id"].as_str());
         if first.reason == Reason::ArgumentsSchema {

@@ -153,7 +153,7 @@ fn every_version_2_vector_gets_its_verdict() {
         let got: Vec<(u64, &str, &str)> = verdict
             .violations
             .iter()
-            .map(|v| (v.index as u64, v.reason.as_str(), v.action.as_str()))
+            .map(|v| (v.index.unwrap() as u64, v.reason.as_str(), v.action.as_str()))
             .collect();
         let want: Vec<(u64, &str, &str)> = expect["violations"]
             .as_array()

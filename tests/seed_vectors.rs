@@ -41,7 +41,7 @@ fn every_seed_vector_gets_its_verdict() {
         let got: Vec<(u64, &str)> = verdict
             .violations
             .iter()
-            .map(|v| (v.index as u64, v.reason.as_str()))
+            .map(|v| (v.index.expect("an item violation") as u64, v.reason.as_str()))
             .collect();
         let want: Vec<(u64, &str)> = expect["violations"]
             .as_array()

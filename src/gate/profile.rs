@@ -85,12 +85,18 @@ impl Policy {
         }
     }
 
-    /// The action `reason` has under this policy.
+    /// The action `reason` has under this policy. `strip` on a reason about the request's
+    /// tools, which no item removal can cure, acts as `reject`.
     pub fn action(&self, reason: Reason) -> Action {
-        self.actions
+        let action = self
+            .actions
             .get(&reason)
             .copied()
-            .unwrap_or_else(|| reason.default_action())
+            .unwrap_or_else(|| reason.default_action());
+        match action {
+            Action::Strip if reason.is_about_tools() => Action::Reject,
+            action => action,
+        }
     }
 }
 

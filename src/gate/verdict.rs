@@ -28,11 +28,15 @@ pub enum Reason {
     NotFunctionCall,
     /// An item in Chat Completions shape (`tool_calls`, or `role: "tool"`).
     ChatCompletionsEnvelope,
+    /// A function tool declared or called whose name the team's `tools` globs do not allow.
+    ToolNotAllowed,
+    /// A declared tool whose `parameters` differ from the team's pinned schema for it.
+    ToolSchemaDrift,
 }
 
 impl Reason {
     /// Every reason, in the contract's order.
-    pub const ALL: [Reason; 10] = [
+    pub const ALL: [Reason; 12] = [
         Reason::Namespaced,
         Reason::Status,
         Reason::ArgumentsType,
@@ -43,6 +47,8 @@ impl Reason {
         Reason::CallIdMismatch,
         Reason::NotFunctionCall,
         Reason::ChatCompletionsEnvelope,
+        Reason::ToolNotAllowed,
+        Reason::ToolSchemaDrift,
     ];
 
     /// The reason called `code` on the wire.
@@ -72,7 +78,18 @@ impl Reason {
             Reason::CallIdMismatch => "call_id_mismatch",
             Reason::NotFunctionCall => "not_function_call",
             Reason::ChatCompletionsEnvelope => "chat_completions_envelope",
+            Reason::ToolNotAllowed => "tool_not_allowed",
+            Reason::ToolSchemaDrift => "tool_schema_drift",
         }
+    }
+
+    /// Whether the reason is about a tool of the request rather than an item of `input`, so
+    /// `strip` cannot remove it and acts as `reject` (contract §7).
+    pub fn is_about_tools(self) -> bool {
+        matches!(
+            self,
+            Reason::ToolNotAllowed | Reason::ToolSchemaDrift | Reason::ToolSchemaInvalid
+        )
     }
 }
 
@@ -103,6 +120,9 @@ pub enum Action {
     Reject,
     /// The request goes on; the violation is logged, counted and named in a response header.
     Monitor,
+    /// The violating item (and the outputs paired with a removed call) is cut out of the
+    /// forwarded bytes; the request goes on (contract §7).
+    Strip,
 }
 
 impl Action {
@@ -111,6 +131,7 @@ impl Action {
         match self {
             Action::Reject => "reject",
             Action::Monitor => "monitor",
+            Action::Strip => "strip",
         }
     }
 }
@@ -118,8 +139,8 @@ impl Action {
 /// One input item the target provider should not receive, why, and what the policy does about it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Violation {
-    /// Position of the item in `input`.
-    pub index: usize,
+    /// Position of the item in `input`; `None` for a violation about `tools[i]`.
+    pub index: Option<usize>,
     /// The item's type (`message` or `item_reference` for typeless items).
     #[serde(rename = "type")]
     pub item_type: String,
@@ -154,6 +175,10 @@ pub struct Verdict {
     pub rejected: usize,
     /// How many violations had the action `monitor`, listed or not.
     pub monitored: usize,
+    /// The positions of every item with a `strip` violation (listed or not), ascending, once
+    /// each. The items cut from the forwarded body are these and the outputs paired with them
+    /// (see [`crate::gate::strip`]).
+    pub stripped: Vec<usize>,
 }
 
 impl Verdict {
@@ -169,27 +194,46 @@ impl Verdict {
 
     /// How many violations with `action` are counted but not listed.
     pub fn unlisted(&self, action: Action) -> usize {
-        let total = match action {
+        self.count(action) - self.with_action(action).count()
+    }
+
+    /// How many violations have `action`, listed or not.
+    pub fn count(&self, action: Action) -> usize {
+        match action {
             Action::Reject => self.rejected,
             Action::Monitor => self.monitored,
-        };
-        total - self.with_action(action).count()
+            Action::Strip => self.stripped.len(),
+        }
     }
 
     /// Counts a violation with `action`, listing it (built by `violation` only then) while fewer
     /// than `max_listed` of its action are listed: a body of 100,000 refused items builds 100.
+    ///
+    /// A `strip` violation also records `index`, its item's position (items are judged in
+    /// order, and an item has at most one violation, so the list stays ascending and unique).
     pub(crate) fn push_with(
         &mut self,
         action: Action,
+        index: Option<usize>,
         max_listed: usize,
         violation: impl FnOnce() -> Violation,
     ) {
-        let count = match action {
-            Action::Reject => &mut self.rejected,
-            Action::Monitor => &mut self.monitored,
+        let count = match (action, index) {
+            (Action::Reject, _) => {
+                self.rejected += 1;
+                self.rejected
+            }
+            (Action::Monitor, _) => {
+                self.monitored += 1;
+                self.monitored
+            }
+            (Action::Strip, Some(index)) => {
+                self.stripped.push(index);
+                self.stripped.len()
+            }
+            (Action::Strip, None) => unreachable!("strip is resolved to reject for tool violations"),
         };
-        *count += 1;
-        if *count <= max_listed {
+        if count <= max_listed {
             self.violations.push(violation());
         }
     }

@@ -129,7 +129,8 @@ fn monitored_header(verdict: &Verdict) -> Option<HeaderValue> {
         if !names.is_empty() {
             names.push(',');
         }
-        write!(names, "{}@input[{}]", violation.reason, violation.index).expect("writing to a String");
+        let at = violation.param.split('.').next().unwrap_or(&violation.param);
+        write!(names, "{}@{at}", violation.reason).expect("writing to a String");
     }
     if names.is_empty() {
         return None;

@@ -115,7 +115,7 @@ pub fn judge(
         };
         if let Some(finding) = finding {
             let action = policy.action(finding.reason);
-            verdict.push_with(action, policy.max_listed, || {
+            verdict.push_with(action, Some(index), policy.max_listed, || {
                 violation(request.at, index, item, finding, action)
             });
         }
@@ -131,7 +131,7 @@ fn violation(
     action: super::verdict::Action,
 ) -> Violation {
     Violation {
-        index,
+        index: Some(index),
         item_type: item.type_name().to_owned(),
         id: item.id().map(str::to_owned),
         call_id: item.call_id().map(str::to_owned),
