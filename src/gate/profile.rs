@@ -2,7 +2,9 @@
 //! action.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
+use super::tool_rules::ToolRules;
 use super::verdict::{Action, Reason};
 
 /// A provider as the gate sees it: its name and the extension namespaces it accepts.
@@ -46,8 +48,10 @@ impl ProviderProfile {
     }
 }
 
-/// How violations are acted on, and how much work judging one request may take.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How violations are acted on, what a team may do with tools, and how much work judging one
+/// request may take. The proxy builds one per team (and one for anonymous clients) when it
+/// loads its configuration, so a request only picks its policy.
+#[derive(Debug, Clone)]
 pub struct Policy {
     /// Actions that differ from each reason's default (`[gate.rules]`).
     actions: HashMap<Reason, Action>,
@@ -58,6 +62,10 @@ pub struct Policy {
     /// The most schema work one request may cause (see [`crate::gate::schema`]); a request that
     /// needs more is refused whole instead of holding a thread.
     pub work_budget: u64,
+    /// A team's tool rules (contract §7); `None` allows every tool and pins nothing.
+    pub tools: Option<Arc<ToolRules>>,
+    /// `mode = "monitor"`: every `reject` acts as `monitor` (a shadow rollout).
+    pub monitor_only: bool,
 }
 
 impl Default for Policy {
@@ -67,6 +75,8 @@ impl Default for Policy {
             require_status: false,
             max_listed: 100,
             work_budget: DEFAULT_WORK_BUDGET,
+            tools: None,
+            monitor_only: false,
         }
     }
 }
@@ -86,7 +96,8 @@ impl Policy {
     }
 
     /// The action `reason` has under this policy. `strip` on a reason about the request's
-    /// tools, which no item removal can cure, acts as `reject`.
+    /// tools, which no item removal can cure, acts as `reject`; then, in monitor mode, `reject`
+    /// acts as `monitor`.
     pub fn action(&self, reason: Reason) -> Action {
         let action = self
             .actions
@@ -94,9 +105,34 @@ impl Policy {
             .copied()
             .unwrap_or_else(|| reason.default_action());
         match action {
+            Action::Strip if reason.is_about_tools() && self.monitor_only => Action::Monitor,
             Action::Strip if reason.is_about_tools() => Action::Reject,
+            Action::Reject if self.monitor_only => Action::Monitor,
             action => action,
         }
+    }
+
+    /// A team's policy on top of this one: its `rules` over these actions, its tool rules, and
+    /// its mode (contract §7: the team's rules over `[gate.rules]` over the defaults, monitor
+    /// mode last).
+    pub fn for_team(
+        &self,
+        rules: &HashMap<Reason, Action>,
+        tools: Option<Arc<ToolRules>>,
+        monitor_only: bool,
+    ) -> Policy {
+        let mut policy = self.clone();
+        for (&reason, &action) in rules {
+            policy.set_action(reason, action);
+        }
+        policy.tools = tools.filter(|tools| !tools.is_empty());
+        policy.monitor_only = monitor_only;
+        policy
+    }
+
+    /// Whether any reason may strip items (so a verdict may carry items to cut).
+    pub fn may_strip(&self) -> bool {
+        self.actions.values().any(|&action| action == Action::Strip)
     }
 }
 
@@ -161,5 +197,32 @@ mod tests {
         assert_eq!(policy.action(Reason::UnknownTool), Action::Reject);
         assert_eq!(policy.action(Reason::Status), Action::Monitor);
         assert_eq!(policy.action(Reason::Namespaced), Action::Reject);
+    }
+
+    #[test]
+    fn team_rules_override_the_global_ones_and_monitor_mode_comes_last() {
+        let mut global = Policy::default();
+        global.set_action(Reason::Status, Action::Monitor);
+        global.set_action(Reason::Namespaced, Action::Monitor);
+        let rules = HashMap::from([
+            (Reason::Namespaced, Action::Strip),
+            (Reason::UnknownTool, Action::Reject),
+            (Reason::ToolNotAllowed, Action::Strip),
+        ]);
+        let team = global.for_team(&rules, None, false);
+        assert_eq!(team.action(Reason::Namespaced), Action::Strip);
+        assert_eq!(team.action(Reason::UnknownTool), Action::Reject);
+        assert_eq!(team.action(Reason::Status), Action::Monitor);
+        assert_eq!(
+            team.action(Reason::ToolNotAllowed),
+            Action::Reject,
+            "strip acts as reject on tools"
+        );
+        assert!(team.may_strip() && !global.may_strip());
+        let shadow = global.for_team(&rules, None, true);
+        assert_eq!(shadow.action(Reason::UnknownTool), Action::Monitor);
+        assert_eq!(shadow.action(Reason::ToolNotAllowed), Action::Monitor);
+        assert_eq!(shadow.action(Reason::ArgumentsSchema), Action::Monitor);
+        assert_eq!(shadow.action(Reason::Namespaced), Action::Strip);
     }
 }

@@ -1,9 +1,10 @@
-//! `status`, `arguments_type`, `arguments_parse`, `unknown_tool`, `tool_schema_invalid` and
-//! `arguments_schema`: whether a `function_call` is finished and fits its tool.
+//! `tool_not_allowed`, `status`, `arguments_type`, `arguments_parse`, `unknown_tool`,
+//! `tool_schema_invalid` and `arguments_schema`: whether a `function_call` may be made, is
+//! finished and fits its tool (the team's pinned schema, else the declared one).
 
 use serde_json::Value;
 
-use super::tools::ToolIndex;
+use super::tools::{ToolIndex, ToolSource};
 use super::{Finding, Param, WorkMeter};
 use crate::gate::field::RawField;
 use crate::gate::item::Item;
@@ -19,9 +20,17 @@ pub(super) struct CallContext<'c, 'r> {
     pub work: &'c mut WorkMeter,
 }
 
-/// Runs the call's checks in contract order; the first failure is the call's one finding. Fails
+/// Runs the call's checks in contract order, a tool the team may not call first; the first
+/// failure is the call's one finding. Fails
 /// only when validating would pass the request's work budget.
 pub(super) fn check(item: &Item<'_>, cx: &mut CallContext<'_, '_>) -> Result<Option<Finding>, WorkExceeded> {
+    if let Some(name) = item.name.as_str().filter(|name| !cx.tools.allows(name)) {
+        return Ok(Some(super::team_tools::not_allowed(
+            name,
+            Param::Member("name"),
+            "call",
+        )));
+    }
     if let Some(finding) = check_status(item, cx.require_status) {
         return Ok(Some(finding));
     }
@@ -60,7 +69,7 @@ pub(super) fn check(item: &Item<'_>, cx: &mut CallContext<'_, '_>) -> Result<Opt
         return Ok(Some(unknown_tool(item)));
     };
     let finding = match schema.as_deref() {
-        Some(schema) => check_schema(item, &arguments, encoded.len(), tool.position, schema, cx.work)?,
+        Some(schema) => check_schema(item, &arguments, encoded.len(), tool.source, schema, cx.work)?,
         None => None,
     };
     if finding.is_none() {
@@ -105,7 +114,7 @@ fn check_schema(
     item: &Item<'_>,
     arguments: &Value,
     written_bytes: usize,
-    position: usize,
+    source: ToolSource,
     schema: &CompiledSchema,
     work: &mut WorkMeter,
 ) -> Result<Option<Finding>, WorkExceeded> {
@@ -113,10 +122,16 @@ fn check_schema(
         Ok(validator) => validator,
         Err(why) => {
             let name = item.name.as_str().unwrap_or_default();
+            let (param, whose) = match source {
+                ToolSource::Declared(position) => (Param::ToolParameters(position), ""),
+                // Pinned schemas are checked when the configuration loads; only a gate with
+                // tighter schema limits than that check can find one unusable.
+                ToolSource::Pinned => (Param::Member("name"), "pinned "),
+            };
             return Ok(Some(Finding::new(
                 Reason::ToolSchemaInvalid,
-                Param::ToolParameters(position),
-                format!("the parameters of tool `{name}` are not a usable JSON Schema: {why}"),
+                param,
+                format!("the {whose}parameters of tool `{name}` are not a usable JSON Schema: {why}"),
             )));
         }
     };
@@ -188,7 +203,7 @@ mod tests {
         budget: u64,
     ) -> (Vec<Result<Option<Finding>, WorkExceeded>>, u64) {
         let request = parse(body.as_bytes()).unwrap();
-        let mut tools = ToolIndex::new(&request.tools);
+        let mut tools = ToolIndex::new(&request.tools, None);
         let mut work = WorkMeter::new(budget);
         let mut cx = CallContext {
             tools: &mut tools,
@@ -452,7 +467,7 @@ mod tests {
         let body = r#"{"tools":[{"type":"function","name":"t","parameters":{"type":"object"}},{"type":"function","name":"t","parameters":{"type":"string"}}],
             "input":[{"type":"function_call","call_id":"c","name":"t","status":"completed","arguments":"{}"}]}"#;
         let request = parse(body.as_bytes()).unwrap();
-        let mut tools = ToolIndex::new(&request.tools);
+        let mut tools = ToolIndex::new(&request.tools, None);
         let mut work = WorkMeter::new(u64::MAX);
         let mut cx = CallContext {
             tools: &mut tools,

@@ -9,6 +9,7 @@ mod call_ids;
 mod chat_envelope;
 mod function_call;
 mod namespace;
+mod team_tools;
 mod tools;
 
 use super::item::{Item, ItemClass};
@@ -48,6 +49,9 @@ pub(crate) enum Param {
     Member(&'static str),
     /// A tool's schema: `tools[k].parameters`.
     ToolParameters(usize),
+    /// A declared tool, in a finding about the tool itself: `tools[k]`, `k` being the
+    /// violation's position in `tools`.
+    Tool,
 }
 
 impl Param {
@@ -56,6 +60,7 @@ impl Param {
         match self {
             Param::Member(member) => format!("{items}[{index}].{member}"),
             Param::ToolParameters(tool) => format!("tools[{tool}].parameters"),
+            Param::Tool => format!("tools[{index}]"),
         }
     }
 }
@@ -91,7 +96,7 @@ pub fn judge(
     let items = request.items();
     let policy = target.policy;
     let mut pairing = CallIndex::for_items(items.len(), request.continues_stored_state());
-    let mut tools = ToolIndex::new(&request.tools);
+    let mut tools = ToolIndex::new(&request.tools, policy.tools.as_deref());
     let mut work = WorkMeter::new(target.work_budget);
     let mut cx = CallContext {
         tools: &mut tools,
@@ -100,6 +105,15 @@ pub fn judge(
         work: &mut work,
     };
     let mut verdict = Verdict::default();
+    // The request's declared tools come first: they are what the team may not send at all.
+    if let Some(rules) = policy.tools.as_deref() {
+        for (position, finding) in team_tools::check(&request.tools, rules) {
+            let action = policy.action(finding.reason);
+            verdict.push_with(action, None, policy.max_listed, || {
+                tool_violation(&request.tools[position], position, finding, action)
+            });
+        }
+    }
     for (index, item) in items.iter().enumerate() {
         // Pairing sees every item, so later outputs find their calls.
         let paired = pairing.pair(index, item);
@@ -121,6 +135,25 @@ pub fn judge(
         }
     }
     Ok(verdict)
+}
+
+fn tool_violation(
+    tool: &super::request::Tool<'_>,
+    position: usize,
+    finding: Finding,
+    action: super::verdict::Action,
+) -> Violation {
+    Violation {
+        index: None,
+        item_type: tool.kind.as_str().unwrap_or("function").to_owned(),
+        id: None,
+        call_id: None,
+        reason: finding.reason,
+        action,
+        param: finding.param.render("tools", position),
+        pointer: None,
+        message: finding.message,
+    }
 }
 
 fn violation(
