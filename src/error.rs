@@ -117,6 +117,35 @@ pub enum ApiError {
         /// The provider the request was routed to.
         provider: String,
     },
+    /// Teams are configured and the request carries no client key, or one no team has (401).
+    #[error("{0}")]
+    InvalidApiKey(&'static str),
+    /// The key's team may not use the provider the request is routed to (403).
+    #[error("team `{team}` may not use provider `{provider}`")]
+    ProviderNotAllowed {
+        /// The client's team.
+        team: String,
+        /// The provider the request is routed to.
+        provider: String,
+    },
+    /// The key's team may not use the request's model (403).
+    #[error("team `{team}` may not use model `{model}`")]
+    ModelNotAllowed {
+        /// The client's team.
+        team: String,
+        /// The requested model.
+        model: String,
+    },
+    /// The key's team is over its `requests_per_minute` (429).
+    #[error("team `{team}` is over its limit of {per_minute} requests per minute; retry in {retry_after} s")]
+    RateLimited {
+        /// The client's team.
+        team: String,
+        /// The team's limit.
+        per_minute: u32,
+        /// Whole seconds until a request would be accepted (at least 1).
+        retry_after: u64,
+    },
 }
 
 /// The `retry-after` of a 503 `overloaded`, in seconds.
@@ -200,6 +229,9 @@ impl ApiError {
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::UnknownProvider(_) => StatusCode::NOT_FOUND,
+            ApiError::InvalidApiKey(_) => StatusCode::UNAUTHORIZED,
+            ApiError::ProviderNotAllowed { .. } | ApiError::ModelNotAllowed { .. } => StatusCode::FORBIDDEN,
+            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::ProviderUnconfigured { .. }
             | ApiError::Overloaded { .. }
             | ApiError::BufferFull { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -211,7 +243,9 @@ impl ApiError {
 
     /// The envelope's `type`: whose fault it is.
     pub fn kind(&self) -> &'static str {
-        if self.status().is_server_error() {
+        if matches!(self, ApiError::RateLimited { .. }) {
+            "rate_limit_error"
+        } else if self.status().is_server_error() {
             "server_error"
         } else {
             "invalid_request_error"
@@ -241,6 +275,10 @@ impl ApiError {
             ApiError::UpstreamUnavailable { .. } => "upstream_unavailable",
             ApiError::UpstreamTimeout { .. } => "upstream_timeout",
             ApiError::JudgeFailed => "internal_error",
+            ApiError::InvalidApiKey(_) => "invalid_api_key",
+            ApiError::ProviderNotAllowed { .. } => "provider_not_allowed",
+            ApiError::ModelNotAllowed { .. } => "model_not_allowed",
+            ApiError::RateLimited { .. } => "rate_limit_exceeded",
         }
     }
 
@@ -286,6 +324,7 @@ impl ApiError {
                 | ApiError::BufferFull { .. }
                 | ApiError::UpstreamUnavailable { .. }
                 | ApiError::UpstreamTimeout { .. }
+                | ApiError::RateLimited { .. }
         )
     }
 
@@ -325,6 +364,9 @@ impl ApiError {
         headers.insert("x-should-retry", HeaderValue::from_static(retry));
         if matches!(self, ApiError::MethodNotAllowed { .. }) {
             headers.insert(header::ALLOW, HeaderValue::from_static("POST"));
+        }
+        if let ApiError::RateLimited { retry_after, .. } = &self {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after));
         }
         if matches!(self, ApiError::Overloaded { .. } | ApiError::BufferFull { .. }) {
             // Load passes within seconds: held bodies are sent on or time out.

@@ -2,6 +2,7 @@
 //! read the body, choose the provider and gate, forward, answer.
 
 pub mod access_log;
+pub mod audit;
 pub mod body;
 pub mod budget;
 mod client_io;
@@ -11,6 +12,7 @@ pub mod headers;
 mod judge;
 pub mod lifecycle;
 pub mod provider;
+pub mod rate_limit;
 pub mod request_checks;
 pub mod server;
 pub mod state;

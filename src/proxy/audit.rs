@@ -1,0 +1,276 @@
+//! The audit log (contract §7): one JSON line per judged request, for the people who answer
+//! for a team's traffic. It names who sent what where and what the gate decided, never a
+//! prompt, an argument value or a key.
+//!
+//! Lines are written off the request path by the batched writer the process log uses, to a
+//! file that is reopened on SIGHUP (so logrotate can move it away) and flushed when the
+//! process stops.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::gate::{Action, Reason, Verdict};
+use crate::telemetry::{batched, BatchedWriter, FlushGuard};
+
+/// What happened to a judged request, as audited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditDecision {
+    /// Forwarded with no violation.
+    Allowed,
+    /// Answered 422.
+    Rejected,
+    /// Forwarded with `monitor` violations only.
+    Monitored,
+    /// Forwarded with items cut out.
+    Stripped,
+}
+
+impl AuditDecision {
+    /// The decision a verdict leads to.
+    pub fn of(verdict: &Verdict) -> AuditDecision {
+        if !verdict.is_allowed() {
+            AuditDecision::Rejected
+        } else if !verdict.stripped.is_empty() {
+            AuditDecision::Stripped
+        } else if verdict.monitored > 0 {
+            AuditDecision::Monitored
+        } else {
+            AuditDecision::Allowed
+        }
+    }
+}
+
+/// One line of the audit log.
+#[derive(Debug, Serialize)]
+pub struct AuditLine<'a> {
+    /// When the request was judged (RFC 3339, UTC, milliseconds).
+    pub ts: String,
+    /// The request id (also in the access log and the answer's `x-replaygate-request-id`).
+    pub request_id: &'a str,
+    /// The key's team; `null` for anonymous clients.
+    pub team: Option<&'a str>,
+    /// The provider the request was routed to.
+    pub provider: &'a str,
+    /// The request's model, when it names one.
+    pub model: Option<&'a str>,
+    /// What happened to it.
+    pub decision: AuditDecision,
+    /// Every listed violation: where, why and what was done.
+    pub violations: Vec<AuditViolation<'a>>,
+    /// SHA-256 of the body bytes received, hex.
+    pub body_sha256: String,
+}
+
+/// A violation as audited: no message (it may quote argument values).
+#[derive(Debug, Serialize)]
+pub struct AuditViolation<'a> {
+    /// The item's position; `null` for a violation about `tools[i]`.
+    pub index: Option<usize>,
+    /// The reason code.
+    pub reason: Reason,
+    /// What was done.
+    pub action: Action,
+    /// The parameter at fault.
+    pub param: &'a str,
+}
+
+impl<'a> AuditLine<'a> {
+    /// The line for a request with id `request_id`, judged as `verdict`, whose body was `body`.
+    pub fn new(
+        request_id: &'a str,
+        team: Option<&'a str>,
+        provider: &'a str,
+        model: Option<&'a str>,
+        verdict: &'a Verdict,
+        body: &[u8],
+    ) -> AuditLine<'a> {
+        AuditLine {
+            ts: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            request_id,
+            team,
+            provider,
+            model,
+            decision: AuditDecision::of(verdict),
+            violations: verdict
+                .violations
+                .iter()
+                .map(|v| AuditViolation {
+                    index: v.index,
+                    reason: v.reason,
+                    action: v.action,
+                    param: &v.param,
+                })
+                .collect(),
+            body_sha256: hex(&Sha256::digest(body)),
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        write!(text, "{byte:02x}").expect("writing to a String");
+    }
+    text
+}
+
+/// The audit log of the process: a batched writer over a file that can be reopened.
+pub struct AuditLog {
+    writer: BatchedWriter,
+    reopen: Arc<Mutex<Option<PathBuf>>>,
+    /// Writes what is gathered when the last holder drops the log.
+    _flush: FlushGuard,
+}
+
+impl std::fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AuditLog")
+    }
+}
+
+impl AuditLog {
+    /// Opens (creating, appending to) the file at `path` and starts its writer.
+    pub fn open(path: &Path) -> io::Result<AuditLog> {
+        let reopen = Arc::new(Mutex::new(None));
+        let file = ReopenedFile {
+            file: append(path)?,
+            reopen: reopen.clone(),
+        };
+        let (writer, flush) = batched(file)?;
+        Ok(AuditLog {
+            writer,
+            reopen,
+            _flush: flush,
+        })
+    }
+
+    /// Writes one line.
+    pub fn write(&self, line: &AuditLine<'_>) {
+        let mut text = serde_json::to_vec(line).expect("an audit line serializes");
+        text.push(b'\n');
+        let mut writer = self.writer.clone();
+        if let Err(error) = writer.write_all(&text) {
+            tracing::error!(%error, "an audit line could not be written");
+        }
+    }
+
+    /// Reopens the file at `path` (the same path after logrotate moved the file, or a new one
+    /// after a reload) before the next batch is written.
+    pub fn reopen(&self, path: &Path) {
+        *self.reopen.lock().unwrap_or_else(PoisonError::into_inner) = Some(path.to_owned());
+    }
+}
+
+fn append(path: &Path) -> io::Result<File> {
+    OpenOptions::new().create(true).append(true).open(path)
+}
+
+/// The audit file, reopened at the path asked for before the next write after a reopen.
+struct ReopenedFile {
+    file: File,
+    reopen: Arc<Mutex<Option<PathBuf>>>,
+}
+
+impl Write for ReopenedFile {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        let asked = self.reopen.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(path) = asked {
+            match append(&path) {
+                Ok(file) => self.file = file,
+                // Keep writing where the lines went so far rather than losing them.
+                Err(error) => {
+                    tracing::error!(path = %path.display(), %error, "the audit log could not be reopened")
+                }
+            }
+        }
+        self.file.write(bytes)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::Violation;
+
+    fn verdict() -> Verdict {
+        let mut verdict = Verdict::default();
+        verdict.push_with(Action::Strip, Some(2), 10, || Violation {
+            index: Some(2),
+            item_type: "function_call".into(),
+            id: None,
+            call_id: Some("c1".into()),
+            reason: Reason::Status,
+            action: Action::Strip,
+            param: "input[2].status".into(),
+            pointer: None,
+            message: "the secret argument value".into(),
+        });
+        verdict
+    }
+
+    #[test]
+    fn a_line_names_the_decision_and_violations_without_messages() {
+        let verdict = verdict();
+        let line = AuditLine::new(
+            "req-1",
+            Some("payments"),
+            "openai",
+            Some("gpt-5"),
+            &verdict,
+            b"{}",
+        );
+        let text = serde_json::to_string(&line).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(value["decision"], "stripped");
+        assert_eq!(value["team"], "payments");
+        assert_eq!(
+            value["violations"][0],
+            serde_json::json!({"index": 2, "reason": "status", "action": "strip", "param": "input[2].status"})
+        );
+        assert_eq!(
+            value["body_sha256"],
+            "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+        );
+        assert!(!text.contains("secret"));
+        assert!(value["ts"].as_str().unwrap().ends_with('Z'));
+    }
+
+    #[test]
+    fn lines_reach_the_file_and_follow_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, second) = (dir.path().join("audit.jsonl"), dir.path().join("rotated.jsonl"));
+        let verdict = Verdict::default();
+        let log = AuditLog::open(&first).unwrap();
+        log.write(&AuditLine::new("a", None, "openai", None, &verdict, b"x"));
+        // The writer thread writes within a few ticks; wait (boundedly) for the first line.
+        for _ in 0..500 {
+            if std::fs::metadata(&first).unwrap().len() > 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        std::fs::rename(&first, &second).unwrap();
+        log.reopen(&first);
+        log.write(&AuditLine::new("b", None, "openai", None, &verdict, b"y"));
+        drop(log);
+        let read = |path: &Path| std::fs::read_to_string(path).unwrap();
+        assert!(read(&second).contains("\"request_id\":\"a\""));
+        let now = read(&first);
+        assert!(
+            now.contains("\"request_id\":\"b\"") && now.lines().count() == 1,
+            "{now}"
+        );
+    }
+}
