@@ -9,6 +9,7 @@
 //! - [`proxy`]: the hyper server and the request lifecycle (route, read body, gate, forward,
 //!   answer).
 //! - [`error`]: the one error type of the request path and its OpenAI error envelope.
+//! - [`keys`]: client keys of teams and their digests.
 //! - [`cli`], [`check`], [`telemetry`]: the command line, `replaygate check`, and logging.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, rust_2018_idioms)]
@@ -18,6 +19,7 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod gate;
+pub mod keys;
 pub mod proxy;
 pub mod routing;
 pub mod telemetry;
