@@ -10,12 +10,14 @@
 //!   answer).
 //! - [`error`]: the one error type of the request path and its OpenAI error envelope.
 //! - [`keys`]: client keys of teams and their digests.
-//! - [`cli`], [`check`], [`telemetry`]: the command line, `replaygate check`, and logging.
+//! - [`cli`], [`check`], [`commands`], [`telemetry`]: the command line, `replaygate check`,
+//!   `replaygate config check` and `keys new`, and logging.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, rust_2018_idioms)]
 
 pub mod check;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod error;
 pub mod gate;
