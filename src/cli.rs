@@ -21,6 +21,43 @@ pub enum Command {
     Serve(ServeArgs),
     /// Gate request bodies offline (no network) and print one verdict per body.
     Check(CheckArgs),
+    /// Work with the configuration without serving.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Make client keys for teams.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+/// `replaygate config ...`.
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Load and validate the configuration and the files it names; print a one-line summary
+    /// (exit 0), or the error with its line and column (exit 2).
+    Check(ConfigCheckArgs),
+}
+
+/// `replaygate config check`.
+#[derive(Debug, Args)]
+pub struct ConfigCheckArgs {
+    /// The configuration file [default: $REPLAYGATE_CONFIG, then ./proxy.toml, then the built-in default].
+    #[arg(long, env = "REPLAYGATE_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+}
+
+/// `replaygate keys ...`.
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Print a new client key (shown once) and the `keys` line to add to `[teams.NAME]`.
+    New(KeysNewArgs),
+}
+
+/// `replaygate keys new`.
+#[derive(Debug, Args)]
+pub struct KeysNewArgs {
+    /// The team the key is for: ASCII letters, digits, `_` and `-`, not starting with `-`.
+    #[arg(long, value_name = "NAME")]
+    pub team: String,
 }
 
 /// `replaygate serve`.

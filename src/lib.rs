@@ -9,15 +9,19 @@
 //! - [`proxy`]: the hyper server and the request lifecycle (route, read body, gate, forward,
 //!   answer).
 //! - [`error`]: the one error type of the request path and its OpenAI error envelope.
-//! - [`cli`], [`check`], [`telemetry`]: the command line, `replaygate check`, and logging.
+//! - [`keys`]: client keys of teams and their digests.
+//! - [`cli`], [`check`], [`commands`], [`telemetry`]: the command line, `replaygate check`,
+//!   `replaygate config check` and `keys new`, and logging.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, rust_2018_idioms)]
 
 pub mod check;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod error;
 pub mod gate;
+pub mod keys;
 pub mod proxy;
 pub mod routing;
 pub mod telemetry;

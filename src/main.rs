@@ -1,10 +1,11 @@
-//! The `replaygate` binary: parses the command line and runs `serve` or `check`.
+//! The `replaygate` binary: parses the command line and runs `serve`, `check`, `config check` or
+//! `keys new`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
-use replaygate::cli::{Cli, Command, ServeArgs};
+use replaygate::cli::{Cli, Command, ConfigCommand, KeysCommand, ServeArgs};
 use replaygate::config::Config;
 use replaygate::proxy::{self, ProxyState, ServerSettings};
 
@@ -26,6 +27,16 @@ fn main() -> ExitCode {
             );
             ExitCode::from(code)
         }
+        Command::Config(ConfigCommand::Check(args)) => ExitCode::from(replaygate::commands::config_check(
+            &args,
+            &mut std::io::stdout().lock(),
+            &mut std::io::stderr(),
+        )),
+        Command::Keys(KeysCommand::New(args)) => ExitCode::from(replaygate::commands::keys_new(
+            &args,
+            &mut std::io::stdout().lock(),
+            &mut std::io::stderr(),
+        )),
         Command::Serve(args) => match serve(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(message) => {

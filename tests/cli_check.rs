@@ -195,3 +195,165 @@ fn every_violation_is_printed_offline_however_many() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(lines(&out)[0]["violations"].as_array().unwrap().len(), 150);
 }
+
+// `replaygate config check` and `replaygate keys new`.
+
+/// A digest of a key no test uses (SHA-256 of "test").
+const SOME_DIGEST: &str = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+
+fn team_config(dir: &std::path::Path, team_keys: &str) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir.join("policy")).unwrap();
+    std::fs::write(
+        dir.join("policy/tools.json"),
+        r#"[{"type": "function", "name": "get_report", "parameters": {"type": "object"}}]"#,
+    )
+    .unwrap();
+    let path = dir.join("proxy.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[providers.openai]\nbase_url = \"http://127.0.0.1:9/v1\"\nauth = {{ bearer_env = \"K\" }}\n\
+             [providers.bedrock]\nbase_url = \"http://127.0.0.1:9/v1\"\nauth = \"none\"\n\
+             [[routes]]\nmodel = \"gpt-*\"\nprovider = \"openai\"\n\
+             [audit]\npath = \"audit.jsonl\"\n\
+             [teams.payments]\nkeys = [{team_keys}]\npinned_tools = \"policy/tools.json\"\n\
+             [teams.research]\nkeys = [\"sha256:{}\"]\n",
+            "ab".repeat(32)
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn config_check_prints_a_summary_and_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = team_config(
+        dir.path(),
+        &format!("\"{SOME_DIGEST}\", \"sha256:{}\"", "cd".repeat(32)),
+    );
+    let out = replaygate(&["config", "check", "--config", path.to_str().unwrap()], "");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let audit = std::path::absolute(dir.path().join("audit.jsonl")).unwrap();
+    assert_eq!(
+        stdout,
+        format!(
+            "config ok: {}: 2 providers, 1 route, 2 teams (3 keys), audit to {}\n",
+            path.display(),
+            audit.display()
+        )
+    );
+
+    // $REPLAYGATE_CONFIG names the file when --config does not.
+    let out = Command::new(env!("CARGO_BIN_EXE_replaygate"))
+        .args(["config", "check"])
+        .env("REPLAYGATE_CONFIG", &path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("2 teams (3 keys)"));
+}
+
+#[test]
+fn config_check_without_a_file_checks_the_built_in_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_replaygate"))
+        .args(["config", "check"])
+        .env_remove("REPLAYGATE_CONFIG")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.starts_with("config ok: built-in default: "), "{stdout}");
+    assert!(stdout.contains("no teams"), "{stdout}");
+}
+
+#[test]
+fn config_check_of_a_bad_config_exits_2_with_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = team_config(dir.path(), "\"sha256:1234\"");
+    let out = replaygate(&["config", "check", "--config", path.to_str().unwrap()], "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains(&path.display().to_string())
+            && stderr.contains("line 13, column 9")
+            && stderr.contains("not a key digest"),
+        "{stderr}"
+    );
+
+    // A broken pinned tools file: named, with the place in it.
+    let path = team_config(dir.path(), &format!("\"{SOME_DIGEST}\""));
+    std::fs::write(
+        dir.path().join("policy/tools.json"),
+        "[\n  {\"name\": \"a\"},\n  {\"name\": \"a\"}\n]",
+    )
+    .unwrap();
+    let out = replaygate(&["config", "check", "--config", path.to_str().unwrap()], "");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("tools.json, line 3, column 3: tool \"a\" is pinned twice"),
+        "{stderr}"
+    );
+
+    let out = replaygate(&["config", "check", "--config", "/no/such/proxy.toml"], "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/proxy.toml"));
+}
+
+/// Runs `keys new --team payments`; returns the key and the `keys` line.
+fn new_key() -> (String, String) {
+    let out = replaygate(&["keys", "new", "--team", "payments"], "");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    (lines[0].to_owned(), lines[1].to_owned())
+}
+
+#[test]
+fn keys_new_prints_a_key_and_its_digest_line() {
+    use sha2::{Digest, Sha256};
+
+    let (key, line) = new_key();
+    assert!(key.starts_with("rg-") && key.len() >= 3 + 43, "{key}");
+    let digest = hex::encode(Sha256::digest(key.as_bytes()));
+    assert_eq!(
+        line,
+        format!("keys = [\"sha256:{digest}\"]   # add to [teams.payments]")
+    );
+    let (other, _) = new_key();
+    assert_ne!(key, other);
+
+    // The printed line is valid in a team table.
+    let dir = tempfile::tempdir().unwrap();
+    let path = team_config(dir.path(), &format!("\"sha256:{digest}\""));
+    let config = replaygate::config::Config::load(&path).unwrap();
+    assert_eq!(config.teams["payments"].keys, [replaygate::keys::digest(&key)]);
+}
+
+#[test]
+fn keys_new_needs_a_usable_team_name() {
+    for bad in ["a b", "-x", "", "a.b"] {
+        let out = replaygate(&["keys", "new", "--team", bad], "");
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert!(out.stdout.is_empty());
+    }
+    assert_eq!(replaygate(&["keys", "new"], "").status.code(), Some(2));
+}

@@ -90,7 +90,7 @@ fn file_prefix(path: &Option<PathBuf>) -> String {
 
 /// The 1-based line and character column of a byte offset, counted the way
 /// the TOML parser counts them in its own errors.
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
+pub(super) fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let mut end = offset.min(text.len());
     while !text.is_char_boundary(end) {
         end -= 1;

@@ -1,14 +1,15 @@
 //! The shape of `proxy.toml` as written, with the spans of the values that
 //! are checked after parsing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use toml::Spanned;
 
 use super::de::{millis, positive_count, positive_millis};
-use super::{Auth, GateConfig, LogConfig, ServerConfig};
+use super::{Auth, GateConfig, LogConfig, ServerConfig, TeamMode};
+use crate::gate::{Action, Reason};
 
 /// The whole file.
 #[derive(serde::Deserialize)]
@@ -24,6 +25,9 @@ pub(super) struct ConfigFile {
     pub(super) providers: Spanned<BTreeMap<Spanned<String>, ProviderEntry>>,
     #[serde(default)]
     pub(super) routes: Vec<RouteEntry>,
+    #[serde(default)]
+    pub(super) teams: BTreeMap<Spanned<String>, TeamEntry>,
+    pub(super) audit: Option<AuditEntry>,
 }
 
 /// The `[server]` table. It also accepts `default_provider`, because a
@@ -44,6 +48,7 @@ pub(super) struct ServerTable {
     #[serde(rename = "shutdown_grace_ms", deserialize_with = "millis")]
     shutdown_grace: Duration,
     workers: usize,
+    watch_config: bool,
 }
 
 impl Default for ServerTable {
@@ -59,6 +64,7 @@ impl Default for ServerTable {
             max_concurrent_requests: defaults.max_concurrent_requests,
             shutdown_grace: defaults.shutdown_grace,
             workers: defaults.workers,
+            watch_config: defaults.watch_config,
         }
     }
 }
@@ -75,6 +81,7 @@ impl ServerTable {
             max_concurrent_requests: self.max_concurrent_requests,
             shutdown_grace: self.shutdown_grace,
             workers: self.workers,
+            watch_config: self.watch_config,
         }
     }
 }
@@ -84,8 +91,9 @@ impl ServerTable {
 #[serde(deny_unknown_fields)]
 pub(super) struct ProviderEntry {
     pub(super) base_url: Spanned<String>,
-    #[serde(default)]
-    pub(super) auth: Auth,
+    /// Absent means [`Auth::Passthrough`]; the span is kept for the check that teams and
+    /// passthrough do not go together.
+    pub(super) auth: Option<Spanned<Auth>>,
     pub(super) namespaces: Option<Vec<Spanned<String>>>,
     #[serde(
         rename = "connect_timeout_ms",
@@ -107,6 +115,29 @@ pub(super) struct ProviderEntry {
 pub(super) struct RouteEntry {
     pub(super) model: Spanned<String>,
     pub(super) provider: Spanned<String>,
+}
+
+/// One `[teams.NAME]` table.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TeamEntry {
+    pub(super) keys: Spanned<Vec<Spanned<String>>>,
+    pub(super) providers: Option<Vec<Spanned<String>>>,
+    pub(super) models: Option<Vec<Spanned<String>>>,
+    pub(super) tools: Option<Vec<Spanned<String>>>,
+    pub(super) pinned_tools: Option<Spanned<String>>,
+    pub(super) requests_per_minute: Option<Spanned<u32>>,
+    #[serde(default)]
+    pub(super) rules: HashMap<Reason, Action>,
+    #[serde(default)]
+    pub(super) mode: TeamMode,
+}
+
+/// The `[audit]` table.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AuditEntry {
+    pub(super) path: Spanned<String>,
 }
 
 fn default_connect_timeout() -> Duration {

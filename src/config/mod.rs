@@ -2,16 +2,22 @@
 //! plain values. Unknown keys and unusable values are errors that name the
 //! file, line and column. Secrets are not read here: the proxy reads the
 //! environment variables named by [`Auth::BearerEnv`] itself.
+//!
+//! Relative paths in the file (`[teams.NAME] pinned_tools`, `[audit] path`) are taken from the
+//! directory of the file and kept absolute; the files they name are read and checked here, so a
+//! configuration that loads is one the proxy can serve.
 
 mod auth;
 mod de;
 mod error;
 mod file;
+mod pinned;
 mod sections;
+mod teams;
 mod validate;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use globset::Glob;
@@ -19,6 +25,7 @@ use globset::Glob;
 pub use auth::Auth;
 pub use error::ConfigError;
 pub use sections::{GateConfig, LogConfig, LogFormat, ServerConfig};
+pub use teams::{AuditConfig, PinnedTool, PinnedTools, TeamConfig, TeamMode};
 
 use file::ConfigFile;
 
@@ -26,8 +33,8 @@ use file::ConfigFile;
 const EMBEDDED_DEFAULT: &str = include_str!("../../proxy.toml");
 
 /// A checked configuration: every provider reference resolves, every URL and
-/// glob is usable.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// glob is usable, every file it names has been read and checked.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// `default_provider`: used when no path prefix and no model route applies.
     pub default_provider: Option<String>,
@@ -41,6 +48,11 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderConfig>,
     /// `[[routes]]`, in file order: the first whose glob matches the model wins.
     pub routes: Vec<RouteConfig>,
+    /// `[teams.NAME]`, by name. Empty: every client is anonymous and the global policy applies.
+    /// Not empty: every request needs a client key that one of them lists.
+    pub teams: BTreeMap<String, TeamConfig>,
+    /// `[audit]`: where judged requests are recorded; `None`: nowhere.
+    pub audit: Option<AuditConfig>,
 }
 
 /// One upstream provider, `[providers.NAME]`.
@@ -80,28 +92,85 @@ pub struct RouteConfig {
 }
 
 impl Config {
-    /// Parses and checks configuration text.
+    /// Parses and checks configuration text; relative paths in it are taken from the current
+    /// directory.
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        Config::from_toml_in(text, Path::new("."))
+    }
+
+    /// Parses and checks configuration text; relative paths in it are taken from `base_dir`
+    /// (itself taken from the current directory when relative).
+    pub fn from_toml_in(text: &str, base_dir: &Path) -> Result<Config, ConfigError> {
         let file: ConfigFile =
             toml::from_str(text).map_err(|error| ConfigError::Parse { path: None, error })?;
-        file.validate()
+        file.validate(&absolute_dir(base_dir))
             .map_err(|invalid| ConfigError::invalid(text, invalid))
     }
 
-    /// Reads, parses and checks a configuration file; errors name the file.
+    /// Reads, parses and checks a configuration file; errors name the file. Relative paths in
+    /// it are taken from the file's directory.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
             path: path.to_owned(),
             error,
         })?;
-        Config::from_toml(&text).map_err(|error| error.in_file(path))
+        let base_dir = path.parent().unwrap_or(Path::new("."));
+        Config::from_toml_in(&text, base_dir).map_err(|error| error.in_file(path))
     }
 
     /// The repository's `proxy.toml`, compiled into the binary.
     pub fn embedded_default() -> Result<Config, ConfigError> {
         Config::from_toml(EMBEDDED_DEFAULT)
     }
+
+    /// A one-line description for people, e.g. `2 providers, 3 routes, 2 teams (3 keys), audit
+    /// to /srv/replaygate/audit.jsonl`.
+    pub fn summary(&self) -> String {
+        let mut summary = format!(
+            "{}, {}",
+            count(self.providers.len(), "provider"),
+            count(self.routes.len(), "route")
+        );
+        if self.teams.is_empty() {
+            summary.push_str(", no teams");
+        } else {
+            let keys = self.teams.values().map(|team| team.keys.len()).sum();
+            summary.push_str(&format!(
+                ", {} ({})",
+                count(self.teams.len(), "team"),
+                count(keys, "key")
+            ));
+        }
+        match &self.audit {
+            Some(audit) => summary.push_str(&format!(", audit to {}", audit.path.display())),
+            None => summary.push_str(", no audit log"),
+        }
+        summary
+    }
+}
+
+/// `n thing` or `n things`.
+fn count(n: usize, thing: &str) -> String {
+    if n == 1 {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
+}
+
+/// `dir` made absolute against the current directory (an empty path is the current directory);
+/// left as it is if the current directory cannot be read.
+fn absolute_dir(dir: &Path) -> PathBuf {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned())
 }
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod tests_teams;

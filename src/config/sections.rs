@@ -33,6 +33,8 @@ pub struct ServerConfig {
     /// `workers`: threads that serve connections, each with its own single-threaded runtime;
     /// 0 (the default) means one per CPU the process may use.
     pub workers: usize,
+    /// `watch_config`: re-read the configuration when its file changes, as on SIGHUP.
+    pub watch_config: bool,
 }
 
 impl ServerConfig {
@@ -56,6 +58,7 @@ impl Default for ServerConfig {
             max_concurrent_requests: 1024,
             shutdown_grace: Duration::from_secs(30),
             workers: 0,
+            watch_config: false,
         }
     }
 }

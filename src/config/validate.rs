@@ -1,23 +1,30 @@
 //! Checks run after parsing: provider names, base URLs, namespaces, model
-//! globs and references to providers. Each failure points at its value.
+//! globs, references to providers, teams and the files they name. Each failure
+//! points at its value.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::num::NonZeroU32;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
 
-use globset::GlobBuilder;
+use globset::{Glob, GlobBuilder};
 use reqwest::Url;
 use toml::Spanned;
 
 use super::error::Invalid;
-use super::file::{ConfigFile, ProviderEntry, RouteEntry};
-use super::{Config, ProviderConfig, RouteConfig};
+use super::file::{AuditEntry, ConfigFile, ProviderEntry, RouteEntry, TeamEntry};
+use super::{pinned, AuditConfig, Auth, Config, GateConfig, ProviderConfig, RouteConfig, TeamConfig};
+use crate::gate::SchemaCache;
+use crate::keys;
 
 /// First path segments that already have a meaning in request paths
 /// (`/v1/...`, `/responses`), so no provider may use them as its prefix.
 const RESERVED_PROVIDER_NAMES: [&str; 2] = ["v1", "responses"];
 
 impl ConfigFile {
-    /// Checks the parsed file and turns it into a [`Config`].
-    pub(super) fn validate(self) -> Result<Config, Invalid> {
+    /// Checks the parsed file and turns it into a [`Config`]. Relative paths are resolved
+    /// against `base_dir` (absolute), and the files they name are read and checked.
+    pub(super) fn validate(self, base_dir: &Path) -> Result<Config, Invalid> {
         if self.providers.get_ref().is_empty() {
             return Err(Invalid::new(
                 self.providers.span(),
@@ -28,8 +35,17 @@ impl ConfigFile {
         let mut entries: Vec<_> = self.providers.into_inner().into_iter().collect();
         entries.sort_by_key(|(name, _)| name.span().start);
         let mut providers = BTreeMap::new();
+        // Where each passthrough provider says so: its `auth`, or its name when `auth` is left out.
+        let mut passthrough = Vec::new();
         for (name, entry) in entries {
             check_provider_name(&name)?;
+            match &entry.auth {
+                None => passthrough.push((name.get_ref().clone(), name.span(), false)),
+                Some(auth) if *auth.get_ref() == Auth::Passthrough => {
+                    passthrough.push((name.get_ref().clone(), auth.span(), true));
+                }
+                Some(_) => {}
+            }
             let name = name.into_inner();
             let provider = entry.validate(&name)?;
             providers.insert(name, provider);
@@ -53,6 +69,13 @@ impl ConfigFile {
             .into_iter()
             .map(|route| route.validate(&providers))
             .collect::<Result<_, _>>()?;
+        let teams = validate_teams(self.teams, &providers, &self.gate, base_dir)?;
+        if !teams.is_empty() {
+            if let Some((name, span, written)) = passthrough.into_iter().next() {
+                return Err(passthrough_with_teams(&name, span, written));
+            }
+        }
+        let audit = self.audit.map(|audit| audit.validate(base_dir)).transpose()?;
         Ok(Config {
             default_provider,
             server,
@@ -60,8 +83,200 @@ impl ConfigFile {
             gate: self.gate,
             providers,
             routes,
+            teams,
+            audit,
         })
     }
+}
+
+/// Checks every team, in file order, and that no key digest is listed twice.
+fn validate_teams(
+    entries: BTreeMap<Spanned<String>, TeamEntry>,
+    providers: &BTreeMap<String, ProviderConfig>,
+    gate: &GateConfig,
+    base_dir: &Path,
+) -> Result<BTreeMap<String, TeamConfig>, Invalid> {
+    let mut entries: Vec<_> = entries.into_iter().collect();
+    entries.sort_by_key(|(name, _)| name.span().start);
+    // Compiles the pinned schemas with the limits the gate uses; made only when a team pins tools.
+    let mut schemas = None;
+    let mut owners: HashMap<[u8; 32], String> = HashMap::new();
+    let mut teams = BTreeMap::new();
+    for (name, entry) in entries {
+        if !keys::is_valid_team_name(name.get_ref()) {
+            return Err(Invalid::new(
+                name.span(),
+                format!(
+                    "team name {:?} may contain only ASCII letters, digits, `_` and `-`, at most 64, \
+                     and may not start with `-` (it appears in logs, metrics and the audit log)",
+                    name.get_ref()
+                ),
+            ));
+        }
+        let name = name.into_inner();
+        let schemas = schemas.get_or_insert_with(|| SchemaCache::new(gate.schema_limits()));
+        let team = entry.validate(&name, &mut owners, providers, schemas, base_dir)?;
+        teams.insert(name, team);
+    }
+    Ok(teams)
+}
+
+impl TeamEntry {
+    fn validate(
+        self,
+        team: &str,
+        owners: &mut HashMap<[u8; 32], String>,
+        providers: &BTreeMap<String, ProviderConfig>,
+        schemas: &SchemaCache,
+        base_dir: &Path,
+    ) -> Result<TeamConfig, Invalid> {
+        if self.keys.get_ref().is_empty() {
+            return Err(Invalid::new(
+                self.keys.span(),
+                format!(
+                    "team {team:?} has no keys; add the digest of at least one client key \
+                     (`replaygate keys new --team {team}` makes one)"
+                ),
+            ));
+        }
+        let mut keys = Vec::with_capacity(self.keys.get_ref().len());
+        for written in self.keys.into_inner() {
+            let digest = parse_key_digest(&written)?;
+            if let Some(owner) = owners.insert(digest, team.to_owned()) {
+                let whose = if owner == team {
+                    "this team already lists it".to_owned()
+                } else {
+                    format!("team {owner:?} already lists it")
+                };
+                return Err(Invalid::new(
+                    written.span(),
+                    format!("a key digest may be listed once: {whose}; a key maps to one team"),
+                ));
+            }
+            keys.push(digest);
+        }
+        let providers = self
+            .providers
+            .map(|names| {
+                names
+                    .into_iter()
+                    .map(|name| defined_provider(name, providers, "provider"))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()?;
+        let models = self
+            .models
+            .map(|globs| compile_globs(globs, "model"))
+            .transpose()?;
+        let tools = self.tools.map(|globs| compile_globs(globs, "tool")).transpose()?;
+        let pinned_tools = match self.pinned_tools {
+            None => None,
+            Some(written) => {
+                let path = resolve_path(base_dir, &written, "pinned_tools")?;
+                let pinned =
+                    pinned::read(&path, schemas).map_err(|message| Invalid::new(written.span(), message))?;
+                Some(pinned)
+            }
+        };
+        let requests_per_minute = match self.requests_per_minute {
+            None => None,
+            Some(rate) => Some(NonZeroU32::new(*rate.get_ref()).ok_or_else(|| {
+                Invalid::new(
+                    rate.span(),
+                    "requests_per_minute must be at least 1; leave it out for no limit",
+                )
+            })?),
+        };
+        Ok(TeamConfig {
+            keys,
+            providers,
+            models,
+            tools,
+            pinned_tools,
+            requests_per_minute,
+            rules: self.rules,
+            mode: self.mode,
+        })
+    }
+}
+
+impl AuditEntry {
+    fn validate(self, base_dir: &Path) -> Result<AuditConfig, Invalid> {
+        Ok(AuditConfig {
+            path: resolve_path(base_dir, &self.path, "[audit] path")?,
+        })
+    }
+}
+
+/// A key digest as written in `keys`. The message never repeats the text: what was written
+/// there by mistake may be a key itself.
+fn parse_key_digest(written: &Spanned<String>) -> Result<[u8; 32], Invalid> {
+    let text = written.get_ref();
+    keys::parse_digest(text).ok_or_else(|| {
+        let hint = if text.starts_with(keys::KEY_PREFIX) {
+            "; this looks like a client key itself, which must not be written here: list its digest, \
+             and make a new key if this file was shared"
+        } else {
+            ""
+        };
+        Invalid::new(
+            written.span(),
+            format!(
+                "not a key digest: expected \"sha256:\" and the 64 hex digits of the SHA-256 of the \
+                 client key (as `replaygate keys new` prints it){hint}"
+            ),
+        )
+    })
+}
+
+/// The error for a passthrough provider in a configuration with teams.
+fn passthrough_with_teams(provider: &str, span: Range<usize>, written: bool) -> Invalid {
+    let how = if written {
+        "auth = \"passthrough\""
+    } else {
+        "auth = \"passthrough\" (the default when `auth` is left out)"
+    };
+    Invalid::new(
+        span,
+        format!(
+            "provider {provider:?} uses {how}, which forwards the client's Authorization header \
+             upstream; with teams configured that header holds the client's team key, which is never \
+             forwarded. Give the provider its own credential (auth = {{ bearer_env = \"VARIABLE\" }}) \
+             or auth = \"none\""
+        ),
+    )
+}
+
+/// Compiles the globs of a team's `models` or `tools`.
+fn compile_globs(globs: Vec<Spanned<String>>, what: &str) -> Result<Vec<Glob>, Invalid> {
+    globs
+        .into_iter()
+        .map(|glob| {
+            name_glob(glob.get_ref())
+                .map_err(|e| Invalid::new(glob.span(), format!("invalid {what} glob: {e}")))
+        })
+        .collect()
+}
+
+/// A glob on a model or tool name: `*` matches any run of characters (`/` and `.` included),
+/// `?` exactly one, `\` escapes; case-sensitive.
+fn name_glob(text: &str) -> Result<Glob, globset::Error> {
+    GlobBuilder::new(text)
+        .literal_separator(false)
+        .backslash_escape(true)
+        .build()
+}
+
+/// A path written in the file, taken from `base_dir` when relative, made absolute.
+fn resolve_path(base_dir: &Path, written: &Spanned<String>, key: &str) -> Result<PathBuf, Invalid> {
+    if written.get_ref().is_empty() {
+        return Err(Invalid::new(
+            written.span(),
+            format!("{key} must name a file, not be empty"),
+        ));
+    }
+    let joined = base_dir.join(written.get_ref());
+    Ok(std::path::absolute(&joined).unwrap_or(joined))
 }
 
 impl ProviderEntry {
@@ -74,7 +289,7 @@ impl ProviderEntry {
         };
         Ok(ProviderConfig {
             base_url,
-            auth: self.auth,
+            auth: self.auth.map(Spanned::into_inner).unwrap_or_default(),
             namespaces,
             connect_timeout: self.connect_timeout,
             read_timeout: self.read_timeout,
@@ -84,10 +299,7 @@ impl ProviderEntry {
 
 impl RouteEntry {
     fn validate(self, providers: &BTreeMap<String, ProviderConfig>) -> Result<RouteConfig, Invalid> {
-        let model = GlobBuilder::new(self.model.get_ref())
-            .literal_separator(false)
-            .backslash_escape(true)
-            .build()
+        let model = name_glob(self.model.get_ref())
             .map_err(|e| Invalid::new(self.model.span(), format!("invalid model glob: {e}")))?;
         let provider = defined_provider(self.provider, providers, "provider")?;
         Ok(RouteConfig { model, provider })

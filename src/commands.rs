@@ -1,0 +1,84 @@
+//! `replaygate config check` and `replaygate keys new` (contract §2): the commands that manage
+//! the configuration without serving.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::cli::{ConfigCheckArgs, KeysNewArgs};
+use crate::config::Config;
+use crate::keys;
+
+/// Where the configuration comes from when none is named on the command line: `./proxy.toml`
+/// when it exists, else (`None`) the default built into the binary. `explicit` is `--config`,
+/// which also carries `$REPLAYGATE_CONFIG`.
+pub fn config_path(explicit: Option<&Path>) -> Option<PathBuf> {
+    match explicit {
+        Some(path) => Some(path.to_owned()),
+        None => Some(PathBuf::from("proxy.toml")).filter(|path| path.exists()),
+    }
+}
+
+/// `replaygate config check`: loads the configuration as `serve` would and prints
+/// `config ok: SOURCE: SUMMARY` (see [`Config::summary`]) to `out`. Returns the exit code: 0, or
+/// 2 after printing the error (with its file, line and column) to `err`.
+pub fn config_check(args: &ConfigCheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    let loaded = match config_path(args.config.as_deref()) {
+        Some(path) => Config::load(&path).map(|config| (config, path.display().to_string())),
+        None => Config::embedded_default().map(|config| (config, "built-in default".to_owned())),
+    };
+    match loaded {
+        Ok((config, source)) => {
+            // A closed standard output is not a configuration error.
+            let _ = writeln!(out, "config ok: {source}: {}", config.summary());
+            0
+        }
+        Err(error) => {
+            let _ = writeln!(err, "replaygate config check: {error}");
+            2
+        }
+    }
+}
+
+/// `replaygate keys new --team NAME`: prints to `out`, in two lines,
+///
+/// ```text
+/// rg-<64 hex digits>
+/// keys = ["sha256:<64 hex digits>"]   # add to [teams.NAME]
+/// ```
+///
+/// the new key (shown this once: replaygate keeps only its digest) and the `keys` line for
+/// `proxy.toml`, whose digest is the SHA-256 of the whole key, `rg-` included. A note on what to
+/// do with them goes to `err`. Returns the exit code: 0; 2 when NAME is not a usable team name;
+/// 1 when the operating system's random source cannot be read.
+pub fn keys_new(args: &KeysNewArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    let team = &args.team;
+    if !keys::is_valid_team_name(team) {
+        let _ = writeln!(
+            err,
+            "replaygate keys new: team name {team:?} may contain only ASCII letters, digits, `_` and `-`, \
+             at most 64, and may not start with `-`"
+        );
+        return 2;
+    }
+    let key = match keys::new_key() {
+        Ok(key) => key,
+        Err(error) => {
+            let _ = writeln!(
+                err,
+                "replaygate keys new: cannot read the system's random source: {error}"
+            );
+            return 1;
+        }
+    };
+    let digest = keys::format_digest(&keys::digest(&key));
+    if writeln!(out, "{key}\nkeys = [\"{digest}\"]   # add to [teams.{team}]").is_err() {
+        return 1;
+    }
+    let _ = writeln!(
+        err,
+        "The first line is the client key, shown only this once: give it to the team's clients \
+         (Authorization: Bearer KEY). Add the digest to `keys` in [teams.{team}] of proxy.toml \
+         (next to any digests already there)."
+    );
+    0
+}

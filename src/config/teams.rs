@@ -1,0 +1,87 @@
+//! `[teams.NAME]` and `[audit]` (contract §7): who may send what, with which policy, and where
+//! judged requests are recorded. The values here are checked: every key digest, provider, glob
+//! and pinned tool schema is usable.
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+
+use globset::Glob;
+
+use crate::gate::{Action, Reason};
+
+/// One team, `[teams.NAME]`: the clients holding one of its keys, and what they may do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TeamConfig {
+    /// `keys`: the SHA-256 digests of the team's client keys (see [`crate::keys`]); at least
+    /// one, and no digest belongs to two teams.
+    pub keys: Vec<[u8; 32]>,
+    /// `providers`: the providers the team may use, each defined under `[providers]`;
+    /// `None` (key absent): all.
+    pub providers: Option<Vec<String>>,
+    /// `models`: globs on the request's `model`, with the options of `[[routes]]` `model`;
+    /// `None`: every model.
+    pub models: Option<Vec<Glob>>,
+    /// `tools`: globs on the names of the function tools the team may declare in `tools` or
+    /// call in `input`; `None`: every tool.
+    pub tools: Option<Vec<Glob>>,
+    /// `pinned_tools`: the tool definitions whose `parameters` requests must not change.
+    pub pinned_tools: Option<PinnedTools>,
+    /// `requests_per_minute`: the team's request rate; `None`: no limit.
+    pub requests_per_minute: Option<NonZeroU32>,
+    /// `rules`: the team's action per reason, over `[gate.rules]` and the defaults.
+    pub rules: HashMap<Reason, Action>,
+    /// `mode`: `enforce` or `monitor`.
+    pub mode: TeamMode,
+}
+
+/// A team's `mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TeamMode {
+    /// Actions apply as configured.
+    #[default]
+    Enforce,
+    /// Every `reject` becomes `monitor`: the team's requests go on, their violations are
+    /// reported.
+    Monitor,
+}
+
+/// `[audit]`: the audit log, one JSON line per judged request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditConfig {
+    /// `path`, resolved: absolute, a relative path taken from the directory of `proxy.toml`.
+    pub path: PathBuf,
+}
+
+/// A team's `pinned_tools` file, read and checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PinnedTools {
+    /// The file, resolved like [`AuditConfig::path`].
+    pub path: PathBuf,
+    /// Its tool definitions, in file order, each name once.
+    pub tools: Vec<PinnedTool>,
+}
+
+impl PinnedTools {
+    /// The pinned definition of the tool `name`.
+    pub fn get(&self, name: &str) -> Option<&PinnedTool> {
+        self.tools.iter().find(|tool| tool.name == name)
+    }
+}
+
+/// One pinned tool definition: an entry of the file's array, in the Responses tool shape
+/// (`{"type": "function", "name": ..., "parameters": {...}}`; `type` may be left out). Other
+/// members (`description`, `strict`, ...) are allowed and not kept.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PinnedTool {
+    /// `name`.
+    pub name: String,
+    /// `parameters`, parsed: what a request's tool `parameters` is compared with, as JSON
+    /// values (key order ignored). `None` when absent or `null`.
+    pub parameters: Option<serde_json::Value>,
+    /// `parameters` exactly as written in the file: the schema source to compile (it compiled
+    /// with the gate's schema compiler and the `[gate]` limits when the file was read).
+    /// `Some` exactly when `parameters` is.
+    pub parameters_text: Option<String>,
+}
