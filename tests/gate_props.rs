@@ -4,12 +4,15 @@
 //! Case counts are kept moderate so the whole file runs in well under 20 s in a debug build;
 //! set `GATE_PROPS_SCALE=N` to run N times as many cases as a longer soak.
 
+use std::ops::Range;
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
 use proptest::sample::{select, Index};
 use proptest::test_runner::TestCaseError;
-use replaygate::gate::{BodyError, Gate, ProviderProfile, Reason, Target, Verdict};
+use replaygate::gate::{
+    parse, strip, Action, BodyError, Gate, ItemsAt, Policy, ProviderProfile, Reason, Target, Verdict,
+};
 use serde_json::{json, Map, Value};
 
 // ---------------------------------------------------------------------------------------------
@@ -1069,6 +1072,333 @@ proptest! {
         }
         assert_well_formed(&check(&body), None)?;
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// (d) Strip: cutting items out of the bytes
+// ---------------------------------------------------------------------------------------------
+
+/// Whitespace between tokens, taken in turn from a generated list.
+struct Spacer {
+    spaces: Vec<String>,
+    next: usize,
+}
+
+impl Spacer {
+    fn space(&mut self, out: &mut String) {
+        if !self.spaces.is_empty() {
+            out.push_str(&self.spaces[self.next % self.spaces.len()]);
+            self.next += 1;
+        }
+    }
+}
+
+/// `value` as JSON text with whitespace from `spacer` around every token.
+fn write_spaced(value: &Value, out: &mut String, spacer: &mut Spacer) {
+    match value {
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    spacer.space(out);
+                    out.push(',');
+                }
+                spacer.space(out);
+                write_spaced(item, out, spacer);
+            }
+            spacer.space(out);
+            out.push(']');
+        }
+        Value::Object(members) => write_members(members, out, spacer),
+        leaf => out.push_str(&leaf.to_string()),
+    }
+}
+
+fn write_members<'v>(
+    members: impl IntoIterator<Item = (&'v String, &'v Value)>,
+    out: &mut String,
+    spacer: &mut Spacer,
+) {
+    out.push('{');
+    for (i, (name, value)) in members.into_iter().enumerate() {
+        if i > 0 {
+            spacer.space(out);
+            out.push(',');
+        }
+        spacer.space(out);
+        out.push_str(&Value::from(name.as_str()).to_string());
+        spacer.space(out);
+        out.push(':');
+        spacer.space(out);
+        write_spaced(value, out, spacer);
+    }
+    spacer.space(out);
+    out.push('}');
+}
+
+/// A request body holding `items` in the member `at` names, among other members (which may
+/// hold arrays named `input` or `items` deeper down), with odd whitespace around every token.
+#[derive(Debug, Clone)]
+struct SpacedBody {
+    at: ItemsAt,
+    text: String,
+    items: Vec<Value>,
+}
+
+fn spaced_body() -> impl Strategy<Value = SpacedBody> {
+    let members = || prop::collection::vec((json_key(), json_value()), 0..3);
+    (
+        select(&[ItemsAt::Input, ItemsAt::Items][..]),
+        prop::collection::vec(prop_oneof![2 => item_like(), 1 => json_value()], 0..8),
+        members(),
+        members(),
+        prop::collection::vec("[ \t\r\n]{0,3}", 0..12),
+    )
+        .prop_map(|(at, items, before, after, spaces)| {
+            let name = if at == ItemsAt::Input { "input" } else { "items" };
+            // Another member of the gated name would be a duplicate the gate refuses.
+            let others = |members: Vec<(String, Value)>| members.into_iter().filter(move |(k, _)| k != name);
+            let members: Vec<(String, Value)> = others(before)
+                .chain([(name.to_owned(), Value::Array(items.clone()))])
+                .chain(others(after))
+                .collect();
+            let mut spacer = Spacer { spaces, next: 0 };
+            let mut text = String::new();
+            spacer.space(&mut text);
+            write_members(members.iter().map(|(k, v)| (k, v)), &mut text, &mut spacer);
+            spacer.space(&mut text);
+            SpacedBody { at, text, items }
+        })
+}
+
+/// `value` with the items of its member `name` at the positions `remove` taken out.
+fn without_items(mut value: Value, name: &str, remove: &[usize]) -> Value {
+    if let Some(Value::Array(items)) = value.get_mut(name) {
+        let mut at = 0;
+        items.retain(|_| {
+            at += 1;
+            !remove.contains(&(at - 1))
+        });
+    }
+    value
+}
+
+fn overlaps(a: &Range<usize>, b: &Range<usize>) -> bool {
+    a.start < b.end && b.start < a.end
+}
+
+/// Checks `cut` on one body and removal set: the result is the body's JSON without those items,
+/// and differs from the body only by the ranges `cut_ranges` names, which hold nothing but the
+/// removed items, whitespace, and one comma per removed item.
+fn check_cut(body: &[u8], at: ItemsAt, remove: &[usize]) -> Result<(), TestCaseError> {
+    let name = if at == ItemsAt::Input { "input" } else { "items" };
+    let spans = strip::item_spans(body, at).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let out = strip::cut(body, &spans, remove);
+
+    let original: Value = serde_json::from_slice(body).unwrap();
+    let got: Value = serde_json::from_slice(&out)
+        .map_err(|e| TestCaseError::fail(format!("{e}: {}", String::from_utf8_lossy(&out))))?;
+    prop_assert_eq!(got, without_items(original, name, remove));
+
+    let ranges: Vec<Range<usize>> = strip::cut_ranges(&spans, remove).collect();
+    let mut kept = Vec::new();
+    let mut from = 0;
+    for range in &ranges {
+        prop_assert!(from <= range.start && range.start < range.end, "{:?}", ranges);
+        kept.extend_from_slice(&body[from..range.start]);
+        from = range.end;
+    }
+    kept.extend_from_slice(&body[from..]);
+    prop_assert_eq!(&kept, &out, "not the body less the ranges {:?}", ranges);
+
+    let mut commas = 0;
+    for range in &ranges {
+        let mut inside = range.start;
+        for (i, span) in spans.iter().enumerate().filter(|(_, span)| overlaps(span, range)) {
+            prop_assert!(remove.contains(&i), "kept item {} overlaps {:?}", i, range);
+            prop_assert!(range.start <= span.start && span.end <= range.end);
+            let between = &body[inside..span.start];
+            prop_assert!(between.iter().all(|b| b" \t\r\n,".contains(b)), "{:?}", between);
+            commas += between.iter().filter(|&&b| b == b',').count();
+            inside = span.end;
+        }
+        let between = &body[inside..range.end];
+        prop_assert!(between.iter().all(|b| b" \t\r\n,".contains(b)), "{:?}", between);
+        commas += between.iter().filter(|&&b| b == b',').count();
+    }
+    // One comma per removed item; when every item goes, the n - 1 between them.
+    let all_removed = remove.len() == spans.len();
+    let expected_commas = if all_removed {
+        remove.len().saturating_sub(1)
+    } else {
+        remove.len()
+    };
+    prop_assert_eq!(commas, expected_commas);
+    for (i, span) in spans.iter().enumerate() {
+        let covered = ranges.iter().any(|r| r.start <= span.start && span.end <= r.end);
+        prop_assert_eq!(covered, remove.contains(&i), "item {}", i);
+    }
+    Ok(())
+}
+
+/// The policy under which every reason about an item strips it.
+fn strip_everything() -> Policy {
+    let mut policy = Policy::default();
+    for reason in Reason::ALL {
+        if !reason.is_about_tools() {
+            policy.set_action(reason, Action::Strip);
+        }
+    }
+    policy
+}
+
+/// Gives the calls of a clean history the ids Bedrock Mantle does: the lowest `call_N` no
+/// unanswered call holds, so ids repeat once answered.
+fn renumber_calls_like_mantle(history: &mut History) {
+    let mut open: Vec<Option<String>> = Vec::new();
+    for item in &mut history.items {
+        let Some(old) = item["call_id"].as_str().map(str::to_owned) else {
+            continue;
+        };
+        let new = if item["type"] == "function_call" {
+            let slot = open.iter().position(Option::is_none).unwrap_or_else(|| {
+                open.push(None);
+                open.len() - 1
+            });
+            open[slot] = Some(old);
+            slot
+        } else {
+            let slot = open
+                .iter()
+                .position(|o| o.as_deref() == Some(old.as_str()))
+                .unwrap();
+            open[slot] = None;
+            slot
+        };
+        item["call_id"] = json!(format!("call_{new}"));
+    }
+}
+
+/// Whether `mutation` has an item to act on in `history`.
+fn can_mutate(history: &History, mutation: Mutation) -> bool {
+    history.roles.iter().any(|&role| match mutation {
+        Mutation::OutputCallId => role == Role::Output,
+        Mutation::ForeignNamespace => true,
+        Mutation::ToolRole => role == Role::UserMessage,
+        _ => is_call(role),
+    })
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    #[test]
+    fn cut_removes_the_items_and_keeps_every_other_byte(
+        body in spaced_body(),
+        removal in prop::collection::vec(any::<bool>(), 8),
+    ) {
+        let remove: Vec<usize> = (0..body.items.len()).filter(|&i| removal[i]).collect();
+        check_cut(body.text.as_bytes(), body.at, &remove)?;
+    }
+
+    #[test]
+    fn cut_body_of_a_history_is_the_history_less_the_items(
+        history in history(),
+        removal in prop::collection::vec(any::<bool>(), 64),
+    ) {
+        let remove: Vec<usize> = (0..history.items.len()).filter(|&i| removal[i % 64]).collect();
+        check_cut(&history.body(), ItemsAt::Input, &remove)?;
+    }
+
+    /// Judged again after its stripped items are cut out, a history has nothing left to strip.
+    #[test]
+    fn a_stripped_history_gates_clean(
+        history in history(),
+        mutations in prop::collection::vec((mutation(), any::<Index>()), 0..4),
+        slug in select(&["anthropic", "bedrock", "acme", ""][..]),
+    ) {
+        check_stripped_gates_clean(history, &mutations, slug)?;
+    }
+
+    /// The same with call ids reused once answered, as Bedrock Mantle numbers them. Fails: see
+    /// `stripping_an_output_reopens_its_call`.
+    #[test]
+    #[ignore = "contract §7 question: a stripped output leaves its kept call unanswered"]
+    fn a_stripped_mantle_history_gates_clean(
+        mut history in history(),
+        mutations in prop::collection::vec((mutation(), any::<Index>()), 0..4),
+        slug in select(&["anthropic", "bedrock", "acme", ""][..]),
+    ) {
+        renumber_calls_like_mantle(&mut history);
+        check_stripped_gates_clean(history, &mutations, slug)?;
+    }
+}
+
+/// Breaks `history` with `mutations` (each on an item not broken yet), judges it with every item
+/// reason stripping, and, when nothing is rejected, checks that the body with the stripped items
+/// cut out has nothing left to strip or reject.
+fn check_stripped_gates_clean(
+    mut history: History,
+    mutations: &[(Mutation, Index)],
+    slug: &str,
+) -> Result<(), TestCaseError> {
+    for &(mutation, pick) in mutations {
+        if !can_mutate(&history, mutation) {
+            continue;
+        }
+        let (at, _) = mutate(&mut history, mutation, pick, slug)[0];
+        // Each item is broken once: a second mutation would find its members changed.
+        history.roles[at] = Role::Other;
+    }
+    let policy = strip_everything();
+    let target = Target::new(openai(), &policy);
+    let body = history.body();
+    let request = parse(&body).unwrap();
+    let verdict = gate().judge(&request, &target).unwrap();
+    if verdict.rejected > 0 {
+        return Ok(());
+    }
+    let to_cut = strip::items_to_cut(&request, &verdict.stripped);
+    let Some(stripped) = strip::strip(&body, &request, &verdict).unwrap() else {
+        prop_assert!(to_cut.is_empty());
+        return Ok(());
+    };
+    prop_assert_eq!(&stripped.removed, &to_cut);
+    let again = gate().judge(&parse(&stripped.body).unwrap(), &target).unwrap();
+    prop_assert!(
+        again.stripped.is_empty() && again.rejected == 0,
+        "judged again: {:#?}\nbody: {}",
+        again.violations,
+        String::from_utf8_lossy(&stripped.body)
+    );
+    Ok(())
+}
+
+/// The counterexample the Mantle property finds. An output stripped for its own reason (here a
+/// foreign namespace) had answered a call that stays; cut out, it leaves that call unanswered,
+/// so the next call reusing the id repeats an unanswered one. Under the contract's rule as
+/// written (only a removed call takes its outputs along) the cut body is not clean.
+#[test]
+#[ignore = "contract §7 question: a stripped output leaves its kept call unanswered"]
+fn stripping_an_output_reopens_its_call() {
+    let call = r#"{"type":"function_call","call_id":"call_0","name":"search_orders","arguments":"{\"customer_id\":\"a\",\"status\":\"open\"}","status":"completed"}"#;
+    let body = format!(
+        r#"{{"tools":{},"input":[{call},{{"type":"anthropic:function_call_output","call_id":"call_0","output":"x"}},
+           {call},{{"type":"function_call_output","call_id":"call_0","output":"y"}}]}}"#,
+        tools()
+    );
+    let policy = strip_everything();
+    let target = Target::new(openai(), &policy);
+    let request = parse(body.as_bytes()).unwrap();
+    let verdict = gate().judge(&request, &target).unwrap();
+    assert_eq!((verdict.stripped.as_slice(), verdict.rejected), (&[1][..], 0));
+    let stripped = strip::strip(body.as_bytes(), &request, &verdict)
+        .unwrap()
+        .unwrap();
+    assert_eq!(stripped.removed, [1]);
+    let again = gate().judge(&parse(&stripped.body).unwrap(), &target).unwrap();
+    // Today: input[1] (the second call_0) is a call_id_mismatch.
+    assert!(again.stripped.is_empty(), "{:#?}", again.violations);
 }
 
 // ---------------------------------------------------------------------------------------------

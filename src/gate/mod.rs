@@ -15,7 +15,7 @@
 //!
 //! Layout: [`request`] reads the body once (borrowing), [`item`] reads one item and says what
 //! kind it is, `rules` holds one small unit per rule, [`schema`] compiles and caches tool
-//! schemas, [`verdict`] is what comes out.
+//! schemas, [`verdict`] is what comes out, and [`strip`] cuts stripped items out of a body.
 
 mod field;
 pub mod item;
@@ -23,6 +23,7 @@ mod profile;
 pub mod request;
 mod rules;
 pub mod schema;
+pub mod strip;
 mod tool_rules;
 pub mod verdict;
 

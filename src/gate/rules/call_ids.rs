@@ -41,6 +41,28 @@ pub(super) struct CallIndex<'r> {
     continues_stored_state: bool,
 }
 
+/// What pairing made of one item.
+#[derive(Debug, Clone, Copy)]
+enum Step<'r> {
+    /// Neither a call nor an output.
+    Neither,
+    /// A call, sitting on `repeats` when that call with its `call_id` is still unanswered.
+    Call {
+        call_id: &'r str,
+        repeats: Option<Call<'r>>,
+    },
+    /// An output without a string `call_id`.
+    NoCallId,
+    /// An output that answered `call`.
+    Answered { call_id: &'r str, call: Call<'r> },
+    /// An output that answered nothing; `answered` is the last call with its `call_id` that an
+    /// output answered, if any.
+    Unpaired {
+        call_id: &'r str,
+        answered: Option<Call<'r>>,
+    },
+}
+
 impl<'r> CallIndex<'r> {
     /// An index with room for the calls of `items` input items, so it does not grow while a long
     /// history is judged (calls are rarely more than half of the items).
@@ -54,68 +76,87 @@ impl<'r> CallIndex<'r> {
     /// Pairs `item` (the item at `index`, taken in input order) and says what is wrong with its
     /// pairing, if anything. Every item goes through here, so later outputs see it.
     pub(super) fn pair(&mut self, index: usize, item: &'r Item<'_>) -> Option<Finding> {
-        match item.pairing() {
-            Pairing::Call(call_id) => self.open_call(index, item, call_id),
-            Pairing::Output => self.answer(item),
-            Pairing::None => None,
-        }
-    }
-
-    fn open_call(&mut self, index: usize, item: &'r Item<'_>, call_id: &'r str) -> Option<Finding> {
-        let calls = self.by_id.entry(call_id).or_default();
-        let finding = calls.open.as_ref().map(|earlier| {
-            Finding::new(
+        match self.step(index, item) {
+            Step::Neither | Step::Call { repeats: None, .. } => None,
+            Step::Call {
+                call_id,
+                repeats: Some(earlier),
+            } => Some(Finding::new(
                 Reason::CallIdMismatch,
                 Param::Member("call_id"),
                 format!(
                     "call_id `{call_id}` repeats input[{}] (a `{}`), which no output has answered yet",
                     earlier.index, earlier.type_name
                 ),
-            )
-        });
-        let call = Call {
-            index,
-            type_name: item.type_name(),
-            is_function_call: item.class == ItemClass::FunctionCall,
-        };
-        if let Some(earlier) = calls.open.replace(call) {
-            calls.under.push(earlier);
-        }
-        finding
-    }
-
-    fn answer(&mut self, item: &Item<'_>) -> Option<Finding> {
-        let Some(call_id) = item.call_id() else {
+            )),
             // Outputs of other tool kinds may pair by other members; only a
             // function_call_output must name its call.
-            return (item.class == ItemClass::FunctionCallOutput).then(|| {
+            Step::NoCallId => (item.class == ItemClass::FunctionCallOutput).then(|| {
                 Finding::new(
                     Reason::CallIdMismatch,
                     Param::Member("call_id"),
                     missing_call_id(item),
                 )
-            });
+            }),
+            Step::Unpaired { call_id, answered } => self.unpaired(call_id, answered),
+            Step::Answered { call_id, call } => {
+                (item.class == ItemClass::FunctionCallOutput && !call.is_function_call).then(|| {
+                    Finding::new(
+                        Reason::NotFunctionCall,
+                        Param::Member("call_id"),
+                        format!(
+                            "call_id `{call_id}` pairs with input[{}], a `{}`, not a function_call",
+                            call.index, call.type_name
+                        ),
+                    )
+                })
+            }
+        }
+    }
+
+    /// Pairs `item` (the item at `index`, taken in input order): the pairing itself, without
+    /// judging it.
+    fn step(&mut self, index: usize, item: &'r Item<'_>) -> Step<'r> {
+        match item.pairing() {
+            Pairing::Call(call_id) => self.open_call(index, item, call_id),
+            Pairing::Output => match item.call_id() {
+                Some(call_id) => self.answer(call_id),
+                None => Step::NoCallId,
+            },
+            Pairing::None => Step::Neither,
+        }
+    }
+
+    fn open_call(&mut self, index: usize, item: &'r Item<'_>, call_id: &'r str) -> Step<'r> {
+        let calls = self.by_id.entry(call_id).or_default();
+        let call = Call {
+            index,
+            type_name: item.type_name(),
+            is_function_call: item.class == ItemClass::FunctionCall,
         };
+        let repeats = calls.open.replace(call);
+        if let Some(earlier) = repeats {
+            calls.under.push(earlier);
+        }
+        Step::Call { call_id, repeats }
+    }
+
+    fn answer(&mut self, call_id: &'r str) -> Step<'r> {
         let Some(calls) = self.by_id.get_mut(call_id) else {
-            return self.unpaired(call_id, None);
+            return Step::Unpaired {
+                call_id,
+                answered: None,
+            };
         };
         let Some(call) = calls.open.take() else {
-            let answered = calls.answered;
-            return self.unpaired(call_id, answered);
+            return Step::Unpaired {
+                call_id,
+                answered: calls.answered,
+            };
         };
         calls.open = calls.under.pop();
         calls.answered = Some(call);
-        if item.class == ItemClass::FunctionCallOutput && !call.is_function_call {
-            return Some(Finding::new(
-                Reason::NotFunctionCall,
-                Param::Member("call_id"),
-                format!(
-                    "call_id `{call_id}` pairs with input[{}], a `{}`, not a function_call",
-                    call.index, call.type_name
-                ),
-            ));
-        }
-        None
+        Step::Answered { call_id, call }
     }
 
     /// An output that pairs with no call in `input`: fine when the call may live in stored
@@ -134,6 +175,17 @@ impl<'r> CallIndex<'r> {
             Param::Member("call_id"),
             message,
         ))
+    }
+}
+
+/// Replays the pairing of `items` and calls `answered(output, call)` for every output that
+/// answers a call, in input order, with both positions.
+pub(crate) fn for_each_answer(items: &[Item<'_>], mut answered: impl FnMut(usize, usize)) {
+    let mut index = CallIndex::for_items(items.len(), false);
+    for (at, item) in items.iter().enumerate() {
+        if let Step::Answered { call, .. } = index.step(at, item) {
+            answered(at, call.index);
+        }
     }
 }
 
@@ -226,6 +278,20 @@ mod tests {
                 {"type":"function_call","call_id":"call_0"},{"type":"function_call_output","call_id":"call_0"}]"#,
         );
         assert_eq!(r, [None; 8]);
+    }
+
+    #[test]
+    fn replaying_the_pairing_names_each_output_and_its_call() {
+        let items: Vec<Item<'_>> = serde_json::from_str(
+            r#"[{"type":"function_call","call_id":"call_0"},{"type":"function_call_output","call_id":"call_0"},
+                {"type":"function_call","call_id":"call_0"},{"type":"custom_tool_call","call_id":"c1"},
+                {"type":"function_call_output","call_id":"nobody"},{"type":"custom_tool_call_output","call_id":"c1"},
+                {"type":"function_call_output","call_id":"call_0"},{"type":"function_call_output","call_id":"call_0"}]"#,
+        )
+        .unwrap();
+        let mut pairs = Vec::new();
+        for_each_answer(&items, |output, call| pairs.push((output, call)));
+        assert_eq!(pairs, [(1, 0), (5, 3), (6, 2)]);
     }
 
     #[test]

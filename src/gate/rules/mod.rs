@@ -18,6 +18,7 @@ use super::request::{ItemsAt, ParsedRequest, WorkExceeded};
 use super::schema::SchemaCache;
 use super::verdict::{Reason, Verdict, Violation};
 
+pub(crate) use call_ids::for_each_answer;
 use call_ids::CallIndex;
 use function_call::CallContext;
 use tools::ToolIndex;
