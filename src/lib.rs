@@ -23,5 +23,6 @@ pub mod error;
 pub mod gate;
 pub mod keys;
 pub mod proxy;
+pub mod reload;
 pub mod routing;
 pub mod telemetry;

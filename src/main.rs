@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use clap::Parser;
 use replaygate::cli::{Cli, Command, ConfigCommand, KeysCommand, ServeArgs};
 use replaygate::config::Config;
+use replaygate::proxy::state::Reloader;
 use replaygate::proxy::{self, ProxyState, ServerSettings};
+use replaygate::reload::ConfigReload;
 
 /// jemalloc instead of the system allocator: a proxied request makes some eighty allocations
 /// (bodies, buffers, headers), and jemalloc's per-thread caches serve them with about 4% less
@@ -49,25 +51,24 @@ fn main() -> ExitCode {
 
 /// Where the configuration comes from: `--config`/`$REPLAYGATE_CONFIG`, else `./proxy.toml`,
 /// else the default built into the binary.
-fn load_config(explicit: Option<&Path>) -> Result<(Config, String), String> {
+/// Returns the configuration and the file it came from (`None` for the built-in default).
+fn load_config(explicit: Option<&Path>) -> Result<(Config, Option<PathBuf>), String> {
     let path = match explicit {
         Some(path) => Some(path.to_owned()),
         None => Some(PathBuf::from("proxy.toml")).filter(|p| p.exists()),
     };
     match path {
-        Some(path) => Ok((
-            Config::load(&path).map_err(|e| e.to_string())?,
-            path.display().to_string(),
-        )),
-        None => Ok((
-            Config::embedded_default().map_err(|e| e.to_string())?,
-            "built-in default".to_owned(),
-        )),
+        Some(path) => Ok((Config::load(&path).map_err(|e| e.to_string())?, Some(path))),
+        None => Ok((Config::embedded_default().map_err(|e| e.to_string())?, None)),
     }
 }
 
 fn serve(args: ServeArgs) -> Result<(), String> {
-    let (mut config, source) = load_config(args.config.as_deref())?;
+    let (mut config, path) = load_config(args.config.as_deref())?;
+    let source = path.as_ref().map_or_else(
+        || "built-in default".to_owned(),
+        |path| path.display().to_string(),
+    );
     if let Some(listen) = args.listen {
         config.server.listen = listen;
     }
@@ -97,6 +98,9 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
     let address = listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!(%address, config = %source, providers = config.providers.len(), workers, "replaygate listening");
+    let reload = ConfigReload::new(path, Reloader::join(&states), config.clone());
+    start_reloads(reload, config.server.watch_config)
+        .map_err(|e| format!("cannot start the reload thread: {e}"))?;
     let settings = ServerSettings {
         header_read_timeout: config.server.header_read_timeout,
         shutdown_grace: config.server.shutdown_grace,
@@ -104,6 +108,18 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     proxy::run_workers(&runtime, listener, states, settings, shutdown_signal())
         .map_err(|e| format!("cannot start the workers: {e}"))?;
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// Serves reloads (SIGHUP, file changes) on a thread of their own until the process ends. The
+/// SIGHUP handler is installed before this returns, so a SIGHUP never meets the default action
+/// (exit).
+fn start_reloads(reload: ConfigReload, watch: bool) -> std::io::Result<()> {
+    let runtime = proxy::worker_runtime()?;
+    let hangups = runtime.block_on(async { replaygate::reload::hangups() });
+    std::thread::Builder::new()
+        .name("replaygate-reload".into())
+        .spawn(move || runtime.block_on(reload.run(watch, hangups)))?;
     Ok(())
 }
 

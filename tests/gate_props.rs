@@ -1320,10 +1320,9 @@ proptest! {
         check_stripped_gates_clean(history, &mutations, slug)?;
     }
 
-    /// The same with call ids reused once answered, as Bedrock Mantle numbers them. Fails: see
-    /// `stripping_an_output_reopens_its_call`.
+    /// The same with call ids reused once answered, as Bedrock Mantle numbers them (see
+    /// `a_stripped_output_takes_its_call_along`).
     #[test]
-    #[ignore = "contract §7 question: a stripped output leaves its kept call unanswered"]
     fn a_stripped_mantle_history_gates_clean(
         mut history in history(),
         mutations in prop::collection::vec((mutation(), any::<Index>()), 0..4),
@@ -1374,13 +1373,12 @@ fn check_stripped_gates_clean(
     Ok(())
 }
 
-/// The counterexample the Mantle property finds. An output stripped for its own reason (here a
-/// foreign namespace) had answered a call that stays; cut out, it leaves that call unanswered,
-/// so the next call reusing the id repeats an unanswered one. Under the contract's rule as
-/// written (only a removed call takes its outputs along) the cut body is not clean.
+/// The counterexample the Mantle property found with the contract's rule as written (only a
+/// removed call takes its outputs along): an output stripped for its own reason (here a foreign
+/// namespace) had answered a call that stayed, so the next call reusing the id repeated an
+/// unanswered one. A removed output now takes its call along.
 #[test]
-#[ignore = "contract §7 question: a stripped output leaves its kept call unanswered"]
-fn stripping_an_output_reopens_its_call() {
+fn a_stripped_output_takes_its_call_along() {
     let call = r#"{"type":"function_call","call_id":"call_0","name":"search_orders","arguments":"{\"customer_id\":\"a\",\"status\":\"open\"}","status":"completed"}"#;
     let body = format!(
         r#"{{"tools":{},"input":[{call},{{"type":"anthropic:function_call_output","call_id":"call_0","output":"x"}},
@@ -1395,10 +1393,9 @@ fn stripping_an_output_reopens_its_call() {
     let stripped = strip::strip(body.as_bytes(), &request, &verdict)
         .unwrap()
         .unwrap();
-    assert_eq!(stripped.removed, [1]);
+    assert_eq!(stripped.removed, [0, 1]);
     let again = gate().judge(&parse(&stripped.body).unwrap(), &target).unwrap();
-    // Today: input[1] (the second call_0) is a call_id_mismatch.
-    assert!(again.stripped.is_empty(), "{:#?}", again.violations);
+    assert!(again.violations.is_empty(), "{:#?}", again.violations);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -66,41 +66,25 @@ pub fn strip(
     Ok(Some(Stripped { body, removed }))
 }
 
-/// The positions of the items to cut: `stripped` (ascending, unique) and every output paired
-/// with a call among them (contract §5 pairing), ascending, once each.
+/// The positions of the items to cut: `stripped` (ascending, unique) and the partner of every
+/// paired call or output among them (contract §5 pairing), ascending, once each.
+///
+/// A removed call takes its output along (the contract's rule), and a removed output takes its
+/// call along: a call left without its answer would be sent unanswered, which providers refuse,
+/// and a reused `call_id` after it would pair differently. Pairs are one to one and pairing is
+/// a stack per `call_id`, so cutting whole pairs leaves every other pairing as it was.
 pub fn items_to_cut(request: &ParsedRequest<'_>, stripped: &[usize]) -> Vec<usize> {
-    let mut taken_along = Vec::new();
+    let mut all = stripped.to_vec();
     for_each_answer(request.items(), |output, call| {
         if stripped.binary_search(&call).is_ok() {
-            taken_along.push(output);
+            all.push(output);
+        } else if stripped.binary_search(&output).is_ok() {
+            all.push(call);
         }
     });
-    if taken_along.is_empty() {
-        return stripped.to_vec();
-    }
-    // Both lists are ascending: merge them.
-    let mut all = Vec::with_capacity(stripped.len() + taken_along.len());
-    let (mut a, mut b) = (stripped.iter().peekable(), taken_along.iter().peekable());
-    loop {
-        let next = match (a.peek(), b.peek()) {
-            (Some(&&x), Some(&&y)) if x <= y => {
-                a.next();
-                if x == y {
-                    b.next();
-                }
-                x
-            }
-            (_, Some(&&y)) => {
-                b.next();
-                y
-            }
-            (Some(&&x), None) => {
-                a.next();
-                x
-            }
-            (None, None) => break,
-        };
-        all.push(next);
+    if all.len() > stripped.len() {
+        all.sort_unstable();
+        all.dedup();
     }
     all
 }
@@ -508,8 +492,10 @@ mod tests {
         assert_eq!(items_to_cut(&request, &[0]), [0, 4]);
         assert_eq!(items_to_cut(&request, &[0, 1]), [0, 1, 2, 4]);
         assert_eq!(items_to_cut(&request, &[1, 3]), [1, 2, 3, 5]);
-        // A stripped output stays one entry; its call is not taken along.
+        // A stripped call and its output stay one entry each.
         assert_eq!(items_to_cut(&request, &[0, 4]), [0, 4]);
-        assert_eq!(items_to_cut(&request, &[2]), [2]);
+        // A stripped output takes its call along.
+        assert_eq!(items_to_cut(&request, &[2]), [1, 2]);
+        assert_eq!(items_to_cut(&request, &[4, 5]), [0, 3, 4, 5]);
     }
 }

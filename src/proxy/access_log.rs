@@ -21,6 +21,8 @@ pub enum Decision {
     Rejected,
     /// Forwarded, with violations whose action is `monitor`.
     Monitored,
+    /// Forwarded with items cut out (`strip`).
+    Stripped,
     /// The proxy refused the request before or after gating (bad body, no route, upstream down).
     Error,
 }
@@ -32,6 +34,7 @@ impl Decision {
             Decision::Allowed => "allowed",
             Decision::Rejected => "rejected",
             Decision::Monitored => "monitored",
+            Decision::Stripped => "stripped",
             Decision::Error => "error",
         }
     }
@@ -47,6 +50,7 @@ pub struct AccessRecord {
     /// `None` for a head hyper could not parse.
     method: Option<Method>,
     path: String,
+    team: Option<String>,
     provider: Option<String>,
     model: Option<String>,
     decision: Decision,
@@ -76,6 +80,7 @@ impl AccessRecord {
             request_id,
             method: None,
             path: "-".to_owned(),
+            team: None,
             provider: None,
             model: None,
             decision: Decision::Ungated,
@@ -83,6 +88,11 @@ impl AccessRecord {
             monitored: 0,
             error_code: None,
         }
+    }
+
+    /// Notes the client key's team.
+    pub fn team(&mut self, team: Option<&super::teams::Team>) {
+        self.team = team.map(|team| team.name.clone());
     }
 
     /// Notes where the request was routed.
@@ -95,6 +105,8 @@ impl AccessRecord {
     pub fn judged(&mut self, verdict: &Verdict) {
         self.decision = if !verdict.is_allowed() {
             Decision::Rejected
+        } else if !verdict.stripped.is_empty() {
+            Decision::Stripped
         } else if verdict.monitored > 0 {
             Decision::Monitored
         } else {
@@ -132,6 +144,7 @@ impl AccessRecord {
             request_id = %self.request_id,
             method = self.method.as_ref().map_or("-", Method::as_str),
             path = %self.path,
+            team = self.team.as_deref().unwrap_or("-"),
             provider = self.provider.as_deref().unwrap_or("-"),
             model = self.model.as_deref().unwrap_or("-"),
             decision = self.decision.as_str(),

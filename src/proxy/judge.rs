@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::snapshot::Snapshot;
 use super::state::ProxyState;
+use super::teams::Team;
 use crate::error::ApiError;
 use crate::gate::{self, ItemsAt, Target, Verdict};
 
@@ -32,22 +34,44 @@ pub(super) struct Judged {
     pub model: Option<String>,
     /// The gate's verdict for that provider.
     pub verdict: Verdict,
+    /// When items were stripped: the body to forward instead of the one received, and the
+    /// positions of the items cut from it.
+    pub stripped: Option<gate::strip::Stripped>,
+}
+
+/// Who is asking, under which configuration: what the judge phase judges a request for.
+#[derive(Debug, Clone)]
+pub(super) struct Asker {
+    /// The configuration the request started with.
+    pub snapshot: Arc<Snapshot>,
+    /// The key's team; `None` for anonymous clients.
+    pub team: Option<Arc<Team>>,
 }
 
 /// Parses `body` (a request whose path named provider `prefix`, if any, and whose items are
-/// `at`), chooses its provider and judges it.
+/// `at`), chooses its provider, checks that the asker's team may use it and the model, and
+/// judges it under the team's policy; cuts out the items the policy strips.
 /// `charset` is the outcome of the head's charset check, answered once the body has parsed
 /// (the contract answers 400 before 415) and before any item is judged.
 pub(super) async fn judge(
     state: &Arc<ProxyState>,
+    asker: &Asker,
     prefix: Option<&str>,
     at: ItemsAt,
     body: &Bytes,
     mut charset: Result<(), ApiError>,
 ) -> Result<Judged, ApiError> {
-    let budget = state.policy.work_budget;
+    let budget = asker.snapshot.policy_of(asker.team.as_deref()).work_budget;
     if body.len() <= INLINE_BODY_BYTES {
-        match judge_now(state, prefix, at, body, budget.min(INLINE_WORK), &mut charset) {
+        match judge_now(
+            state,
+            asker,
+            prefix,
+            at,
+            body,
+            budget.min(INLINE_WORK),
+            &mut charset,
+        ) {
             Err(ApiError::Body(gate::BodyError::TooCostly(_))) if budget > INLINE_WORK => {}
             done => return done,
         }
@@ -59,9 +83,10 @@ pub(super) async fn judge(
         .await
         .expect("the judge permits are never closed");
     let (state, prefix, body) = (state.clone(), prefix.map(str::to_owned), body.clone());
+    let asker = asker.clone();
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        judge_now(&state, prefix.as_deref(), at, &body, budget, &mut charset)
+        judge_now(&state, &asker, prefix.as_deref(), at, &body, budget, &mut charset)
     })
     .await
     .unwrap_or_else(|error| {
@@ -76,21 +101,34 @@ pub(super) async fn judge(
 /// `charset` when it is answered.
 fn judge_now(
     state: &ProxyState,
+    asker: &Asker,
     prefix: Option<&str>,
     at: ItemsAt,
     body: &[u8],
     work_budget: u64,
     charset: &mut Result<(), ApiError>,
 ) -> Result<Judged, ApiError> {
+    let snapshot = &asker.snapshot;
     let request = gate::parse_with(body, at)?;
-    let name = state.router.choose_by(prefix, request.model())?;
+    let name = snapshot.router.choose_by(prefix, request.model())?;
+    if let Some(team) = &asker.team {
+        team.authorize_provider(name)?;
+        team.authorize_model(request.model())?;
+    }
     std::mem::replace(charset, Ok(()))?;
-    let provider = state.provider(name)?;
-    let target = Target::new(&provider.profile, &state.policy).with_work_budget(work_budget);
+    let provider = snapshot.provider(name)?;
+    let policy = snapshot.policy_of(asker.team.as_deref());
+    let target = Target::new(&provider.profile, policy).with_work_budget(work_budget);
     let verdict = state.gate.judge(&request, &target)?;
+    // A refused request is not forwarded, so nothing is cut from it.
+    let stripped = match verdict.is_allowed() {
+        true => gate::strip::strip(body, &request, &verdict)?,
+        false => None,
+    };
     Ok(Judged {
         provider: name.to_owned(),
         model: request.model().map(str::to_owned),
         verdict,
+        stripped,
     })
 }

@@ -15,7 +15,9 @@ pub mod provider;
 pub mod rate_limit;
 pub mod request_checks;
 pub mod server;
+pub mod snapshot;
 pub mod state;
+pub mod teams;
 pub mod upstream;
 pub mod workers;
 

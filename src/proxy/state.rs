@@ -1,32 +1,31 @@
-//! Everything a request needs, built once from the configuration.
+//! Everything a request needs: what lives for the process (the gate and its caches, the
+//! limits on requests in flight and bodies held, the rate limiter, the audit log) and the
+//! configuration snapshot a reload swaps.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use tokio::sync::Semaphore;
 
+use super::audit::AuditLog;
 use super::body::BodyLimits;
 use super::budget::BufferBudget;
-use super::provider::{Credential, Provider};
+use super::provider::Credential;
+use super::rate_limit::{LocalRateLimiter, RateLimiter};
+use super::snapshot::Snapshot;
+use super::teams::TeamError;
 use crate::config::Config;
-use crate::error::ApiError;
-use crate::gate::{Gate, Policy};
-use crate::routing::Router;
+use crate::gate::Gate;
 
-/// The proxy's shared state: the gate, the router and the providers.
-///
-/// The gate (with its schema cache) is held apart from the configured parts, so a later
-/// configuration reload can replace providers and routes without dropping compiled schemas.
+/// One worker's state. Everything but the snapshot is shared by the workers of a process and
+/// outlives reloads; the snapshot is the worker's own (its providers' connections live on its
+/// runtime) and is replaced whole by a reload.
 #[derive(Debug)]
 pub struct ProxyState {
     /// The gate and its compiled tool schemas.
     pub gate: Arc<Gate>,
-    /// The actions and limits every request is judged with.
-    pub policy: Policy,
-    /// Path and model routing.
-    pub router: Router,
-    /// Providers by name.
-    pub providers: HashMap<String, Provider>,
+    /// The configuration in force: routes, providers, teams, policy.
+    snapshot: Arc<ArcSwap<Snapshot>>,
     /// How request bodies are read.
     pub body_limits: BodyLimits,
     /// Permits for requests in flight.
@@ -37,6 +36,10 @@ pub struct ProxyState {
     pub max_in_flight: usize,
     /// `max_buffered_bytes`: the request bodies held at once, shared by every worker.
     pub buffered: Arc<BufferBudget>,
+    /// Requests per minute per team.
+    pub limiter: Arc<dyn RateLimiter>,
+    /// `[audit]`: one line per judged request.
+    pub audit: Option<Arc<AuditLog>>,
 }
 
 /// Why the proxy could not be built from its configuration.
@@ -61,29 +64,65 @@ pub enum BuildError {
     /// The route globs could not be compiled together.
     #[error("the [[routes]] globs could not be compiled: {0}")]
     Routes(#[from] globset::Error),
+    /// A team's globs could not be compiled.
+    #[error(transparent)]
+    Team(#[from] TeamError),
+    /// The audit log could not be opened.
+    #[error("the audit log {path} could not be opened: {source}")]
+    Audit {
+        /// The configured path.
+        path: String,
+        /// What opening it said.
+        source: std::io::Error,
+    },
 }
 
 impl ProxyState {
     /// Builds the state, reading provider keys through `env`.
     pub fn new(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Result<ProxyState, BuildError> {
-        let gate = Arc::new(Gate::new(config.gate.schema_limits()));
-        let in_flight = Arc::new(Semaphore::new(config.server.max_concurrent_requests));
-        let judges = Arc::new(Semaphore::new(config.server.worker_threads()));
-        let buffered = BufferBudget::new(config.server.max_buffered_bytes);
-        Self::build(config, env, gate, in_flight, judges, buffered)
+        let audit = match &config.audit {
+            Some(audit) => Some(Arc::new(AuditLog::open(&audit.path).map_err(|source| {
+                BuildError::Audit {
+                    path: audit.path.display().to_string(),
+                    source,
+                }
+            })?)),
+            None => None,
+        };
+        Ok(ProxyState {
+            gate: Arc::new(Gate::new(config.gate.schema_limits())),
+            snapshot: Arc::new(ArcSwap::from_pointee(Snapshot::build(config, env, None)?)),
+            body_limits: BodyLimits {
+                max_bytes: config.server.max_body_bytes,
+                read_timeout: config.server.body_read_timeout,
+            },
+            in_flight: Arc::new(Semaphore::new(config.server.max_concurrent_requests)),
+            judges: Arc::new(Semaphore::new(config.server.worker_threads())),
+            max_in_flight: config.server.max_concurrent_requests,
+            buffered: BufferBudget::new(config.server.max_buffered_bytes),
+            limiter: Arc::new(LocalRateLimiter::default()),
+            audit,
+        })
     }
 
-    /// A state for another worker thread: providers of its own (so its upstream connections
-    /// live on its runtime), the same gate (one schema cache, one memory of passed calls) and
-    /// the same in-flight limit and body budget.
+    /// A state for another worker thread: a snapshot of its own (so its upstream connections
+    /// live on its runtime), and everything else shared.
     fn sibling(
         &self,
         config: &Config,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<ProxyState, BuildError> {
-        let (gate, in_flight) = (self.gate.clone(), self.in_flight.clone());
-        let (judges, buffered) = (self.judges.clone(), self.buffered.clone());
-        Self::build(config, env, gate, in_flight, judges, buffered)
+        Ok(ProxyState {
+            gate: self.gate.clone(),
+            snapshot: Arc::new(ArcSwap::from_pointee(Snapshot::build(config, env, None)?)),
+            body_limits: self.body_limits,
+            in_flight: self.in_flight.clone(),
+            judges: self.judges.clone(),
+            max_in_flight: self.max_in_flight,
+            buffered: self.buffered.clone(),
+            limiter: self.limiter.clone(),
+            audit: self.audit.clone(),
+        })
     }
 
     /// One state per worker (at least one): the first built from `config`, the others its
@@ -102,53 +141,73 @@ impl ProxyState {
         Ok(states)
     }
 
-    fn build(
-        config: &Config,
-        env: &dyn Fn(&str) -> Option<String>,
-        gate: Arc<Gate>,
-        in_flight: Arc<Semaphore>,
-        judges: Arc<Semaphore>,
-        buffered: Arc<BufferBudget>,
-    ) -> Result<ProxyState, BuildError> {
-        let mut providers = HashMap::with_capacity(config.providers.len());
-        for (name, provider) in &config.providers {
-            let built = Provider::new(name, provider, env)?;
-            providers.insert(name.clone(), built);
-        }
-        Ok(ProxyState {
-            gate,
-            policy: config.gate.policy(),
-            router: Router::new(config)?,
-            providers,
-            body_limits: BodyLimits {
-                max_bytes: config.server.max_body_bytes,
-                read_timeout: config.server.body_read_timeout,
-            },
-            in_flight,
-            judges,
-            max_in_flight: config.server.max_concurrent_requests,
-            buffered,
-        })
+    /// The configuration in force now. A request loads it once and keeps it to its end.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
     }
 
-    /// The provider called `name` (a name the router chose, so always configured).
-    pub fn provider(&self, name: &str) -> Result<&Provider, ApiError> {
-        self.providers
-            .get(name)
-            .ok_or_else(|| ApiError::UnknownProvider(format!("provider `{name}` is not configured")))
+    /// A handle that reloads this state (and, with [`Reloader::join`], its siblings').
+    pub fn reloader(&self) -> Reloader {
+        Reloader {
+            slots: vec![self.snapshot.clone()],
+            audit: self.audit.clone(),
+        }
     }
 
     /// Providers whose key variable is unset, with that variable: `(provider, variable)`.
-    pub fn unconfigured(&self) -> impl Iterator<Item = (&str, &str)> {
-        let mut missing: Vec<(&str, &str)> = self
-            .providers
-            .values()
+    pub fn unconfigured(&self) -> Vec<(String, String)> {
+        let snapshot = self.snapshot();
+        let mut missing: Vec<(String, String)> = snapshot
+            .providers()
             .filter_map(|p| match &p.credential {
-                Credential::Missing { variable } => Some((p.name(), variable.as_str())),
+                Credential::Missing { variable } => Some((p.name().to_owned(), variable.clone())),
                 _ => None,
             })
             .collect();
         missing.sort_unstable();
-        missing.into_iter()
+        missing
+    }
+}
+
+/// Swaps a new configuration into the snapshots of every worker of a process.
+#[derive(Debug, Clone)]
+pub struct Reloader {
+    slots: Vec<Arc<ArcSwap<Snapshot>>>,
+    audit: Option<Arc<AuditLog>>,
+}
+
+impl Reloader {
+    /// One reloader for several workers' states.
+    pub fn join(states: &[ProxyState]) -> Reloader {
+        Reloader {
+            slots: states.iter().map(|state| state.snapshot.clone()).collect(),
+            audit: states.first().and_then(|state| state.audit.clone()),
+        }
+    }
+
+    /// Builds `config` for every worker (keeping each one's unchanged providers) and, only if
+    /// all of them build, swaps them in. Requests already started keep the snapshot they
+    /// loaded. The audit log is reopened at the (possibly new) path; turning it on or off
+    /// takes a restart.
+    pub fn reload(&self, config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Result<(), BuildError> {
+        let built = self
+            .slots
+            .iter()
+            .map(|slot| Snapshot::build(config, env, Some(&slot.load())))
+            .collect::<Result<Vec<_>, _>>()?;
+        for (slot, snapshot) in self.slots.iter().zip(built) {
+            slot.store(Arc::new(snapshot));
+        }
+        self.reopen_audit(config);
+        Ok(())
+    }
+
+    /// Reopens the audit log at the path `config` names (after logrotate moved the file).
+    pub fn reopen_audit(&self, config: &Config) {
+        match (&self.audit, &config.audit) {
+            (Some(log), Some(audit)) => log.reopen(&audit.path),
+            (None, None) => {}
+            _ => tracing::warn!("turning the audit log on or off takes a restart"),
+        }
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use replaygate::config::Config;
+use replaygate::proxy::state::Reloader;
 use replaygate::proxy::{run, ProxyState, ServerSettings};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -12,6 +13,8 @@ use tokio::sync::oneshot;
 /// A running proxy; dropping it shuts it down.
 pub struct Proxy {
     pub addr: SocketAddr,
+    /// Swaps another configuration into the running proxy.
+    pub reloader: Reloader,
     stop: Option<oneshot::Sender<()>>,
     pub task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -20,9 +23,15 @@ impl Proxy {
     /// Starts a proxy from configuration text, with `env` as its only environment.
     pub async fn start(config: &str, env: &[(&str, &str)]) -> Proxy {
         let config = Config::from_toml(config).unwrap_or_else(|e| panic!("test config: {e}"));
+        Proxy::start_with(&config, env).await
+    }
+
+    /// Starts a proxy from a loaded configuration, with `env` as its only environment.
+    pub async fn start_with(config: &Config, env: &[(&str, &str)]) -> Proxy {
         let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let lookup = move |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
-        let state = ProxyState::new(&config, &lookup).unwrap();
+        let state = ProxyState::new(config, &lookup).unwrap();
+        let reloader = state.reloader();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -35,6 +44,7 @@ impl Proxy {
         }));
         Proxy {
             addr,
+            reloader,
             stop: Some(stop),
             task: Some(task),
         }

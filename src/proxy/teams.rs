@@ -1,0 +1,351 @@
+//! Teams at run time (contract §7): client keys looked up by their SHA-256 digest, and what
+//! each team may use.
+
+use std::collections::{BTreeMap, HashMap};
+use std::num::NonZeroU32;
+use std::sync::Arc;
+
+use globset::{GlobSet, GlobSetBuilder};
+use http::{header, HeaderMap};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::config::{TeamConfig, TeamMode};
+use crate::error::ApiError;
+use crate::gate::{PinnedSchema, Policy, ToolRules};
+
+/// The headers a client key may come in; none of them is ever forwarded once teams are on.
+const KEY_HEADERS: [header::HeaderName; 3] = [
+    header::AUTHORIZATION,
+    header::HeaderName::from_static("x-api-key"),
+    header::HeaderName::from_static("api-key"),
+];
+
+/// One team: its name, what it may use, its rate and its gate policy.
+#[derive(Debug)]
+pub struct Team {
+    /// The team's name (`[teams.NAME]`).
+    pub name: String,
+    providers: Option<Vec<String>>,
+    models: Option<GlobSet>,
+    /// `requests_per_minute`, when the team has one.
+    pub per_minute: Option<NonZeroU32>,
+    /// The policy its requests are judged with: its rules over the global ones, its tools,
+    /// its mode.
+    pub policy: Policy,
+}
+
+impl Team {
+    /// Whether the team may send requests to provider `name`.
+    pub fn may_use_provider(&self, name: &str) -> bool {
+        self.providers
+            .as_ref()
+            .is_none_or(|allowed| allowed.iter().any(|p| p == name))
+    }
+
+    /// Whether the team may ask for `model`.
+    pub fn may_use_model(&self, model: &str) -> bool {
+        self.models.as_ref().is_none_or(|set| set.is_match(model))
+    }
+
+    /// Whether the team's models are limited (so a request's model must be known).
+    pub fn limits_models(&self) -> bool {
+        self.models.is_some()
+    }
+
+    /// 403 unless the team may use provider `provider`.
+    pub fn authorize_provider(&self, provider: &str) -> Result<(), ApiError> {
+        if self.may_use_provider(provider) {
+            return Ok(());
+        }
+        Err(ApiError::ProviderNotAllowed {
+            team: self.name.clone(),
+            provider: provider.to_owned(),
+        })
+    }
+
+    /// 403 unless the team may use `model` (a request without a model passes).
+    pub fn authorize_model(&self, model: Option<&str>) -> Result<(), ApiError> {
+        match model {
+            Some(model) if !self.may_use_model(model) => Err(ApiError::ModelNotAllowed {
+                team: self.name.clone(),
+                model: model.chars().take(200).collect(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A key's digest, and the team it belongs to.
+#[derive(Debug)]
+struct KeyEntry {
+    digest: [u8; 32],
+    team: usize,
+}
+
+/// Every team, and their keys by digest.
+///
+/// Keys are found by the first eight bytes of their digest, then confirmed by a constant-time
+/// comparison of the whole digest: lookup time says nothing about how close a guess came.
+#[derive(Debug, Default)]
+pub struct Teams {
+    teams: Vec<Arc<Team>>,
+    by_prefix: HashMap<u64, Vec<KeyEntry>>,
+}
+
+/// Why the teams could not be built (the configuration's checks make this unreachable).
+#[derive(Debug, thiserror::Error)]
+#[error("team `{team}`: {message}")]
+pub struct TeamError {
+    team: String,
+    message: String,
+}
+
+impl Teams {
+    /// Builds the teams of `config`, each policy on top of `global`.
+    pub fn new(config: &BTreeMap<String, TeamConfig>, global: &Policy) -> Result<Teams, TeamError> {
+        let mut teams = Teams::default();
+        for (name, team) in config {
+            let error = |message: String| TeamError {
+                team: name.clone(),
+                message,
+            };
+            let index = teams.teams.len();
+            teams
+                .teams
+                .push(Arc::new(build_team(name, team, global).map_err(error)?));
+            for digest in &team.keys {
+                teams.by_prefix.entry(prefix(digest)).or_default().push(KeyEntry {
+                    digest: *digest,
+                    team: index,
+                });
+            }
+        }
+        Ok(teams)
+    }
+
+    /// Whether any team is configured (so every request needs a key).
+    pub fn is_empty(&self) -> bool {
+        self.teams.is_empty()
+    }
+
+    /// The team of the client key `key`.
+    pub fn find(&self, key: &str) -> Option<&Arc<Team>> {
+        let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+        let candidates = self.by_prefix.get(&prefix(&digest))?;
+        let mut found = None;
+        for entry in candidates {
+            if bool::from(entry.digest.ct_eq(&digest)) {
+                found = Some(entry.team);
+            }
+        }
+        found.map(|team| &self.teams[team])
+    }
+
+    /// The authenticate phase: the team of the request's client key, with every header a
+    /// key may come in removed (a client key is never forwarded). `None` when no team is
+    /// configured (clients are anonymous and their headers are left alone).
+    pub fn authenticate(&self, headers: &mut HeaderMap) -> Result<Option<Arc<Team>>, ApiError> {
+        if self.is_empty() {
+            return Ok(None);
+        }
+        let key = client_key(headers);
+        for name in &KEY_HEADERS {
+            headers.remove(name);
+        }
+        let key = key?.ok_or(ApiError::InvalidApiKey(
+            "this replaygate needs a client key: send it as `Authorization: Bearer KEY`, \
+             `x-api-key` or `api-key`",
+        ))?;
+        self.find(&key).cloned().map(Some).ok_or(ApiError::InvalidApiKey(
+            "the client key is not known to this replaygate",
+        ))
+    }
+}
+
+fn prefix(digest: &[u8; 32]) -> u64 {
+    u64::from_le_bytes(digest[..8].try_into().expect("eight bytes"))
+}
+
+/// The client key of a request: `Authorization: Bearer KEY`, `x-api-key` or `api-key`. Several
+/// that disagree (or one header sent twice) are refused: which one counts would be a guess.
+fn client_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let mut key: Option<&str> = None;
+    for name in &KEY_HEADERS {
+        for value in headers.get_all(name) {
+            let text = value
+                .to_str()
+                .map_err(|_| ApiError::InvalidApiKey("the client key is not visible ASCII"))?;
+            let text = if *name == header::AUTHORIZATION {
+                bearer(text).ok_or(ApiError::InvalidApiKey(
+                    "the Authorization header must be `Bearer KEY`",
+                ))?
+            } else {
+                text.trim()
+            };
+            match key {
+                Some(seen) if seen != text => {
+                    return Err(ApiError::InvalidApiKey(
+                        "the request carries more than one client key; send one",
+                    ))
+                }
+                _ => key = Some(text),
+            }
+        }
+    }
+    Ok(key.filter(|key| !key.is_empty()).map(str::to_owned))
+}
+
+/// The token of `Bearer TOKEN` (the scheme in any case).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+fn build_team(name: &str, team: &TeamConfig, global: &Policy) -> Result<Team, String> {
+    let models = team
+        .models
+        .as_ref()
+        .map(|globs| {
+            let mut set = GlobSetBuilder::new();
+            for glob in globs {
+                set.add(glob.clone());
+            }
+            set.build()
+        })
+        .transpose()
+        .map_err(|e| format!("models: {e}"))?;
+    let pinned: HashMap<String, PinnedSchema> = team
+        .pinned_tools
+        .iter()
+        .flat_map(|pinned| &pinned.tools)
+        .map(|tool| {
+            let schema = PinnedSchema {
+                text: tool.parameters_text.clone(),
+                value: tool.parameters.clone(),
+            };
+            (tool.name.clone(), schema)
+        })
+        .collect();
+    let tools = ToolRules::new(team.tools.as_deref(), pinned).map_err(|e| format!("tools: {e}"))?;
+    let policy = global.for_team(&team.rules, Some(Arc::new(tools)), team.mode == TeamMode::Monitor);
+    Ok(Team {
+        name: name.to_owned(),
+        providers: team.providers.clone(),
+        models,
+        per_minute: team.requests_per_minute,
+        policy,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn teams() -> Teams {
+        let config = crate::config::Config::from_toml(&format!(
+            r#"
+            [providers.openai]
+            base_url = "https://api.openai.com/v1"
+            auth = "none"
+            [providers.bedrock]
+            base_url = "https://bedrock.example/v1"
+            auth = "none"
+            [teams.payments]
+            keys = ["sha256:{}"]
+            providers = ["openai"]
+            models = ["gpt-5*"]
+            [teams.search]
+            keys = ["sha256:{}", "sha256:{}"]
+            "#,
+            hex(b"rg-pay"),
+            hex(b"rg-search-1"),
+            hex(b"rg-search-2")
+        ))
+        .unwrap();
+        Teams::new(&config.teams, &Policy::default()).unwrap()
+    }
+
+    fn hex(key: &[u8]) -> String {
+        Sha256::digest(key).iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(*name, HeaderValue::from_static(value));
+        }
+        headers
+    }
+
+    fn team_of(pairs: &[(&'static str, &'static str)]) -> Result<String, String> {
+        let mut head = headers(pairs);
+        let found = teams().authenticate(&mut head);
+        for name in ["authorization", "x-api-key", "api-key"] {
+            assert!(!head.contains_key(name), "{name} stays behind");
+        }
+        match found {
+            Ok(team) => Ok(team.unwrap().name.clone()),
+            Err(error) => Err(error.code().to_owned()),
+        }
+    }
+
+    #[test]
+    fn a_key_in_any_of_its_headers_finds_its_team() {
+        assert_eq!(
+            team_of(&[("authorization", "Bearer rg-pay")]),
+            Ok("payments".into())
+        );
+        assert_eq!(
+            team_of(&[("authorization", "bearer  rg-pay ")]),
+            Ok("payments".into())
+        );
+        assert_eq!(team_of(&[("x-api-key", "rg-search-1")]), Ok("search".into()));
+        assert_eq!(team_of(&[("api-key", "rg-search-2")]), Ok("search".into()));
+        assert_eq!(
+            team_of(&[("authorization", "Bearer rg-pay"), ("x-api-key", "rg-pay")]),
+            Ok("payments".into())
+        );
+    }
+
+    #[test]
+    fn a_missing_unknown_or_ambiguous_key_is_refused() {
+        for pairs in [
+            &[][..],
+            &[("authorization", "Bearer rg-nope")],
+            &[("authorization", "Basic cmc6cGF5")],
+            &[("authorization", "Bearer ")],
+            &[("authorization", "Bearer rg-pay"), ("x-api-key", "rg-search-1")],
+            &[("x-api-key", "rg-pay"), ("x-api-key", "rg-search-1")],
+        ] {
+            assert_eq!(team_of(pairs), Err("invalid_api_key".into()), "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn without_teams_nobody_is_asked_for_a_key() {
+        let mut head = headers(&[("authorization", "Bearer sk-provider")]);
+        assert!(Teams::default().authenticate(&mut head).unwrap().is_none());
+        assert!(head.contains_key("authorization"));
+    }
+
+    #[test]
+    fn a_team_may_use_only_its_providers_and_models() {
+        let teams = teams();
+        let payments = teams.find("rg-pay").unwrap();
+        assert!(payments.authorize_provider("openai").is_ok());
+        assert_eq!(
+            payments.authorize_provider("bedrock").unwrap_err().code(),
+            "provider_not_allowed"
+        );
+        assert!(payments.authorize_model(Some("gpt-5-mini")).is_ok());
+        assert!(payments.authorize_model(None).is_ok());
+        assert_eq!(
+            payments.authorize_model(Some("gpt-4o")).unwrap_err().code(),
+            "model_not_allowed"
+        );
+        let search = teams.find("rg-search-2").unwrap();
+        assert!(search.authorize_provider("bedrock").is_ok() && search.may_use_model("anything"));
+    }
+}

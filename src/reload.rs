@@ -1,0 +1,175 @@
+//! Reloading the configuration while serving (contract §7): on SIGHUP, and on a change of the
+//! file or of a file it names when `[server] watch_config = true`. A configuration that does
+//! not load changes nothing; the error is logged with its line and column.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+
+use crate::config::Config;
+use crate::proxy::state::Reloader;
+
+/// How long file events are gathered before one reload (editors write a file in steps).
+const SETTLE: Duration = Duration::from_millis(200);
+
+/// Reloads from one configuration file.
+pub struct ConfigReload {
+    /// `None` when serving the built-in default: there is nothing to re-read.
+    path: Option<PathBuf>,
+    reloader: Reloader,
+    /// The configuration in force, for the audit path to reopen when a reload fails.
+    current: Config,
+}
+
+impl ConfigReload {
+    /// Reloads `reloader`'s workers from `path`, whose configuration `current` is in force.
+    pub fn new(path: Option<PathBuf>, reloader: Reloader, current: Config) -> ConfigReload {
+        ConfigReload {
+            path,
+            reloader,
+            current,
+        }
+    }
+
+    /// Re-reads the file and swaps it in if it loads and builds; logs what happened. The audit
+    /// log is reopened either way (after logrotate moved it).
+    pub fn reload(&mut self, why: &str) -> bool {
+        let Some(path) = &self.path else {
+            tracing::info!(
+                trigger = why,
+                "serving the built-in configuration; there is no file to reload"
+            );
+            return false;
+        };
+        let env = |name: &str| std::env::var(name).ok();
+        let loaded = Config::load(path).map_err(|e| e.to_string()).and_then(|config| {
+            self.reloader
+                .reload(&config, &env)
+                .map_err(|e| e.to_string())
+                .map(|()| config)
+        });
+        match loaded {
+            Ok(config) => {
+                tracing::info!(
+                    trigger = why,
+                    config = %path.display(),
+                    providers = config.providers.len(),
+                    teams = config.teams.len(),
+                    "configuration reloaded"
+                );
+                if config.server != self.current.server {
+                    tracing::warn!("[server] changes take a restart; the rest is in force");
+                }
+                self.current = config;
+                true
+            }
+            Err(error) => {
+                self.reloader.reopen_audit(&self.current);
+                tracing::error!(trigger = why, %error, "configuration not reloaded; the one in force is unchanged");
+                false
+            }
+        }
+    }
+
+    /// The files whose change triggers a reload: the configuration and the files it names.
+    fn watched_files(&self) -> BTreeSet<PathBuf> {
+        let mut files: BTreeSet<PathBuf> = self.path.iter().map(|path| absolute(path)).collect();
+        for team in self.current.teams.values() {
+            if let Some(pinned) = &team.pinned_tools {
+                files.insert(absolute(&pinned.path));
+            }
+        }
+        files
+    }
+
+    /// Serves reloads until the process ends: on SIGHUP (from `hangups`, see [`hangups`]),
+    /// and on file changes when `watch`.
+    pub async fn run(mut self, watch: bool, mut hangup: Hangups) {
+        let (changed, mut changes) = mpsc::channel::<()>(1);
+        let mut _watcher = None;
+        if watch && self.path.is_some() {
+            match watch_files(&self.watched_files(), changed.clone()) {
+                Ok(watcher) => _watcher = Some(watcher),
+                Err(error) => tracing::error!(%error, "cannot watch the configuration; reload with SIGHUP"),
+            }
+        }
+        loop {
+            let why = tokio::select! {
+                Some(()) = changes.recv() => {
+                    // Let a write in several steps finish, then take every event it made.
+                    tokio::time::sleep(SETTLE).await;
+                    while changes.try_recv().is_ok() {}
+                    "file change"
+                }
+                true = next_hangup(&mut hangup) => "SIGHUP",
+                else => return,
+            };
+            if self.reload(why) && watch {
+                // The files it names may have changed.
+                match watch_files(&self.watched_files(), changed.clone()) {
+                    Ok(watcher) => _watcher = Some(watcher),
+                    Err(error) => tracing::error!(%error, "cannot watch the configuration"),
+                }
+            }
+        }
+    }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
+}
+
+/// Watches the directories of `files` (so a file replaced by a rename, as editors and
+/// Kubernetes do, is still seen) and signals `changed` when one of `files` changes.
+fn watch_files(
+    files: &BTreeSet<PathBuf>,
+    changed: mpsc::Sender<()>,
+) -> notify::Result<notify::RecommendedWatcher> {
+    let wanted = files.clone();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let Ok(event) = event else { return };
+        if event.kind.is_access() {
+            return;
+        }
+        if event.paths.iter().any(|path| wanted.contains(path)) {
+            let _ = changed.try_send(());
+        }
+    })?;
+    let directories: BTreeSet<&Path> = files.iter().filter_map(|file| file.parent()).collect();
+    for directory in directories {
+        watcher.watch(directory, RecursiveMode::NonRecursive)?;
+    }
+    Ok(watcher)
+}
+
+/// SIGHUPs as they arrive (nothing where there are none).
+#[cfg(unix)]
+pub type Hangups = Option<tokio::signal::unix::Signal>;
+/// SIGHUPs as they arrive (nothing where there are none).
+#[cfg(not(unix))]
+pub type Hangups = Option<()>;
+
+/// Starts catching SIGHUP (inside a runtime); from then on it no longer ends the process.
+pub fn hangups() -> Hangups {
+    #[cfg(unix)]
+    {
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok()
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+/// Completes with `true` on the next SIGHUP; never, where there are none.
+async fn next_hangup(hangups: &mut Hangups) -> bool {
+    #[cfg(unix)]
+    if let Some(signal) = hangups {
+        return signal.recv().await.is_some();
+    }
+    let _ = hangups;
+    std::future::pending().await
+}

@@ -1,0 +1,8 @@
+//! The integration tests added since the suite grew: one binary, so 2 cores link it once.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod serve_reload;
+mod teams;
+mod teams_reload;
