@@ -4,7 +4,7 @@ use std::fmt;
 
 use http::HeaderValue;
 
-use super::state::BuildError;
+use super::build_error::BuildError;
 use crate::config::{Auth, ProviderConfig};
 use crate::gate::ProviderProfile;
 

@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use super::build_error::BuildError;
 use super::provider::Provider;
-use super::state::BuildError;
 use super::teams::{Team, Teams};
 use crate::config::{Config, ProviderConfig};
 use crate::error::ApiError;

@@ -2,7 +2,7 @@
 //! limits on requests in flight and bodies held, the rate limiter, the audit log) and the
 //! configuration snapshot a reload swaps.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use arc_swap::ArcSwap;
 use tokio::sync::Semaphore;
@@ -10,10 +10,10 @@ use tokio::sync::Semaphore;
 use super::audit::AuditLog;
 use super::body::BodyLimits;
 use super::budget::BufferBudget;
+pub use super::build_error::BuildError;
 use super::provider::Credential;
 use super::rate_limit::{LocalRateLimiter, RateLimiter};
 use super::snapshot::Snapshot;
-use super::teams::TeamError;
 use crate::config::Config;
 use crate::gate::Gate;
 
@@ -40,41 +40,6 @@ pub struct ProxyState {
     pub limiter: Arc<dyn RateLimiter>,
     /// `[audit]`: one line per judged request.
     pub audit: Option<Arc<AuditLog>>,
-}
-
-/// Why the proxy could not be built from its configuration.
-#[derive(Debug, thiserror::Error)]
-pub enum BuildError {
-    /// A provider's upstream client could not be built.
-    #[error("provider `{provider}`: the upstream client could not be built: {source}")]
-    Client {
-        /// The provider.
-        provider: String,
-        /// What the client builder said.
-        source: reqwest::Error,
-    },
-    /// A provider's `base_url` is not a URL (the configuration's checks make this unreachable).
-    #[error("provider `{provider}`: base_url is not a URL: {message}")]
-    BaseUrl {
-        /// The provider.
-        provider: String,
-        /// What the URL parser said.
-        message: String,
-    },
-    /// The route globs could not be compiled together.
-    #[error("the [[routes]] globs could not be compiled: {0}")]
-    Routes(#[from] globset::Error),
-    /// A team's globs could not be compiled.
-    #[error(transparent)]
-    Team(#[from] TeamError),
-    /// The audit log could not be opened.
-    #[error("the audit log {path} could not be opened: {source}")]
-    Audit {
-        /// The configured path.
-        path: String,
-        /// What opening it said.
-        source: std::io::Error,
-    },
 }
 
 impl ProxyState {
@@ -150,7 +115,7 @@ impl ProxyState {
     pub fn reloader(&self) -> Reloader {
         Reloader {
             slots: vec![self.snapshot.clone()],
-            audit: self.audit.clone(),
+            audit: self.audit.as_ref().map(Arc::downgrade),
         }
     }
 
@@ -173,7 +138,9 @@ impl ProxyState {
 #[derive(Debug, Clone)]
 pub struct Reloader {
     slots: Vec<Arc<ArcSwap<Snapshot>>>,
-    audit: Option<Arc<AuditLog>>,
+    /// Weak, so the audit log is flushed and closed when the workers are done with it, even
+    /// while a reloader lives on.
+    audit: Option<Weak<AuditLog>>,
 }
 
 impl Reloader {
@@ -181,7 +148,9 @@ impl Reloader {
     pub fn join(states: &[ProxyState]) -> Reloader {
         Reloader {
             slots: states.iter().map(|state| state.snapshot.clone()).collect(),
-            audit: states.first().and_then(|state| state.audit.clone()),
+            audit: states
+                .first()
+                .and_then(|state| state.audit.as_ref().map(Arc::downgrade)),
         }
     }
 
@@ -205,7 +174,11 @@ impl Reloader {
     /// Reopens the audit log at the path `config` names (after logrotate moved the file).
     pub fn reopen_audit(&self, config: &Config) {
         match (&self.audit, &config.audit) {
-            (Some(log), Some(audit)) => log.reopen(&audit.path),
+            (Some(log), Some(audit)) => {
+                if let Some(log) = log.upgrade() {
+                    log.reopen(&audit.path);
+                }
+            }
             (None, None) => {}
             _ => tracing::warn!("turning the audit log on or off takes a restart"),
         }

@@ -167,3 +167,45 @@ async fn with_watch_config_a_changed_file_is_reloaded_without_a_signal() {
     serve.until_status(PAY_KEY, 401).await;
     serve.until_status(SEARCH_KEY, 200).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_log_follows_logrotate_and_is_whole_when_serve_exits() {
+    let upstream = Upstream::json(200, r#"{"ok":true}"#).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("proxy.toml");
+    let text = format!(
+        "{}[audit]\npath = \"audit.jsonl\"\n",
+        config(&upstream, &[PAY_KEY], false)
+    );
+    std::fs::write(&path, text).unwrap();
+    let mut serve = Serve::start(&path).await;
+    let (audit, rotated) = (dir.path().join("audit.jsonl"), dir.path().join("audit.jsonl.1"));
+    assert_eq!(serve.status_with(PAY_KEY).await, 200);
+    // Written within a few ticks of the writer thread.
+    let started = Instant::now();
+    while std::fs::read_to_string(&audit)
+        .unwrap_or_default()
+        .lines()
+        .count()
+        < 1
+    {
+        assert!(started.elapsed() < Duration::from_secs(10), "no audit line");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // logrotate: move the file, then SIGHUP.
+    std::fs::rename(&audit, &rotated).unwrap();
+    serve.signal("-HUP");
+    serve.until_logged("configuration reloaded").await;
+    for _ in 0..3 {
+        assert_eq!(serve.status_with(PAY_KEY).await, 200);
+    }
+    serve.signal("-TERM");
+    let started = Instant::now();
+    while serve.child.try_wait().unwrap().is_none() {
+        assert!(started.elapsed() < Duration::from_secs(10), "serve did not exit");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let lines = |path: &Path| std::fs::read_to_string(path).unwrap().lines().count();
+    assert_eq!(lines(&rotated), 1);
+    assert_eq!(lines(&audit), 3, "every line is written before serve exits");
+}

@@ -1,0 +1,283 @@
+//! The phases of one request, as methods of the context it carries from phase to phase:
+//! [`begin`](RequestContext::begin) (an in-flight permit and the configuration snapshot),
+//! [`authenticate`](RequestContext::authenticate), [`route`](RequestContext::route),
+//! [`limit_rate`](RequestContext::limit_rate), [`read_body`](RequestContext::read_body),
+//! [`judge`](RequestContext::judge) (with authorization and the audit line),
+//! [`forward`](RequestContext::forward) and [`answer`](RequestContext::answer). The log phase is
+//! the access line [`super::exchange`] writes when the answer's body ends.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{HeaderMap, HeaderValue, Method, Response};
+use http_body_util::BodyExt;
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::access_log::AccessRecord;
+use super::audit::AuditLine;
+use super::body::{read_body, HeldBody, Holding, ProxyBody};
+use super::judge::{judge, Asker, Judged};
+use super::lifecycle::{monitored_header, stripped_header, MONITORED_HEADER};
+use super::provider::Provider;
+use super::rate_limit::retry_after_secs;
+use super::request_checks::{check_charset, check_method};
+use super::snapshot::Snapshot;
+use super::state::ProxyState;
+use super::teams::Team;
+use super::upstream::{forward, Outbound};
+use crate::error::ApiError;
+use crate::routing::PathRoute;
+
+/// What one request carries from phase to phase.
+pub(super) struct RequestContext<'r> {
+    state: &'r Arc<ProxyState>,
+    record: &'r mut AccessRecord,
+    /// The configuration this request lives under, to its end, whatever reloads meanwhile.
+    snapshot: Arc<Snapshot>,
+    /// The client key's team, once authenticated (`None`: anonymous).
+    team: Option<Arc<Team>>,
+    /// Held until the answer has streamed out.
+    permit: OwnedSemaphorePermit,
+}
+
+/// What the judge phase decided to send, and where.
+pub(super) struct Decided {
+    provider: Arc<Provider>,
+    /// The body to forward: the one received, or it less the stripped items.
+    body: Bytes,
+    /// Headers the answer carries about the decision (monitored and stripped items).
+    answer_headers: Vec<(&'static str, HeaderValue)>,
+}
+
+impl<'r> RequestContext<'r> {
+    /// Takes an in-flight permit (503 `overloaded` without one) and the configuration in
+    /// force.
+    pub fn begin(state: &'r Arc<ProxyState>, record: &'r mut AccessRecord) -> Result<Self, ApiError> {
+        let permit = state
+            .in_flight
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| ApiError::Overloaded {
+                limit: state.max_in_flight,
+            })?;
+        Ok(RequestContext {
+            snapshot: state.snapshot(),
+            state,
+            record,
+            team: None,
+            permit,
+        })
+    }
+
+    /// Finds the client key's team (401 when teams are on and the key is missing or unknown);
+    /// the key headers are removed for good.
+    pub fn authenticate(&mut self, headers: &mut HeaderMap) -> Result<(), ApiError> {
+        self.team = self.snapshot.teams.authenticate(headers)?;
+        self.record.team(self.team.as_deref());
+        Ok(())
+    }
+
+    /// Routes the path: which provider prefix, whether (and where) its items are gated, what
+    /// to ask upstream. A provider the path names must be one the team may use (403).
+    pub fn route<'p>(&self, path: &'p str) -> Result<PathRoute<'p>, ApiError> {
+        let route = self.snapshot.router.classify(path)?;
+        if let (Some(team), Some(prefix)) = (&self.team, route.prefix) {
+            team.authorize_provider(prefix)?;
+        }
+        Ok(route)
+    }
+
+    /// Counts the request against its team's `requests_per_minute` (429 over it), before its
+    /// body is read. Every authenticated request counts, refused or not.
+    pub fn limit_rate(&self) -> Result<(), ApiError> {
+        let Some(team) = &self.team else {
+            return Ok(());
+        };
+        let Some(per_minute) = team.per_minute else {
+            return Ok(());
+        };
+        self.state
+            .limiter
+            .check(&team.name, per_minute)
+            .map_err(|wait| ApiError::RateLimited {
+                team: team.name.clone(),
+                per_minute: per_minute.get(),
+                retry_after: retry_after_secs(wait),
+            })
+    }
+
+    /// Reads the body, under the size cap, the read timeout and the budget of bodies held at
+    /// once. The body's share of that budget is held until the provider has answered (so it
+    /// has every byte) or the request is refused.
+    pub async fn read_body<B>(&self, body: B, headers: &HeaderMap) -> Result<HeldBody, ApiError>
+    where
+        B: http_body::Body<Data = Bytes>,
+        B::Error: Into<super::body::BoxError>,
+    {
+        read_body(body, headers, self.state.body_limits, &self.state.buffered).await
+    }
+
+    /// Decides what goes where. On a gated path: only POST carries a body onward (405), the
+    /// body is parsed, the provider chosen (by prefix, else by model), the team authorized for
+    /// it and the model (403), the charset checked (415), the items judged under the team's
+    /// policy (422) and the stripped ones cut out; the audit line is written. On other paths:
+    /// the provider of the prefix or the default, authorized for the team with the model of a
+    /// JSON body.
+    pub async fn judge(
+        &mut self,
+        route: &PathRoute<'_>,
+        parts: &Parts,
+        body: Bytes,
+    ) -> Result<Decided, ApiError> {
+        if route.is_gated() {
+            check_method(&parts.method, parts.uri.path(), &parts.headers, body.len())?;
+        }
+        match route.items.filter(|_| parts.method == Method::POST) {
+            Some(items) => self.judge_items(route, items, parts, body).await,
+            None => self.choose_ungated(route, body),
+        }
+    }
+
+    async fn judge_items(
+        &mut self,
+        route: &PathRoute<'_>,
+        items: crate::gate::ItemsAt,
+        parts: &Parts,
+        body: Bytes,
+    ) -> Result<Decided, ApiError> {
+        let asker = Asker {
+            snapshot: self.snapshot.clone(),
+            team: self.team.clone(),
+        };
+        let charset = check_charset(&parts.headers);
+        let judged = judge(self.state, &asker, route.prefix, items, &body, charset).await?;
+        self.record.routed(&judged.provider, judged.model.as_deref());
+        self.record.judged(&judged.verdict);
+        self.audit(&judged, &body);
+        if !judged.verdict.is_allowed() {
+            return Err(ApiError::rejected(&judged.provider, judged.verdict));
+        }
+        let mut answer_headers = Vec::new();
+        if let Some(monitored) = monitored_header(&judged.verdict) {
+            answer_headers.push((MONITORED_HEADER, monitored));
+        }
+        let limit = self.snapshot.policy_of(self.team.as_deref()).max_listed;
+        let body = match judged.stripped {
+            Some(stripped) => {
+                answer_headers.extend(stripped_header(items.member(), &stripped.removed, limit));
+                Bytes::from(stripped.body)
+            }
+            None => body,
+        };
+        Ok(Decided {
+            provider: self.snapshot.provider(&judged.provider)?.clone(),
+            body,
+            answer_headers,
+        })
+    }
+
+    fn choose_ungated(&mut self, route: &PathRoute<'_>, body: Bytes) -> Result<Decided, ApiError> {
+        let name = self.snapshot.router.choose(route, None)?;
+        self.record.routed(name, None);
+        if let Some(team) = &self.team {
+            team.authorize_provider(name)?;
+            if team.limits_models() {
+                let model = model_of(&body).map_err(|()| ApiError::ModelNotAllowed {
+                    team: team.name.clone(),
+                    model: "(a `model` that cannot be read)".to_owned(),
+                })?;
+                team.authorize_model(model.as_deref())?;
+            }
+        }
+        Ok(Decided {
+            provider: self.snapshot.provider(name)?.clone(),
+            body,
+            answer_headers: Vec::new(),
+        })
+    }
+
+    /// Writes the audit line of a judged request, when the audit log is on.
+    fn audit(&self, judged: &Judged, body: &[u8]) {
+        if let Some(log) = &self.state.audit {
+            log.write(&AuditLine::new(
+                &self.record.request_id,
+                self.team.as_deref().map(|team| team.name.as_str()),
+                &judged.provider,
+                judged.model.as_deref(),
+                &judged.verdict,
+                body,
+            ));
+        }
+    }
+
+    /// Forwards the decided bytes (with the client's method, query and headers) and returns the provider's answer as it streams, with the
+    /// decision's headers.
+    pub async fn forward(
+        &self,
+        route: &PathRoute<'_>,
+        method: Method,
+        query: Option<&str>,
+        headers: HeaderMap,
+        decided: Decided,
+    ) -> Result<Response<ProxyBody>, ApiError> {
+        let outbound = Outbound {
+            method,
+            path: route.upstream_path,
+            query,
+            headers,
+            body: decided.body,
+        };
+        let mut response = forward(&decided.provider, outbound).await?;
+        for (name, value) in decided.answer_headers {
+            response.headers_mut().insert(name, value);
+        }
+        Ok(response)
+    }
+
+    /// The answer, holding the request's in-flight permit until its body has streamed out.
+    pub fn answer(self, response: Response<ProxyBody>) -> Response<ProxyBody> {
+        let permit = self.permit;
+        response.map(|body| Holding::new(body, permit).boxed_unsync())
+    }
+}
+
+/// The `model` of an ungated request's JSON body, for a team whose models are limited. A body
+/// that is not a JSON object names no model; an object whose `model` cannot be read (not a
+/// string, or given twice) is an error, since the provider might read one.
+fn model_of(body: &[u8]) -> Result<Option<String>, ()> {
+    #[derive(serde::Deserialize)]
+    struct Named {
+        model: Option<String>,
+    }
+    let looks_like_object = body
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|&b| b == b'{');
+    if !looks_like_object {
+        return Ok(None);
+    }
+    match serde_json::from_slice::<Named>(body) {
+        Ok(named) => Ok(named.model),
+        Err(error) if error.is_syntax() || error.is_eof() => Ok(None),
+        Err(_) => Err(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::model_of;
+
+    #[test]
+    fn the_model_of_a_json_body_is_read_and_an_ambiguous_one_refused() {
+        assert_eq!(
+            model_of(br#"{"model":"gpt-5","messages":[]}"#),
+            Ok(Some("gpt-5".into()))
+        );
+        assert_eq!(model_of(br#"{"messages":[]}"#), Ok(None));
+        assert_eq!(model_of(b""), Ok(None));
+        assert_eq!(model_of(b"--boundary\r\n"), Ok(None));
+        assert_eq!(model_of(br#"{"model":"a","model":"b"}"#), Err(()));
+        assert_eq!(model_of(br#"{"model":7}"#), Err(()));
+    }
+}
