@@ -22,7 +22,7 @@ fn teams() -> Teams {
             .map(|k| format!("\"sha256:{}\"", hex(&key(team, k))))
             .collect();
         text.push_str(&format!(
-            "[teams.t{team}]\nkeys = [{}]\nproviders = [\"openai\"]\nmodels = [\"gpt-5*\", \"o3*\", \"gpt-4.1*\"]\ntools = [\"get_*\", \"refund_*\"]\nrequests_per_minute = 1000000\nrules = {{ namespaced = \"strip\" }}\n",
+            "[teams.t{team}]\nkeys = [{}]\nproviders = [\"openai\"]\nmodels = [\"gpt-5*\", \"o3*\", \"gpt-4.1*\"]\ntools = [\"get_*\", \"refund_*\"]\nrequests_per_minute = 4000000000\nrules = {{ namespaced = \"strip\" }}\n",
             keys.join(", ")
         ));
     }
