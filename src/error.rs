@@ -22,6 +22,8 @@ pub enum ApiError {
     Rejected {
         /// The provider the request was routed to.
         provider: String,
+        /// The body member holding the items (`input`, or `items` on conversation paths).
+        member: &'static str,
         /// The listed `reject` violations, in input order (never empty).
         violations: Vec<Violation>,
         /// How many more `reject` violations there were than are listed.
@@ -199,7 +201,7 @@ impl From<RouteError> for ApiError {
 
 impl ApiError {
     /// The 422 for a verdict with `reject` violations: those listed, and how many were not.
-    pub fn rejected(provider: &str, verdict: Verdict) -> Self {
+    pub fn rejected(provider: &str, member: &'static str, verdict: Verdict) -> Self {
         let truncated = verdict.unlisted(Action::Reject);
         let violations = verdict
             .violations
@@ -208,6 +210,7 @@ impl ApiError {
             .collect();
         ApiError::Rejected {
             provider: provider.to_owned(),
+            member,
             violations,
             truncated,
         }
@@ -296,6 +299,7 @@ impl ApiError {
         match self {
             ApiError::Rejected {
                 provider,
+                member,
                 violations,
                 truncated,
             } => {
@@ -305,10 +309,9 @@ impl ApiError {
                     2 => " (and 1 more violation)".to_owned(),
                     n => format!(" (and {} more violations)", n - 1),
                 };
-                // `input[3]` (or `items[3]`, `tools[1]`): the param up to its first member.
-                let at = first.param.split('.').next().unwrap_or(&first.param);
                 format!(
-                    "{at} cannot be sent to provider `{provider}`: {}{more}",
+                    "{} cannot be sent to provider `{provider}`: {}{more}",
+                    first.location(member),
                     first.message
                 )
             }
@@ -406,6 +409,7 @@ mod tests {
     fn rejections_lead_with_the_first_violation() {
         let e = ApiError::Rejected {
             provider: "bedrock".into(),
+            member: "input",
             violations: vec![
                 violation(2, Reason::Status, "input[2].status"),
                 violation(4, Reason::CallIdMismatch, "input[4].call_id"),
@@ -438,7 +442,7 @@ mod tests {
             ..violation(9, Reason::UnknownTool, "input[9].name")
         };
         verdict.push_with(Action::Monitor, Some(9), 3, || monitored);
-        let e = ApiError::rejected("openai", verdict);
+        let e = ApiError::rejected("openai", "input", verdict);
         let v = envelope(&e);
         let listed = v["error"]["violations"].as_array().unwrap();
         assert_eq!(listed.len(), 3);

@@ -22,21 +22,42 @@ pub struct ConfigReload {
     reloader: Reloader,
     /// The configuration in force, for the audit path to reopen when a reload fails.
     current: Config,
+    /// What the watched files held when they were last read, so file events that change
+    /// nothing (or change a sibling of the file) trigger no reload.
+    read_as: Option<u64>,
 }
 
 impl ConfigReload {
     /// Reloads `reloader`'s workers from `path`, whose configuration `current` is in force.
     pub fn new(path: Option<PathBuf>, reloader: Reloader, current: Config) -> ConfigReload {
-        ConfigReload {
+        let mut reload = ConfigReload {
             path,
             reloader,
             current,
+            read_as: None,
+        };
+        reload.read_as = reload.fingerprint();
+        reload
+    }
+
+    /// A hash of what the watched files hold now, read through any symlinks (a Kubernetes
+    /// config map swaps a `..data` symlink, so the events name that, not the file).
+    fn fingerprint(&self) -> Option<u64> {
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        for file in self.watched_files() {
+            hasher.update(file.as_os_str().as_encoded_bytes());
+            match std::fs::read(&file) {
+                Ok(bytes) => hasher.update(&bytes),
+                Err(_) => hasher.update(b"\0unreadable"),
+            }
         }
+        Some(hasher.digest())
     }
 
     /// Re-reads the file and swaps it in if it loads and builds; logs what happened. The audit
     /// log is reopened either way (after logrotate moved it).
     pub fn reload(&mut self, why: &str) -> bool {
+        self.read_as = self.fingerprint();
         let Some(path) = &self.path else {
             tracing::info!(
                 trigger = why,
@@ -60,10 +81,22 @@ impl ConfigReload {
                     teams = config.teams.len(),
                     "configuration reloaded"
                 );
-                if config.server != self.current.server {
+                // `--listen` overrides the file's address; that is no change.
+                let server = crate::config::ServerConfig {
+                    listen: self.current.server.listen,
+                    ..config.server.clone()
+                };
+                if server != self.current.server {
                     tracing::warn!("[server] changes take a restart; the rest is in force");
                 }
+                if config.gate.schema_limits() != self.current.gate.schema_limits() {
+                    tracing::warn!(
+                        "[gate] schema_cache_bytes, max_schema_bytes and passed_calls_bytes changes take a restart; the rest is in force"
+                    );
+                }
+                let listen = self.current.server.listen;
                 self.current = config;
+                self.current.server.listen = listen;
                 true
             }
             Err(error) => {
@@ -102,6 +135,9 @@ impl ConfigReload {
                     // Let a write in several steps finish, then take every event it made.
                     tokio::time::sleep(SETTLE).await;
                     while changes.try_recv().is_ok() {}
+                    if self.fingerprint() == self.read_as {
+                        continue;
+                    }
                     "file change"
                 }
                 true = next_hangup(&mut hangup) => "SIGHUP",
@@ -122,8 +158,10 @@ fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
 }
 
-/// Watches the directories of `files` (so a file replaced by a rename, as editors and
-/// Kubernetes do, is still seen) and signals `changed` when one of `files` changes.
+/// Watches the directories of `files` and signals `changed` on any change in them: a file
+/// replaced by a rename (as editors do) or through a swapped symlink (as Kubernetes config maps
+/// are) shows up under another name, so whether a watched file changed is decided by reading
+/// it ([`ConfigReload::fingerprint`]).
 fn watch_files(
     files: &BTreeSet<PathBuf>,
     changed: mpsc::Sender<()>,
@@ -131,10 +169,14 @@ fn watch_files(
     let wanted = files.clone();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
-        if event.kind.is_access() {
-            return;
-        }
-        if event.paths.iter().any(|path| wanted.contains(path)) {
+        // Writes to other files of the directory (an audit log beside proxy.toml) are no
+        // reason to read the configuration again; renames, creations and removals may be.
+        let written = matches!(
+            event.kind,
+            notify::EventKind::Modify(notify::event::ModifyKind::Data(_))
+        );
+        let ours = event.paths.iter().any(|path| wanted.contains(path));
+        if !event.kind.is_access() && (ours || !written) {
             let _ = changed.try_send(());
         }
     })?;

@@ -64,7 +64,7 @@ pub struct Policy {
     pub work_budget: u64,
     /// A team's tool rules (contract §7); `None` allows every tool and pins nothing.
     pub tools: Option<Arc<ToolRules>>,
-    /// `mode = "monitor"`: every `reject` acts as `monitor` (a shadow rollout).
+    /// `mode = "monitor"`: every `reject` and `strip` acts as `monitor` (a shadow rollout).
     pub monitor_only: bool,
 }
 
@@ -97,7 +97,7 @@ impl Policy {
 
     /// The action `reason` has under this policy. `strip` on a reason about the request's
     /// tools, which no item removal can cure, acts as `reject`; then, in monitor mode, `reject`
-    /// acts as `monitor`.
+    /// and `strip` act as `monitor`: a shadow rollout changes nothing on the wire.
     pub fn action(&self, reason: Reason) -> Action {
         let action = self
             .actions
@@ -105,9 +105,8 @@ impl Policy {
             .copied()
             .unwrap_or_else(|| reason.default_action());
         match action {
-            Action::Strip if reason.is_about_tools() && self.monitor_only => Action::Monitor,
+            Action::Reject | Action::Strip if self.monitor_only => Action::Monitor,
             Action::Strip if reason.is_about_tools() => Action::Reject,
-            Action::Reject if self.monitor_only => Action::Monitor,
             action => action,
         }
     }
@@ -128,11 +127,6 @@ impl Policy {
         policy.tools = tools.filter(|tools| !tools.is_empty());
         policy.monitor_only = monitor_only;
         policy
-    }
-
-    /// Whether any reason may strip items (so a verdict may carry items to cut).
-    pub fn may_strip(&self) -> bool {
-        self.actions.values().any(|&action| action == Action::Strip)
     }
 }
 
@@ -218,11 +212,14 @@ mod tests {
             Action::Reject,
             "strip acts as reject on tools"
         );
-        assert!(team.may_strip() && !global.may_strip());
         let shadow = global.for_team(&rules, None, true);
         assert_eq!(shadow.action(Reason::UnknownTool), Action::Monitor);
         assert_eq!(shadow.action(Reason::ToolNotAllowed), Action::Monitor);
         assert_eq!(shadow.action(Reason::ArgumentsSchema), Action::Monitor);
-        assert_eq!(shadow.action(Reason::Namespaced), Action::Strip);
+        assert_eq!(
+            shadow.action(Reason::Namespaced),
+            Action::Monitor,
+            "a shadow strips nothing"
+        );
     }
 }

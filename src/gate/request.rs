@@ -110,6 +110,13 @@ impl Tool<'_> {
     pub fn is_function(&self) -> bool {
         self.kind.as_str() == Some("function")
     }
+
+    /// Whether this is a tool the client runs under a name of its own: a function tool, or a
+    /// custom tool (whose calls are `custom_tool_call` items). A team's `tools` globs cover
+    /// both.
+    pub fn is_named_client_tool(&self) -> bool {
+        matches!(self.kind.as_str(), Some("function" | "custom"))
+    }
 }
 
 /// Why a body could not be read or judged as a request (a 400 in the contract).

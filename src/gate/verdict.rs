@@ -163,6 +163,17 @@ pub struct Violation {
     pub message: String,
 }
 
+impl Violation {
+    /// Where the violation is, for people: the item (`input[3]`, or `items[3]` when the items
+    /// are in `member` `items`), or for a violation about a declared tool, `tools[1]`.
+    pub fn location(&self, member: &str) -> String {
+        match self.index {
+            Some(index) => format!("{member}[{index}]"),
+            None => self.param.split('.').next().unwrap_or(&self.param).to_owned(),
+        }
+    }
+}
+
 /// The gate's judgement of one request body for one target.
 ///
 /// Violations are listed in input order, at most the policy's `max_listed` of each action; the

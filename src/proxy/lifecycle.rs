@@ -58,8 +58,11 @@ where
     let (mut parts, body) = request.into_parts();
     let mut cx = RequestContext::begin(state, record)?;
     cx.authenticate(&mut parts.headers)?;
+    // Every authenticated request counts against its team's rate, refused or not; a route
+    // error (404, or 403 for the path's provider) is answered before a 429.
+    let rate = cx.limit_rate();
     let route = cx.route(parts.uri.path())?;
-    cx.limit_rate()?;
+    rate?;
     let held = cx.read_body(body, &parts.headers).await?;
     let judged = cx.judge(&route, &parts, held.bytes).await?;
     let response = cx
@@ -74,13 +77,13 @@ where
 pub const MONITORED_HEADER: &str = "x-replaygate-monitored";
 
 /// `unknown_tool@input[4],status@input[7]`: the listed `monitor` violations of a verdict, if any.
-pub(super) fn monitored_header(verdict: &Verdict) -> Option<HeaderValue> {
+pub(super) fn monitored_header(verdict: &Verdict, member: &str) -> Option<HeaderValue> {
     let mut names = String::new();
     for violation in verdict.with_action(Action::Monitor) {
         if !names.is_empty() {
             names.push(',');
         }
-        let at = violation.param.split('.').next().unwrap_or(&violation.param);
+        let at = violation.location(member);
         write!(names, "{}@{at}", violation.reason).expect("writing to a String");
     }
     if names.is_empty() {

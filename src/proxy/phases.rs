@@ -89,7 +89,8 @@ impl<'r> RequestContext<'r> {
     }
 
     /// Counts the request against its team's `requests_per_minute` (429 over it), before its
-    /// body is read. Every authenticated request counts, refused or not.
+    /// body is read. Every authenticated request counts, refused or not, so this runs before
+    /// any later phase can refuse it.
     pub fn limit_rate(&self) -> Result<(), ApiError> {
         let Some(team) = &self.team else {
             return Ok(());
@@ -156,10 +157,14 @@ impl<'r> RequestContext<'r> {
         self.record.judged(&judged.verdict);
         self.audit(&judged, &body);
         if !judged.verdict.is_allowed() {
-            return Err(ApiError::rejected(&judged.provider, judged.verdict));
+            return Err(ApiError::rejected(
+                &judged.provider,
+                items.member(),
+                judged.verdict,
+            ));
         }
         let mut answer_headers = Vec::new();
-        if let Some(monitored) = monitored_header(&judged.verdict) {
+        if let Some(monitored) = monitored_header(&judged.verdict, items.member()) {
             answer_headers.push((MONITORED_HEADER, monitored));
         }
         let limit = self.snapshot.policy_of(self.team.as_deref()).max_listed;
@@ -182,12 +187,18 @@ impl<'r> RequestContext<'r> {
         self.record.routed(name, None);
         if let Some(team) = &self.team {
             team.authorize_provider(name)?;
-            if team.limits_models() {
-                let model = model_of(&body).map_err(|()| ApiError::ModelNotAllowed {
-                    team: team.name.clone(),
-                    model: "(a `model` that cannot be read)".to_owned(),
-                })?;
-                team.authorize_model(model.as_deref())?;
+            // A body the model limit cannot read fails closed: the provider might read a model
+            // in it (a form field, a JSON dialect, another spelling of `model`).
+            if team.limits_models() && !body.is_empty() {
+                match model_of(&body) {
+                    Ok(Some(model)) => team.authorize_model(Some(&model))?,
+                    Ok(None) => {}
+                    Err(()) => {
+                        return Err(team.model_not_allowed(
+                            "(none that can be read: send a JSON object with one `model` string)".to_owned(),
+                        ))
+                    }
+                }
             }
         }
         Ok(Decided {
@@ -242,26 +253,51 @@ impl<'r> RequestContext<'r> {
     }
 }
 
-/// The `model` of an ungated request's JSON body, for a team whose models are limited. A body
-/// that is not a JSON object names no model; an object whose `model` cannot be read (not a
-/// string, or given twice) is an error, since the provider might read one.
+/// The `model` of an ungated request's body, read strictly for a team whose models are
+/// limited: the body must be one JSON object (RFC 8259: no byte order mark, `NaN` or trailing
+/// comma) with at most one member `model`, a string, and no member that reads as `model` in
+/// another case or with control characters. `Ok(None)`: an object without `model`.
 fn model_of(body: &[u8]) -> Result<Option<String>, ()> {
-    #[derive(serde::Deserialize)]
-    struct Named {
-        model: Option<String>,
+    use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
+
+    struct ModelOnly;
+
+    impl<'de> Visitor<'de> for ModelOnly {
+        type Value = Option<String>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut model = None;
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key == "model" {
+                    if model.is_some() {
+                        return Err(serde::de::Error::custom("`model` is given twice"));
+                    }
+                    model = Some(map.next_value::<String>()?);
+                } else if reads_as_model(&key) {
+                    return Err(serde::de::Error::custom("a member reads as `model`"));
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(model)
+        }
     }
-    let looks_like_object = body
-        .iter()
-        .find(|b| !b.is_ascii_whitespace())
-        .is_some_and(|&b| b == b'{');
-    if !looks_like_object {
-        return Ok(None);
-    }
-    match serde_json::from_slice::<Named>(body) {
-        Ok(named) => Ok(named.model),
-        Err(error) if error.is_syntax() || error.is_eof() => Ok(None),
-        Err(_) => Err(()),
-    }
+
+    let mut reader = serde_json::Deserializer::from_slice(body);
+    let model = (&mut reader).deserialize_map(ModelOnly).map_err(|_| ())?;
+    reader.end().map_err(|_| ())?;
+    Ok(model)
+}
+
+/// Whether a member name other than `model` is `model` to a lenient reader: in another case,
+/// or with control characters in it.
+fn reads_as_model(key: &str) -> bool {
+    let visible: String = key.chars().filter(|c| !c.is_control()).collect();
+    visible.trim().eq_ignore_ascii_case("model")
 }
 
 #[cfg(test)]
@@ -269,15 +305,28 @@ mod tests {
     use super::model_of;
 
     #[test]
-    fn the_model_of_a_json_body_is_read_and_an_ambiguous_one_refused() {
+    fn the_model_of_a_json_body_is_read_and_anything_else_refused() {
         assert_eq!(
             model_of(br#"{"model":"gpt-5","messages":[]}"#),
             Ok(Some("gpt-5".into()))
         );
-        assert_eq!(model_of(br#"{"messages":[]}"#), Ok(None));
-        assert_eq!(model_of(b""), Ok(None));
-        assert_eq!(model_of(b"--boundary\r\n"), Ok(None));
-        assert_eq!(model_of(br#"{"model":"a","model":"b"}"#), Err(()));
-        assert_eq!(model_of(br#"{"model":7}"#), Err(()));
+        assert_eq!(model_of(br#" {"messages":[],"meta":{"Model":"x"}} "#), Ok(None));
+        for body in [
+            &b""[..],
+            b"--boundary\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\ngpt-4o",
+            br#"{"model":"a","model":"b"}"#,
+            br#"{"model":7}"#,
+            br#"{"model":null}"#,
+            br#"{"model":"gpt-5","MODEL":"llama"}"#,
+            br#"{"Model":"llama"}"#,
+            b"{\"mod\\u0000el\":\"llama\"}",
+            br#"{"model":"gpt-4o","temperature":NaN}"#,
+            "\u{feff}{\"model\":\"gpt-4o\"}".as_bytes(),
+            br#"{"model":"gpt-4o",}"#,
+            br#"{"model":"gpt-5"} {"model":"gpt-4o"}"#,
+            br#"[{"model":"gpt-4o"}]"#,
+        ] {
+            assert_eq!(model_of(body), Err(()), "{}", String::from_utf8_lossy(body));
+        }
     }
 }

@@ -64,14 +64,23 @@ impl Team {
         })
     }
 
-    /// 403 unless the team may use `model` (a request without a model passes).
+    /// 403 unless the team may use `model`. When the team's models are limited, a request
+    /// that names no model (or not as a string) is refused too: the provider would pick one
+    /// (a stored prompt's, say) that the limit cannot see.
     pub fn authorize_model(&self, model: Option<&str>) -> Result<(), ApiError> {
         match model {
-            Some(model) if !self.may_use_model(model) => Err(ApiError::ModelNotAllowed {
-                team: self.name.clone(),
-                model: model.chars().take(200).collect(),
-            }),
-            _ => Ok(()),
+            Some(model) if self.may_use_model(model) => Ok(()),
+            None if !self.limits_models() => Ok(()),
+            Some(model) => Err(self.model_not_allowed(model.chars().take(200).collect())),
+            None => Err(self.model_not_allowed("(no model named as a string)".to_owned())),
+        }
+    }
+
+    /// The 403 for `model` (as it is to be shown).
+    pub fn model_not_allowed(&self, model: String) -> ApiError {
+        ApiError::ModelNotAllowed {
+            team: self.name.clone(),
+            model,
         }
     }
 }
@@ -168,7 +177,8 @@ fn prefix(digest: &[u8; 32]) -> u64 {
 }
 
 /// The client key of a request: `Authorization: Bearer KEY`, `x-api-key` or `api-key`. Several
-/// that disagree (or one header sent twice) are refused: which one counts would be a guess.
+/// that disagree (or one header sent twice with different keys), or an `Authorization` of
+/// another scheme, are refused: which one counts would be a guess. Empty headers are skipped.
 fn client_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     let mut key: Option<&str> = None;
     for name in &KEY_HEADERS {
@@ -176,6 +186,10 @@ fn client_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
             let text = value
                 .to_str()
                 .map_err(|_| ApiError::InvalidApiKey("the client key is not visible ASCII"))?;
+            // An empty header (some SDKs send `x-api-key: ""` beside a bearer) holds no key.
+            if text.trim().is_empty() {
+                continue;
+            }
             let text = if *name == header::AUTHORIZATION {
                 bearer(text).ok_or(ApiError::InvalidApiKey(
                     "the Authorization header must be `Bearer KEY`",
@@ -307,6 +321,14 @@ mod tests {
             team_of(&[("authorization", "Bearer rg-pay"), ("x-api-key", "rg-pay")]),
             Ok("payments".into())
         );
+        assert_eq!(
+            team_of(&[
+                ("authorization", "Bearer rg-pay"),
+                ("x-api-key", ""),
+                ("api-key", " ")
+            ]),
+            Ok("payments".into())
+        );
     }
 
     #[test]
@@ -340,12 +362,19 @@ mod tests {
             "provider_not_allowed"
         );
         assert!(payments.authorize_model(Some("gpt-5-mini")).is_ok());
-        assert!(payments.authorize_model(None).is_ok());
+        assert_eq!(
+            payments.authorize_model(None).unwrap_err().code(),
+            "model_not_allowed"
+        );
         assert_eq!(
             payments.authorize_model(Some("gpt-4o")).unwrap_err().code(),
             "model_not_allowed"
         );
         let search = teams.find("rg-search-2").unwrap();
         assert!(search.authorize_provider("bedrock").is_ok() && search.may_use_model("anything"));
+        assert!(
+            search.authorize_model(None).is_ok(),
+            "a team without model limits needs no model"
+        );
     }
 }

@@ -209,3 +209,30 @@ async fn the_audit_log_follows_logrotate_and_is_whole_when_serve_exits() {
     assert_eq!(lines(&rotated), 1);
     assert_eq!(lines(&audit), 3, "every line is written before serve exits");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_watch_config_a_config_map_update_is_reloaded() {
+    use std::os::unix::fs::symlink;
+    // A Kubernetes config map volume: proxy.toml -> ..data/proxy.toml, ..data -> ..v1; an
+    // update writes ..v2, swaps ..data by a rename and removes ..v1.
+    let upstream = Upstream::json(200, r#"{"ok":true}"#).await;
+    let dir = tempfile::tempdir().unwrap();
+    let version = |name: &str, keys: &[&str]| {
+        let at = dir.path().join(name);
+        std::fs::create_dir(&at).unwrap();
+        std::fs::write(at.join("proxy.toml"), config(&upstream, keys, true)).unwrap();
+    };
+    version("..v1", &[PAY_KEY]);
+    symlink("..v1", dir.path().join("..data")).unwrap();
+    symlink("..data/proxy.toml", dir.path().join("proxy.toml")).unwrap();
+    let mut serve = Serve::start(&dir.path().join("proxy.toml")).await;
+    assert_eq!(serve.status_with(PAY_KEY).await, 200);
+
+    version("..v2", &[SEARCH_KEY]);
+    symlink("..v2", dir.path().join("..data_tmp")).unwrap();
+    std::fs::rename(dir.path().join("..data_tmp"), dir.path().join("..data")).unwrap();
+    std::fs::remove_dir_all(dir.path().join("..v1")).unwrap();
+    serve.until_logged("configuration reloaded").await;
+    serve.until_status(SEARCH_KEY, 200).await;
+    serve.until_status(PAY_KEY, 401).await;
+}

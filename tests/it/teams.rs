@@ -360,7 +360,7 @@ async fn strip_cuts_the_items_out_of_the_original_bytes() {
 async fn strip_on_a_tool_reason_acts_as_reject_and_monitor_mode_forwards_everything() {
     let upstream = Upstream::json(200, r#"{"ok":true}"#).await;
     let teams = format!(
-        "{}\n[teams.shadow]\nkeys = [\"sha256:{}\"]\nmode = \"monitor\"\ntools = [\"get_*\"]\n",
+        "{}\n[teams.shadow]\nkeys = [\"sha256:{}\"]\nmode = \"monitor\"\ntools = [\"get_*\"]\nrules = {{ namespaced = \"strip\" }}\n",
         two_teams("tools = [\"get_*\"]\nrules = { tool_not_allowed = \"strip\" }"),
         digest("rg-shadow")
     );
@@ -398,14 +398,19 @@ async fn a_team_over_its_rate_gets_429_with_retry_after_and_others_do_not() {
     let upstream = Upstream::json(200, r#"{"ok":true}"#).await;
     let proxy = start(
         &upstream,
-        &two_teams("requests_per_minute = 2\nmodels = [\"gpt-5*\"]"),
+        &two_teams("requests_per_minute = 4\nmodels = [\"gpt-5*\"]\nproviders = [\"openai\"]"),
     )
     .await;
     let pay = bearer(PAY_KEY);
     let key = [("authorization", pay.as_str())];
-    // A refused request counts as well.
+    // Refused requests count as well, whatever refused them: the model, the path's provider,
+    // an unknown prefix.
     let (status, _, _) = post(&proxy, "/v1/responses", &key, r#"{"model":"gpt-4o","input":"x"}"#).await;
     assert_eq!(status, 403);
+    let (status, _, _) = post(&proxy, "/bedrock/v1/responses", &key, HELLO).await;
+    assert_eq!(status, 403);
+    let (status, _, _) = post(&proxy, "/nosuch/v1/responses", &key, HELLO).await;
+    assert_eq!(status, 404);
     let (status, _, _) = post(&proxy, "/v1/responses", &key, HELLO).await;
     assert_eq!(status, 200);
     let (status, head, answer) = post(&proxy, "/v1/responses", &key, HELLO).await;

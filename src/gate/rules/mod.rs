@@ -120,7 +120,9 @@ pub fn judge(
         let paired = pairing.pair(index, item);
         let finding = match item.class {
             ItemClass::Message => chat_envelope::check(item),
-            ItemClass::Extension => namespace::check(item, target.provider).or(paired),
+            ItemClass::Extension => namespace::check(item, target.provider)
+                .or(paired)
+                .or_else(|| team_tools::check_custom_call(item, policy.tools.as_deref())),
             ItemClass::FunctionCall => match paired {
                 Some(finding) => Some(finding),
                 None => function_call::check(item, &mut cx)?,

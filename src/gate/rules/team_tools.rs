@@ -1,6 +1,6 @@
 //! `tool_not_allowed` and `tool_schema_drift` for the request's declared tools (contract §7):
-//! a team may declare only the function tools its globs allow, and a tool it pins only with the
-//! pinned `parameters`.
+//! a team may declare only the function (and custom) tools its globs allow, and a tool it pins
+//! only with the pinned `parameters`.
 
 use serde_json::Value;
 
@@ -16,7 +16,7 @@ pub(super) fn check<'t>(
     rules: &'t ToolRules,
 ) -> impl Iterator<Item = (usize, Finding)> + 't {
     tools.iter().enumerate().filter_map(|(position, tool)| {
-        let name = tool.name.as_str().filter(|_| tool.is_function())?;
+        let name = tool.name.as_str().filter(|_| tool.is_named_client_tool())?;
         check_one(name, tool, rules).map(|finding| (position, finding))
     })
 }
@@ -25,7 +25,7 @@ fn check_one(name: &str, tool: &Tool<'_>, rules: &ToolRules) -> Option<Finding> 
     if !rules.allows(name) {
         return Some(not_allowed(name, Param::Tool, "declare"));
     }
-    let pinned = rules.pinned(name)?;
+    let pinned = rules.pinned(name).filter(|_| tool.is_function())?;
     let declared = tool
         .parameters
         .map(|raw| serde_json::from_str::<Value>(raw.get()));
@@ -44,6 +44,19 @@ fn check_one(name: &str, tool: &Tool<'_>, rules: &ToolRules) -> Option<Finding> 
             ),
         )
     })
+}
+
+/// `tool_not_allowed` for a `custom_tool_call` whose tool the team may not call.
+pub(super) fn check_custom_call(
+    item: &crate::gate::item::Item<'_>,
+    rules: Option<&ToolRules>,
+) -> Option<Finding> {
+    let rules = rules?;
+    let name = item
+        .name
+        .as_str()
+        .filter(|_| item.type_name() == "custom_tool_call")?;
+    (!rules.allows(name)).then(|| not_allowed(name, Param::Member("name"), "call"))
 }
 
 /// `tool_not_allowed` for a tool called `name` the request would `verb` (declare or call).
@@ -120,6 +133,20 @@ mod tests {
         assert!(!verdict.is_allowed());
         // Without team rules the same body passes.
         assert!(judge(&body, &Policy::default()).violations.is_empty());
+    }
+
+    #[test]
+    fn custom_tools_are_held_to_the_same_globs() {
+        let body = r#"{"tools":[{"type":"custom","name":"get_time"},{"type":"custom","name":"shell"}],
+            "input":[{"type":"custom_tool_call","call_id":"c1","name":"shell","input":"rm -rf /"}]}"#;
+        let verdict = judge(body, &team(&["get_*"], false));
+        assert_eq!(
+            found(&verdict),
+            [
+                (None, Reason::ToolNotAllowed, "tools[1]"),
+                (Some(0), Reason::ToolNotAllowed, "input[0].name"),
+            ]
+        );
     }
 
     #[test]
