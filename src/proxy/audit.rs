@@ -82,14 +82,15 @@ pub struct AuditViolation<'a> {
 }
 
 impl<'a> AuditLine<'a> {
-    /// The line for a request with id `request_id`, judged as `verdict`, whose body was `body`.
+    /// The line for a request with id `request_id`, judged as `verdict`, whose body hashed to
+    /// `body_sha256` ([`body_sha256`]).
     pub fn new(
         request_id: &'a str,
         team: Option<&'a str>,
         provider: &'a str,
         model: Option<&'a str>,
         verdict: &'a Verdict,
-        body: &[u8],
+        body_sha256: String,
     ) -> AuditLine<'a> {
         AuditLine {
             ts: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
@@ -108,9 +109,15 @@ impl<'a> AuditLine<'a> {
                     param: &v.param,
                 })
                 .collect(),
-            body_sha256: hex(&Sha256::digest(body)),
+            body_sha256,
         }
     }
+}
+
+/// SHA-256 of `body`, hex: what an audit line says of the bytes received. Computed where the
+/// body is judged (on the blocking pool for large bodies), not on the worker.
+pub fn body_sha256(body: &[u8]) -> String {
+    hex(&Sha256::digest(body))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -229,7 +236,7 @@ mod tests {
             "openai",
             Some("gpt-5"),
             &verdict,
-            b"{}",
+            body_sha256(b"{}"),
         );
         let text = serde_json::to_string(&line).unwrap();
         let value: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -253,7 +260,14 @@ mod tests {
         let (first, second) = (dir.path().join("audit.jsonl"), dir.path().join("rotated.jsonl"));
         let verdict = Verdict::default();
         let log = AuditLog::open(&first).unwrap();
-        log.write(&AuditLine::new("a", None, "openai", None, &verdict, b"x"));
+        log.write(&AuditLine::new(
+            "a",
+            None,
+            "openai",
+            None,
+            &verdict,
+            body_sha256(b"x"),
+        ));
         // The writer thread writes within a few ticks; wait (boundedly) for the first line.
         for _ in 0..500 {
             if std::fs::metadata(&first).unwrap().len() > 0 {
@@ -263,7 +277,14 @@ mod tests {
         }
         std::fs::rename(&first, &second).unwrap();
         log.reopen(&first);
-        log.write(&AuditLine::new("b", None, "openai", None, &verdict, b"y"));
+        log.write(&AuditLine::new(
+            "b",
+            None,
+            "openai",
+            None,
+            &verdict,
+            body_sha256(b"y"),
+        ));
         drop(log);
         let read = |path: &Path| std::fs::read_to_string(path).unwrap();
         assert!(read(&second).contains("\"request_id\":\"a\""));

@@ -37,6 +37,8 @@ pub(super) struct Judged {
     /// When items were stripped: the body to forward instead of the one received, and the
     /// positions of the items cut from it.
     pub stripped: Option<gate::strip::Stripped>,
+    /// SHA-256 of the body received, hex, when the audit log is on.
+    pub body_sha256: Option<String>,
 }
 
 /// Who is asking, under which configuration: what the judge phase judges a request for.
@@ -130,5 +132,6 @@ fn judge_now(
         model: request.model().map(str::to_owned),
         verdict,
         stripped,
+        body_sha256: state.audit.is_some().then(|| super::audit::body_sha256(body)),
     })
 }

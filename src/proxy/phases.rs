@@ -152,10 +152,10 @@ impl<'r> RequestContext<'r> {
             team: self.team.clone(),
         };
         let charset = check_charset(&parts.headers);
-        let judged = judge(self.state, &asker, route.prefix, items, &body, charset).await?;
+        let mut judged = judge(self.state, &asker, route.prefix, items, &body, charset).await?;
         self.record.routed(&judged.provider, judged.model.as_deref());
         self.record.judged(&judged.verdict);
-        self.audit(&judged, &body);
+        self.audit(&mut judged);
         if !judged.verdict.is_allowed() {
             return Err(ApiError::rejected(
                 &judged.provider,
@@ -209,15 +209,15 @@ impl<'r> RequestContext<'r> {
     }
 
     /// Writes the audit line of a judged request, when the audit log is on.
-    fn audit(&self, judged: &Judged, body: &[u8]) {
-        if let Some(log) = &self.state.audit {
+    fn audit(&self, judged: &mut Judged) {
+        if let (Some(log), Some(body_sha256)) = (&self.state.audit, judged.body_sha256.take()) {
             log.write(&AuditLine::new(
                 &self.record.request_id,
                 self.team.as_deref().map(|team| team.name.as_str()),
                 &judged.provider,
                 judged.model.as_deref(),
                 &judged.verdict,
-                body,
+                body_sha256,
             ));
         }
     }
