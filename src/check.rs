@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::cli::CheckArgs;
 use crate::config::Config;
 use crate::gate::{Gate, Policy, ProviderProfile, SchemaLimits, Target, Violation};
+use crate::proxy::teams::Teams;
 
 /// Every body was allowed.
 pub const EXIT_ALLOWED: u8 = 0;
@@ -87,8 +88,8 @@ fn check(
     Ok(worst)
 }
 
-/// The provider profile, schema limits and policy: from the configuration, or the bare slug
-/// with the defaults.
+/// The provider profile, schema limits and policy (the global one, or with `--team` that
+/// team's): from the configuration, or the bare slug with the defaults.
 fn profile(args: &CheckArgs) -> Result<(ProviderProfile, SchemaLimits, Policy), String> {
     let Some(path) = &args.config else {
         return Ok((
@@ -107,10 +108,19 @@ fn profile(args: &CheckArgs) -> Result<(ProviderProfile, SchemaLimits, Policy), 
             known.join(", ")
         )
     })?;
+    let mut policy = config.gate.policy();
+    if let Some(name) = &args.team {
+        let teams = Teams::new(&config.teams, &policy).map_err(|e| e.to_string())?;
+        policy = teams
+            .by_name(name)
+            .ok_or_else(|| format!("team `{name}` is not in {}", path.display()))?
+            .policy
+            .clone();
+    }
     Ok((
         ProviderProfile::new(&args.provider, provider.namespaces().iter().cloned()),
         config.gate.schema_limits(),
-        config.gate.policy(),
+        policy,
     ))
 }
 

@@ -80,6 +80,9 @@ pub struct CheckArgs {
     /// The provider to judge the bodies for.
     #[arg(long, value_name = "NAME")]
     pub provider: String,
+    /// Judge under this team's policy (its rules, mode, tools and pinned schemas); needs --config.
+    #[arg(long, value_name = "NAME", requires = "config")]
+    pub team: Option<String>,
     /// Read one body per line (JSON Lines) instead of one body.
     #[arg(long)]
     pub jsonl: bool,

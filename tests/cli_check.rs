@@ -357,3 +357,58 @@ fn keys_new_needs_a_usable_team_name() {
     }
     assert_eq!(replaygate(&["keys", "new"], "").status.code(), Some(2));
 }
+
+#[test]
+fn a_team_judges_with_its_own_rules_and_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let digest = |n: u8| format!("sha256:{}", format!("{n:02x}").repeat(32));
+    let config = dir.path().join("proxy.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[providers.bedrock]\nbase_url = \"https://bedrock.example/v1\"\nauth = \"none\"\n\
+             [teams.shadow]\nkeys = [\"{}\"]\nmode = \"monitor\"\n\
+             [teams.stripper]\nkeys = [\"{}\"]\nrules = {{ namespaced = \"strip\" }}\n",
+            digest(1),
+            digest(2)
+        ),
+    )
+    .unwrap();
+    let path = config.to_str().unwrap();
+    let run = |team: &[&str]| {
+        let mut args = vec!["check", "--config", path, "--provider", "bedrock"];
+        args.extend_from_slice(team);
+        let out = replaygate(&args, FOREIGN);
+        let line = lines(&out).remove(0);
+        (
+            out.status.code(),
+            line["violations"][0]["action"].as_str().map(str::to_owned),
+        )
+    };
+    assert_eq!(run(&[]), (Some(1), Some("reject".to_owned())));
+    assert_eq!(run(&["--team", "shadow"]), (Some(0), Some("monitor".to_owned())));
+    assert_eq!(run(&["--team", "stripper"]), (Some(0), Some("strip".to_owned())));
+    assert_eq!(
+        replaygate(
+            &[
+                "check",
+                "--config",
+                path,
+                "--provider",
+                "bedrock",
+                "--team",
+                "nope"
+            ],
+            FOREIGN
+        )
+        .status
+        .code(),
+        Some(2)
+    );
+    assert_eq!(
+        replaygate(&["check", "--provider", "bedrock", "--team", "shadow"], FOREIGN)
+            .status
+            .code(),
+        Some(2)
+    );
+}

@@ -133,6 +133,11 @@ impl Teams {
         Ok(teams)
     }
 
+    /// The team called `name`.
+    pub fn by_name(&self, name: &str) -> Option<&Arc<Team>> {
+        self.teams.iter().find(|team| team.name == name)
+    }
+
     /// Whether any team is configured (so every request needs a key).
     pub fn is_empty(&self) -> bool {
         self.teams.is_empty()
