@@ -1,0 +1,230 @@
+//! What the ledger records of one answer (contract §8), and the digest of one output item.
+
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use super::canon::{put_bytes, put_members, put_opt, put_str};
+use super::MAX_ID_BYTES;
+
+/// What the ledger keeps of one response the provider completed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseRecord {
+    /// The response `id`.
+    pub id: String,
+    /// The `model` the provider answered with, when it named one.
+    pub model: Option<String>,
+    /// The output items, in output order.
+    pub items: Vec<ItemRecord>,
+}
+
+/// What the ledger keeps of one output item. Never a text, an argument or an
+/// `encrypted_content` value: only their digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemRecord {
+    /// The item `id`, when it has one.
+    pub id: Option<String>,
+    /// The item `type`.
+    pub item_type: String,
+    /// The item `call_id`, when it has one.
+    pub call_id: Option<String>,
+    /// The SHA-256 of the fields that matter; see [`item_digest`].
+    pub digest: [u8; 32],
+    /// Whether the item carries `encrypted_content` (present and not `null`).
+    pub has_encrypted_content: bool,
+}
+
+/// What every digested encoding starts with (length-prefixed), so a digest of an item can
+/// never equal the digest of anything else hashed the same way.
+const DOMAIN: &[u8] = b"replaygate item digest v1";
+
+/// Reads one output item. `None` when it is not an object with a string `type`, when `id` or
+/// `call_id` is neither a string nor `null`, or when `type`, `id` or `call_id` is longer than
+/// [`MAX_ID_BYTES`].
+pub fn item_record(item: &RawValue) -> Option<ItemRecord> {
+    let value: Value = serde_json::from_str(item.get()).ok()?;
+    item_record_from_value(&value)
+}
+
+/// [`item_record`] for an item already parsed.
+pub fn item_record_from_value(item: &Value) -> Option<ItemRecord> {
+    let members = item.as_object()?;
+    let item_type = members.get("type")?.as_str()?;
+    let id = optional_id(members, "id")?;
+    let call_id = optional_id(members, "call_id")?;
+    if item_type.len() > MAX_ID_BYTES {
+        return None;
+    }
+    Some(ItemRecord {
+        id,
+        item_type: item_type.to_owned(),
+        call_id,
+        digest: item_digest(item_type, members),
+        has_encrypted_content: members.get("encrypted_content").is_some_and(|v| !v.is_null()),
+    })
+}
+
+/// `Some(None)` when absent or `null`, `Some(Some(id))` for a string of at most
+/// [`MAX_ID_BYTES`], `None` otherwise.
+fn optional_id(members: &Map<String, Value>, name: &str) -> Option<Option<String>> {
+    match members.get(name) {
+        None | Some(Value::Null) => Some(None),
+        Some(Value::String(id)) if id.len() <= MAX_ID_BYTES => Some(Some(id.clone())),
+        Some(_) => None,
+    }
+}
+
+/// The SHA-256 of an item's fields that matter, in the canonical encoding of the `canon`
+/// module: the domain tag and the `type`, both length-prefixed, then by type
+///
+/// - `function_call`: `name`, `arguments`, `call_id` (each as a value, `-` when absent);
+/// - `message`: its text, one string value: `content` itself when it is a string, otherwise
+///   the concatenation, in order, of each content part's `text` (or, for a part without a
+///   string `text`, its string `refusal`); `-` when `content` is absent or of another type;
+/// - `reasoning`, `compaction`: `encrypted_content`;
+/// - any other type: the whole item as one object without its `id` and `status` members.
+///
+/// So the same item re-serialised with other member order, whitespace or string escapes has
+/// the same digest, and `id`/`status` (which a client may drop when it replays) never count.
+pub fn item_digest(item_type: &str, members: &Map<String, Value>) -> [u8; 32] {
+    let mut out = Vec::new();
+    put_bytes(&mut out, DOMAIN);
+    put_bytes(&mut out, item_type.as_bytes());
+    match item_type {
+        "function_call" => {
+            for name in ["name", "arguments", "call_id"] {
+                put_opt(&mut out, members.get(name));
+            }
+        }
+        "message" => match members.get("content") {
+            Some(Value::String(text)) => put_str(&mut out, text),
+            Some(Value::Array(parts)) => put_str(&mut out, &message_text(parts)),
+            _ => out.push(b'-'),
+        },
+        "reasoning" | "compaction" => put_opt(&mut out, members.get("encrypted_content")),
+        _ => put_members(
+            &mut out,
+            members
+                .iter()
+                .filter(|(name, _)| !matches!(name.as_str(), "id" | "status")),
+        ),
+    }
+    Sha256::digest(&out).into()
+}
+
+/// The text of a message's content parts, concatenated.
+fn message_text(parts: &[Value]) -> String {
+    let mut text = String::new();
+    for part in parts {
+        let part_text = part.get("text").and_then(Value::as_str);
+        if let Some(part_text) = part_text.or_else(|| part.get("refusal").and_then(Value::as_str)) {
+            text.push_str(part_text);
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(json: &str) -> Option<ItemRecord> {
+        let raw: Box<RawValue> = serde_json::from_str(json).unwrap();
+        item_record(&raw)
+    }
+
+    fn digest(json: &str) -> [u8; 32] {
+        record(json).unwrap().digest
+    }
+
+    const CALL: &str = r#"{"type":"function_call","id":"fc_1","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Paris\"}","status":"completed"}"#;
+
+    #[test]
+    fn a_function_call_is_recorded() {
+        let record = record(CALL).unwrap();
+        assert_eq!(record.id.as_deref(), Some("fc_1"));
+        assert_eq!(record.item_type, "function_call");
+        assert_eq!(record.call_id.as_deref(), Some("call_1"));
+        assert!(!record.has_encrypted_content);
+    }
+
+    #[test]
+    fn the_same_item_in_another_order_and_layout_has_the_same_digest() {
+        let replayed = r#"{
+            "arguments": "{\"city\":\"Paris\"}",
+            "name": "get_weather",
+            "call_id": "call_1",
+            "type": "function_call"
+        }"#;
+        assert_eq!(digest(CALL), digest(replayed));
+    }
+
+    #[test]
+    fn changed_arguments_name_or_call_id_change_the_digest() {
+        let base = digest(CALL);
+        assert_ne!(base, digest(&CALL.replace("Paris", "Lyon")));
+        assert_ne!(base, digest(&CALL.replace("get_weather", "get_time")));
+        assert_ne!(base, digest(&CALL.replace("\"call_1\"", "\"call_2\"")));
+        // The same arguments object with other spacing is another string: another digest.
+        assert_ne!(
+            base,
+            digest(&CALL.replace(r#"{\"city\":\"Paris\"}"#, r#"{\"city\": \"Paris\"}"#))
+        );
+    }
+
+    #[test]
+    fn a_message_digest_is_its_text() {
+        let message = r#"{"type":"message","id":"msg_1","role":"assistant","status":"completed","content":[{"type":"output_text","text":"Hello, ","annotations":[]},{"type":"output_text","text":"world"}]}"#;
+        let as_string = r#"{"type":"message","role":"assistant","content":"Hello, world"}"#;
+        assert_eq!(digest(message), digest(as_string));
+        assert_ne!(digest(message), digest(&message.replace("world", "there")));
+        let refusal = r#"{"type":"message","content":[{"type":"refusal","refusal":"No"}]}"#;
+        assert_ne!(digest(refusal), digest(r#"{"type":"message","content":[]}"#));
+    }
+
+    #[test]
+    fn reasoning_digest_is_its_encrypted_content() {
+        let reasoning = r#"{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAA"}"#;
+        let record = record(reasoning).unwrap();
+        assert!(record.has_encrypted_content);
+        let resummarised = r#"{"type":"reasoning","summary":[{"type":"summary_text","text":"x"}],"encrypted_content":"gAAA"}"#;
+        assert_eq!(record.digest, digest(resummarised));
+        assert_ne!(record.digest, digest(&reasoning.replace("gAAA", "gAAB")));
+        assert!(
+            !self::record(r#"{"type":"reasoning","encrypted_content":null}"#)
+                .unwrap()
+                .has_encrypted_content
+        );
+    }
+
+    #[test]
+    fn the_type_is_part_of_the_digest() {
+        assert_ne!(
+            digest(r#"{"type":"reasoning","encrypted_content":"x"}"#),
+            digest(r#"{"type":"compaction","encrypted_content":"x"}"#)
+        );
+    }
+
+    #[test]
+    fn other_items_digest_all_but_id_and_status() {
+        let search = r#"{"type":"web_search_call","id":"ws_1","status":"completed","action":{"type":"search","query":"q"}}"#;
+        let replayed = r#"{"action":{"query":"q","type":"search"},"type":"web_search_call"}"#;
+        assert_eq!(digest(search), digest(replayed));
+        assert_ne!(digest(search), digest(&search.replace("\"q\"", "\"r\"")));
+    }
+
+    #[test]
+    fn items_without_a_string_type_or_with_bad_ids_are_not_recorded() {
+        assert!(record(r#"{"id":"x"}"#).is_none());
+        assert!(record(r#"{"type":1}"#).is_none());
+        assert!(record(r#"[]"#).is_none());
+        assert!(record(r#"null"#).is_none());
+        assert!(record(r#"{"type":"message","id":5}"#).is_none());
+        let long = "x".repeat(MAX_ID_BYTES + 1);
+        assert!(record(&format!(r#"{{"type":"message","id":"{long}"}}"#)).is_none());
+        assert!(record(&format!(r#"{{"type":"function_call","call_id":"{long}"}}"#)).is_none());
+        assert!(record(&format!(r#"{{"type":"{long}"}}"#)).is_none());
+        let longest = "x".repeat(MAX_ID_BYTES);
+        assert!(record(&format!(r#"{{"type":"message","id":"{longest}"}}"#)).is_some());
+    }
+}
