@@ -10,6 +10,7 @@
 //!   answer).
 //! - [`error`]: the one error type of the request path and its OpenAI error envelope.
 //! - [`keys`]: client keys of teams and their digests.
+//! - [`ledger`]: the provenance ledger's tap: what a provider's answer produced (pure).
 //! - [`cli`], [`check`], [`commands`], [`telemetry`]: the command line, `replaygate check`,
 //!   `replaygate config check` and `keys new`, and logging.
 #![forbid(unsafe_code)]
@@ -22,6 +23,7 @@ pub mod config;
 pub mod error;
 pub mod gate;
 pub mod keys;
+pub mod ledger;
 pub mod proxy;
 pub mod reload;
 pub mod routing;

@@ -1,0 +1,34 @@
+//! The provenance ledger's tap (contract §8): what a provider produced, read from its answer
+//! as the bytes pass to the client.
+//!
+//! Pure and synchronous: no I/O, no async. The proxy feeds each chunk of an allowed answer to a
+//! [`Tap`] and, at the end, gets the [`ResponseRecord`] to store, or nothing when the answer is
+//! not one the ledger can vouch for (cut, failed, malformed or over a limit).
+//!
+//! ```
+//! use replaygate::ledger::{AnswerKind, Tap, TapLimits};
+//!
+//! let mut tap = Tap::new(AnswerKind::Json, TapLimits::default());
+//! tap.feed(br#"{"id":"resp_1","model":"m","status":"completed","output":["#);
+//! tap.feed(br#"{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"}]}"#);
+//! let record = tap.finish().unwrap();
+//! assert_eq!(record.id, "resp_1");
+//! assert_eq!(record.items[0].call_id.as_deref(), Some("c1"));
+//! ```
+//!
+//! Layout: [`record`] is what is kept and the item digest, `canon` the byte encoding digests
+//! are taken over, `sse` the event-stream framing, [`tap`] the incremental reader.
+
+mod canon;
+pub mod record;
+mod sse;
+pub mod tap;
+#[cfg(test)]
+mod tests_tap;
+
+pub use record::{item_digest, item_record, item_record_from_value, ItemRecord, ResponseRecord};
+pub use tap::{AnswerKind, Tap, TapLimits};
+
+/// The longest response id, model, item id, item type or `call_id` the ledger records, in
+/// bytes. An answer with a longer one is not recorded at all.
+pub const MAX_ID_BYTES: usize = 256;

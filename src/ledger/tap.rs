@@ -1,0 +1,305 @@
+//! The tap: reads a provider's answer incrementally, as its chunks pass to the client, and
+//! says at the end what the ledger should record.
+//!
+//! What is recorded, and when nothing is:
+//!
+//! - JSON (`application/json`): the whole body, held up to [`TapLimits::max_json_bytes`], read
+//!   at [`Tap::finish`] as `{"id", "model", "status", "output": [items]}`. Nothing when the body
+//!   is larger, is not such an object, or has a `status` other than `completed` (a `queued`
+//!   background response has no output yet). A body without `status` (the `CompactResource`
+//!   of `/responses/compact`) is recorded.
+//! - Events (`text/event-stream`): each event's `data` is read as JSON when the event ends.
+//!   `response.created`, `response.queued`, `response.in_progress` and `response.completed`
+//!   give `response.id` and `response.model` (the last model named wins; two different ids
+//!   record nothing); `response.output_item.done` gives one item. The event's type is the
+//!   data's `type`, or else its `event:` field; data of `[DONE]`, empty data and events of
+//!   other types are ignored; data that is not a JSON object with a string `type` (when it has
+//!   one) records nothing. The answer is recorded only once a `response.completed` arrives
+//!   with an id seen; `response.failed`, `response.incomplete` or `error` first, or a stream
+//!   that ends before, record nothing. Events after the first terminal one are ignored.
+//! - Either way: an item that is not an object with a string `type` (see
+//!   [`item_record`](super::item_record)), more than [`TapLimits::max_items`] items, or an id,
+//!   model, item type or `call_id` longer than [`MAX_ID_BYTES`] record nothing: a record,
+//!   when made, holds every output item. A `null` item is skipped.
+//!
+//! Memory stays bounded by the limits whatever is fed; after giving up the tap holds nothing
+//! and ignores further chunks.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::record::{item_record, ItemRecord, ResponseRecord};
+use super::sse::{push_capped, Framing};
+use super::MAX_ID_BYTES;
+
+/// How the answer is encoded, from its `Content-Type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerKind {
+    /// `application/json`: one response object.
+    Json,
+    /// `text/event-stream`: server-sent events.
+    EventStream,
+}
+
+impl AnswerKind {
+    /// The kind named by a `Content-Type` value (its media type, in any case; parameters
+    /// such as `charset` are ignored). `None` for any other media type.
+    pub fn from_content_type(value: &str) -> Option<AnswerKind> {
+        let media_type = value.split(';').next().unwrap_or("").trim();
+        if media_type.eq_ignore_ascii_case("application/json") {
+            Some(AnswerKind::Json)
+        } else if media_type.eq_ignore_ascii_case("text/event-stream") {
+            Some(AnswerKind::EventStream)
+        } else {
+            None
+        }
+    }
+}
+
+/// How much a [`Tap`] may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TapLimits {
+    /// The largest JSON answer recorded, in bytes (default 8 MiB).
+    pub max_json_bytes: usize,
+    /// The largest single event of a stream, in bytes (default 1 MiB).
+    pub max_event_bytes: usize,
+    /// The most output items one answer may have and be recorded (default 10,000).
+    pub max_items: usize,
+}
+
+impl Default for TapLimits {
+    fn default() -> Self {
+        Self {
+            max_json_bytes: 8 << 20,
+            max_event_bytes: 1 << 20,
+            max_items: 10_000,
+        }
+    }
+}
+
+/// Reads one answer as it streams. Feed it every chunk in order, then [`finish`](Tap::finish).
+#[derive(Debug)]
+pub struct Tap {
+    limits: TapLimits,
+    state: State,
+}
+
+#[derive(Debug)]
+enum State {
+    /// The JSON body so far.
+    Json(Vec<u8>),
+    /// An event stream being read.
+    Events(Box<Events>),
+    /// Nothing will be recorded.
+    GaveUp,
+}
+
+#[derive(Debug)]
+struct Events {
+    framing: Framing,
+    facts: Facts,
+}
+
+/// What the events so far said.
+#[derive(Debug, Default)]
+struct Facts {
+    id: Option<String>,
+    model: Option<String>,
+    items: Vec<ItemRecord>,
+    completed: bool,
+}
+
+/// The answer cannot be recorded.
+struct GiveUp;
+
+impl Tap {
+    /// A tap for an answer of `kind`.
+    pub fn new(kind: AnswerKind, limits: TapLimits) -> Tap {
+        let state = match kind {
+            AnswerKind::Json => State::Json(Vec::new()),
+            AnswerKind::EventStream => State::Events(Box::new(Events {
+                framing: Framing::new(limits.max_event_bytes),
+                facts: Facts::default(),
+            })),
+        };
+        Tap { limits, state }
+    }
+
+    /// Reads the next chunk of the answer. Never fails: an answer that cannot be recorded
+    /// makes the tap give up, and it then ignores what follows.
+    pub fn feed(&mut self, chunk: &[u8]) {
+        let fed = match &mut self.state {
+            State::GaveUp => return,
+            State::Json(body) => {
+                if body.len() + chunk.len() > self.limits.max_json_bytes {
+                    Err(GiveUp)
+                } else {
+                    push_capped(body, chunk, self.limits.max_json_bytes);
+                    Ok(())
+                }
+            }
+            State::Events(events) => {
+                let Events { framing, facts } = &mut **events;
+                let max_items = self.limits.max_items;
+                let mut outcome = Ok(());
+                let framed = framing.feed(chunk, &mut |name: &[u8], data: &[u8]| {
+                    if outcome.is_ok() {
+                        outcome = facts.read_event(name, data, max_items);
+                    }
+                });
+                framed.map_err(|_| GiveUp).and(outcome)
+            }
+        };
+        if fed.is_err() {
+            self.state = State::GaveUp;
+        }
+    }
+
+    /// Whether the tap may still record the answer (it has not given up).
+    pub fn is_recording(&self) -> bool {
+        !matches!(self.state, State::GaveUp)
+    }
+
+    /// Bytes of the answer held now: the JSON body so far, or the pending event of a stream.
+    pub fn held_bytes(&self) -> usize {
+        match &self.state {
+            State::Json(body) => body.len(),
+            State::Events(events) => events.framing.held_bytes(),
+            State::GaveUp => 0,
+        }
+    }
+
+    /// The record of the answer fed, or `None` when it cannot be recorded (see the module
+    /// documentation).
+    pub fn finish(self) -> Option<ResponseRecord> {
+        match self.state {
+            State::GaveUp => None,
+            State::Json(body) => json_record(&body, self.limits.max_items),
+            State::Events(events) => {
+                let Facts {
+                    id,
+                    model,
+                    items,
+                    completed,
+                } = events.facts;
+                if !completed {
+                    return None;
+                }
+                Some(ResponseRecord {
+                    id: id?,
+                    model,
+                    items,
+                })
+            }
+        }
+    }
+}
+
+/// The members of a response object the ledger reads.
+#[derive(Deserialize)]
+struct ResponseHead<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    status: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    output: Option<Vec<Option<&'a RawValue>>>,
+}
+
+/// The members of an event's data the ledger reads.
+#[derive(Deserialize)]
+struct EventData<'a> {
+    #[serde(borrow, default, rename = "type")]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    response: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    item: Option<&'a RawValue>,
+}
+
+fn json_record(body: &[u8], max_items: usize) -> Option<ResponseRecord> {
+    let head: ResponseHead<'_> = serde_json::from_slice(body).ok()?;
+    if head.status.as_deref().is_some_and(|status| status != "completed") {
+        return None;
+    }
+    let id = checked_id(head.id?)?;
+    let model = match head.model {
+        Some(model) => Some(checked_id(model)?),
+        None => None,
+    };
+    let output = head.output?;
+    if output.len() > max_items {
+        return None;
+    }
+    let items = output
+        .into_iter()
+        .flatten()
+        .map(item_record)
+        .collect::<Option<Vec<_>>>()?;
+    Some(ResponseRecord { id, model, items })
+}
+
+/// An id (or model) to keep: not empty and at most [`MAX_ID_BYTES`].
+fn checked_id(id: Cow<'_, str>) -> Option<String> {
+    (!id.is_empty() && id.len() <= MAX_ID_BYTES).then(|| id.into_owned())
+}
+
+impl Facts {
+    fn read_event(&mut self, name: &[u8], data: &[u8], max_items: usize) -> Result<(), GiveUp> {
+        if self.completed || data.is_empty() || data == b"[DONE]" {
+            return Ok(());
+        }
+        let event: EventData<'_> = serde_json::from_slice(data).map_err(|_| GiveUp)?;
+        let kind = match &event.kind {
+            Some(kind) => kind.as_ref(),
+            None => match std::str::from_utf8(name) {
+                Ok(name) => name,
+                Err(_) => return Ok(()),
+            },
+        };
+        match kind {
+            "response.created" | "response.queued" | "response.in_progress" => {
+                self.read_response(event.response)
+            }
+            "response.completed" => {
+                self.read_response(event.response)?;
+                self.completed = true;
+                Ok(())
+            }
+            "response.failed" | "response.incomplete" | "error" => Err(GiveUp),
+            "response.output_item.done" => {
+                let Some(item) = event.item else {
+                    return Ok(());
+                };
+                if self.items.len() >= max_items {
+                    return Err(GiveUp);
+                }
+                self.items.push(item_record(item).ok_or(GiveUp)?);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Takes the id and model of a response-state event's `response`.
+    fn read_response(&mut self, response: Option<&RawValue>) -> Result<(), GiveUp> {
+        let response = response.ok_or(GiveUp)?;
+        let head: ResponseHead<'_> = serde_json::from_str(response.get()).map_err(|_| GiveUp)?;
+        if let Some(id) = head.id {
+            let id = checked_id(id).ok_or(GiveUp)?;
+            match &self.id {
+                Some(known) if *known != id => return Err(GiveUp),
+                Some(_) => {}
+                None => self.id = Some(id),
+            }
+        }
+        if let Some(model) = head.model {
+            self.model = Some(checked_id(model).ok_or(GiveUp)?);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,357 @@
+//! Tests of the tap over whole answers: JSON, event streams, chunking and limits.
+
+use proptest::prelude::*;
+
+use super::{item_record, AnswerKind, ResponseRecord, Tap, TapLimits, MAX_ID_BYTES};
+
+const CALL: &str = r#"{"type":"function_call","id":"fc_1","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Paris\"}","status":"completed"}"#;
+const MESSAGE: &str = r#"{"type":"message","id":"msg_1","role":"assistant","status":"completed","content":[{"type":"output_text","text":"Done.","annotations":[]}]}"#;
+const REASONING: &str = r#"{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAAAB"}"#;
+
+fn json_answer() -> String {
+    format!(
+        r#"{{"id":"resp_1","object":"response","model":"gpt-5","status":"completed","output":[{REASONING},{CALL},{MESSAGE}]}}"#
+    )
+}
+
+/// The same answer as a stream, with comments, `event:` lines and deltas.
+fn sse_answer(line_end: &str) -> String {
+    let head = r#"{"id":"resp_1","object":"response","model":"gpt-5","status":"in_progress","output":[]}"#;
+    let events = [
+        format!(r#"{{"type":"response.created","sequence_number":0,"response":{head}}}"#),
+        format!(r#"{{"type":"response.in_progress","sequence_number":1,"response":{head}}}"#),
+        format!(r#"{{"type":"response.output_item.added","output_index":0,"item":{REASONING}}}"#),
+        format!(r#"{{"type":"response.output_item.done","output_index":0,"item":{REASONING}}}"#),
+        r#"{"type":"response.function_call_arguments.delta","item_id":"fc_1","delta":"{\"ci"}"#.to_owned(),
+        format!(r#"{{"type":"response.output_item.done","output_index":1,"item":{CALL}}}"#),
+        format!(r#"{{"type":"response.output_item.done","output_index":2,"item":{MESSAGE}}}"#),
+        format!(
+            r#"{{"type":"response.completed","response":{{"id":"resp_1","model":"gpt-5","status":"completed","output":[{REASONING},{CALL},{MESSAGE}]}}}}"#
+        ),
+    ];
+    let mut stream = format!(": keep-alive{line_end}{line_end}");
+    for data in events {
+        let name = data.split('"').nth(3).unwrap().to_owned();
+        stream.push_str(&format!(
+            "event: {name}{line_end}data: {data}{line_end}{line_end}"
+        ));
+    }
+    stream
+}
+
+fn expected() -> ResponseRecord {
+    let item = |json: &str| {
+        let raw: Box<serde_json::value::RawValue> = serde_json::from_str(json).unwrap();
+        item_record(&raw).unwrap()
+    };
+    ResponseRecord {
+        id: "resp_1".to_owned(),
+        model: Some("gpt-5".to_owned()),
+        items: vec![item(REASONING), item(CALL), item(MESSAGE)],
+    }
+}
+
+fn tap(kind: AnswerKind, chunks: &[&[u8]]) -> Option<ResponseRecord> {
+    tap_with(kind, TapLimits::default(), chunks)
+}
+
+fn tap_with(kind: AnswerKind, limits: TapLimits, chunks: &[&[u8]]) -> Option<ResponseRecord> {
+    let mut tap = Tap::new(kind, limits);
+    for chunk in chunks {
+        tap.feed(chunk);
+    }
+    tap.finish()
+}
+
+fn sse(stream: &str) -> Option<ResponseRecord> {
+    tap(AnswerKind::EventStream, &[stream.as_bytes()])
+}
+
+#[test]
+fn content_types_name_the_kind() {
+    assert_eq!(
+        AnswerKind::from_content_type("application/json"),
+        Some(AnswerKind::Json)
+    );
+    assert_eq!(
+        AnswerKind::from_content_type("Application/JSON; charset=utf-8"),
+        Some(AnswerKind::Json)
+    );
+    assert_eq!(
+        AnswerKind::from_content_type(" text/event-stream ;charset=utf-8"),
+        Some(AnswerKind::EventStream)
+    );
+    assert_eq!(AnswerKind::from_content_type("text/plain"), None);
+    assert_eq!(AnswerKind::from_content_type(""), None);
+}
+
+#[test]
+fn a_json_answer_is_recorded() {
+    let record = tap(AnswerKind::Json, &[json_answer().as_bytes()]).unwrap();
+    assert_eq!(record, expected());
+    assert_eq!(record.items[1].call_id.as_deref(), Some("call_1"));
+    assert!(record.items[0].has_encrypted_content);
+}
+
+#[test]
+fn a_json_answer_in_chunks_is_recorded() {
+    let answer = json_answer();
+    let chunks: Vec<&[u8]> = answer.as_bytes().chunks(7).collect();
+    assert_eq!(tap(AnswerKind::Json, &chunks), Some(expected()));
+}
+
+#[test]
+fn json_answers_that_are_not_completed_responses_are_not_recorded() {
+    let answer = json_answer();
+    let queued = answer.replace(
+        r#""status":"completed","output""#,
+        r#""status":"queued","output""#,
+    );
+    assert_eq!(tap(AnswerKind::Json, &[queued.as_bytes()]), None);
+    assert_eq!(tap(AnswerKind::Json, &[br#"{"error":{"message":"no"}}"#]), None);
+    assert_eq!(tap(AnswerKind::Json, &[br#"{"id":"resp_1","output":[1]}"#]), None);
+    assert_eq!(tap(AnswerKind::Json, &[br#"{"id":"resp_1","output":[]"#]), None);
+    assert_eq!(tap(AnswerKind::Json, &[br#"{"id":"","output":[]}"#]), None);
+}
+
+#[test]
+fn a_compact_resource_without_status_is_recorded() {
+    let answer = br#"{"id":"cmp_r1","object":"response.compaction","output":[{"type":"compaction","id":"cmp_1","encrypted_content":"e"},null],"created_at":1}"#;
+    let record = tap(AnswerKind::Json, &[answer]).unwrap();
+    assert_eq!(record.model, None);
+    assert_eq!(record.items.len(), 1);
+    assert!(record.items[0].has_encrypted_content);
+}
+
+#[test]
+fn a_json_answer_over_its_limit_is_dropped_at_once() {
+    let limits = TapLimits {
+        max_json_bytes: 100,
+        ..TapLimits::default()
+    };
+    let mut tap = Tap::new(AnswerKind::Json, limits);
+    for chunk in json_answer().as_bytes().chunks(30) {
+        tap.feed(chunk);
+        assert!(tap.held_bytes() <= 100);
+    }
+    assert!(!tap.is_recording());
+    assert_eq!(tap.held_bytes(), 0);
+    assert_eq!(tap.finish(), None);
+}
+
+#[test]
+fn an_event_stream_gives_the_same_record_as_json() {
+    assert_eq!(sse(&sse_answer("\n")), Some(expected()));
+}
+
+#[test]
+fn every_split_of_the_stream_gives_the_same_record() {
+    let stream = sse_answer("\n");
+    let bytes = stream.as_bytes();
+    for cut in 0..=bytes.len() {
+        let (first, second) = bytes.split_at(cut);
+        assert_eq!(
+            tap(AnswerKind::EventStream, &[first, second]),
+            Some(expected()),
+            "cut at {cut}"
+        );
+    }
+}
+
+#[test]
+fn crlf_and_cr_line_ends_are_read() {
+    assert_eq!(sse(&sse_answer("\r\n")), Some(expected()));
+    assert_eq!(sse(&sse_answer("\r")), Some(expected()));
+    let stream = sse_answer("\r\n");
+    let bytes = stream.as_bytes();
+    for cut in 0..=bytes.len() {
+        let (first, second) = bytes.split_at(cut);
+        assert_eq!(
+            tap(AnswerKind::EventStream, &[first, second]),
+            Some(expected()),
+            "cut at {cut}"
+        );
+    }
+}
+
+#[test]
+fn a_stream_cut_before_completion_records_nothing() {
+    let stream = sse_answer("\n");
+    let completed = stream.find("event: response.completed").unwrap();
+    // Cut inside the completed event, and just before its blank line.
+    assert_eq!(sse(&stream[..completed + 40]), None);
+    assert_eq!(sse(&stream[..stream.len() - 1]), None);
+    assert_eq!(sse(&stream[..completed]), None);
+}
+
+#[test]
+fn a_stream_without_response_completed_records_nothing() {
+    let stream = sse_answer("\n");
+    let completed = stream.find("event: response.completed").unwrap();
+    let failed = format!(
+        "{}data: {{\"type\":\"response.failed\",\"response\":{{\"id\":\"resp_1\"}}}}\n\n",
+        &stream[..completed]
+    );
+    assert_eq!(sse(&failed), None);
+    let incomplete = failed.replace("response.failed", "response.incomplete");
+    assert_eq!(sse(&incomplete), None);
+    let error = format!(
+        "{}data: {{\"type\":\"error\",\"code\":\"x\"}}\n\n",
+        &stream[..completed]
+    );
+    assert_eq!(sse(&error), None);
+}
+
+#[test]
+fn a_completion_without_an_id_records_nothing() {
+    assert_eq!(
+        sse("data: {\"type\":\"response.completed\",\"response\":{\"model\":\"m\"}}\n\n"),
+        None
+    );
+    assert_eq!(sse("data: {\"type\":\"response.completed\"}\n\n"), None);
+}
+
+#[test]
+fn malformed_event_data_records_nothing_but_done_is_ignored() {
+    let stream = sse_answer("\n");
+    let completed = stream.find("event: response.completed").unwrap();
+    let (before, after) = stream.split_at(completed);
+    let broken = format!("{before}data: {{\"type\":\"response.output_item.done\",\n\n{after}");
+    assert_eq!(sse(&broken), None);
+    let not_an_item =
+        format!("{before}data: {{\"type\":\"response.output_item.done\",\"item\":[1]}}\n\n{after}");
+    assert_eq!(sse(&not_an_item), None);
+    let done = format!("{stream}data: [DONE]\n\n");
+    assert_eq!(sse(&done), Some(expected()));
+    let null_item =
+        format!("{before}data: {{\"type\":\"response.output_item.done\",\"item\":null}}\n\n{after}");
+    assert_eq!(sse(&null_item), Some(expected()));
+}
+
+#[test]
+fn the_event_name_stands_in_for_a_missing_type() {
+    let stream = "event: response.completed\ndata: {\"response\":{\"id\":\"resp_9\"}}\n\n";
+    assert_eq!(sse(stream).unwrap().id, "resp_9");
+}
+
+#[test]
+fn two_response_ids_record_nothing() {
+    let stream = sse_answer("\n").replace(
+        r#"{"type":"response.completed","response":{"id":"resp_1""#,
+        r#"{"type":"response.completed","response":{"id":"resp_2""#,
+    );
+    assert_eq!(sse(&stream), None);
+}
+
+#[test]
+fn events_after_completion_are_ignored() {
+    let stream = format!(
+        "{}data: {{\"type\":\"response.failed\"}}\n\ndata: not json\n\n",
+        sse_answer("\n")
+    );
+    assert_eq!(sse(&stream), Some(expected()));
+}
+
+#[test]
+fn an_over_long_id_records_nothing() {
+    let long = "r".repeat(MAX_ID_BYTES + 1);
+    let stream = sse_answer("\n").replace("resp_1", &long);
+    assert_eq!(sse(&stream), None);
+    let answer = json_answer().replace("resp_1", &long);
+    assert_eq!(tap(AnswerKind::Json, &[answer.as_bytes()]), None);
+    let item_id = sse_answer("\n").replace("fc_1", &long);
+    assert_eq!(sse(&item_id), None);
+    let fits = sse_answer("\n").replace("resp_1", &"r".repeat(MAX_ID_BYTES));
+    assert!(sse(&fits).is_some());
+}
+
+#[test]
+fn too_many_items_record_nothing() {
+    let limits = |max_items| TapLimits {
+        max_items,
+        ..TapLimits::default()
+    };
+    let stream = sse_answer("\n");
+    assert_eq!(
+        tap_with(AnswerKind::EventStream, limits(2), &[stream.as_bytes()]),
+        None
+    );
+    assert_eq!(
+        tap_with(AnswerKind::EventStream, limits(3), &[stream.as_bytes()]),
+        Some(expected())
+    );
+    let answer = json_answer();
+    assert_eq!(tap_with(AnswerKind::Json, limits(2), &[answer.as_bytes()]), None);
+    assert_eq!(
+        tap_with(AnswerKind::Json, limits(3), &[answer.as_bytes()]),
+        Some(expected())
+    );
+}
+
+#[test]
+fn a_huge_event_gives_up_without_holding_more_than_the_cap() {
+    let cap = 4096;
+    let limits = TapLimits {
+        max_event_bytes: cap,
+        ..TapLimits::default()
+    };
+    let mut tap = Tap::new(AnswerKind::EventStream, limits);
+    let stream = sse_answer("\n");
+    let completed = stream.find("event: response.completed").unwrap();
+    tap.feed(&stream.as_bytes()[..completed]);
+    tap.feed(b"data: {\"type\":\"response.output_text.delta\",\"delta\":\"");
+    let mut max_held = 0;
+    for _ in 0..1000 {
+        tap.feed(&[b'a'; 100]);
+        max_held = max_held.max(tap.held_bytes());
+        assert!(tap.held_bytes() <= cap);
+    }
+    // Many data lines, each small, add up the same way.
+    tap.feed(b"\"}\n");
+    for _ in 0..1000 {
+        tap.feed(b"data: xxxxxxxxxxxxxxxxxxxxxxxxx\n");
+        assert!(tap.held_bytes() <= cap);
+    }
+    tap.feed(b"\n");
+    tap.feed(&stream.as_bytes()[completed..]);
+    assert!(max_held > 0);
+    assert!(!tap.is_recording());
+    assert_eq!(tap.finish(), None);
+}
+
+#[test]
+fn many_small_data_lines_over_the_cap_give_up() {
+    let limits = TapLimits {
+        max_event_bytes: 1000,
+        ..TapLimits::default()
+    };
+    let mut tap = Tap::new(AnswerKind::EventStream, limits);
+    for _ in 0..100 {
+        tap.feed(b"data: 0123456789\n");
+        assert!(tap.held_bytes() <= 1000);
+    }
+    assert!(!tap.is_recording());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn any_chunking_of_a_stream_gives_the_same_record(
+        cuts in proptest::collection::vec(0usize..4096, 0..24),
+        crlf in any::<bool>(),
+    ) {
+        let stream = sse_answer(if crlf { "\r\n" } else { "\n" });
+        let bytes = stream.as_bytes();
+        let mut cuts: Vec<usize> = cuts.into_iter().map(|cut| cut % (bytes.len() + 1)).collect();
+        cuts.sort_unstable();
+        let mut chunks = Vec::new();
+        let mut start = 0;
+        for cut in cuts {
+            chunks.push(&bytes[start..cut]);
+            start = cut;
+        }
+        chunks.push(&bytes[start..]);
+        prop_assert_eq!(tap(AnswerKind::EventStream, &chunks), Some(expected()));
+    }
+}
