@@ -10,16 +10,16 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use http::{HeaderMap, HeaderValue};
 use replaygate::config::Config;
 use replaygate::gate::Policy;
+use replaygate::keys;
 use replaygate::proxy::rate_limit::{LocalRateLimiter, RateLimiter};
 use replaygate::proxy::teams::Teams;
-use sha2::{Digest, Sha256};
 
 /// 50 teams of 4 keys each, with provider, model and tool rules.
 fn teams() -> Teams {
     let mut text = String::from("[providers.openai]\nbase_url = \"https://api.openai.com/v1\"\nauth = \"none\"\n[providers.bedrock]\nbase_url = \"https://bedrock.example/v1\"\nauth = \"none\"\n");
     for team in 0..50 {
         let keys: Vec<String> = (0..4)
-            .map(|k| format!("\"sha256:{}\"", hex(&key(team, k))))
+            .map(|k| format!("\"{}\"", keys::format_digest(&keys::digest(&key(team, k)))))
             .collect();
         text.push_str(&format!(
             "[teams.t{team}]\nkeys = [{}]\nproviders = [\"openai\"]\nmodels = [\"gpt-5*\", \"o3*\", \"gpt-4.1*\"]\ntools = [\"get_*\", \"refund_*\"]\nrequests_per_minute = 4000000000\nrules = {{ namespaced = \"strip\" }}\n",
@@ -32,13 +32,6 @@ fn teams() -> Teams {
 
 fn key(team: usize, k: usize) -> String {
     format!("rg-{team:04}-{k:04}-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
-}
-
-fn hex(key: &str) -> String {
-    Sha256::digest(key.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 fn bench(c: &mut Criterion) {

@@ -27,7 +27,7 @@ pub mod strip;
 mod tool_rules;
 pub mod verdict;
 
-pub use field::{Field, JsonKind};
+pub use field::{misspelling_of, Field, JsonKind};
 pub use profile::{Policy, ProviderProfile, Target, DEFAULT_WORK_BUDGET};
 pub use request::{parse, parse_with, BodyError, ItemsAt, ParsedRequest, WorkExceeded, MAX_ITEMS};
 pub use schema::{SchemaCache, SchemaLimits};

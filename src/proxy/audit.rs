@@ -117,16 +117,7 @@ impl<'a> AuditLine<'a> {
 /// SHA-256 of `body`, hex: what an audit line says of the bytes received. Computed where the
 /// body is judged (on the blocking pool for large bodies), not on the worker.
 pub fn body_sha256(body: &[u8]) -> String {
-    hex(&Sha256::digest(body))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut text = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        write!(text, "{byte:02x}").expect("writing to a String");
-    }
-    text
+    hex::encode(Sha256::digest(body))
 }
 
 /// The audit log of the process: a batched writer over a file that can be reopened.

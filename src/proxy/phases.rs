@@ -255,8 +255,8 @@ impl<'r> RequestContext<'r> {
 
 /// The `model` of an ungated request's body, read strictly for a team whose models are
 /// limited: the body must be one JSON object (RFC 8259: no byte order mark, `NaN` or trailing
-/// comma) with at most one member `model`, a string, and no member that reads as `model` in
-/// another case or with control characters. `Ok(None)`: an object without `model`.
+/// comma) with at most one member `model`, a string, and no member that a lenient reader takes
+/// for `model` ([`crate::gate::misspelling_of`], as the gate refuses such names on its paths). `Ok(None)`: an object without `model`.
 fn model_of(body: &[u8]) -> Result<Option<String>, ()> {
     use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
 
@@ -277,7 +277,7 @@ fn model_of(body: &[u8]) -> Result<Option<String>, ()> {
                         return Err(serde::de::Error::custom("`model` is given twice"));
                     }
                     model = Some(map.next_value::<String>()?);
-                } else if reads_as_model(&key) {
+                } else if crate::gate::misspelling_of(&key, &["model"]).is_some() {
                     return Err(serde::de::Error::custom("a member reads as `model`"));
                 } else {
                     map.next_value::<IgnoredAny>()?;
@@ -291,13 +291,6 @@ fn model_of(body: &[u8]) -> Result<Option<String>, ()> {
     let model = (&mut reader).deserialize_map(ModelOnly).map_err(|_| ())?;
     reader.end().map_err(|_| ())?;
     Ok(model)
-}
-
-/// Whether a member name other than `model` is `model` to a lenient reader: in another case,
-/// or with control characters in it.
-fn reads_as_model(key: &str) -> bool {
-    let visible: String = key.chars().filter(|c| !c.is_control()).collect();
-    visible.trim().eq_ignore_ascii_case("model")
 }
 
 #[cfg(test)]
@@ -320,6 +313,7 @@ mod tests {
             br#"{"model":"gpt-5","MODEL":"llama"}"#,
             br#"{"Model":"llama"}"#,
             b"{\"mod\\u0000el\":\"llama\"}",
+            "{\"mo\u{200b}del\":\"llama\"}".as_bytes(),
             br#"{"model":"gpt-4o","temperature":NaN}"#,
             "\u{feff}{\"model\":\"gpt-4o\"}".as_bytes(),
             br#"{"model":"gpt-4o",}"#,

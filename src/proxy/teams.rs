@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use globset::{GlobSet, GlobSetBuilder};
 use http::{header, HeaderMap};
-use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::config::{TeamConfig, TeamMode};
@@ -145,7 +144,7 @@ impl Teams {
 
     /// The team of the client key `key`.
     pub fn find(&self, key: &str) -> Option<&Arc<Team>> {
-        let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+        let digest = crate::keys::digest(key);
         let candidates = self.by_prefix.get(&prefix(&digest))?;
         let mut found = None;
         for entry in candidates {
@@ -272,22 +271,23 @@ mod tests {
             base_url = "https://bedrock.example/v1"
             auth = "none"
             [teams.payments]
-            keys = ["sha256:{}"]
+            keys = ["{}"]
             providers = ["openai"]
             models = ["gpt-5*"]
             [teams.search]
-            keys = ["sha256:{}", "sha256:{}"]
+            keys = ["{}", "{}"]
             "#,
-            hex(b"rg-pay"),
-            hex(b"rg-search-1"),
-            hex(b"rg-search-2")
+            digest_of("rg-pay"),
+            digest_of("rg-search-1"),
+            digest_of("rg-search-2")
         ))
         .unwrap();
         Teams::new(&config.teams, &Policy::default()).unwrap()
     }
 
-    fn hex(key: &[u8]) -> String {
-        Sha256::digest(key).iter().map(|b| format!("{b:02x}")).collect()
+    /// The `keys` entry of `key`.
+    fn digest_of(key: &str) -> String {
+        crate::keys::format_digest(&crate::keys::digest(key))
     }
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use super::teams::{digest, PAY_KEY, SEARCH_KEY};
+use super::teams::{key_entry, PAY_KEY, SEARCH_KEY};
 use crate::support::upstream::Upstream;
 
 /// The serve process, killed when the test ends.
@@ -118,7 +118,7 @@ impl Serve {
 }
 
 fn config(upstream: &Upstream, keys: &[&str], watch: bool) -> String {
-    let keys: Vec<String> = keys.iter().map(|k| format!("\"sha256:{}\"", digest(k))).collect();
+    let keys: Vec<String> = keys.iter().map(|k| format!("\"{}\"", key_entry(k))).collect();
     format!(
         "default_provider = \"openai\"\n[server]\nworkers = 2\nwatch_config = {watch}\n[providers.openai]\nbase_url = \"{}\"\nauth = {{ bearer_env = \"UP_KEY\" }}\n[teams.all]\nkeys = [{}]\n",
         upstream.base_url(),

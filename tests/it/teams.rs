@@ -12,6 +12,12 @@ pub const PAY_KEY: &str = "rg-payments-test-key";
 pub const SEARCH_KEY: &str = "rg-search-test-key";
 const UPSTREAM_KEY: &str = "sk-provider-own-key";
 
+/// The `keys` entry of a client key, as `replaygate keys new` prints it.
+pub fn key_entry(key: &str) -> String {
+    replaygate::keys::format_digest(&replaygate::keys::digest(key))
+}
+
+/// SHA-256 of `text`, hex (an oracle of its own for the audit log's `body_sha256`).
 pub fn digest(key: &str) -> String {
     Sha256::digest(key.as_bytes())
         .iter()
@@ -41,13 +47,13 @@ provider = "bedrock"
 pub fn two_teams(extra_payments: &str) -> String {
     format!(
         r#"[teams.payments]
-keys = ["sha256:{}"]
+keys = ["{}"]
 {extra_payments}
 [teams.search]
-keys = ["sha256:{}"]
+keys = ["{}"]
 "#,
-        digest(PAY_KEY),
-        digest(SEARCH_KEY)
+        key_entry(PAY_KEY),
+        key_entry(SEARCH_KEY)
     )
 }
 
@@ -360,9 +366,9 @@ async fn strip_cuts_the_items_out_of_the_original_bytes() {
 async fn strip_on_a_tool_reason_acts_as_reject_and_monitor_mode_forwards_everything() {
     let upstream = Upstream::json(200, r#"{"ok":true}"#).await;
     let teams = format!(
-        "{}\n[teams.shadow]\nkeys = [\"sha256:{}\"]\nmode = \"monitor\"\ntools = [\"get_*\"]\nrules = {{ namespaced = \"strip\" }}\n",
+        "{}\n[teams.shadow]\nkeys = [\"{}\"]\nmode = \"monitor\"\ntools = [\"get_*\"]\nrules = {{ namespaced = \"strip\" }}\n",
         two_teams("tools = [\"get_*\"]\nrules = { tool_not_allowed = \"strip\" }"),
-        digest("rg-shadow")
+        key_entry("rg-shadow")
     );
     let proxy = start(&upstream, &teams).await;
     let body =

@@ -9,7 +9,7 @@ use replaygate::config::Config;
 use replaygate::proxy::state::Reloader;
 use replaygate::reload::ConfigReload;
 
-use super::teams::{bearer, config, digest, post, two_teams, PAY_KEY, SEARCH_KEY};
+use super::teams::{bearer, config, key_entry, post, two_teams, PAY_KEY, SEARCH_KEY};
 use crate::support::proxy::Proxy;
 use crate::support::upstream::{sse_response, Upstream};
 
@@ -27,7 +27,7 @@ fn reload(reloader: &Reloader, text: &str) {
 #[tokio::test]
 async fn a_reload_puts_new_teams_in_force_for_new_requests() {
     let upstream = Upstream::json(200, r#"{"ok":true}"#).await;
-    let only_payments = format!("[teams.payments]\nkeys = [\"sha256:{}\"]\n", digest(PAY_KEY));
+    let only_payments = format!("[teams.payments]\nkeys = [\"{}\"]\n", key_entry(PAY_KEY));
     let proxy = Proxy::start(&config(&upstream, &only_payments), &[("UP_KEY", "sk-up")]).await;
     let search = bearer(SEARCH_KEY);
     let (status, _, _) = post(&proxy, "/v1/responses", &[("authorization", &search)], HELLO).await;
@@ -106,7 +106,7 @@ async fn a_stream_started_before_a_reload_finishes_under_its_own_configuration()
         .unwrap();
 
     // The team is removed while its stream is open.
-    let only_search = format!("[teams.search]\nkeys = [\"sha256:{}\"]\n", digest(SEARCH_KEY));
+    let only_search = format!("[teams.search]\nkeys = [\"{}\"]\n", key_entry(SEARCH_KEY));
     reload(&proxy.reloader, &config(&upstream, &only_search));
     let (status, _, _) = post(
         &proxy,
