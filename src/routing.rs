@@ -28,7 +28,7 @@
 
 use std::collections::BTreeSet;
 
-use globset::{GlobSet, GlobSetBuilder};
+use globset::GlobSet;
 
 use crate::config::Config;
 use crate::gate::ItemsAt;
@@ -126,13 +126,9 @@ impl Router {
     /// Builds the router of a configuration. Fails only if the route globs
     /// together are too large to compile.
     pub fn new(config: &Config) -> Result<Router, globset::Error> {
-        let mut globs = GlobSetBuilder::new();
-        for route in &config.routes {
-            globs.add(route.model.clone());
-        }
         Ok(Router {
             providers: config.providers.keys().cloned().collect(),
-            model_globs: globs.build()?,
+            model_globs: crate::gate::glob_set(config.routes.iter().map(|route| &route.model))?,
             model_providers: config.routes.iter().map(|r| r.provider.clone()).collect(),
             default_provider: config.default_provider.clone(),
         })

@@ -31,7 +31,7 @@ pub use field::{misspelling_of, Field, JsonKind};
 pub use profile::{Policy, ProviderProfile, Target, DEFAULT_WORK_BUDGET};
 pub use request::{parse, parse_with, BodyError, ItemsAt, ParsedRequest, WorkExceeded, MAX_ITEMS};
 pub use schema::{SchemaCache, SchemaLimits};
-pub use tool_rules::{PinnedSchema, ToolRules};
+pub use tool_rules::{glob_set, PinnedSchema, ToolRules};
 pub use verdict::{Action, Reason, Verdict, Violation};
 
 /// The gate with its schema cache. Share one per process (it is `Send + Sync`).

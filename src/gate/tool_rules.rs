@@ -6,6 +6,16 @@ use std::collections::HashMap;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde_json::Value;
 
+/// One matcher for `globs` (the configuration's globs are checked when it loads; building the
+/// set fails only when they are together too large).
+pub fn glob_set<'g>(globs: impl IntoIterator<Item = &'g Glob>) -> Result<GlobSet, globset::Error> {
+    let mut set = GlobSetBuilder::new();
+    for glob in globs {
+        set.add(glob.clone());
+    }
+    set.build()
+}
+
 /// A tool schema pinned by policy: calls to the tool are validated against it, and a request
 /// that declares the tool with other `parameters` has drifted from it.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,15 +55,7 @@ impl ToolRules {
         allowed: Option<&[Glob]>,
         pinned: HashMap<String, PinnedSchema>,
     ) -> Result<ToolRules, globset::Error> {
-        let allowed = allowed
-            .map(|globs| {
-                let mut set = GlobSetBuilder::new();
-                for glob in globs {
-                    set.add(glob.clone());
-                }
-                set.build()
-            })
-            .transpose()?;
+        let allowed = allowed.map(glob_set).transpose()?;
         Ok(ToolRules { allowed, pinned })
     }
 

@@ -5,13 +5,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
-use globset::{GlobSet, GlobSetBuilder};
+use globset::GlobSet;
 use http::{header, HeaderMap};
 use subtle::ConstantTimeEq;
 
 use crate::config::{TeamConfig, TeamMode};
 use crate::error::ApiError;
-use crate::gate::{PinnedSchema, Policy, ToolRules};
+use crate::gate::{glob_set, PinnedSchema, Policy, ToolRules};
 
 /// The headers a client key may come in; none of them is ever forwarded once teams are on.
 const KEY_HEADERS: [header::HeaderName; 3] = [
@@ -223,14 +223,8 @@ fn bearer(value: &str) -> Option<&str> {
 fn build_team(name: &str, team: &TeamConfig, global: &Policy) -> Result<Team, String> {
     let models = team
         .models
-        .as_ref()
-        .map(|globs| {
-            let mut set = GlobSetBuilder::new();
-            for glob in globs {
-                set.add(glob.clone());
-            }
-            set.build()
-        })
+        .as_deref()
+        .map(glob_set)
         .transpose()
         .map_err(|e| format!("models: {e}"))?;
     let pinned: HashMap<String, PinnedSchema> = team
