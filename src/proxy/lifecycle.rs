@@ -3,11 +3,10 @@
 //! request started with, then the log phase: the access line, written when the answer's body
 //! ends.
 
-use std::fmt::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
-use http::{HeaderValue, Request, Response};
+use http::{Request, Response};
 use http_body_util::BodyExt;
 
 use super::access_log::{AccessRecord, REQUEST_ID_HEADER};
@@ -16,7 +15,6 @@ use super::exchange::{Exchange, LoggedBody};
 use super::phases::RequestContext;
 use super::state::ProxyState;
 use crate::error::ApiError;
-use crate::gate::{Action, Verdict};
 
 /// Handles one request from start to answer; never fails (every error becomes an envelope).
 ///
@@ -71,46 +69,4 @@ where
     // The provider has every byte: the body's share of max_buffered_bytes goes back.
     drop(held.reservation);
     Ok(cx.answer(response))
-}
-
-/// The response header naming the violations a request was forwarded with.
-pub const MONITORED_HEADER: &str = "x-replaygate-monitored";
-
-/// `unknown_tool@input[4],status@input[7]`: the listed `monitor` violations of a verdict, if any.
-pub(super) fn monitored_header(verdict: &Verdict, member: &str) -> Option<HeaderValue> {
-    let mut names = String::new();
-    for violation in verdict.with_action(Action::Monitor) {
-        if !names.is_empty() {
-            names.push(',');
-        }
-        let at = violation.location(member);
-        write!(names, "{}@{at}", violation.reason).expect("writing to a String");
-    }
-    if names.is_empty() {
-        return None;
-    }
-    HeaderValue::try_from(names).ok()
-}
-
-/// The response header naming the items cut from the forwarded body.
-pub const STRIPPED_HEADER: &str = "x-replaygate-stripped";
-
-/// `input[1],input[2]`: the items cut out, at most `limit` named (then `+N`).
-pub(super) fn stripped_header(
-    member: &str,
-    removed: &[usize],
-    limit: usize,
-) -> Option<(&'static str, HeaderValue)> {
-    let mut names = String::new();
-    for index in removed.iter().take(limit) {
-        if !names.is_empty() {
-            names.push(',');
-        }
-        write!(names, "{member}[{index}]").expect("writing to a String");
-    }
-    if removed.len() > limit {
-        write!(names, ",+{}", removed.len() - limit).expect("writing to a String");
-    }
-    let value = HeaderValue::try_from(names).ok()?;
-    Some((STRIPPED_HEADER, value))
 }

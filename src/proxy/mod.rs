@@ -2,6 +2,7 @@
 //! read the body, choose the provider and gate, forward, answer.
 
 pub mod access_log;
+pub mod answer_headers;
 pub mod audit;
 pub mod body;
 pub mod budget;

@@ -15,10 +15,10 @@ use http_body_util::BodyExt;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::access_log::AccessRecord;
+use super::answer_headers::{monitored, stripped};
 use super::audit::AuditLine;
 use super::body::{read_body, HeldBody, Holding, ProxyBody};
 use super::judge::{judge, Asker, Judged};
-use super::lifecycle::{monitored_header, stripped_header, MONITORED_HEADER};
 use super::provider::Provider;
 use super::rate_limit::retry_after_secs;
 use super::request_checks::{check_charset, check_method};
@@ -163,15 +163,12 @@ impl<'r> RequestContext<'r> {
                 judged.verdict,
             ));
         }
-        let mut answer_headers = Vec::new();
-        if let Some(monitored) = monitored_header(&judged.verdict, items.member()) {
-            answer_headers.push((MONITORED_HEADER, monitored));
-        }
+        let mut answer_headers: Vec<_> = monitored(&judged.verdict, items.member()).into_iter().collect();
         let limit = self.snapshot.policy_of(self.team.as_deref()).max_listed;
         let body = match judged.stripped {
-            Some(stripped) => {
-                answer_headers.extend(stripped_header(items.member(), &stripped.removed, limit));
-                Bytes::from(stripped.body)
+            Some(cut) => {
+                answer_headers.extend(stripped(items.member(), &cut.removed, limit));
+                Bytes::from(cut.body)
             }
             None => body,
         };
