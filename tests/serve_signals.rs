@@ -8,23 +8,12 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
+use support::serve::Serve;
 use support::upstream::Upstream;
-
-/// The serve process, killed if the test fails before it exits.
-struct Serve(std::process::Child);
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_lets_an_in_flight_stream_finish_then_exits_0() {
@@ -39,38 +28,9 @@ async fn ctrl_c_lets_an_in_flight_stream_finish_then_exits_0() {
         ),
     )
     .unwrap();
-    let mut serve = Serve(
-        Command::new(env!("CARGO_BIN_EXE_replaygate"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-            .arg(&config)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let child = &mut serve.0;
-
-    // Read the log on a thread of its own until the process closes it.
-    let stdout = child.stdout.take().unwrap();
-    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines_tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let address = loop {
-        let line = tokio::time::timeout(Duration::from_secs(20), lines.recv())
-            .await
-            .expect("no listening line")
-            .expect("serve exited early");
-        if let Some(at) = line.find("address=") {
-            assert!(line.contains("workers=3"), "{line}");
-            break line[at + 8..].split_whitespace().next().unwrap().to_owned();
-        }
-    };
+    let mut serve = Serve::start(Serve::command(&config)).await;
+    assert!(serve.listening.contains("workers=3"), "{}", serve.listening);
+    let address = serve.address.clone();
 
     let url = format!("http://{address}/v1/responses");
     let response = tokio::spawn(async move {
@@ -99,12 +59,7 @@ async fn ctrl_c_lets_an_in_flight_stream_finish_then_exits_0() {
         .unwrap();
     assert_eq!(&first[..], b"data: first\n\n");
 
-    let pid = child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .unwrap()
-        .success());
+    serve.signal("-INT");
 
     // The listener closes at once; the stream goes on.
     let started = Instant::now();
@@ -119,7 +74,7 @@ async fn ctrl_c_lets_an_in_flight_stream_finish_then_exits_0() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(
-        child.try_wait().unwrap().is_none(),
+        serve.child.try_wait().unwrap().is_none(),
         "serve exited with a stream in flight"
     );
     feed.send(Bytes::from_static(b"data: [DONE]\n\n")).await.unwrap();
@@ -133,16 +88,9 @@ async fn ctrl_c_lets_an_in_flight_stream_finish_then_exits_0() {
     }
     assert_eq!(rest, b"data: [DONE]\n\n");
 
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "serve did not exit after the stream ended"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = serve
+        .exited_within(Duration::from_secs(10))
+        .await
+        .expect("serve did not exit after the stream ended");
     assert!(status.success(), "serve exited with {status}");
 }

@@ -3,117 +3,49 @@
 
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
-
 use super::teams::{key_entry, PAY_KEY, SEARCH_KEY};
+use crate::support::serve::Serve;
 use crate::support::upstream::Upstream;
 
-/// The serve process, killed when the test ends.
-struct Serve {
-    child: std::process::Child,
-    address: String,
-    lines: mpsc::UnboundedReceiver<String>,
+/// Starts serve with `config` and the provider key its configurations name.
+async fn serve(config: &Path) -> Serve {
+    let mut command = Serve::command(config);
+    command.env("UP_KEY", "sk-up");
+    Serve::start(command).await
 }
 
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The status a request with client key `key` gets from `serve`.
+async fn status_with(serve: &Serve, key: &str) -> u16 {
+    reqwest::Client::new()
+        .post(format!("http://{}/v1/responses", serve.address))
+        .header("authorization", format!("Bearer {key}"))
+        .body(r#"{"model":"gpt-5","input":"hi"}"#)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
 }
 
-impl Serve {
-    async fn start(config: &Path) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_replaygate"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-            .arg(config)
-            .env("RUST_LOG", "info")
-            .env("UP_KEY", "sk-up")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (lines_tx, mut lines) = mpsc::unbounded_channel::<String>();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if lines_tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let address = loop {
-            let line = tokio::time::timeout(Duration::from_secs(20), lines.recv())
-                .await
-                .expect("no listening line")
-                .expect("serve exited early");
-            if let Some(at) = line.find("address=") {
-                break line[at + 8..].split_whitespace().next().unwrap().to_owned();
-            }
-        };
-        Serve {
-            child,
-            address,
-            lines,
+/// Waits (boundedly) until requests with `key` get `want`, several times over so every worker
+/// has been asked.
+async fn until_status(serve: &Serve, key: &str, want: u16) {
+    let started = Instant::now();
+    let mut in_a_row = 0;
+    while in_a_row < 8 {
+        if status_with(serve, key).await == want {
+            in_a_row += 1;
+        } else {
+            in_a_row = 0;
         }
-    }
-
-    async fn status_with(&self, key: &str) -> u16 {
-        reqwest::Client::new()
-            .post(format!("http://{}/v1/responses", self.address))
-            .header("authorization", format!("Bearer {key}"))
-            .body(r#"{"model":"gpt-5","input":"hi"}"#)
-            .send()
-            .await
-            .unwrap()
-            .status()
-            .as_u16()
-    }
-
-    /// Waits (boundedly) until requests with `key` get `want`, several times over so every
-    /// worker has been asked.
-    async fn until_status(&self, key: &str, want: u16) {
-        let started = Instant::now();
-        let mut in_a_row = 0;
-        while in_a_row < 8 {
-            if self.status_with(key).await == want {
-                in_a_row += 1;
-            } else {
-                in_a_row = 0;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(15),
-                "{key} never got {want}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// Waits (boundedly) for a log line containing `text`.
-    async fn until_logged(&mut self, text: &str) -> String {
-        loop {
-            let line = tokio::time::timeout(Duration::from_secs(15), self.lines.recv())
-                .await
-                .unwrap_or_else(|_| panic!("no log line with {text}"))
-                .expect("serve exited");
-            if line.contains(text) {
-                return line;
-            }
-        }
-    }
-
-    fn signal(&self, name: &str) {
-        let pid = self.child.id().to_string();
-        assert!(Command::new("kill")
-            .args([name, &pid])
-            .status()
-            .unwrap()
-            .success());
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{key} never got {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -132,19 +64,19 @@ async fn sighup_reloads_every_worker_and_a_bad_file_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("proxy.toml");
     std::fs::write(&path, config(&upstream, &[PAY_KEY], false)).unwrap();
-    let mut serve = Serve::start(&path).await;
-    assert_eq!(serve.status_with(SEARCH_KEY).await, 401);
+    let mut serve = serve(&path).await;
+    assert_eq!(status_with(&serve, SEARCH_KEY).await, 401);
 
     std::fs::write(&path, config(&upstream, &[PAY_KEY, SEARCH_KEY], false)).unwrap();
     serve.signal("-HUP");
     serve.until_logged("configuration reloaded").await;
-    serve.until_status(SEARCH_KEY, 200).await;
+    until_status(&serve, SEARCH_KEY, 200).await;
 
     std::fs::write(&path, "[providers.openai]\nbase_url = 7\n").unwrap();
     serve.signal("-HUP");
     let line = serve.until_logged("configuration not reloaded").await;
     assert!(line.contains("line 2"), "{line}");
-    serve.until_status(SEARCH_KEY, 200).await;
+    until_status(&serve, SEARCH_KEY, 200).await;
     assert!(
         serve.child.try_wait().unwrap().is_none(),
         "SIGHUP must not end the process"
@@ -157,15 +89,15 @@ async fn with_watch_config_a_changed_file_is_reloaded_without_a_signal() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("proxy.toml");
     std::fs::write(&path, config(&upstream, &[PAY_KEY], true)).unwrap();
-    let mut serve = Serve::start(&path).await;
-    assert_eq!(serve.status_with(PAY_KEY).await, 200);
+    let mut serve = serve(&path).await;
+    assert_eq!(status_with(&serve, PAY_KEY).await, 200);
     // Replaced by a rename, as editors and config maps do.
     let next = dir.path().join("proxy.toml.new");
     std::fs::write(&next, config(&upstream, &[SEARCH_KEY], true)).unwrap();
     std::fs::rename(&next, &path).unwrap();
     serve.until_logged("configuration reloaded").await;
-    serve.until_status(PAY_KEY, 401).await;
-    serve.until_status(SEARCH_KEY, 200).await;
+    until_status(&serve, PAY_KEY, 401).await;
+    until_status(&serve, SEARCH_KEY, 200).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -178,9 +110,9 @@ async fn the_audit_log_follows_logrotate_and_is_whole_when_serve_exits() {
         config(&upstream, &[PAY_KEY], false)
     );
     std::fs::write(&path, text).unwrap();
-    let mut serve = Serve::start(&path).await;
+    let mut serve = serve(&path).await;
     let (audit, rotated) = (dir.path().join("audit.jsonl"), dir.path().join("audit.jsonl.1"));
-    assert_eq!(serve.status_with(PAY_KEY).await, 200);
+    assert_eq!(status_with(&serve, PAY_KEY).await, 200);
     // Written within a few ticks of the writer thread.
     let started = Instant::now();
     while std::fs::read_to_string(&audit)
@@ -197,14 +129,11 @@ async fn the_audit_log_follows_logrotate_and_is_whole_when_serve_exits() {
     serve.signal("-HUP");
     serve.until_logged("configuration reloaded").await;
     for _ in 0..3 {
-        assert_eq!(serve.status_with(PAY_KEY).await, 200);
+        assert_eq!(status_with(&serve, PAY_KEY).await, 200);
     }
     serve.signal("-TERM");
-    let started = Instant::now();
-    while serve.child.try_wait().unwrap().is_none() {
-        assert!(started.elapsed() < Duration::from_secs(10), "serve did not exit");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let exited = serve.exited_within(Duration::from_secs(10)).await;
+    assert!(exited.is_some(), "serve did not exit");
     let lines = |path: &Path| std::fs::read_to_string(path).unwrap().lines().count();
     assert_eq!(lines(&rotated), 1);
     assert_eq!(lines(&audit), 3, "every line is written before serve exits");
@@ -225,14 +154,14 @@ async fn with_watch_config_a_config_map_update_is_reloaded() {
     version("..v1", &[PAY_KEY]);
     symlink("..v1", dir.path().join("..data")).unwrap();
     symlink("..data/proxy.toml", dir.path().join("proxy.toml")).unwrap();
-    let mut serve = Serve::start(&dir.path().join("proxy.toml")).await;
-    assert_eq!(serve.status_with(PAY_KEY).await, 200);
+    let mut serve = serve(&dir.path().join("proxy.toml")).await;
+    assert_eq!(status_with(&serve, PAY_KEY).await, 200);
 
     version("..v2", &[SEARCH_KEY]);
     symlink("..v2", dir.path().join("..data_tmp")).unwrap();
     std::fs::rename(dir.path().join("..data_tmp"), dir.path().join("..data")).unwrap();
     std::fs::remove_dir_all(dir.path().join("..v1")).unwrap();
     serve.until_logged("configuration reloaded").await;
-    serve.until_status(SEARCH_KEY, 200).await;
-    serve.until_status(PAY_KEY, 401).await;
+    until_status(&serve, SEARCH_KEY, 200).await;
+    until_status(&serve, PAY_KEY, 401).await;
 }

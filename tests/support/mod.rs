@@ -8,4 +8,5 @@ pub mod memory;
 pub mod proxy;
 pub mod raw;
 pub mod scripted_provider;
+pub mod serve;
 pub mod upstream;
