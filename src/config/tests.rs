@@ -13,7 +13,7 @@ fn parse_error(text: &str) -> String {
 }
 
 /// Asserts that `text` fails with `needle` in the message at `line`/`column`.
-fn assert_invalid_at(text: &str, line: usize, column: usize, needle: &str) {
+pub(super) fn assert_invalid_at(text: &str, line: usize, column: usize, needle: &str) {
     match Config::from_toml(text) {
         Err(ConfigError::Invalid {
             line: l,
@@ -29,7 +29,7 @@ fn assert_invalid_at(text: &str, line: usize, column: usize, needle: &str) {
 }
 
 /// Asserts that `text` fails to parse with `needle` in the message at `line`/`column`.
-fn assert_parse_error_at(text: &str, line: usize, column: usize, needle: &str) {
+pub(super) fn assert_parse_error_at(text: &str, line: usize, column: usize, needle: &str) {
     match Config::from_toml(text) {
         Err(error @ ConfigError::Parse { .. }) => {
             let message = error.to_string();

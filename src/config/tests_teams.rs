@@ -47,26 +47,10 @@ fn config_dir(text: &str, files: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf
 /// and `column`.
 fn assert_team_error_at(text: &str, line: usize, column: usize, needle: &str) {
     let whole = format!("{PROVIDERS}{text}");
-    let (line, position) = (
-        line + PROVIDERS_LINES,
-        format!("line {}, column {column}", line + PROVIDERS_LINES),
-    );
+    let line = line + PROVIDERS_LINES;
     match Config::from_toml(&whole) {
-        Err(ConfigError::Invalid {
-            line: l,
-            column: c,
-            message,
-            ..
-        }) => {
-            assert_eq!((l, c), (line, column), "{message}");
-            assert!(message.contains(needle), "{message:?} lacks {needle:?}");
-        }
-        Err(error @ ConfigError::Parse { .. }) => {
-            let message = error.to_string();
-            assert!(message.contains(&position), "{message}\nlacks {position}");
-            assert!(message.contains(needle), "{message}\nlacks {needle:?}");
-        }
-        other => panic!("expected an error, got {other:?}"),
+        Err(ConfigError::Parse { .. }) => super::tests::assert_parse_error_at(&whole, line, column, needle),
+        _ => super::tests::assert_invalid_at(&whole, line, column, needle),
     }
 }
 

@@ -423,6 +423,10 @@ async fn a_team_over_its_rate_gets_429_with_retry_after_and_others_do_not() {
     assert_eq!(status, 429);
     assert_eq!(answer["error"]["code"], "rate_limit_exceeded");
     assert_eq!(answer["error"]["type"], "rate_limit_error");
+    assert_eq!(
+        head["x-should-retry"], "true",
+        "the SDKs retry a 429 after retry-after"
+    );
     let retry: u64 = head["retry-after"].to_str().unwrap().parse().unwrap();
     assert!((1..=30).contains(&retry), "{retry}");
     let search = bearer(SEARCH_KEY);

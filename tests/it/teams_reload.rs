@@ -80,7 +80,7 @@ async fn a_file_that_does_not_load_changes_nothing() {
 }
 
 #[tokio::test]
-async fn a_stream_started_before_a_reload_finishes_under_its_own_configuration() {
+async fn a_stream_started_before_a_reload_finishes_though_its_team_and_provider_are_replaced() {
     let (feeds_tx, mut feeds) = tokio::sync::mpsc::channel(4);
     let upstream = Upstream::start(move |_| {
         let feeds_tx = feeds_tx.clone();
@@ -107,7 +107,15 @@ async fn a_stream_started_before_a_reload_finishes_under_its_own_configuration()
 
     // The team is removed while its stream is open.
     let only_search = format!("[teams.search]\nkeys = [\"{}\"]\n", key_entry(SEARCH_KEY));
-    reload(&proxy.reloader, &config(&upstream, &only_search));
+    // The provider's settings change too, so it is built anew and the stream's old client
+    // (and pool) is dropped while the stream runs.
+    let changed_provider = config(&upstream, &only_search).replacen(
+        "auth = { bearer_env = \"UP_KEY\" }",
+        "auth = { bearer_env = \"UP_KEY\" }\nconnect_timeout_ms = 4321",
+        1,
+    );
+    assert_ne!(changed_provider, config(&upstream, &only_search));
+    reload(&proxy.reloader, &changed_provider);
     let (status, _, _) = post(
         &proxy,
         "/v1/responses",
