@@ -24,7 +24,7 @@ pub struct ConfigReload {
     current: Config,
     /// What the watched files held when they were last read, so file events that change
     /// nothing (or change a sibling of the file) trigger no reload.
-    read_as: Option<u64>,
+    read_as: u64,
 }
 
 impl ConfigReload {
@@ -34,7 +34,7 @@ impl ConfigReload {
             path,
             reloader,
             current,
-            read_as: None,
+            read_as: 0,
         };
         reload.read_as = reload.fingerprint();
         reload
@@ -42,7 +42,7 @@ impl ConfigReload {
 
     /// A hash of what the watched files hold now, read through any symlinks (a Kubernetes
     /// config map swaps a `..data` symlink, so the events name that, not the file).
-    fn fingerprint(&self) -> Option<u64> {
+    fn fingerprint(&self) -> u64 {
         let mut hasher = xxhash_rust::xxh3::Xxh3::new();
         for file in self.watched_files() {
             hasher.update(file.as_os_str().as_encoded_bytes());
@@ -51,7 +51,7 @@ impl ConfigReload {
                 Err(_) => hasher.update(b"\0unreadable"),
             }
         }
-        Some(hasher.digest())
+        hasher.digest()
     }
 
     /// Re-reads the file and swaps it in if it loads and builds; logs what happened. The audit
