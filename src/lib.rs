@@ -19,11 +19,10 @@
 pub mod check;
 pub mod cli;
 pub mod commands;
+pub use replaygate_core::{gate, ledger};
 pub mod config;
 pub mod error;
-pub mod gate;
 pub mod keys;
-pub mod ledger;
 pub mod proxy;
 pub mod reload;
 pub mod routing;

@@ -42,7 +42,8 @@ pub enum ItemsAt {
 }
 
 impl ItemsAt {
-    pub(crate) fn member(self) -> &'static str {
+    /// The body member that holds the items: `input` or `items`.
+    pub fn member(self) -> &'static str {
         match self {
             ItemsAt::Input => "input",
             ItemsAt::Items | ItemsAt::AddedItems => "items",

@@ -4,7 +4,7 @@
 //! [`SchemaCache`] a [`Gate`] owns, so a tool schema sent on every turn compiles once.
 //!
 //! ```
-//! use replaygate::gate::{Gate, ProviderProfile, Target};
+//! use replaygate_core::gate::{Gate, ProviderProfile, Target};
 //!
 //! let gate = Gate::default();
 //! let bedrock = ProviderProfile::own_namespace("bedrock");

@@ -8,13 +8,13 @@
 //! second reading of the body, only when something is to be cut.
 //!
 //! ```
-//! use replaygate::gate::{strip, Action, Gate, Policy, ProviderProfile, Reason, Target};
+//! use replaygate_core::gate::{strip, Action, Gate, Policy, ProviderProfile, Reason, Target};
 //!
 //! let mut policy = Policy::default();
 //! policy.set_action(Reason::Namespaced, Action::Strip);
 //! let bedrock = ProviderProfile::own_namespace("bedrock");
 //! let body = br#"{"input":[{"role":"user","content":"hi"}, {"type":"openai:web_search_call"}]}"#;
-//! let request = replaygate::gate::parse(body).unwrap();
+//! let request = replaygate_core::gate::parse(body).unwrap();
 //! let verdict = Gate::default().judge(&request, &Target::new(&bedrock, &policy)).unwrap();
 //! let stripped = strip::strip(body, &request, &verdict).unwrap().unwrap();
 //! assert_eq!(stripped.removed, [1]);

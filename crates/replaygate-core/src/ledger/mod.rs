@@ -6,7 +6,7 @@
 //! not one the ledger can vouch for (cut, failed, malformed or over a limit).
 //!
 //! ```
-//! use replaygate::ledger::{AnswerKind, Tap, TapLimits};
+//! use replaygate_core::ledger::{AnswerKind, Tap, TapLimits};
 //!
 //! let mut tap = Tap::new(AnswerKind::Json, TapLimits::default());
 //! tap.feed(br#"{"id":"resp_1","model":"m","status":"completed","output":["#);

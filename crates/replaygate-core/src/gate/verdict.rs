@@ -222,7 +222,7 @@ impl Verdict {
     ///
     /// A `strip` violation also records `index`, its item's position (items are judged in
     /// order, and an item has at most one violation, so the list stays ascending and unique).
-    pub(crate) fn push_with(
+    pub fn push_with(
         &mut self,
         action: Action,
         index: Option<usize>,

@@ -1,0 +1,13 @@
+//! replaygate's pure core, kept in its own crate so that Cargo itself keeps it free of I/O:
+//! no network, file, async or process dependency can reach it.
+//!
+//! - [`gate`]: judges the `input` items of one Responses request body for one provider.
+//! - [`ledger`]: reads a provider's answer as it streams and says what the provenance ledger
+//!   records of it.
+//!
+//! The `replaygate` crate (the proxy and the command line) re-exports both modules.
+#![forbid(unsafe_code)]
+#![warn(missing_docs, rust_2018_idioms)]
+
+pub mod gate;
+pub mod ledger;
