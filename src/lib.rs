@@ -26,4 +26,5 @@ pub mod keys;
 pub mod proxy;
 pub mod reload;
 pub mod routing;
+pub mod state;
 pub mod telemetry;

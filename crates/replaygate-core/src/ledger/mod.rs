@@ -22,11 +22,13 @@
 mod canon;
 pub mod record;
 mod sse;
+pub mod stored;
 pub mod tap;
 #[cfg(test)]
 mod tests_tap;
 
 pub use record::{item_digest, item_record, item_record_from_value, ItemRecord, ResponseRecord};
+pub use stored::{Owner, StoredContent, StoredItem, StoredResponse};
 pub use tap::{AnswerKind, Tap, TapLimits};
 
 /// The longest response id, model, item id, item type or `call_id` the ledger records, in

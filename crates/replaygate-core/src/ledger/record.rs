@@ -20,7 +20,7 @@ pub struct ResponseRecord {
 
 /// What the ledger keeps of one output item. Never a text, an argument or an
 /// `encrypted_content` value: only their digest.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ItemRecord {
     /// The item `id`, when it has one.
     pub id: Option<String>,
@@ -28,10 +28,27 @@ pub struct ItemRecord {
     pub item_type: String,
     /// The item `call_id`, when it has one.
     pub call_id: Option<String>,
-    /// The SHA-256 of the fields that matter; see [`item_digest`].
+    /// The SHA-256 of the fields that matter; see [`item_digest`]. Hex in the stored form.
+    #[serde(with = "hex_digest")]
     pub digest: [u8; 32],
     /// Whether the item carries `encrypted_content` (present and not `null`).
     pub has_encrypted_content: bool,
+}
+
+/// A digest as 64 lowercase hex digits.
+mod hex_digest {
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(digest: &[u8; 32], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&hex::encode(digest))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<[u8; 32], D::Error> {
+        let text = <&str>::deserialize(deserializer)?;
+        let mut digest = [0u8; 32];
+        hex::decode_to_slice(text, &mut digest).map_err(D::Error::custom)?;
+        Ok(digest)
+    }
 }
 
 /// What every digested encoding starts with (length-prefixed), so a digest of an item can

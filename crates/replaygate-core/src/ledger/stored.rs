@@ -1,0 +1,117 @@
+//! What the ledger's store holds (contract §8): one [`StoredResponse`] per recorded answer,
+//! and the [`StoredItem`] index entries derived from it. Plain data with a stable JSON form,
+//! so every backend (memory, embedded file, Redis) stores the same bytes.
+
+use serde::{Deserialize, Serialize};
+
+use super::record::{ItemRecord, ResponseRecord};
+
+/// Who produced a recorded response or item: the provider it was routed to and the model
+/// that answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Owner {
+    /// The configured provider name.
+    pub provider: String,
+    /// The model the provider answered with (else the request's), when known.
+    pub model: Option<String>,
+}
+
+/// One recorded response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredResponse {
+    /// The response `id`.
+    pub id: String,
+    /// Who produced it.
+    pub owner: Owner,
+    /// The team whose request it answered (`None`: anonymous).
+    pub team: Option<String>,
+    /// When it was recorded, in seconds since the Unix epoch.
+    pub created_unix: u64,
+    /// When the store may forget it (`created_unix` + retention).
+    pub expires_unix: u64,
+    /// The request's `previous_response_id`, when it continued a chain.
+    pub previous_response_id: Option<String>,
+    /// The output items, in output order (ids, types, call ids, digests; never content).
+    pub items: Vec<ItemRecord>,
+    /// With `[ledger] store_items = true` only: the request's items and the answer's output
+    /// items as JSON texts (a string `input` as one user message), to carry the session to
+    /// another provider. `None` otherwise.
+    pub content: Option<StoredContent>,
+}
+
+/// The items of one turn, kept only with `store_items = true`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredContent {
+    /// The request's `input` items, each one JSON value as text.
+    pub input: Vec<String>,
+    /// The answer's `output` items, each one JSON value as text.
+    pub output: Vec<String>,
+}
+
+/// The index entry of one recorded output item: what it is and who produced it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredItem {
+    /// The response whose output held it.
+    pub response_id: String,
+    /// Who produced it.
+    pub owner: Owner,
+    /// The item as recorded.
+    pub record: ItemRecord,
+    /// When the store may forget it (its response's `expires_unix`).
+    pub expires_unix: u64,
+}
+
+impl StoredResponse {
+    /// A record of `response`, produced by `owner` for `team` at `now_unix`, kept for
+    /// `retention_secs`.
+    pub fn new(
+        response: ResponseRecord,
+        owner: Owner,
+        team: Option<String>,
+        previous_response_id: Option<String>,
+        now_unix: u64,
+        retention_secs: u64,
+    ) -> StoredResponse {
+        StoredResponse {
+            id: response.id,
+            owner,
+            team,
+            created_unix: now_unix,
+            expires_unix: now_unix.saturating_add(retention_secs),
+            previous_response_id,
+            items: response.items,
+            content: None,
+        }
+    }
+
+    /// The index entries by item `id`: one per output item that has an id.
+    pub fn by_id(&self) -> impl Iterator<Item = (&str, StoredItem)> + '_ {
+        self.items.iter().filter_map(|item| {
+            let id = item.id.as_deref()?;
+            Some((id, self.stored_item(item)))
+        })
+    }
+
+    /// The index entries by digest: one per output item that carries `encrypted_content`
+    /// (reasoning, compaction), so a replayed blob is known by its digest alone, id or not.
+    pub fn by_digest(&self) -> impl Iterator<Item = ([u8; 32], StoredItem)> + '_ {
+        self.items
+            .iter()
+            .filter(|item| item.has_encrypted_content)
+            .map(|item| (item.digest, self.stored_item(item)))
+    }
+
+    fn stored_item(&self, item: &ItemRecord) -> StoredItem {
+        StoredItem {
+            response_id: self.id.clone(),
+            owner: self.owner.clone(),
+            record: item.clone(),
+            expires_unix: self.expires_unix,
+        }
+    }
+
+    /// Whether the store may forget this response at `now_unix`.
+    pub fn is_expired(&self, now_unix: u64) -> bool {
+        now_unix >= self.expires_unix
+    }
+}

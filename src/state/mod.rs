@@ -1,0 +1,104 @@
+//! Where the ledger and the team rate limits live (contract §9 `[state]`): in this process
+//! (`memory`), in files under `[state] path` (`embedded`, the default, surviving restarts) or
+//! in Redis (`redis`, shared by every replica).
+//!
+//! Every backend stores the same [`StoredResponse`] values and the index entries derived from
+//! them ([`StoredResponse::by_id`], [`StoredResponse::by_digest`]), forgets them once
+//! `expires_unix` has passed (Redis by TTL, the others when read and by a sweep), and answers
+//! the same questions. A backend that cannot answer says so with [`StoreError`]; the proxy then
+//! refuses the requests that need it (503 `ledger_unavailable`) or lets them through, as
+//! `[ledger] on_unavailable` says.
+
+mod memory;
+
+use std::num::NonZeroU32;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub use memory::MemoryStore;
+
+use crate::ledger::{StoredItem, StoredResponse};
+
+/// The state backend could not answer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// The backend is unreachable, timed out or failed (Redis down, a file error).
+    #[error("the state backend is unavailable: {0}")]
+    Unavailable(String),
+    /// The backend answered with a value that does not read as what was stored.
+    #[error("the state backend holds an unreadable value: {0}")]
+    Corrupt(String),
+}
+
+/// A state backend. Cheap to clone: clones share the same store.
+#[derive(Debug, Clone)]
+pub enum StateStore {
+    /// In this process only (tests, single replicas that may forget on restart).
+    Memory(MemoryStore),
+}
+
+impl StateStore {
+    /// Records a response and its index entries (by item id, and by digest for items that
+    /// carry `encrypted_content`). A response recorded again under the same id replaces the
+    /// earlier one.
+    pub async fn put_response(&self, response: &StoredResponse) -> Result<(), StoreError> {
+        match self {
+            StateStore::Memory(store) => store.put_response(response),
+        }
+    }
+
+    /// The response recorded under `id`, unless it has expired.
+    pub async fn response(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
+        match self {
+            StateStore::Memory(store) => store.response(id),
+        }
+    }
+
+    /// The recorded items with these ids, in the order asked (`None` for each unknown or
+    /// expired one).
+    pub async fn items_by_id(&self, ids: &[String]) -> Result<Vec<Option<StoredItem>>, StoreError> {
+        match self {
+            StateStore::Memory(store) => store.items_by_id(ids),
+        }
+    }
+
+    /// The recorded items carrying `encrypted_content` with these digests, in the order asked.
+    pub async fn items_by_digest(&self, digests: &[[u8; 32]]) -> Result<Vec<Option<StoredItem>>, StoreError> {
+        match self {
+            StateStore::Memory(store) => store.items_by_digest(digests),
+        }
+    }
+
+    /// Counts one request against `key`'s limit of `per_minute` (a GCRA: bursts up to the
+    /// whole minute's allowance, refilled evenly). `Ok(Err(wait))`: over the limit, and how
+    /// long until a request would be accepted.
+    pub async fn hit_rate(
+        &self,
+        key: &str,
+        per_minute: NonZeroU32,
+    ) -> Result<Result<(), Duration>, StoreError> {
+        match self {
+            StateStore::Memory(store) => Ok(store.hit_rate(key, per_minute)),
+        }
+    }
+
+    /// Whether the backend answers (`/readyz`).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        match self {
+            StateStore::Memory(_) => Ok(()),
+        }
+    }
+
+    /// The backend's name, as `[state] backend` spells it.
+    pub fn backend(&self) -> &'static str {
+        match self {
+            StateStore::Memory(_) => "memory",
+        }
+    }
+}
+
+/// Seconds since the Unix epoch, now.
+pub fn now_unix() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs())
+}
