@@ -162,6 +162,13 @@ impl Tap {
         !matches!(self.state, State::GaveUp)
     }
 
+    /// Whether an event stream has delivered its `response.completed` event: what follows
+    /// cannot change the record, so it can be written before the rest passes on. Always
+    /// `false` for JSON answers, whose end only the byte count tells.
+    pub fn is_complete(&self) -> bool {
+        matches!(&self.state, State::Events(events) if events.facts.completed)
+    }
+
     /// Bytes of the answer held now: the JSON body so far, or the pending event of a stream.
     pub fn held_bytes(&self) -> usize {
         match &self.state {

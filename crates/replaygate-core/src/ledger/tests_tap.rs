@@ -355,3 +355,21 @@ proptest! {
         prop_assert_eq!(tap(AnswerKind::EventStream, &chunks), Some(expected()));
     }
 }
+
+#[test]
+fn a_stream_is_complete_once_its_completed_event_has_arrived() {
+    let stream = sse_answer("\n");
+    let completed_at = stream.find("event: response.completed").unwrap();
+    let mut tap = Tap::new(AnswerKind::EventStream, TapLimits::default());
+    tap.feed(&stream.as_bytes()[..completed_at]);
+    assert!(!tap.is_complete());
+    tap.feed(&stream.as_bytes()[completed_at..]);
+    assert!(tap.is_complete());
+    assert_eq!(tap.finish(), Some(expected()));
+    let mut json = Tap::new(AnswerKind::Json, TapLimits::default());
+    json.feed(json_answer().as_bytes());
+    assert!(
+        !json.is_complete(),
+        "only the byte count tells a JSON answer's end"
+    );
+}
