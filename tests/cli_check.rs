@@ -244,9 +244,10 @@ fn config_check_prints_a_summary_and_exits_0() {
     assert_eq!(
         stdout,
         format!(
-            "config ok: {}: 2 providers, 1 route, 2 teams (3 keys), audit to {}\n",
+            "config ok: {}: 2 providers, 1 route, 2 teams (3 keys), audit to {}, state embedded in {}, ledger on\n",
             path.display(),
-            audit.display()
+            audit.display(),
+            audit.with_file_name("replaygate-state").display()
         )
     );
 

@@ -25,3 +25,11 @@ pub(super) fn positive_count<'de, D: Deserializer<'de>>(deserializer: D) -> Resu
         count => Ok(count),
     }
 }
+
+/// A number of hours that must be at least 1.
+pub(super) fn positive_hours<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u32, D::Error> {
+    match u32::deserialize(deserializer)? {
+        0 => Err(D::Error::custom("must be at least 1 hour")),
+        hours => Ok(hours),
+    }
+}

@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use super::de::{millis, positive_count, positive_millis};
-use super::{Auth, GateConfig, LogConfig, ServerConfig, TeamMode};
+use super::de::{millis, positive_count, positive_hours, positive_millis};
+use super::{
+    Auth, EncryptedContentScope, GateConfig, LedgerConfig, LogConfig, OnUnavailable, ServerConfig, TeamMode,
+};
 use crate::gate::{Action, Reason};
 
 /// The whole file.
@@ -28,6 +30,10 @@ pub(super) struct ConfigFile {
     #[serde(default)]
     pub(super) teams: BTreeMap<Spanned<String>, TeamEntry>,
     pub(super) audit: Option<AuditEntry>,
+    #[serde(default)]
+    pub(super) state: StateEntry,
+    #[serde(default)]
+    pub(super) ledger: LedgerEntry,
 }
 
 /// The `[server]` table. It also accepts `default_provider`, because a
@@ -107,6 +113,8 @@ pub(super) struct ProviderEntry {
         deserialize_with = "positive_millis"
     )]
     pub(super) read_timeout: Duration,
+    #[serde(default)]
+    pub(super) encrypted_content_scope: EncryptedContentScope,
 }
 
 /// One `[[routes]]` entry.
@@ -138,6 +146,55 @@ pub(super) struct TeamEntry {
 #[serde(deny_unknown_fields)]
 pub(super) struct AuditEntry {
     pub(super) path: Spanned<String>,
+}
+
+/// The `[state]` table. Which keys apply depends on `backend`; the others are errors, found
+/// after parsing, so every key is kept with its span.
+#[derive(Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct StateEntry {
+    pub(super) backend: Option<Spanned<StateBackend>>,
+    pub(super) path: Option<Spanned<String>>,
+    pub(super) url: Option<Spanned<String>>,
+    pub(super) key_prefix: Option<Spanned<String>>,
+    pub(super) timeout: Option<Spanned<String>>,
+}
+
+/// `[state] backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum StateBackend {
+    Embedded,
+    Memory,
+    Redis,
+}
+
+/// The `[ledger]` table.
+#[derive(serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(super) struct LedgerEntry {
+    pub(super) enabled: bool,
+    pub(super) store_items: bool,
+    pub(super) carry_sessions: Spanned<bool>,
+    #[serde(deserialize_with = "positive_hours")]
+    pub(super) retention_hours: u32,
+    pub(super) on_unavailable: OnUnavailable,
+    #[serde(deserialize_with = "positive_count")]
+    pub(super) max_chain: usize,
+}
+
+impl Default for LedgerEntry {
+    fn default() -> Self {
+        let defaults = LedgerConfig::default();
+        Self {
+            enabled: defaults.enabled,
+            store_items: defaults.store_items,
+            carry_sessions: Spanned::new(0..0, defaults.carry_sessions),
+            retention_hours: defaults.retention_hours,
+            on_unavailable: defaults.on_unavailable,
+            max_chain: defaults.max_chain,
+        }
+    }
 }
 
 fn default_connect_timeout() -> Duration {

@@ -3,7 +3,7 @@
 //! file, line and column. Secrets are not read here: the proxy reads the
 //! environment variables named by [`Auth::BearerEnv`] itself.
 //!
-//! Relative paths in the file (`[teams.NAME] pinned_tools`, `[audit] path`) are taken from the
+//! Relative paths in the file (`[teams.NAME] pinned_tools`, `[audit] path`, `[state] path`) are taken from the
 //! directory of the file and kept absolute; the files they name are read and checked here, so a
 //! configuration that loads is one the proxy can serve.
 
@@ -11,6 +11,7 @@ mod auth;
 mod de;
 mod error;
 mod file;
+mod ledger;
 mod pinned;
 mod sections;
 mod teams;
@@ -24,6 +25,7 @@ use globset::Glob;
 
 pub use auth::Auth;
 pub use error::ConfigError;
+pub use ledger::{EncryptedContentScope, LedgerConfig, OnUnavailable, StateConfig};
 pub use sections::{GateConfig, LogConfig, LogFormat, ServerConfig};
 pub use teams::{AuditConfig, PinnedTool, PinnedTools, TeamConfig, TeamMode};
 
@@ -53,6 +55,10 @@ pub struct Config {
     pub teams: BTreeMap<String, TeamConfig>,
     /// `[audit]`: where judged requests are recorded; `None`: nowhere.
     pub audit: Option<AuditConfig>,
+    /// `[state]`: where the ledger and the team rate limits live.
+    pub state: StateConfig,
+    /// `[ledger]`: the provenance ledger.
+    pub ledger: LedgerConfig,
 }
 
 /// One upstream provider, `[providers.NAME]`.
@@ -70,6 +76,9 @@ pub struct ProviderConfig {
     /// `read_timeout_ms`: longest silence allowed between two reads from the
     /// upstream; not a deadline for the whole response.
     pub read_timeout: Duration,
+    /// `encrypted_content_scope`: whether this provider's `encrypted_content` may be replayed to
+    /// any of its models or only to the model that produced it.
+    pub encrypted_content_scope: EncryptedContentScope,
 }
 
 impl ProviderConfig {
@@ -124,7 +133,8 @@ impl Config {
     }
 
     /// A one-line description for people, e.g. `2 providers, 3 routes, 2 teams (3 keys), audit
-    /// to /srv/replaygate/audit.jsonl`.
+    /// to /srv/replaygate/audit.jsonl, state embedded in /srv/replaygate/replaygate-state, ledger
+    /// on`.
     pub fn summary(&self) -> String {
         let mut summary = format!(
             "{}, {}",
@@ -145,6 +155,7 @@ impl Config {
             Some(audit) => summary.push_str(&format!(", audit to {}", audit.path.display())),
             None => summary.push_str(", no audit log"),
         }
+        summary.push_str(&format!(", {}, {}", self.state.summary(), self.ledger.summary()));
         summary
     }
 }
@@ -174,3 +185,6 @@ mod tests;
 
 #[cfg(test)]
 mod tests_teams;
+
+#[cfg(test)]
+mod tests_ledger;

@@ -432,6 +432,9 @@ fn embedded_default_parses() {
     assert_eq!(config.server, ServerConfig::default());
     assert_eq!(config.log, LogConfig::default());
     assert_eq!(config.gate, GateConfig::default());
+    assert_eq!(config.ledger, LedgerConfig::default());
+    let state_dir = std::path::absolute("replaygate-state").unwrap();
+    assert_eq!(config.state, StateConfig::Embedded { path: state_dir });
 
     let openai = &config.providers["openai"];
     assert_eq!(openai.base_url, "https://api.openai.com/v1");
@@ -448,6 +451,13 @@ fn embedded_default_parses() {
     );
     assert_eq!(bedrock_openai.auth, bedrock.auth);
     assert_eq!(bedrock_openai.namespaces(), ["bedrock"]);
+    // Bedrock binds reasoning to the account and the model.
+    assert_eq!(openai.encrypted_content_scope, EncryptedContentScope::Provider);
+    assert_eq!(bedrock.encrypted_content_scope, EncryptedContentScope::Model);
+    assert_eq!(
+        bedrock_openai.encrypted_content_scope,
+        EncryptedContentScope::Model
+    );
 
     let routes: Vec<(&str, &str)> = config
         .routes

@@ -176,8 +176,9 @@ mode = "monitor"
     assert_eq!(
         summary,
         format!(
-            "2 providers, 0 routes, 2 teams (3 keys), audit to {}",
-            base.join("logs/audit.jsonl").display()
+            "2 providers, 0 routes, 2 teams (3 keys), audit to {}, state embedded in {}, ledger on",
+            base.join("logs/audit.jsonl").display(),
+            base.join("replaygate-state").display()
         )
     );
 }
@@ -188,7 +189,9 @@ fn without_teams_or_audit_nothing_changes() {
     assert!(config.teams.is_empty());
     assert_eq!(config.audit, None);
     assert!(!config.server.watch_config);
-    assert_eq!(config.summary(), "2 providers, 0 routes, no teams, no audit log");
+    assert!(config
+        .summary()
+        .starts_with("2 providers, 0 routes, no teams, no audit log, state embedded in "));
     // Passthrough is fine without teams.
     Config::from_toml("[providers.p]\nbase_url = \"https://example.com/v1\"\nauth = \"passthrough\"\n")
         .unwrap();

@@ -1,19 +1,26 @@
 //! Checks run after parsing: provider names, base URLs, namespaces, model
-//! globs, references to providers, teams and the files they name. Each failure
-//! points at its value.
+//! globs, references to providers, teams and the files they name, `[state]` and `[ledger]`.
+//! Each failure points at its value.
 
 use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroU32;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use globset::{Glob, GlobBuilder};
 use reqwest::Url;
 use toml::Spanned;
 
 use super::error::Invalid;
-use super::file::{AuditEntry, ConfigFile, ProviderEntry, RouteEntry, TeamEntry};
-use super::{pinned, AuditConfig, Auth, Config, GateConfig, ProviderConfig, RouteConfig, TeamConfig};
+use super::file::{
+    AuditEntry, ConfigFile, LedgerEntry, ProviderEntry, RouteEntry, StateBackend, StateEntry, TeamEntry,
+};
+use super::ledger::{DEFAULT_KEY_PREFIX, DEFAULT_REDIS_TIMEOUT, DEFAULT_STATE_PATH};
+use super::{
+    pinned, AuditConfig, Auth, Config, GateConfig, LedgerConfig, ProviderConfig, RouteConfig, StateConfig,
+    TeamConfig,
+};
 use crate::gate::SchemaCache;
 use crate::keys;
 
@@ -76,6 +83,8 @@ impl ConfigFile {
             }
         }
         let audit = self.audit.map(|audit| audit.validate(base_dir)).transpose()?;
+        let state = self.state.validate(base_dir)?;
+        let ledger = self.ledger.validate()?;
         Ok(Config {
             default_provider,
             server,
@@ -85,6 +94,8 @@ impl ConfigFile {
             routes,
             teams,
             audit,
+            state,
+            ledger,
         })
     }
 }
@@ -172,7 +183,7 @@ impl TeamEntry {
         let pinned_tools = match self.pinned_tools {
             None => None,
             Some(written) => {
-                let path = resolve_path(base_dir, &written, "pinned_tools")?;
+                let path = resolve_path(base_dir, &written, "pinned_tools", "a file")?;
                 let pinned =
                     pinned::read(&path, schemas).map_err(|message| Invalid::new(written.span(), message))?;
                 Some(pinned)
@@ -203,7 +214,7 @@ impl TeamEntry {
 impl AuditEntry {
     fn validate(self, base_dir: &Path) -> Result<AuditConfig, Invalid> {
         Ok(AuditConfig {
-            path: resolve_path(base_dir, &self.path, "[audit] path")?,
+            path: resolve_path(base_dir, &self.path, "[audit] path", "a file")?,
         })
     }
 }
@@ -267,16 +278,188 @@ fn name_glob(text: &str) -> Result<Glob, globset::Error> {
         .build()
 }
 
-/// A path written in the file, taken from `base_dir` when relative, made absolute.
-fn resolve_path(base_dir: &Path, written: &Spanned<String>, key: &str) -> Result<PathBuf, Invalid> {
+/// A path written in the file, taken from `base_dir` when relative, made absolute. `what` is
+/// what it must name (`a file`), for the message when it is empty.
+fn resolve_path(
+    base_dir: &Path,
+    written: &Spanned<String>,
+    key: &str,
+    what: &str,
+) -> Result<PathBuf, Invalid> {
     if written.get_ref().is_empty() {
         return Err(Invalid::new(
             written.span(),
-            format!("{key} must name a file, not be empty"),
+            format!("{key} must name {what}, not be empty"),
         ));
     }
-    let joined = base_dir.join(written.get_ref());
-    Ok(std::path::absolute(&joined).unwrap_or(joined))
+    Ok(absolute_in(base_dir, written.get_ref()))
+}
+
+/// `path` taken from `base_dir` when relative, made absolute.
+fn absolute_in(base_dir: &Path, path: &str) -> PathBuf {
+    let joined = base_dir.join(path);
+    std::path::absolute(&joined).unwrap_or(joined)
+}
+
+impl StateBackend {
+    fn name(self) -> &'static str {
+        match self {
+            StateBackend::Embedded => "embedded",
+            StateBackend::Memory => "memory",
+            StateBackend::Redis => "redis",
+        }
+    }
+}
+
+impl StateEntry {
+    /// Checks `[state]`: the keys of the chosen backend only, a usable Redis URL, prefix and
+    /// timeout. The default path is taken from `base_dir` like a written one.
+    fn validate(self, base_dir: &Path) -> Result<StateConfig, Invalid> {
+        let backend = self
+            .backend
+            .as_ref()
+            .map_or(StateBackend::Embedded, |b| *b.get_ref());
+        let keys = [
+            (&self.path, "path", StateBackend::Embedded),
+            (&self.url, "url", StateBackend::Redis),
+            (&self.key_prefix, "key_prefix", StateBackend::Redis),
+            (&self.timeout, "timeout", StateBackend::Redis),
+        ];
+        let misplaced = keys
+            .into_iter()
+            .filter_map(|(written, key, owner)| Some((written.as_ref()?, key, owner)))
+            .filter(|(_, _, owner)| *owner != backend)
+            .min_by_key(|(written, _, _)| written.span().start);
+        if let Some((written, key, owner)) = misplaced {
+            let default = if self.backend.is_none() {
+                " (the default)"
+            } else {
+                ""
+            };
+            return Err(Invalid::new(
+                written.span(),
+                format!(
+                    "[state] {key} applies to backend = \"{}\" only, and this [state] has backend = \"{}\"{default}",
+                    owner.name(),
+                    backend.name()
+                ),
+            ));
+        }
+        match backend {
+            StateBackend::Memory => Ok(StateConfig::Memory),
+            StateBackend::Embedded => {
+                let path = match &self.path {
+                    Some(written) => resolve_path(base_dir, written, "[state] path", "a directory")?,
+                    None => absolute_in(base_dir, DEFAULT_STATE_PATH),
+                };
+                Ok(StateConfig::Embedded { path })
+            }
+            StateBackend::Redis => {
+                let Some(url) = self.url else {
+                    let span = self.backend.map_or(0..0, |backend| backend.span());
+                    return Err(Invalid::new(
+                        span,
+                        "backend = \"redis\" needs the server's address: add url = \"redis://HOST:6379\" \
+                         (or rediss:// for TLS) to [state]",
+                    ));
+                };
+                check_redis_url(url.get_ref()).map_err(|message| Invalid::new(url.span(), message))?;
+                let key_prefix = match self.key_prefix {
+                    Some(prefix) => check_key_prefix(prefix)?,
+                    None => DEFAULT_KEY_PREFIX.to_owned(),
+                };
+                let timeout = match self.timeout {
+                    Some(written) => parse_timeout(&written)?,
+                    None => DEFAULT_REDIS_TIMEOUT,
+                };
+                Ok(StateConfig::Redis {
+                    url: url.into_inner(),
+                    key_prefix,
+                    timeout,
+                })
+            }
+        }
+    }
+}
+
+/// A Redis URL: `redis://` or `rediss://`, a host, and a path that is empty or a database
+/// number. Messages never repeat the URL, which may hold a password.
+fn check_redis_url(text: &str) -> Result<(), String> {
+    let url = Url::parse(text)
+        .map_err(|e| format!("[state] url is not a URL ({e}); write it like \"redis://127.0.0.1:6379\""))?;
+    if !matches!(url.scheme(), "redis" | "rediss") {
+        return Err(format!(
+            "[state] url must start with redis:// (or rediss:// for TLS), not {}://",
+            url.scheme()
+        ));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err("[state] url names no host; write it like \"redis://127.0.0.1:6379\"".to_owned());
+    }
+    let database = url.path().trim_start_matches('/');
+    if !database.is_empty() && database.parse::<u32>().is_err() {
+        return Err(
+            "[state] url may have a database number as its path (redis://HOST:6379/0), nothing else"
+                .to_owned(),
+        );
+    }
+    Ok(())
+}
+
+/// `[state] key_prefix`: not empty, no spaces or control characters.
+fn check_key_prefix(prefix: Spanned<String>) -> Result<String, Invalid> {
+    let text = prefix.get_ref();
+    if text.is_empty() || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(Invalid::new(
+            prefix.span(),
+            format!("[state] key_prefix {text:?} must be non-empty, without spaces or control characters"),
+        ));
+    }
+    Ok(prefix.into_inner())
+}
+
+/// `[state] timeout`: a duration such as `"500ms"` or `"2s"`, more than zero.
+fn parse_timeout(written: &Spanned<String>) -> Result<Duration, Invalid> {
+    let text = written.get_ref();
+    match humantime::parse_duration(text) {
+        Ok(timeout) if !timeout.is_zero() => Ok(timeout),
+        Ok(_) => Err(Invalid::new(
+            written.span(),
+            "[state] timeout must be more than 0, or every Redis command would fail",
+        )),
+        Err(e) => Err(Invalid::new(
+            written.span(),
+            format!("[state] timeout {text:?} is not a duration such as \"500ms\" or \"2s\": {e}"),
+        )),
+    }
+}
+
+impl LedgerEntry {
+    /// Checks `[ledger]`: carrying sessions needs the ledger and the items it replays.
+    fn validate(self) -> Result<LedgerConfig, Invalid> {
+        let carry_sessions = *self.carry_sessions.get_ref();
+        if carry_sessions && !self.enabled {
+            return Err(Invalid::new(
+                self.carry_sessions.span(),
+                "carry_sessions = true needs the ledger, which enabled = false turns off",
+            ));
+        }
+        if carry_sessions && !self.store_items {
+            return Err(Invalid::new(
+                self.carry_sessions.span(),
+                "carry_sessions = true needs store_items = true: a session is carried by replaying the \
+                 recorded items of its chain, and the ledger keeps items only with store_items",
+            ));
+        }
+        Ok(LedgerConfig {
+            enabled: self.enabled,
+            store_items: self.store_items,
+            carry_sessions,
+            retention_hours: self.retention_hours,
+            on_unavailable: self.on_unavailable,
+            max_chain: self.max_chain,
+        })
+    }
 }
 
 impl ProviderEntry {
@@ -293,6 +476,7 @@ impl ProviderEntry {
             namespaces,
             connect_timeout: self.connect_timeout,
             read_timeout: self.read_timeout,
+            encrypted_content_scope: self.encrypted_content_scope,
         })
     }
 }

@@ -1,0 +1,152 @@
+//! `[state]`, `[ledger]` and a provider's `encrypted_content_scope` (contract §8, §9): where the
+//! provenance ledger and the team rate limits live, and what the ledger records and enforces.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use reqwest::Url;
+
+/// `[state]`: the backend holding the ledger and the team rate limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateConfig {
+    /// `backend = "memory"`: in this process only; forgotten on restart (tests).
+    Memory,
+    /// `backend = "embedded"` (the default): files in a directory of this host.
+    Embedded {
+        /// `path`, resolved: absolute, a relative path taken from the directory of
+        /// `proxy.toml`; default `replaygate-state`.
+        path: PathBuf,
+    },
+    /// `backend = "redis"`: a Redis server, shared by every replica.
+    Redis {
+        /// `url`: `redis://` or `rediss://` (TLS), with a host; it may carry a password, so it
+        /// is never logged or printed whole.
+        url: String,
+        /// `key_prefix`: the start of every key replaygate writes; default `replaygate`.
+        key_prefix: String,
+        /// `timeout`: the longest one Redis command may take; default 500 ms.
+        timeout: Duration,
+    },
+}
+
+impl Default for StateConfig {
+    /// `embedded` in `replaygate-state`, relative to the current directory (a loaded
+    /// configuration resolves it against the directory of `proxy.toml` instead).
+    fn default() -> Self {
+        StateConfig::Embedded {
+            path: PathBuf::from(DEFAULT_STATE_PATH),
+        }
+    }
+}
+
+/// `[state] path` when left out.
+pub(super) const DEFAULT_STATE_PATH: &str = "replaygate-state";
+/// `[state] key_prefix` when left out.
+pub(super) const DEFAULT_KEY_PREFIX: &str = "replaygate";
+/// `[state] timeout` when left out.
+pub(super) const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(500);
+
+impl StateConfig {
+    /// The backend's name, as `[state] backend` spells it.
+    pub fn backend(&self) -> &'static str {
+        match self {
+            StateConfig::Memory => "memory",
+            StateConfig::Embedded { .. } => "embedded",
+            StateConfig::Redis { .. } => "redis",
+        }
+    }
+
+    /// For people: `state in memory`, `state embedded in DIR`, `state in redis at HOST:PORT`
+    /// (never the URL's credentials).
+    pub(super) fn summary(&self) -> String {
+        match self {
+            StateConfig::Memory => "state in memory".to_owned(),
+            StateConfig::Embedded { path } => format!("state embedded in {}", path.display()),
+            StateConfig::Redis { url, .. } => match Url::parse(url) {
+                Ok(url) => format!(
+                    "state in redis at {}:{}",
+                    url.host_str().unwrap_or("?"),
+                    url.port().unwrap_or(6379)
+                ),
+                Err(_) => "state in redis".to_owned(),
+            },
+        }
+    }
+}
+
+/// `[ledger]`: what the provenance ledger records and how requests use it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerConfig {
+    /// `enabled`: record every allowed `/responses` answer and check requests against the
+    /// records; default true.
+    pub enabled: bool,
+    /// `store_items`: also keep the items' contents (texts, arguments, outputs,
+    /// `encrypted_content`), which carrying a session needs; default false (ids, types, call ids
+    /// and digests only).
+    pub store_items: bool,
+    /// `carry_sessions`: answer a `previous_response_id` recorded for another provider by
+    /// replaying the chain's recorded items instead of `foreign_previous_response`; needs
+    /// `store_items`. Default false.
+    pub carry_sessions: bool,
+    /// `retention_hours`: how long a recorded response is kept, at least 1; default 720 (30 days).
+    pub retention_hours: u32,
+    /// `on_unavailable`: what a request that needs the store gets while it does not answer.
+    pub on_unavailable: OnUnavailable,
+    /// `max_chain`: the most responses one `previous_response_id` chain walk reads, at least 1;
+    /// default 64.
+    pub max_chain: usize,
+}
+
+impl Default for LedgerConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            store_items: false,
+            carry_sessions: false,
+            retention_hours: 720,
+            on_unavailable: OnUnavailable::Refuse,
+            max_chain: 64,
+        }
+    }
+}
+
+impl LedgerConfig {
+    /// `retention_hours` as a duration.
+    pub fn retention(&self) -> Duration {
+        Duration::from_secs(u64::from(self.retention_hours) * 3600)
+    }
+
+    /// For people: `ledger off`, `ledger on`, `ledger on, storing items` or `ledger on, carrying
+    /// sessions`.
+    pub(super) fn summary(&self) -> &'static str {
+        match (self.enabled, self.store_items, self.carry_sessions) {
+            (false, _, _) => "ledger off",
+            (true, _, true) => "ledger on, carrying sessions",
+            (true, true, false) => "ledger on, storing items",
+            (true, false, false) => "ledger on",
+        }
+    }
+}
+
+/// `[ledger] on_unavailable`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnUnavailable {
+    /// Answer 503 `ledger_unavailable` (the default).
+    #[default]
+    Refuse,
+    /// Judge the request without the ledger, as if nothing were recorded, and forward it.
+    Allow,
+}
+
+/// `[providers.NAME] encrypted_content_scope`: what `encrypted_content` from this provider is
+/// bound to, so which replays of it are `foreign_encrypted_content`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EncryptedContentScope {
+    /// Any model of the provider may read it (the default).
+    #[default]
+    Provider,
+    /// Only the model that produced it (Bedrock binds reasoning to the account and the model).
+    Model,
+}

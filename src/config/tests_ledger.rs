@@ -1,0 +1,317 @@
+//! `[state]`, `[ledger]` and `encrypted_content_scope`.
+
+use super::tests::{assert_invalid_at, assert_parse_error_at};
+use super::*;
+use crate::gate::{Action, Reason};
+
+/// One provider, written after the table under test so that its lines count from 1.
+const PROVIDER: &str = "\n[providers.openai]\nbase_url = \"https://api.openai.com/v1\"\n";
+
+fn config(table: &str) -> Config {
+    Config::from_toml(&format!("{table}{PROVIDER}")).unwrap()
+}
+
+fn redis(url: &str) -> String {
+    format!("[state]\nbackend = \"redis\"\nurl = \"{url}\"\n")
+}
+
+#[test]
+fn defaults() {
+    let defaults = config("");
+    let cwd = std::path::absolute(".").unwrap();
+    assert_eq!(
+        defaults.state,
+        StateConfig::Embedded {
+            path: cwd.join("replaygate-state")
+        }
+    );
+    assert_eq!(defaults.state.backend(), "embedded");
+    assert_eq!(defaults.ledger, LedgerConfig::default());
+    assert!(defaults.ledger.enabled);
+    assert!(!defaults.ledger.store_items);
+    assert!(!defaults.ledger.carry_sessions);
+    assert_eq!(defaults.ledger.retention_hours, 720);
+    assert_eq!(defaults.ledger.retention(), Duration::from_secs(720 * 3600));
+    assert_eq!(defaults.ledger.on_unavailable, OnUnavailable::Refuse);
+    assert_eq!(defaults.ledger.max_chain, 64);
+    assert_eq!(
+        defaults.providers["openai"].encrypted_content_scope,
+        EncryptedContentScope::Provider
+    );
+    // Empty tables are the defaults too.
+    let empty = config("[state]\n[ledger]\n");
+    assert_eq!((empty.state, empty.ledger), (defaults.state, defaults.ledger));
+}
+
+#[test]
+fn redis_defaults() {
+    let config = config(&redis("redis://127.0.0.1:6379"));
+    assert_eq!(
+        config.state,
+        StateConfig::Redis {
+            url: "redis://127.0.0.1:6379".into(),
+            key_prefix: "replaygate".into(),
+            timeout: Duration::from_millis(500),
+        }
+    );
+    assert_eq!(config.state.backend(), "redis");
+}
+
+#[test]
+fn every_key_is_read() {
+    let read = config(
+        "[state]\nbackend = \"redis\"\nurl = \"rediss://:pw@cache.internal:6380/2\"\nkey_prefix = \"rg:prod\"\n\
+         timeout = \"1s 250ms\"\n\
+         [ledger]\nenabled = true\nstore_items = true\ncarry_sessions = true\nretention_hours = 48\n\
+         on_unavailable = \"allow\"\nmax_chain = 8\n",
+    );
+    assert_eq!(
+        read.state,
+        StateConfig::Redis {
+            url: "rediss://:pw@cache.internal:6380/2".into(),
+            key_prefix: "rg:prod".into(),
+            timeout: Duration::from_millis(1250),
+        }
+    );
+    assert_eq!(
+        read.ledger,
+        LedgerConfig {
+            enabled: true,
+            store_items: true,
+            carry_sessions: true,
+            retention_hours: 48,
+            on_unavailable: OnUnavailable::Allow,
+            max_chain: 8,
+        }
+    );
+    assert_eq!(read.ledger.retention(), Duration::from_secs(48 * 3600));
+
+    assert_eq!(
+        config("[state]\nbackend = \"memory\"\n").state,
+        StateConfig::Memory
+    );
+    assert!(!config("[ledger]\nenabled = false\n").ledger.enabled);
+    let scoped = Config::from_toml(&format!("{PROVIDER}encrypted_content_scope = \"model\"\n")).unwrap();
+    assert_eq!(
+        scoped.providers["openai"].encrypted_content_scope,
+        EncryptedContentScope::Model
+    );
+}
+
+#[test]
+fn relative_state_paths_are_taken_from_the_directory_of_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let load = |table: &str| {
+        let file = dir.path().join("proxy.toml");
+        std::fs::write(&file, format!("{table}{PROVIDER}")).unwrap();
+        Config::load(&file).unwrap().state
+    };
+    let base = std::path::absolute(dir.path()).unwrap();
+    let embedded = |path: PathBuf| StateConfig::Embedded { path };
+    assert_eq!(load(""), embedded(base.join("replaygate-state")));
+    assert_eq!(
+        load("[state]\npath = \"data/state\"\n"),
+        embedded(base.join("data/state"))
+    );
+    assert_eq!(
+        load("[state]\nbackend = \"embedded\"\npath = \"/srv/rg/state\"\n"),
+        embedded(PathBuf::from("/srv/rg/state"))
+    );
+    // Without a file: the directory given, made absolute.
+    let text = format!("[state]\npath = \"s\"\n{PROVIDER}");
+    let config = Config::from_toml_in(&text, dir.path()).unwrap();
+    assert_eq!(config.state, embedded(base.join("s")));
+}
+
+#[test]
+fn unknown_backends_and_keys_are_rejected_with_their_position() {
+    assert_parse_error_at(
+        "[state]\nbackend = \"sqlite\"\n",
+        2,
+        11,
+        "unknown variant `sqlite`",
+    );
+    assert_parse_error_at("[state]\ndir = \"x\"\n", 2, 1, "unknown field `dir`");
+    assert_parse_error_at("[ledger]\nretention = 5\n", 2, 1, "unknown field `retention`");
+    assert_parse_error_at(
+        "[ledger]\non_unavailable = \"ignore\"\n",
+        2,
+        18,
+        "unknown variant `ignore`",
+    );
+    assert_parse_error_at(
+        &format!("{PROVIDER}encrypted_content_scope = \"account\"\n"),
+        4,
+        27,
+        "unknown variant `account`",
+    );
+}
+
+#[test]
+fn redis_needs_a_url() {
+    assert_invalid_at(
+        &format!("[state]\nbackend = \"redis\"\n{PROVIDER}"),
+        2,
+        11,
+        "needs the server's address",
+    );
+}
+
+#[test]
+fn keys_of_another_backend_are_rejected() {
+    let check = |table: &str, line, column, needle| {
+        assert_invalid_at(&format!("{table}{PROVIDER}"), line, column, needle);
+    };
+    check(
+        "[state]\nurl = \"redis://h\"\n",
+        2,
+        7,
+        "[state] url applies to backend = \"redis\" only, and this [state] has backend = \"embedded\" (the default)",
+    );
+    check(
+        "[state]\nbackend = \"embedded\"\nkey_prefix = \"x\"\n",
+        3,
+        14,
+        "key_prefix applies to backend = \"redis\" only, and this [state] has backend = \"embedded\"",
+    );
+    check(
+        "[state]\nbackend = \"memory\"\ntimeout = \"1s\"\npath = \"x\"\n",
+        3,
+        11,
+        "timeout applies to backend = \"redis\" only",
+    );
+    check(
+        "[state]\nbackend = \"memory\"\npath = \"x\"\n",
+        3,
+        8,
+        "path applies to backend = \"embedded\" only, and this [state] has backend = \"memory\"",
+    );
+    check(
+        &format!("{}path = \"x\"\n", redis("redis://h")),
+        4,
+        8,
+        "path applies to backend = \"embedded\" only",
+    );
+}
+
+#[test]
+fn unusable_redis_urls_are_rejected_without_repeating_them() {
+    let check = |url: &str, needle: &str| {
+        let text = format!("{}{PROVIDER}", redis(url));
+        assert_invalid_at(&text, 3, 7, needle);
+        let message = Config::from_toml(&text).unwrap_err().to_string();
+        assert!(!message.contains("secret"), "{message}");
+    };
+    check(
+        "http://:secret@h:6379",
+        "must start with redis:// (or rediss:// for TLS), not http://",
+    );
+    check("localhost:6379", "must start with redis://");
+    check("redis//:secret@h", "is not a URL");
+    check("redis://:secret@", "is not a URL (empty host)");
+    check("redis:/0", "names no host");
+    check("redis://:secret@h:6379/zero", "a database number");
+    Config::from_toml(&format!("{}{PROVIDER}", redis("redis://[::1]/15"))).unwrap();
+}
+
+#[test]
+fn redis_prefix_and_timeout_must_be_usable() {
+    let check = |line: &str, column, needle| {
+        let text = format!("{}{line}\n{PROVIDER}", redis("redis://h"));
+        assert_invalid_at(&text, 4, column, needle);
+    };
+    check("key_prefix = \"\"", 14, "must be non-empty");
+    check("key_prefix = \"rg prod\"", 14, "without spaces");
+    check("timeout = \"fast\"", 11, "not a duration such as \"500ms\"");
+    check("timeout = \"500\"", 11, "not a duration");
+    check("timeout = \"0s\"", 11, "must be more than 0");
+    assert_parse_error_at(
+        &format!("{}timeout = 500\n", redis("redis://h")),
+        4,
+        11,
+        "invalid type",
+    );
+}
+
+#[test]
+fn an_empty_state_path_is_rejected() {
+    assert_invalid_at(
+        &format!("[state]\npath = \"\"\n{PROVIDER}"),
+        2,
+        8,
+        "[state] path must name a directory, not be empty",
+    );
+}
+
+#[test]
+fn carrying_sessions_needs_stored_items_and_the_ledger() {
+    assert_invalid_at(
+        &format!("[ledger]\ncarry_sessions = true\n{PROVIDER}"),
+        2,
+        18,
+        "carry_sessions = true needs store_items = true",
+    );
+    assert_invalid_at(
+        &format!("[ledger]\nenabled = false\nstore_items = true\ncarry_sessions = true\n{PROVIDER}"),
+        4,
+        18,
+        "needs the ledger, which enabled = false turns off",
+    );
+    // Storing items alone, or a disabled ledger with other settings kept, is fine.
+    assert!(config("[ledger]\nstore_items = true\n").ledger.store_items);
+    config("[ledger]\nenabled = false\nretention_hours = 1\n");
+}
+
+#[test]
+fn ledger_counts_must_be_positive() {
+    assert_parse_error_at("[ledger]\nretention_hours = 0\n", 2, 19, "at least 1 hour");
+    assert_parse_error_at("[ledger]\nretention_hours = -1\n", 2, 19, "invalid value");
+    assert_parse_error_at("[ledger]\nmax_chain = 0\n", 2, 13, "at least 1");
+    assert_parse_error_at("[ledger]\nenabled = \"yes\"\n", 2, 11, "invalid type");
+}
+
+#[test]
+fn the_summary_names_the_state_backend_and_the_ledger() {
+    let summary = |table: &str| config(table).summary();
+    let cwd = std::path::absolute(".").unwrap();
+    assert_eq!(
+        summary(""),
+        format!(
+            "1 provider, 0 routes, no teams, no audit log, state embedded in {}, ledger on",
+            cwd.join("replaygate-state").display()
+        )
+    );
+    assert!(
+        summary("[state]\nbackend = \"memory\"\n[ledger]\nenabled = false\n")
+            .ends_with(", state in memory, ledger off")
+    );
+    // The URL's credentials stay out of it.
+    assert!(summary(&format!(
+        "{}[ledger]\nstore_items = true\n",
+        redis("redis://:secret@cache:6380/1")
+    ))
+    .ends_with(", state in redis at cache:6380, ledger on, storing items"));
+    assert!(summary(&format!(
+        "{}[ledger]\nstore_items = true\ncarry_sessions = true\n",
+        redis("rediss://cache")
+    ))
+    .ends_with(", state in redis at cache:6379, ledger on, carrying sessions"));
+}
+
+/// Rules are read through [`Reason`]'s own names, so every reason it knows (the ledger's
+/// included) is accepted in `[gate.rules]` and a team's `rules`.
+#[test]
+fn rules_accept_every_reason() {
+    for reason in Reason::ALL {
+        let code = reason.as_str();
+        let text = format!(
+            "[gate.rules]\n{code} = \"monitor\"\n\
+             [providers.openai]\nbase_url = \"https://api.openai.com/v1\"\nauth = \"none\"\n\
+             [teams.t]\nkeys = [\"sha256:{}\"]\nrules = {{ {code} = \"strip\" }}\n",
+            "ab".repeat(32)
+        );
+        let config = Config::from_toml(&text).unwrap();
+        assert_eq!(config.gate.rules[&reason], Action::Monitor, "{code}");
+        assert_eq!(config.teams["t"].rules[&reason], Action::Strip, "{code}");
+    }
+}
