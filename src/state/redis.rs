@@ -1,0 +1,826 @@
+//! The `redis` backend: the ledger and the team rate limits in one Redis, shared by every
+//! replica (contract §9).
+//!
+//! Keys (`P` is the key prefix, [`DEFAULT_KEY_PREFIX`] unless configured):
+//!
+//! | key | value |
+//! | --- | --- |
+//! | `P:resp:{response id}` | the [`StoredResponse`], as JSON |
+//! | `P:item:{item id}` | the [`StoredItem`] of an output item with an id, as JSON |
+//! | `P:digest:{64 hex digits}` | the [`StoredItem`] of an output item carrying `encrypted_content` |
+//! | `P:rate:{team}` | the team's GCRA state: its theoretical arrival time, in microseconds of Redis server time |
+//!
+//! Ledger keys expire with their response (`EX` = seconds left until `expires_unix`); a rate
+//! key expires once its team is back to a full allowance.
+//!
+//! Every call is bounded by the store's timeout, connecting included, and any failure is
+//! [`StoreError::Unavailable`]. The connection is made on first use and remade after a
+//! failure, so a store built while Redis is down answers `Unavailable` until Redis is back,
+//! then works, with no new store.
+
+use std::fmt;
+use std::future::Future;
+use std::num::NonZeroU32;
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::Duration;
+
+use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use ::redis::{Client, RedisError, RedisResult, Script};
+
+use super::{now_unix, StoreError};
+use crate::ledger::{StoredItem, StoredResponse};
+
+/// The key prefix replaygate uses unless configured otherwise.
+pub const DEFAULT_KEY_PREFIX: &str = "replaygate:v1";
+
+/// How long one call may take, connecting included, unless configured otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The `redis` backend. Cheap to clone: clones share one connection.
+#[derive(Clone)]
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    prefix: String,
+    timeout: Duration,
+    /// The connection in use, made on first use; dropped after a timeout so the next call
+    /// connects afresh (a connection whose peer vanished without a reset never recovers).
+    current: Mutex<Option<Current>>,
+}
+
+struct Current {
+    manager: ConnectionManager,
+    /// Tells a timed-out connection from its replacement, so one timeout replaces it once.
+    generation: u64,
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("server", &self.inner.client.get_connection_info().addr())
+            .field("prefix", &self.inner.prefix)
+            .field("timeout", &self.inner.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// A store for the Redis at `url` (`redis://host:port[/db]`), its keys under
+    /// `key_prefix`, each call bounded by `timeout`. Only the URL is checked here: the
+    /// connection is made on first use, so this succeeds while Redis is down.
+    pub fn connect(url: &str, key_prefix: &str, timeout: Duration) -> Result<RedisStore, StoreError> {
+        // The URL may hold a password: the error does not repeat it.
+        let client = Client::open(url)
+            .map_err(|err| StoreError::Unavailable(format!("the redis url is invalid: {err}")))?;
+        Ok(RedisStore {
+            inner: Arc::new(Inner {
+                client,
+                prefix: key_prefix.to_owned(),
+                timeout,
+                current: Mutex::new(None),
+            }),
+        })
+    }
+
+    /// The timeout of one call.
+    pub fn timeout(&self) -> Duration {
+        self.inner.timeout
+    }
+
+    pub(super) async fn put_response(&self, response: &StoredResponse) -> Result<(), StoreError> {
+        // An answer recorded already expired is never read: nothing to write.
+        let ttl = response.expires_unix.saturating_sub(now_unix());
+        if ttl == 0 {
+            return Ok(());
+        }
+        let mut pipe = ::redis::pipe();
+        pipe.atomic();
+        pipe.cmd("SET")
+            .arg(self.key("resp", &response.id))
+            .arg(to_json(response)?)
+            .arg("EX")
+            .arg(ttl)
+            .ignore();
+        for (id, item) in response.by_id() {
+            pipe.cmd("SET")
+                .arg(self.key("item", id))
+                .arg(to_json(&item)?)
+                .arg("EX")
+                .arg(ttl)
+                .ignore();
+        }
+        for (digest, item) in response.by_digest() {
+            pipe.cmd("SET")
+                .arg(self.key("digest", &hex::encode(digest)))
+                .arg(to_json(&item)?)
+                .arg("EX")
+                .arg(ttl)
+                .ignore();
+        }
+        self.run(|mut conn| async move { pipe.exec_async(&mut conn).await })
+            .await
+    }
+
+    pub(super) async fn response(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
+        let key = self.key("resp", id);
+        let value: Option<Vec<u8>> = self
+            .run(|mut conn| async move { ::redis::cmd("GET").arg(key).query_async(&mut conn).await })
+            .await?;
+        let now = now_unix();
+        Ok(value
+            .map(|bytes| from_json::<StoredResponse>(&bytes))
+            .transpose()?
+            .filter(|response| !response.is_expired(now)))
+    }
+
+    pub(super) async fn items_by_id(&self, ids: &[String]) -> Result<Vec<Option<StoredItem>>, StoreError> {
+        let keys = ids.iter().map(|id| self.key("item", id)).collect();
+        self.items(keys).await
+    }
+
+    pub(super) async fn items_by_digest(
+        &self,
+        digests: &[[u8; 32]],
+    ) -> Result<Vec<Option<StoredItem>>, StoreError> {
+        let keys = digests
+            .iter()
+            .map(|digest| self.key("digest", &hex::encode(digest)))
+            .collect();
+        self.items(keys).await
+    }
+
+    /// The items under `keys`, with one MGET.
+    async fn items(&self, keys: Vec<String>) -> Result<Vec<Option<StoredItem>>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let count = keys.len();
+        let values: Vec<Option<Vec<u8>>> = self
+            .run(|mut conn| async move { ::redis::cmd("MGET").arg(keys).query_async(&mut conn).await })
+            .await?;
+        if values.len() != count {
+            return Err(StoreError::Corrupt(format!(
+                "MGET of {count} keys answered {} values",
+                values.len()
+            )));
+        }
+        let now = now_unix();
+        values
+            .into_iter()
+            .map(|value| {
+                let item = value.map(|bytes| from_json::<StoredItem>(&bytes)).transpose()?;
+                Ok(item.filter(|item| now < item.expires_unix))
+            })
+            .collect()
+    }
+
+    /// Counts one request against `key`'s limit with the GCRA of [`GCRA_SCRIPT`], on Redis
+    /// server time, so replicas whose clocks disagree still share one count.
+    pub(super) async fn hit_rate(
+        &self,
+        key: &str,
+        per_minute: NonZeroU32,
+    ) -> Result<Result<(), Duration>, StoreError> {
+        let (interval, tolerance) = gcra_params(per_minute);
+        let key = self.key("rate", key);
+        let wait: u64 = self
+            .run(|mut conn| async move {
+                GCRA.key(key)
+                    .arg(interval)
+                    .arg(tolerance)
+                    .invoke_async(&mut conn)
+                    .await
+            })
+            .await?;
+        Ok(match wait {
+            0 => Ok(()),
+            micros => Err(Duration::from_micros(micros)),
+        })
+    }
+
+    pub(super) async fn ping(&self) -> Result<(), StoreError> {
+        let answer: String = self
+            .run(|mut conn| async move { ::redis::cmd("PING").query_async(&mut conn).await })
+            .await?;
+        match answer.as_str() {
+            "PONG" => Ok(()),
+            other => Err(StoreError::Unavailable(format!("PING answered {other:?}"))),
+        }
+    }
+
+    fn key(&self, kind: &str, name: &str) -> String {
+        format!("{}:{kind}:{name}", self.inner.prefix)
+    }
+
+    /// Runs `call` on the connection, within the timeout. A call that times out drops the
+    /// connection it used, unless another call has already replaced it.
+    async fn run<T, F, Fut>(&self, call: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let (manager, generation) = self.manager()?;
+        match tokio::time::timeout(self.inner.timeout, call(manager)).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(err)) => {
+                if err.is_timeout() {
+                    self.drop_connection(generation);
+                }
+                Err(unavailable(&err))
+            }
+            Err(_elapsed) => {
+                self.drop_connection(generation);
+                Err(StoreError::Unavailable(format!(
+                    "redis did not answer within {:?}",
+                    self.inner.timeout
+                )))
+            }
+        }
+    }
+
+    /// The connection in use, made now if there is none. Making it does not wait for Redis:
+    /// the first command connects.
+    fn manager(&self) -> Result<(ConnectionManager, u64), StoreError> {
+        let mut current = self.inner.current.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(current) = current.as_ref() {
+            return Ok((current.manager.clone(), current.generation));
+        }
+        let timeout = Some(self.inner.timeout);
+        // No retries inside the manager: a failed connection attempt fails the call that
+        // waited for it, and the next call starts another, so recovery follows the traffic.
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(timeout)
+            .set_response_timeout(timeout)
+            .set_number_of_retries(0);
+        let manager = ConnectionManager::new_lazy_with_config(self.inner.client.clone(), config)
+            .map_err(|err| unavailable(&err))?;
+        let generation = next_generation();
+        *current = Some(Current {
+            manager: manager.clone(),
+            generation,
+        });
+        Ok((manager, generation))
+    }
+
+    fn drop_connection(&self, generation: u64) {
+        let mut current = self.inner.current.lock().unwrap_or_else(|e| e.into_inner());
+        if current.as_ref().is_some_and(|c| c.generation == generation) {
+            *current = None;
+        }
+    }
+}
+
+fn next_generation() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+fn unavailable(err: &RedisError) -> StoreError {
+    StoreError::Unavailable(format!("redis: {err}"))
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(value).map_err(|err| StoreError::Corrupt(err.to_string()))
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|err| StoreError::Corrupt(err.to_string()))
+}
+
+/// The GCRA of the `redis` backend, the same as the local limiter's (governor's
+/// `Quota::per_minute(n)`): one request per emission interval `T` = 60 s / n, and a burst of
+/// n (the tolerance is `T` × (n − 1)). KEYS[1] holds the theoretical arrival time (TAT), in
+/// microseconds of Redis server time; ARGV[1] is `T` and ARGV[2] the tolerance, in
+/// microseconds. Returns 0 when the request is counted, else how many microseconds until one
+/// would be (a refused request is not counted).
+pub const GCRA_SCRIPT: &str = r#"
+if redis.replicate_commands then redis.replicate_commands() end
+local interval = tonumber(ARGV[1])
+local tolerance = tonumber(ARGV[2])
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local tat = tonumber(redis.call('GET', KEYS[1])) or now
+if tat < now then tat = now end
+local allowed_at = tat - tolerance
+if now < allowed_at then
+  return allowed_at - now
+end
+local next_tat = tat + interval
+redis.call('SET', KEYS[1], string.format('%d', next_tat), 'PX', math.ceil((next_tat - now) / 1000))
+return 0
+"#;
+
+static GCRA: LazyLock<Script> = LazyLock::new(|| Script::new(GCRA_SCRIPT));
+
+/// The GCRA's emission interval and tolerance for `per_minute`, in microseconds.
+fn gcra_params(per_minute: NonZeroU32) -> (u64, u64) {
+    let interval = (60_000_000 / u64::from(per_minute.get())).max(1);
+    (interval, interval * u64::from(per_minute.get() - 1))
+}
+
+/// A `redis-server` of a test's own, on a free loopback port, killed when dropped.
+#[cfg(test)]
+pub(crate) mod test_server {
+    use std::io::{Read, Write};
+    use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+    use std::process::{Child, Command, Stdio};
+    use std::time::Duration;
+
+    /// A running `redis-server`.
+    pub(crate) struct RedisServer {
+        child: Child,
+        port: u16,
+    }
+
+    impl RedisServer {
+        /// Starts one on a free loopback port. Panics when `redis-server` is not installed.
+        pub(crate) fn start() -> RedisServer {
+            let mut last_error = String::new();
+            // A port found free may be taken before the server binds it: try a few.
+            for _ in 0..5 {
+                match RedisServer::start_on(free_port()) {
+                    Ok(server) => return server,
+                    Err(err) => last_error = err,
+                }
+            }
+            panic!("could not start redis-server: {last_error}");
+        }
+
+        /// Starts one on `port`, and waits until it answers PING (5 s at most).
+        pub(crate) fn start_on(port: u16) -> Result<RedisServer, String> {
+            let child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no", "--loglevel", "warning"])
+                .arg("--dir")
+                .arg(std::env::temp_dir())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn();
+            let child = match child {
+                Ok(child) => child,
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => panic!(
+                    "redis-server is not installed: the redis backend's tests need it \
+                     (.ci/run installs Debian's redis-server package)"
+                ),
+                Err(err) => panic!("could not run redis-server: {err}"),
+            };
+            let mut server = RedisServer { child, port };
+            for _ in 0..100 {
+                if let Ok(Some(status)) = server.child.try_wait() {
+                    return Err(format!("redis-server on port {port} exited: {status}"));
+                }
+                if answers_ping(port) {
+                    return Ok(server);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(format!("redis-server on port {port} did not answer PING in 5 s"))
+        }
+
+        /// Its URL.
+        pub(crate) fn url(&self) -> String {
+            format!("redis://127.0.0.1:{}/", self.port)
+        }
+    }
+
+    impl Drop for RedisServer {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// A loopback port nothing listens on (free when asked).
+    pub(crate) fn free_port() -> u16 {
+        TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|listener| listener.local_addr())
+            .map(|addr| addr.port())
+            .expect("a free loopback port")
+    }
+
+    fn answers_ping(port: u16) -> bool {
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+        let mut answer = [0; 7];
+        stream.write_all(b"PING\r\n").is_ok()
+            && stream.read_exact(&mut answer).is_ok()
+            && &answer == b"+PONG\r\n"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::test_server::{free_port, RedisServer};
+    use super::*;
+    use crate::ledger::{ItemRecord, Owner, ResponseRecord};
+
+    fn store(server: &RedisServer) -> RedisStore {
+        RedisStore::connect(&server.url(), "rg-test", Duration::from_secs(1)).unwrap()
+    }
+
+    /// A raw connection, to look at what the store wrote.
+    async fn raw(server: &RedisServer) -> ::redis::aio::MultiplexedConnection {
+        Client::open(server.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    }
+
+    fn per_minute(n: u32) -> NonZeroU32 {
+        NonZeroU32::new(n).unwrap()
+    }
+
+    /// A response `id` with a function call (`fc_{id}`) and a reasoning item (`rs_{id}`,
+    /// digest `[digest; 32]`), kept for `retention` seconds.
+    fn response(id: &str, digest: u8, retention: u64) -> StoredResponse {
+        let items = vec![
+            ItemRecord {
+                id: Some(format!("fc_{id}")),
+                item_type: "function_call".into(),
+                call_id: Some(format!("call_{id}")),
+                digest: [1; 32],
+                has_encrypted_content: false,
+            },
+            ItemRecord {
+                id: Some(format!("rs_{id}")),
+                item_type: "reasoning".into(),
+                call_id: None,
+                digest: [digest; 32],
+                has_encrypted_content: true,
+            },
+        ];
+        let record = ResponseRecord {
+            id: id.into(),
+            model: Some("gpt-5".into()),
+            items,
+        };
+        let owner = Owner {
+            provider: "openai".into(),
+            model: Some("gpt-5".into()),
+        };
+        StoredResponse::new(
+            record,
+            owner,
+            Some("payments".into()),
+            Some("resp_0".into()),
+            now_unix(),
+            retention,
+        )
+    }
+
+    #[tokio::test]
+    async fn a_response_round_trips() {
+        let server = RedisServer::start();
+        let store = store(&server);
+        let stored = response("resp_1", 7, 600);
+        store.put_response(&stored).await.unwrap();
+        assert_eq!(store.response("resp_1").await.unwrap(), Some(stored));
+        assert_eq!(store.response("resp_nope").await.unwrap(), None);
+        store.ping().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn items_are_found_by_id_and_by_digest_in_the_order_asked() {
+        let server = RedisServer::start();
+        let store = store(&server);
+        store.put_response(&response("resp_1", 7, 600)).await.unwrap();
+        store.put_response(&response("resp_2", 8, 600)).await.unwrap();
+        let ids = ["rs_resp_2", "nope", "fc_resp_1"].map(String::from);
+        let found = store.items_by_id(&ids).await.unwrap();
+        assert_eq!(found.len(), 3);
+        assert_eq!(found[0].as_ref().unwrap().response_id, "resp_2");
+        assert!(found[1].is_none());
+        let call = found[2].as_ref().unwrap();
+        assert_eq!(call.record.call_id.as_deref(), Some("call_resp_1"));
+        assert_eq!(call.owner.provider, "openai");
+        // Only items carrying encrypted_content are indexed by digest.
+        let found = store.items_by_digest(&[[8; 32], [1; 32], [7; 32]]).await.unwrap();
+        assert_eq!(found[0].as_ref().unwrap().record.id.as_deref(), Some("rs_resp_2"));
+        assert!(found[1].is_none());
+        assert_eq!(found[2].as_ref().unwrap().response_id, "resp_1");
+        assert!(store.items_by_id(&[]).await.unwrap().is_empty());
+        assert!(store.items_by_digest(&[]).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn every_key_expires_with_the_response() {
+        let server = RedisServer::start();
+        let store = store(&server);
+        store.put_response(&response("resp_1", 7, 120)).await.unwrap();
+        let mut conn = raw(&server).await;
+        let keys = [
+            "rg-test:resp:resp_1".to_owned(),
+            "rg-test:item:fc_resp_1".to_owned(),
+            "rg-test:item:rs_resp_1".to_owned(),
+            format!("rg-test:digest:{}", hex::encode([7; 32])),
+        ];
+        for key in keys {
+            let ttl: i64 = ::redis::cmd("TTL")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert!(ttl > 0 && ttl <= 120, "{key}: TTL {ttl}");
+        }
+        // The call is indexed by id only.
+        let digest_key = format!("rg-test:digest:{}", hex::encode([1; 32]));
+        let exists: bool = ::redis::cmd("EXISTS")
+            .arg(digest_key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(!exists);
+    }
+
+    #[tokio::test]
+    async fn expired_entries_are_not_returned() {
+        let server = RedisServer::start();
+        let store = store(&server);
+        // Recorded already expired: nothing is written.
+        let mut gone = response("resp_old", 9, 600);
+        gone.expires_unix = now_unix() - 1;
+        store.put_response(&gone).await.unwrap();
+        let mut conn = raw(&server).await;
+        let size: u64 = ::redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap();
+        assert_eq!(size, 0);
+        // A value past its expires_unix that Redis still holds (a replica's clock ahead) is
+        // not returned either.
+        let mut stale = response("resp_stale", 9, 600);
+        stale.expires_unix = now_unix() - 1;
+        let item = stale.by_id().next().unwrap().1;
+        let _: () = ::redis::pipe()
+            .cmd("SET")
+            .arg("rg-test:resp:resp_stale")
+            .arg(serde_json::to_vec(&stale).unwrap())
+            .cmd("SET")
+            .arg("rg-test:item:fc_resp_stale")
+            .arg(serde_json::to_vec(&item).unwrap())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(store.response("resp_stale").await.unwrap(), None);
+        let ids = ["fc_resp_stale".to_owned()];
+        assert!(store.items_by_id(&ids).await.unwrap()[0].is_none());
+        // And Redis forgets by TTL.
+        store.put_response(&response("resp_short", 9, 1)).await.unwrap();
+        assert!(store.response("resp_short").await.unwrap().is_some());
+        let mut forgotten = false;
+        for _ in 0..30 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let exists: bool = ::redis::cmd("EXISTS")
+                .arg("rg-test:resp:resp_short")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            if !exists {
+                forgotten = true;
+                break;
+            }
+        }
+        assert!(forgotten, "the key outlived its TTL");
+        assert_eq!(store.response("resp_short").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_value_is_corrupt() {
+        let server = RedisServer::start();
+        let store = store(&server);
+        let mut conn = raw(&server).await;
+        let _: () = ::redis::cmd("SET")
+            .arg("rg-test:resp:resp_bad")
+            .arg("{not json")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let err = store.response("resp_bad").await.unwrap_err();
+        assert!(matches!(err, StoreError::Corrupt(_)), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn a_store_made_while_redis_is_down_works_once_it_is_up() {
+        let port = free_port();
+        let url = format!("redis://127.0.0.1:{port}/");
+        let store = RedisStore::connect(&url, "rg-test", Duration::from_millis(500)).unwrap();
+        let err = store.ping().await.unwrap_err();
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        let err = store.put_response(&response("resp_1", 7, 600)).await.unwrap_err();
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        assert!(store.hit_rate("payments", per_minute(3)).await.is_err());
+
+        let server = RedisServer::start_on(port).unwrap();
+        let mut answered = false;
+        for _ in 0..50 {
+            if store.ping().await.is_ok() {
+                answered = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(answered, "the store did not reconnect to {}", server.url());
+        store.put_response(&response("resp_1", 7, 600)).await.unwrap();
+        assert!(store.response("resp_1").await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_redis_that_never_answers_is_unavailable_within_the_timeout() {
+        // Accepts connections and never answers.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("redis://{}/", listener.local_addr().unwrap());
+        let hold = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        let timeout = Duration::from_millis(250);
+        let store = RedisStore::connect(&url, "rg-test", timeout).unwrap();
+        for _ in 0..2 {
+            let started = Instant::now();
+            let ids = ["fc_1".to_owned()];
+            let stored = response("resp_1", 7, 600);
+            let (ping, found, rate, put) = tokio::join!(
+                store.ping(),
+                store.items_by_id(&ids),
+                store.hit_rate("payments", per_minute(3)),
+                store.put_response(&stored),
+            );
+            let elapsed = started.elapsed();
+            for err in [
+                ping.unwrap_err(),
+                found.unwrap_err(),
+                rate.unwrap_err(),
+                put.unwrap_err(),
+            ] {
+                assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+            }
+            // The timeout, plus slack for a loaded machine.
+            assert!(elapsed < timeout + Duration::from_secs(1), "{elapsed:?}");
+        }
+        hold.abort();
+    }
+
+    #[tokio::test]
+    async fn a_redis_that_stops_answering_is_unavailable_then_answers_again() {
+        let server = RedisServer::start();
+        let timeout = Duration::from_millis(250);
+        let store = RedisStore::connect(&server.url(), "rg-test", timeout).unwrap();
+        store.ping().await.unwrap();
+        // Every client's commands wait for 1.5 s.
+        let mut conn = raw(&server).await;
+        let _: () = ::redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(1500)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let started = Instant::now();
+        let err = store.ping().await.unwrap_err();
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        assert!(
+            started.elapsed() < timeout + Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        let mut answered = false;
+        for _ in 0..50 {
+            if store.ping().await.is_ok() {
+                answered = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(answered, "the store did not answer again");
+        store.put_response(&response("resp_1", 7, 600)).await.unwrap();
+        assert!(store.response("resp_1").await.unwrap().is_some());
+    }
+
+    #[test]
+    fn an_invalid_url_is_refused_without_repeating_it() {
+        for url in ["http://:hunter2@127.0.0.1/", "redis://:hunter2@[::1/"] {
+            let err = RedisStore::connect(url, "rg-test", DEFAULT_TIMEOUT).unwrap_err();
+            assert!(!err.to_string().contains("hunter2"), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_gcra_parameters_match_governor_per_minute() {
+        // Quota::per_minute(3): one every 20 s, a burst of 3.
+        assert_eq!(gcra_params(per_minute(3)), (20_000_000, 40_000_000));
+        assert_eq!(gcra_params(per_minute(1)), (60_000_000, 0));
+        assert_eq!(gcra_params(per_minute(600)), (100_000, 59_900_000));
+        // More than one a microsecond: the interval stays at 1 µs.
+        let huge = gcra_params(per_minute(u32::MAX));
+        assert_eq!(huge, (1, u64::from(u32::MAX - 1)));
+    }
+
+    #[tokio::test]
+    async fn a_team_gets_its_minute_at_once_and_then_waits() {
+        let server = RedisServer::start();
+        let store = store(&server);
+        for _ in 0..3 {
+            assert_eq!(store.hit_rate("payments", per_minute(3)).await.unwrap(), Ok(()));
+        }
+        let wait = store
+            .hit_rate("payments", per_minute(3))
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            wait > Duration::from_secs(15) && wait <= Duration::from_secs(20),
+            "{wait:?}"
+        );
+        // A refused request is not counted: the wait only shrinks.
+        let again = store
+            .hit_rate("payments", per_minute(3))
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert!(again <= wait, "{again:?} after {wait:?}");
+        // Another team has its own count.
+        assert_eq!(store.hit_rate("search", per_minute(3)).await.unwrap(), Ok(()));
+        // The state expires once the team is back to a full allowance (60 s here).
+        let mut conn = raw(&server).await;
+        let pttl: i64 = ::redis::cmd("PTTL")
+            .arg("rg-test:rate:payments")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(pttl > 55_000 && pttl <= 60_000, "PTTL {pttl}");
+    }
+
+    /// Hits `key` until a request is refused (`limit` hits at most): how many were
+    /// counted, and the wait of the refused one.
+    async fn hits_until_refused(store: &RedisStore, key: &str, n: u32, limit: u32) -> (u32, Duration) {
+        for counted in 0..limit {
+            if let Err(wait) = store.hit_rate(key, per_minute(n)).await.unwrap() {
+                return (counted, wait);
+            }
+        }
+        panic!("{limit} requests counted at {n} a minute");
+    }
+
+    #[tokio::test]
+    async fn the_allowance_refills_one_request_per_interval() {
+        let server = RedisServer::start();
+        let store = store(&server);
+        // 600 a minute: one every 100 ms, a burst of 600 (and one more per 100 ms spent).
+        let started = Instant::now();
+        let (counted, wait) = hits_until_refused(&store, "t", 600, 1000).await;
+        let refilled = u32::try_from(started.elapsed().as_millis() / 100).unwrap();
+        assert!((600..=601 + refilled).contains(&counted), "{counted}");
+        assert!(
+            wait > Duration::ZERO && wait <= Duration::from_millis(100),
+            "{wait:?}"
+        );
+        // After the wait, requests are counted again, one per interval.
+        tokio::time::sleep(wait + Duration::from_millis(5)).await;
+        let started = Instant::now();
+        let (counted, wait) = hits_until_refused(&store, "t", 600, 10).await;
+        let refilled = u32::try_from(started.elapsed().as_millis() / 100).unwrap();
+        assert!((1..=2 + refilled).contains(&counted), "{counted}");
+        assert!(
+            wait > Duration::ZERO && wait <= Duration::from_millis(100),
+            "{wait:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn two_replicas_share_a_teams_count() {
+        let server = RedisServer::start();
+        let replica_a = store(&server);
+        let replica_b = store(&server);
+        assert_eq!(
+            replica_a.hit_rate("payments", per_minute(3)).await.unwrap(),
+            Ok(())
+        );
+        assert_eq!(
+            replica_b.hit_rate("payments", per_minute(3)).await.unwrap(),
+            Ok(())
+        );
+        assert_eq!(
+            replica_a.hit_rate("payments", per_minute(3)).await.unwrap(),
+            Ok(())
+        );
+        assert!(replica_b
+            .hit_rate("payments", per_minute(3))
+            .await
+            .unwrap()
+            .is_err());
+        assert!(replica_a
+            .hit_rate("payments", per_minute(3))
+            .await
+            .unwrap()
+            .is_err());
+    }
+}
