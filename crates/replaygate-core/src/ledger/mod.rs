@@ -29,7 +29,7 @@ mod tests_tap;
 
 pub use record::{item_digest, item_record, item_record_from_value, ItemRecord, ResponseRecord};
 pub use stored::{Owner, StoredContent, StoredItem, StoredResponse};
-pub use tap::{AnswerKind, Tap, TapLimits};
+pub use tap::{AnswerKind, Tap, TapLimits, Tapped};
 
 /// The longest response id, model, item id, item type or `call_id` the ledger records, in
 /// bytes. An answer with a longer one is not recorded at all.
