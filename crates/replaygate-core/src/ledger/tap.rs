@@ -102,8 +102,9 @@ pub struct Tap {
 pub struct Tapped {
     /// What the ledger records.
     pub record: ResponseRecord,
-    /// With [`Tap::keep_calls`]: each `function_call` output item's call, in the order the
-    /// items finished. `None` when not asked for, or when the kept content passed its cap.
+    /// With [`Tap::keep_calls`]: each `function_call` output item's call, in record order
+    /// (output order for JSON, the order items finished for a stream). `None` when not asked
+    /// for, or when the kept content passed its cap.
     pub calls: Option<Vec<OutputCall>>,
     /// With [`Tap::keep_items`]: each output item's JSON text as the answer wrote it, in
     /// record order (the form of [`StoredContent::output`](super::StoredContent::output)).
