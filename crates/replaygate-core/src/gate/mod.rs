@@ -15,10 +15,12 @@
 //!
 //! Layout: [`request`] reads the body once (borrowing), [`item`] reads one item and says what
 //! kind it is, `rules` holds one small unit per rule, [`schema`] compiles and caches tool
-//! schemas, [`verdict`] is what comes out, and [`strip`] cuts stripped items out of a body.
+//! schemas, [`verdict`] is what comes out, [`strip`] cuts stripped items out of a body, and
+//! [`output`] is what the response side checks: the calls a provider produced.
 
 mod field;
 pub mod item;
+pub mod output;
 mod profile;
 pub mod request;
 mod rules;
@@ -28,8 +30,11 @@ mod tool_rules;
 pub mod verdict;
 
 pub use field::{misspelling_of, Field, JsonKind};
+pub use output::{OutputCall, ResponseViolation};
 pub use profile::{Policy, ProviderProfile, Target, DEFAULT_WORK_BUDGET};
-pub use request::{parse, parse_with, BodyError, ItemsAt, ParsedRequest, WorkExceeded, MAX_ITEMS};
+pub use request::{
+    parse, parse_tools, parse_with, BodyError, ItemsAt, ParsedRequest, WorkExceeded, MAX_ITEMS,
+};
 pub use schema::{SchemaCache, SchemaLimits};
 pub use tool_rules::{glob_set, PinnedSchema, ToolRules};
 pub use verdict::{Action, Reason, Verdict, Violation};
@@ -59,6 +64,30 @@ impl Gate {
     /// tool calls would pass the policy's work budget.
     pub fn judge(&self, request: &ParsedRequest<'_>, target: &Target<'_>) -> Result<Verdict, WorkExceeded> {
         rules::judge(request, target, &self.schemas)
+    }
+
+    /// Checks the `function_call` items a provider produced (in answer order) against the
+    /// request's tools: `tools_json` is the request's `tools` array as sent (`null` when it
+    /// declared none), and `target` the team's policy and work budget the request was judged
+    /// with. Each call gets the checks a replayed call gets, but `status` (contract §5):
+    /// `tool_not_allowed`, `arguments_type`, `arguments_parse`, `unknown_tool`,
+    /// `tool_schema_invalid`, `arguments_schema`; the first failure is its one violation.
+    /// Schemas compile once in this gate's cache, and a call that passes is remembered, so its
+    /// replay on the next turn costs nothing.
+    ///
+    /// Fails when `tools_json` is not a tools array, or when checking would pass the work
+    /// budget (a hostile schema cannot hold the thread).
+    pub fn check_output_calls(
+        &self,
+        tools_json: &str,
+        calls: &[OutputCall],
+        target: &Target<'_>,
+    ) -> Result<Vec<ResponseViolation>, BodyError> {
+        if calls.is_empty() {
+            return Ok(Vec::new());
+        }
+        let tools = parse_tools(tools_json)?;
+        Ok(rules::output_calls::check(&tools, calls, target, &self.schemas)?)
     }
 
     /// The compiled tool schemas this gate holds.

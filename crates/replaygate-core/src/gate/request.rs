@@ -235,6 +235,17 @@ pub fn parse_with(body: &[u8], at: ItemsAt) -> Result<ParsedRequest<'_>, BodyErr
     parsed.map_err(|e| body_error(e, place.get()))
 }
 
+/// Reads a request's `tools` array on its own, from its JSON text (`null` reads as no tools):
+/// the response side checks a provider's calls against the tools the request declared.
+pub fn parse_tools(tools_json: &str) -> Result<Vec<Tool<'_>>, BodyError> {
+    let place = Cell::new(Place::Tools);
+    let mut de = serde_json::Deserializer::from_str(tools_json);
+    let parsed = ToolsSeed { place: &place }
+        .deserialize(&mut de)
+        .and_then(|tools| de.end().map(|()| tools));
+    parsed.map_err(|e| body_error(e, place.get()))
+}
+
 fn body_error(e: serde_json::Error, place: Place) -> BodyError {
     use serde_json::error::Category;
     match (e.classify(), place) {

@@ -17,19 +17,24 @@
 //! ```
 //!
 //! Layout: [`record`] is what is kept and the item digest, `canon` the byte encoding digests
-//! are taken over, `sse` the event-stream framing, [`tap`] the incremental reader.
+//! are taken over, `sse` the event-stream framing, [`tap`] the incremental reader, [`stored`]
+//! what the store holds, and [`carry`] the rewrite that carries a session to another provider.
 
 mod canon;
+pub mod carry;
 pub mod record;
 mod sse;
 pub mod stored;
 pub mod tap;
 #[cfg(test)]
+mod tests_carry;
+#[cfg(test)]
 mod tests_tap;
 
+pub use carry::{carried_body, input_items, CarriedTurn, CarryError};
 pub use record::{item_digest, item_record, item_record_from_value, ItemRecord, ResponseRecord};
 pub use stored::{Owner, StoredContent, StoredItem, StoredResponse};
-pub use tap::{AnswerKind, Tap, TapLimits};
+pub use tap::{AnswerKind, Tap, TapLimits, Tapped};
 
 /// The longest response id, model, item id, item type or `call_id` the ledger records, in
 /// bytes. An answer with a longer one is not recorded at all.

@@ -24,15 +24,24 @@
 //!
 //! Memory stays bounded by the limits whatever is fed; after giving up the tap holds nothing
 //! and ignores further chunks.
+//!
+//! Besides the record, a tap can keep, when asked ([`Tap::keep_calls`], [`Tap::keep_items`];
+//! both off by default), the [`OutputCall`] of each `function_call` output item (for the
+//! response-side arguments check) and each output item's JSON text as the answer wrote it (for
+//! [`StoredContent::output`](super::StoredContent::output)). What it keeps of one answer is
+//! held within [`TapLimits::max_json_bytes`] (what a JSON answer may hold anyway); past that it
+//! keeps nothing more and drops what it kept, and the record is still made.
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use serde_json::Value;
 
-use super::record::{item_record, ItemRecord, ResponseRecord};
+use super::record::{item_record, item_record_from_value, ItemRecord, ResponseRecord};
 use super::sse::{push_capped, Framing};
 use super::MAX_ID_BYTES;
+use crate::gate::{Field, JsonKind, OutputCall};
 
 /// How the answer is encoded, from its `Content-Type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,11 +88,46 @@ impl Default for TapLimits {
     }
 }
 
-/// Reads one answer as it streams. Feed it every chunk in order, then [`finish`](Tap::finish).
+/// Reads one answer as it streams. Feed it every chunk in order, then [`finish`](Tap::finish)
+/// (or [`finish_kept`](Tap::finish_kept) for what it was asked to keep).
 #[derive(Debug)]
 pub struct Tap {
     limits: TapLimits,
+    keep: Keep,
     state: State,
+}
+
+/// A finished answer: its record and what the tap was asked to keep of its output items.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tapped {
+    /// What the ledger records.
+    pub record: ResponseRecord,
+    /// With [`Tap::keep_calls`]: each `function_call` output item's call, in record order
+    /// (output order for JSON, the order items finished for a stream). `None` when not asked
+    /// for, or when the kept content passed its cap.
+    pub calls: Option<Vec<OutputCall>>,
+    /// With [`Tap::keep_items`]: each output item's JSON text as the answer wrote it, in
+    /// record order (the form of [`StoredContent::output`](super::StoredContent::output)).
+    /// `None` when not asked for, or when the kept content passed its cap.
+    pub items: Option<Vec<String>>,
+}
+
+/// What a tap keeps besides the record.
+#[derive(Debug, Clone, Copy, Default)]
+struct Keep {
+    calls: bool,
+    items: bool,
+}
+
+/// What a tap kept so far.
+#[derive(Debug, Default)]
+struct Kept {
+    calls: Vec<OutputCall>,
+    items: Vec<String>,
+    /// Bytes of text held in `calls` and `items`.
+    bytes: usize,
+    /// The cap was passed: nothing is kept any more.
+    spilled: bool,
 }
 
 #[derive(Debug)]
@@ -108,6 +152,7 @@ struct Facts {
     id: Option<String>,
     model: Option<String>,
     items: Vec<ItemRecord>,
+    kept: Kept,
     completed: bool,
 }
 
@@ -124,7 +169,24 @@ impl Tap {
                 facts: Facts::default(),
             })),
         };
-        Tap { limits, state }
+        Tap {
+            limits,
+            keep: Keep::default(),
+            state,
+        }
+    }
+
+    /// Also keep the [`OutputCall`] of each `function_call` output item (default: off).
+    pub fn keep_calls(mut self, keep: bool) -> Tap {
+        self.keep.calls = keep;
+        self
+    }
+
+    /// Also keep each output item's JSON text (default: off), for
+    /// [`StoredContent::output`](super::StoredContent::output) under `store_items`.
+    pub fn keep_items(mut self, keep: bool) -> Tap {
+        self.keep.items = keep;
+        self
     }
 
     /// Reads the next chunk of the answer. Never fails: an answer that cannot be recorded
@@ -142,11 +204,11 @@ impl Tap {
             }
             State::Events(events) => {
                 let Events { framing, facts } = &mut **events;
-                let max_items = self.limits.max_items;
+                let (limits, keep) = (&self.limits, self.keep);
                 let mut outcome = Ok(());
                 let framed = framing.feed(chunk, &mut |name: &[u8], data: &[u8]| {
                     if outcome.is_ok() {
-                        outcome = facts.read_event(name, data, max_items);
+                        outcome = facts.read_event(name, data, limits, keep);
                     }
                 });
                 framed.map_err(|_| GiveUp).and(outcome)
@@ -169,11 +231,12 @@ impl Tap {
         matches!(&self.state, State::Events(events) if events.facts.completed)
     }
 
-    /// Bytes of the answer held now: the JSON body so far, or the pending event of a stream.
+    /// Bytes of the answer held now: the JSON body so far, or the pending event of a stream
+    /// and what was kept of the items so far.
     pub fn held_bytes(&self) -> usize {
         match &self.state {
             State::Json(body) => body.len(),
-            State::Events(events) => events.framing.held_bytes(),
+            State::Events(events) => events.framing.held_bytes() + events.facts.kept.bytes,
             State::GaveUp => 0,
         }
     }
@@ -181,27 +244,104 @@ impl Tap {
     /// The record of the answer fed, or `None` when it cannot be recorded (see the module
     /// documentation).
     pub fn finish(self) -> Option<ResponseRecord> {
+        self.finish_kept().map(|tapped| tapped.record)
+    }
+
+    /// The record of the answer fed with what the tap was asked to keep, or `None` when the
+    /// answer cannot be recorded.
+    pub fn finish_kept(self) -> Option<Tapped> {
+        let keep = self.keep;
         match self.state {
             State::GaveUp => None,
-            State::Json(body) => json_record(&body, self.limits.max_items),
+            State::Json(body) => json_record(&body, &self.limits, keep),
             State::Events(events) => {
                 let Facts {
                     id,
                     model,
                     items,
+                    kept,
                     completed,
                 } = events.facts;
                 if !completed {
                     return None;
                 }
-                Some(ResponseRecord {
+                let record = ResponseRecord {
                     id: id?,
                     model,
                     items,
-                })
+                };
+                Some(kept.into_tapped(record, keep))
             }
         }
     }
+}
+
+impl Kept {
+    /// Reads the output item at `index`: its record, and what `keep` asks of it while the
+    /// kept texts stay within `cap` bytes. `None` when the item cannot be recorded.
+    fn read(&mut self, item: &RawValue, index: usize, keep: Keep, cap: usize) -> Option<ItemRecord> {
+        if !(keep.calls || keep.items) || self.spilled {
+            return item_record(item);
+        }
+        let value: Value = serde_json::from_str(item.get()).ok()?;
+        let record = item_record_from_value(&value)?;
+        let call = (keep.calls && record.item_type == "function_call").then(|| output_call(index, &value));
+        let text = keep.items.then(|| item.get());
+        let added = call.as_ref().map_or(0, call_bytes) + text.map_or(0, str::len);
+        if self.bytes + added > cap {
+            *self = Kept {
+                spilled: true,
+                ..Kept::default()
+            };
+            return Some(record);
+        }
+        self.bytes += added;
+        self.calls.extend(call);
+        self.items.extend(text.map(str::to_owned));
+        Some(record)
+    }
+
+    fn into_tapped(self, record: ResponseRecord, keep: Keep) -> Tapped {
+        let kept = !self.spilled;
+        Tapped {
+            record,
+            calls: (keep.calls && kept).then_some(self.calls),
+            items: (keep.items && kept).then_some(self.items),
+        }
+    }
+}
+
+/// The call a `function_call` item makes.
+fn output_call(index: usize, item: &Value) -> OutputCall {
+    let text = |name: &str| item.get(name).and_then(Value::as_str).map(str::to_owned);
+    let arguments = match item.get("arguments") {
+        None => Field::Absent,
+        Some(Value::String(text)) => Field::Str(Cow::Owned(text.clone())),
+        Some(value) => Field::Other(json_kind(value)),
+    };
+    OutputCall {
+        index,
+        call_id: text("call_id"),
+        name: text("name"),
+        arguments,
+    }
+}
+
+fn json_kind(value: &Value) -> JsonKind {
+    match value {
+        Value::Null => JsonKind::Null,
+        Value::Bool(_) => JsonKind::Boolean,
+        Value::Number(_) => JsonKind::Number,
+        Value::String(_) => JsonKind::String,
+        Value::Array(_) => JsonKind::Array,
+        Value::Object(_) => JsonKind::Object,
+    }
+}
+
+/// The text bytes a kept call holds.
+fn call_bytes(call: &OutputCall) -> usize {
+    let arguments = call.arguments.as_str().map_or(0, str::len);
+    call.call_id.as_deref().map_or(0, str::len) + call.name.as_deref().map_or(0, str::len) + arguments
 }
 
 /// The members of a response object the ledger reads.
@@ -226,9 +366,12 @@ struct EventData<'a> {
     response: Option<&'a RawValue>,
     #[serde(borrow, default)]
     item: Option<&'a RawValue>,
+    /// Read leniently: an odd `output_index` only loses the item's place, not the record.
+    #[serde(borrow, default)]
+    output_index: Option<&'a RawValue>,
 }
 
-fn json_record(body: &[u8], max_items: usize) -> Option<ResponseRecord> {
+fn json_record(body: &[u8], limits: &TapLimits, keep: Keep) -> Option<Tapped> {
     let head: ResponseHead<'_> = serde_json::from_slice(body).ok()?;
     if head.status.as_deref().is_some_and(|status| status != "completed") {
         return None;
@@ -239,15 +382,17 @@ fn json_record(body: &[u8], max_items: usize) -> Option<ResponseRecord> {
         None => None,
     };
     let output = head.output?;
-    if output.len() > max_items {
+    if output.len() > limits.max_items {
         return None;
     }
+    let mut kept = Kept::default();
     let items = output
         .into_iter()
-        .flatten()
-        .map(item_record)
+        .enumerate()
+        .filter_map(|(index, item)| Some((index, item?)))
+        .map(|(index, item)| kept.read(item, index, keep, limits.max_json_bytes))
         .collect::<Option<Vec<_>>>()?;
-    Some(ResponseRecord { id, model, items })
+    Some(kept.into_tapped(ResponseRecord { id, model, items }, keep))
 }
 
 /// An id (or model) to keep: not empty and at most [`MAX_ID_BYTES`].
@@ -256,7 +401,7 @@ fn checked_id(id: Cow<'_, str>) -> Option<String> {
 }
 
 impl Facts {
-    fn read_event(&mut self, name: &[u8], data: &[u8], max_items: usize) -> Result<(), GiveUp> {
+    fn read_event(&mut self, name: &[u8], data: &[u8], limits: &TapLimits, keep: Keep) -> Result<(), GiveUp> {
         if self.completed || data.is_empty() || data == b"[DONE]" {
             return Ok(());
         }
@@ -282,10 +427,15 @@ impl Facts {
                 let Some(item) = event.item else {
                     return Ok(());
                 };
-                if self.items.len() >= max_items {
+                if self.items.len() >= limits.max_items {
                     return Err(GiveUp);
                 }
-                self.items.push(item_record(item).ok_or(GiveUp)?);
+                let index = event
+                    .output_index
+                    .and_then(|index| index.get().parse::<usize>().ok())
+                    .unwrap_or(self.items.len());
+                let record = self.kept.read(item, index, keep, limits.max_json_bytes);
+                self.items.push(record.ok_or(GiveUp)?);
                 Ok(())
             }
             _ => Ok(()),

@@ -2,7 +2,10 @@
 
 use proptest::prelude::*;
 
-use super::{item_record, AnswerKind, ResponseRecord, Tap, TapLimits, MAX_ID_BYTES};
+use std::borrow::Cow;
+
+use super::{item_record, AnswerKind, ResponseRecord, Tap, TapLimits, Tapped, MAX_ID_BYTES};
+use crate::gate::{Field, Gate, JsonKind, OutputCall, ProviderProfile, Reason, Target};
 
 const CALL: &str = r#"{"type":"function_call","id":"fc_1","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Paris\"}","status":"completed"}"#;
 const MESSAGE: &str = r#"{"type":"message","id":"msg_1","role":"assistant","status":"completed","content":[{"type":"output_text","text":"Done.","annotations":[]}]}"#;
@@ -331,6 +334,223 @@ fn many_small_data_lines_over_the_cap_give_up() {
         assert!(tap.held_bytes() <= 1000);
     }
     assert!(!tap.is_recording());
+}
+
+/// Taps `chunks` keeping calls and items as asked.
+fn tap_kept(
+    kind: AnswerKind,
+    limits: TapLimits,
+    calls: bool,
+    items: bool,
+    chunks: &[&[u8]],
+) -> Option<Tapped> {
+    let mut tap = Tap::new(kind, limits).keep_calls(calls).keep_items(items);
+    for chunk in chunks {
+        tap.feed(chunk);
+    }
+    tap.finish_kept()
+}
+
+fn weather_call(index: usize) -> OutputCall {
+    OutputCall {
+        index,
+        call_id: Some("call_1".to_owned()),
+        name: Some("get_weather".to_owned()),
+        arguments: Field::Str(Cow::Borrowed(r#"{"city":"Paris"}"#)),
+    }
+}
+
+#[test]
+fn nothing_is_kept_unless_asked() {
+    for (kind, answer) in [
+        (AnswerKind::Json, json_answer()),
+        (AnswerKind::EventStream, sse_answer("\n")),
+    ] {
+        let tapped = tap_kept(kind, TapLimits::default(), false, false, &[answer.as_bytes()]).unwrap();
+        assert_eq!(tapped.record, expected());
+        assert_eq!((tapped.calls, tapped.items), (None, None));
+    }
+}
+
+#[test]
+fn calls_and_item_texts_are_kept_from_json_and_event_streams_alike() {
+    for (kind, answer) in [
+        (AnswerKind::Json, json_answer()),
+        (AnswerKind::EventStream, sse_answer("\n")),
+        (AnswerKind::EventStream, sse_answer("\r\n")),
+    ] {
+        let tapped = tap_kept(kind, TapLimits::default(), true, true, &[answer.as_bytes()]).unwrap();
+        assert_eq!(tapped.record, expected(), "{kind:?}");
+        assert_eq!(tapped.calls, Some(vec![weather_call(1)]), "{kind:?}");
+        assert_eq!(
+            tapped.items,
+            Some(vec![REASONING.to_owned(), CALL.to_owned(), MESSAGE.to_owned()])
+        );
+        // Each kind of content is kept only when asked for.
+        let calls_only = tap_kept(kind, TapLimits::default(), true, false, &[answer.as_bytes()]).unwrap();
+        assert_eq!(
+            (calls_only.calls.map(|c| c.len()), calls_only.items),
+            (Some(1), None)
+        );
+        let items_only = tap_kept(kind, TapLimits::default(), false, true, &[answer.as_bytes()]).unwrap();
+        assert_eq!(
+            (items_only.calls, items_only.items.map(|i| i.len())),
+            (None, Some(3))
+        );
+    }
+}
+
+#[test]
+fn every_split_of_a_stream_keeps_the_same() {
+    let stream = sse_answer("\n");
+    let bytes = stream.as_bytes();
+    let whole = tap_kept(
+        AnswerKind::EventStream,
+        TapLimits::default(),
+        true,
+        true,
+        &[bytes],
+    );
+    for cut in (0..=bytes.len()).step_by(7) {
+        let (first, second) = bytes.split_at(cut);
+        let split = tap_kept(
+            AnswerKind::EventStream,
+            TapLimits::default(),
+            true,
+            true,
+            &[first, second],
+        );
+        assert_eq!(split, whole, "cut at {cut}");
+    }
+}
+
+#[test]
+fn a_call_is_placed_by_its_output_index() {
+    // JSON: its place in `output`, a skipped null included.
+    let answer = format!(r#"{{"id":"resp_1","status":"completed","output":[null,{MESSAGE},{CALL}]}}"#);
+    let tapped = tap_kept(
+        AnswerKind::Json,
+        TapLimits::default(),
+        true,
+        true,
+        &[answer.as_bytes()],
+    )
+    .unwrap();
+    assert_eq!(tapped.calls, Some(vec![weather_call(2)]));
+    assert_eq!(tapped.items.unwrap().len(), 2);
+    // Streams: the event's `output_index`, else the item's place among those finished.
+    let done = |index: &str, item: &str| {
+        format!("data: {{\"type\":\"response.output_item.done\"{index},\"item\":{item}}}\n\n")
+    };
+    let completed = "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\"}}\n\n";
+    let stream = format!(
+        "{}{}{}{}{completed}",
+        done(r#","output_index":5"#, CALL),
+        done("", MESSAGE),
+        done("", CALL),
+        done(r#","output_index":"x""#, CALL),
+    );
+    let tapped = tap_kept(
+        AnswerKind::EventStream,
+        TapLimits::default(),
+        true,
+        false,
+        &[stream.as_bytes()],
+    )
+    .unwrap();
+    let places: Vec<usize> = tapped.calls.unwrap().iter().map(|c| c.index).collect();
+    assert_eq!(places, [5, 2, 3]);
+}
+
+#[test]
+fn a_call_keeps_what_its_members_were() {
+    let odd = r#"{"type":"function_call","call_id":7,"arguments":{"city":"Paris"}}"#;
+    let bare = r#"{"type":"function_call"}"#;
+    let answer = format!(r#"{{"id":"resp_1","output":[{odd},{bare}]}}"#);
+    let tapped = tap_kept(
+        AnswerKind::Json,
+        TapLimits::default(),
+        true,
+        false,
+        &[answer.as_bytes()],
+    );
+    // A call_id that is not a string is not an item the ledger records.
+    assert_eq!(tapped, None);
+    let odd = r#"{"type":"function_call","call_id":"c","arguments":{"city":"Paris"}}"#;
+    let answer = format!(r#"{{"id":"resp_1","output":[{odd},{bare}]}}"#);
+    let calls = tap_kept(
+        AnswerKind::Json,
+        TapLimits::default(),
+        true,
+        false,
+        &[answer.as_bytes()],
+    )
+    .unwrap()
+    .calls
+    .unwrap();
+    assert_eq!(calls[0].arguments, Field::Other(JsonKind::Object));
+    assert_eq!(
+        (calls[0].name.as_deref(), calls[0].call_id.as_deref()),
+        (None, Some("c"))
+    );
+    assert_eq!(calls[1].arguments, Field::Absent);
+}
+
+#[test]
+fn kept_content_over_its_cap_is_dropped_but_the_record_is_made() {
+    let stream = sse_answer("\n");
+    let kept_bytes = REASONING.len() + CALL.len() + MESSAGE.len();
+    let limits = |max_json_bytes| TapLimits {
+        max_json_bytes,
+        ..TapLimits::default()
+    };
+    let over = tap_kept(
+        AnswerKind::EventStream,
+        limits(kept_bytes),
+        true,
+        true,
+        &[stream.as_bytes()],
+    )
+    .unwrap();
+    assert_eq!(over.record, expected());
+    assert_eq!((over.calls, over.items), (None, None));
+    // The call's texts count too.
+    let fits = limits(kept_bytes + "call_1get_weather".len() + r#"{"city":"Paris"}"#.len());
+    let tapped = tap_kept(AnswerKind::EventStream, fits, true, true, &[stream.as_bytes()]).unwrap();
+    assert!(tapped.calls.is_some() && tapped.items.is_some());
+    // What is held never passes the event cap plus the kept cap.
+    let mut tap = Tap::new(AnswerKind::EventStream, limits(kept_bytes)).keep_items(true);
+    for chunk in stream.as_bytes().chunks(16) {
+        tap.feed(chunk);
+        assert!(tap.held_bytes() <= TapLimits::default().max_event_bytes + kept_bytes);
+    }
+}
+
+#[test]
+fn kept_calls_feed_the_response_side_check() {
+    let bad = CALL.replace(r#"{\"city\":\"Paris\"}"#, r#"{\"town\":\"Paris\"}"#);
+    let answer = format!(r#"{{"id":"resp_1","status":"completed","output":[{CALL},{MESSAGE},{bad}]}}"#);
+    let calls = tap_kept(
+        AnswerKind::Json,
+        TapLimits::default(),
+        true,
+        false,
+        &[answer.as_bytes()],
+    )
+    .unwrap()
+    .calls
+    .unwrap();
+    let tools = r#"[{"type":"function","name":"get_weather","parameters":{"type":"object","required":["city"],
+        "properties":{"city":{"type":"string"}},"additionalProperties":false}}]"#;
+    let openai = ProviderProfile::own_namespace("openai");
+    let violations = Gate::default()
+        .check_output_calls(tools, &calls, &Target::provider(&openai))
+        .unwrap();
+    let found: Vec<_> = violations
+        .iter()
+        .map(|v| (v.index, v.reason, v.param.as_str()))
+        .collect();
+    assert_eq!(found, [(2, Reason::ArgumentsSchema, "output[2].arguments")]);
 }
 
 proptest! {

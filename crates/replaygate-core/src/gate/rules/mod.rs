@@ -9,6 +9,7 @@ mod call_ids;
 mod chat_envelope;
 mod function_call;
 mod namespace;
+pub(crate) mod output_calls;
 mod team_tools;
 mod tools;
 
