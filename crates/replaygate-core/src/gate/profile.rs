@@ -95,9 +95,10 @@ impl Policy {
         }
     }
 
-    /// The action `reason` has under this policy. `strip` on a reason about the request's
-    /// tools, which no item removal can cure, acts as `reject`; then, in monitor mode, `reject`
-    /// and `strip` act as `monitor`: a shadow rollout changes nothing on the wire.
+    /// The action `reason` has under this policy. `strip` on a reason that no item removal can
+    /// cure (the request's tools, `previous_response_id`; see [`Reason::is_strippable`]) acts
+    /// as `reject`; then, in monitor mode, `reject` and `strip` act as `monitor`: a shadow
+    /// rollout changes nothing on the wire.
     pub fn action(&self, reason: Reason) -> Action {
         let action = self
             .actions
@@ -106,7 +107,7 @@ impl Policy {
             .unwrap_or_else(|| reason.default_action());
         match action {
             Action::Reject | Action::Strip if self.monitor_only => Action::Monitor,
-            Action::Strip if reason.is_about_tools() => Action::Reject,
+            Action::Strip if !reason.is_strippable() => Action::Reject,
             action => action,
         }
     }
@@ -171,15 +172,61 @@ mod tests {
     use super::*;
 
     #[test]
-    fn unknown_tool_is_monitored_and_the_rest_rejected_by_default() {
+    fn unknown_tool_and_item_tampered_are_monitored_and_the_rest_rejected_by_default() {
         let policy = Policy::default();
         for reason in Reason::ALL {
-            let expected = if reason == Reason::UnknownTool {
+            let expected = if matches!(reason, Reason::UnknownTool | Reason::ItemTampered) {
                 Action::Monitor
             } else {
                 Action::Reject
             };
             assert_eq!(policy.action(reason), expected, "{reason}");
+        }
+    }
+
+    #[test]
+    fn every_reason_reads_back_from_its_code() {
+        for reason in Reason::ALL {
+            assert_eq!(Reason::from_code(reason.as_str()), Some(reason));
+            let quoted = format!("\"{reason}\"");
+            assert_eq!(serde_json::from_str::<Reason>(&quoted).unwrap(), reason);
+            assert_eq!(serde_json::to_string(&reason).unwrap(), quoted);
+        }
+        for code in [
+            "foreign_previous_response",
+            "foreign_encrypted_content",
+            "foreign_item_reference",
+            "item_tampered",
+        ] {
+            assert!(Reason::from_code(code).is_some(), "{code}");
+        }
+        let err = serde_json::from_str::<Reason>("\"foreign\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("item_tampered"), "{err}");
+    }
+
+    #[test]
+    fn strip_acts_as_reject_where_no_item_can_be_removed() {
+        let mut policy = Policy::default();
+        for reason in Reason::ALL {
+            policy.set_action(reason, Action::Strip);
+        }
+        for reason in [
+            Reason::ForeignPreviousResponse,
+            Reason::ToolNotAllowed,
+            Reason::ToolSchemaDrift,
+            Reason::ToolSchemaInvalid,
+        ] {
+            assert!(!reason.is_strippable());
+            assert_eq!(policy.action(reason), Action::Reject, "{reason}");
+        }
+        for reason in [
+            Reason::ForeignEncryptedContent,
+            Reason::ForeignItemReference,
+            Reason::ItemTampered,
+        ] {
+            assert_eq!(policy.action(reason), Action::Strip, "{reason}");
         }
     }
 
