@@ -15,11 +15,13 @@
 //!
 //! Layout: [`request`] reads the body once (borrowing), [`item`] reads one item and says what
 //! kind it is, `rules` holds one small unit per rule, [`schema`] compiles and caches tool
-//! schemas, [`verdict`] is what comes out, and [`strip`] cuts stripped items out of a body.
+//! schemas, [`verdict`] is what comes out, [`strip`] cuts stripped items out of a body, and
+//! [`provenance`] is what the provenance ledger is asked and answers.
 
 mod field;
 pub mod item;
 mod profile;
+pub mod provenance;
 pub mod request;
 mod rules;
 pub mod schema;
@@ -28,7 +30,8 @@ mod tool_rules;
 pub mod verdict;
 
 pub use field::{misspelling_of, Field, JsonKind};
-pub use profile::{Policy, ProviderProfile, Target, DEFAULT_WORK_BUDGET};
+pub use profile::{EncryptedScope, Policy, ProviderProfile, Target, DEFAULT_WORK_BUDGET};
+pub use provenance::{ChainFacts, LedgerQuery, Provenance, MAX_QUERY_KEYS};
 pub use request::{parse, parse_with, BodyError, ItemsAt, ParsedRequest, WorkExceeded, MAX_ITEMS};
 pub use schema::{SchemaCache, SchemaLimits};
 pub use tool_rules::{glob_set, PinnedSchema, ToolRules};

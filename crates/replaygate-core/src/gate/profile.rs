@@ -4,14 +4,40 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::provenance::Provenance;
 use super::tool_rules::ToolRules;
 use super::verdict::{Action, Reason};
 
-/// A provider as the gate sees it: its name and the extension namespaces it accepts.
+/// A provider as the gate sees it: its name, the extension namespaces it accepts, and what
+/// its encrypted reasoning is bound to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderProfile {
     name: String,
     namespaces: Vec<String>,
+    encrypted_scope: EncryptedScope,
+}
+
+/// What a provider binds the `encrypted_content` of its reasoning and compaction items to
+/// (`encrypted_content_scope`, contract §8): only content it produced itself can be read back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EncryptedScope {
+    /// The provider reads back what any of its models produced (the default).
+    #[default]
+    Provider,
+    /// The provider reads back only what the same model produced (Bedrock binds reasoning to
+    /// the account and the model).
+    Model,
+}
+
+impl EncryptedScope {
+    /// The scope as configured: `provider` or `model`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EncryptedScope::Provider => "provider",
+            EncryptedScope::Model => "model",
+        }
+    }
 }
 
 impl ProviderProfile {
@@ -20,6 +46,7 @@ impl ProviderProfile {
         Self {
             name: name.into(),
             namespaces: namespaces.into_iter().map(Into::into).collect(),
+            encrypted_scope: EncryptedScope::default(),
         }
     }
 
@@ -29,7 +56,21 @@ impl ProviderProfile {
         Self {
             namespaces: vec![name.clone()],
             name,
+            encrypted_scope: EncryptedScope::default(),
         }
+    }
+
+    /// The same provider with its encrypted reasoning bound to `scope`.
+    pub fn with_encrypted_scope(self, scope: EncryptedScope) -> Self {
+        Self {
+            encrypted_scope: scope,
+            ..self
+        }
+    }
+
+    /// What this provider binds encrypted reasoning to.
+    pub fn encrypted_scope(&self) -> EncryptedScope {
+        self.encrypted_scope
     }
 
     /// The provider's configured name.
@@ -140,6 +181,9 @@ pub struct Target<'a> {
     pub policy: &'a Policy,
     /// The schema work this judgment may take (the policy's budget unless set lower).
     pub work_budget: u64,
+    /// What the provenance ledger knows of the request's items and previous response; `None`
+    /// (the ledger was not asked) runs no provenance rule.
+    pub provenance: Option<&'a Provenance>,
 }
 
 /// The policy of a [`Target`] built without one.
@@ -157,6 +201,7 @@ impl<'a> Target<'a> {
             provider,
             policy,
             work_budget: policy.work_budget,
+            provenance: None,
         }
     }
 
@@ -164,6 +209,16 @@ impl<'a> Target<'a> {
     /// event loop under a small one first).
     pub fn with_work_budget(self, work_budget: u64) -> Self {
         Self { work_budget, ..self }
+    }
+
+    /// The same target judged with what the ledger knows (contract §8): the provenance rules
+    /// run, and an output whose call `input` lacks is paired with the calls the ledger
+    /// recorded for the `previous_response_id` chain.
+    pub fn with_provenance(self, provenance: &'a Provenance) -> Self {
+        Self {
+            provenance: Some(provenance),
+            ..self
+        }
     }
 }
 
