@@ -1245,7 +1245,7 @@ fn check_cut(body: &[u8], at: ItemsAt, remove: &[usize]) -> Result<(), TestCaseE
 fn strip_everything() -> Policy {
     let mut policy = Policy::default();
     for reason in Reason::ALL {
-        if !reason.is_about_tools() {
+        if reason.is_strippable() {
             policy.set_action(reason, Action::Strip);
         }
     }

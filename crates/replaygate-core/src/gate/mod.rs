@@ -17,11 +17,13 @@
 //! kind it is, `rules` holds one small unit per rule, [`schema`] compiles and caches tool
 //! schemas, [`verdict`] is what comes out, [`strip`] cuts stripped items out of a body, and
 //! [`output`] is what the response side checks: the calls a provider produced.
+//! [`provenance`] is what the provenance ledger is asked and answers.
 
 mod field;
 pub mod item;
 pub mod output;
 mod profile;
+pub mod provenance;
 pub mod request;
 mod rules;
 pub mod schema;
@@ -31,7 +33,8 @@ pub mod verdict;
 
 pub use field::{misspelling_of, Field, JsonKind};
 pub use output::{OutputCall, ResponseViolation};
-pub use profile::{Policy, ProviderProfile, Target, DEFAULT_WORK_BUDGET};
+pub use profile::{EncryptedScope, Policy, ProviderProfile, Target, DEFAULT_WORK_BUDGET};
+pub use provenance::{ChainFacts, LedgerQuery, Provenance, MAX_QUERY_KEYS};
 pub use request::{
     parse, parse_tools, parse_with, BodyError, ItemsAt, ParsedRequest, WorkExceeded, MAX_ITEMS,
 };

@@ -4,14 +4,40 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::provenance::Provenance;
 use super::tool_rules::ToolRules;
 use super::verdict::{Action, Reason};
 
-/// A provider as the gate sees it: its name and the extension namespaces it accepts.
+/// A provider as the gate sees it: its name, the extension namespaces it accepts, and what
+/// its encrypted reasoning is bound to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderProfile {
     name: String,
     namespaces: Vec<String>,
+    encrypted_scope: EncryptedScope,
+}
+
+/// What a provider binds the `encrypted_content` of its reasoning and compaction items to
+/// (`encrypted_content_scope`, contract §8): only content it produced itself can be read back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EncryptedScope {
+    /// The provider reads back what any of its models produced (the default).
+    #[default]
+    Provider,
+    /// The provider reads back only what the same model produced (Bedrock binds reasoning to
+    /// the account and the model).
+    Model,
+}
+
+impl EncryptedScope {
+    /// The scope as configured: `provider` or `model`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EncryptedScope::Provider => "provider",
+            EncryptedScope::Model => "model",
+        }
+    }
 }
 
 impl ProviderProfile {
@@ -20,6 +46,7 @@ impl ProviderProfile {
         Self {
             name: name.into(),
             namespaces: namespaces.into_iter().map(Into::into).collect(),
+            encrypted_scope: EncryptedScope::default(),
         }
     }
 
@@ -29,7 +56,21 @@ impl ProviderProfile {
         Self {
             namespaces: vec![name.clone()],
             name,
+            encrypted_scope: EncryptedScope::default(),
         }
+    }
+
+    /// The same provider with its encrypted reasoning bound to `scope`.
+    pub fn with_encrypted_scope(self, scope: EncryptedScope) -> Self {
+        Self {
+            encrypted_scope: scope,
+            ..self
+        }
+    }
+
+    /// What this provider binds encrypted reasoning to.
+    pub fn encrypted_scope(&self) -> EncryptedScope {
+        self.encrypted_scope
     }
 
     /// The provider's configured name.
@@ -95,9 +136,10 @@ impl Policy {
         }
     }
 
-    /// The action `reason` has under this policy. `strip` on a reason about the request's
-    /// tools, which no item removal can cure, acts as `reject`; then, in monitor mode, `reject`
-    /// and `strip` act as `monitor`: a shadow rollout changes nothing on the wire.
+    /// The action `reason` has under this policy. `strip` on a reason that no item removal can
+    /// cure (the request's tools, `previous_response_id`; see [`Reason::is_strippable`]) acts
+    /// as `reject`; then, in monitor mode, `reject` and `strip` act as `monitor`: a shadow
+    /// rollout changes nothing on the wire.
     pub fn action(&self, reason: Reason) -> Action {
         let action = self
             .actions
@@ -106,7 +148,7 @@ impl Policy {
             .unwrap_or_else(|| reason.default_action());
         match action {
             Action::Reject | Action::Strip if self.monitor_only => Action::Monitor,
-            Action::Strip if reason.is_about_tools() => Action::Reject,
+            Action::Strip if !reason.is_strippable() => Action::Reject,
             action => action,
         }
     }
@@ -139,6 +181,9 @@ pub struct Target<'a> {
     pub policy: &'a Policy,
     /// The schema work this judgment may take (the policy's budget unless set lower).
     pub work_budget: u64,
+    /// What the provenance ledger knows of the request's items and previous response; `None`
+    /// (the ledger was not asked) runs no provenance rule.
+    pub provenance: Option<&'a Provenance>,
 }
 
 /// The policy of a [`Target`] built without one.
@@ -156,6 +201,7 @@ impl<'a> Target<'a> {
             provider,
             policy,
             work_budget: policy.work_budget,
+            provenance: None,
         }
     }
 
@@ -164,6 +210,16 @@ impl<'a> Target<'a> {
     pub fn with_work_budget(self, work_budget: u64) -> Self {
         Self { work_budget, ..self }
     }
+
+    /// The same target judged with what the ledger knows (contract §8): the provenance rules
+    /// run, and an output whose call `input` lacks is paired with the calls the ledger
+    /// recorded for the `previous_response_id` chain.
+    pub fn with_provenance(self, provenance: &'a Provenance) -> Self {
+        Self {
+            provenance: Some(provenance),
+            ..self
+        }
+    }
 }
 
 #[cfg(test)]
@@ -171,15 +227,61 @@ mod tests {
     use super::*;
 
     #[test]
-    fn unknown_tool_is_monitored_and_the_rest_rejected_by_default() {
+    fn unknown_tool_and_item_tampered_are_monitored_and_the_rest_rejected_by_default() {
         let policy = Policy::default();
         for reason in Reason::ALL {
-            let expected = if reason == Reason::UnknownTool {
+            let expected = if matches!(reason, Reason::UnknownTool | Reason::ItemTampered) {
                 Action::Monitor
             } else {
                 Action::Reject
             };
             assert_eq!(policy.action(reason), expected, "{reason}");
+        }
+    }
+
+    #[test]
+    fn every_reason_reads_back_from_its_code() {
+        for reason in Reason::ALL {
+            assert_eq!(Reason::from_code(reason.as_str()), Some(reason));
+            let quoted = format!("\"{reason}\"");
+            assert_eq!(serde_json::from_str::<Reason>(&quoted).unwrap(), reason);
+            assert_eq!(serde_json::to_string(&reason).unwrap(), quoted);
+        }
+        for code in [
+            "foreign_previous_response",
+            "foreign_encrypted_content",
+            "foreign_item_reference",
+            "item_tampered",
+        ] {
+            assert!(Reason::from_code(code).is_some(), "{code}");
+        }
+        let err = serde_json::from_str::<Reason>("\"foreign\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("item_tampered"), "{err}");
+    }
+
+    #[test]
+    fn strip_acts_as_reject_where_no_item_can_be_removed() {
+        let mut policy = Policy::default();
+        for reason in Reason::ALL {
+            policy.set_action(reason, Action::Strip);
+        }
+        for reason in [
+            Reason::ForeignPreviousResponse,
+            Reason::ToolNotAllowed,
+            Reason::ToolSchemaDrift,
+            Reason::ToolSchemaInvalid,
+        ] {
+            assert!(!reason.is_strippable());
+            assert_eq!(policy.action(reason), Action::Reject, "{reason}");
+        }
+        for reason in [
+            Reason::ForeignEncryptedContent,
+            Reason::ForeignItemReference,
+            Reason::ItemTampered,
+        ] {
+            assert_eq!(policy.action(reason), Action::Strip, "{reason}");
         }
     }
 

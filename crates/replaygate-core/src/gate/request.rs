@@ -26,6 +26,19 @@ pub struct ParsedRequest<'a> {
     pub conversation: Field<'a>,
     /// The member the items were read from.
     pub at: ItemsAt,
+    /// The body text the request was read from.
+    source: Source<'a>,
+}
+
+/// The text a request was read from, kept (a borrow, no copy) so that a rule needing an item's
+/// other members can read just that item again. Shown by its length only.
+#[derive(Clone, Copy, Default)]
+struct Source<'a>(&'a str);
+
+impl fmt::Debug for Source<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "<{} bytes>", self.0.len())
+    }
 }
 
 /// Which body member holds the items to gate.
@@ -67,6 +80,12 @@ impl<'a> ParsedRequest<'a> {
             Input::Items(items) => items,
             Input::Absent | Input::Text => &[],
         }
+    }
+
+    /// The body text the request was read from (empty for a request not read by [`parse`] or
+    /// [`parse_with`]).
+    pub fn body_text(&self) -> &'a str {
+        self.source.0
     }
 
     /// Whether the request continues state stored by the provider (`previous_response_id`,
@@ -232,7 +251,9 @@ pub fn parse_with(body: &[u8], at: ItemsAt) -> Result<ParsedRequest<'_>, BodyErr
     }
     .deserialize(&mut de)
     .and_then(|request| de.end().map(|()| request));
-    parsed.map_err(|e| body_error(e, place.get()))
+    let mut request = parsed.map_err(|e| body_error(e, place.get()))?;
+    request.source = Source(text);
+    Ok(request)
 }
 
 /// Reads a request's `tools` array on its own, from its JSON text (`null` reads as no tools):
@@ -351,6 +372,7 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
             previous_response_id: previous_response_id.unwrap_or_default(),
             conversation: conversation.unwrap_or_default(),
             at: self.at,
+            source: Source::default(),
         })
     }
 }
@@ -532,6 +554,19 @@ mod tests {
         assert_eq!(req.tools.len(), 2);
         assert_eq!(req.tools[0].parameters.unwrap().get(), r#"{"type":"object"}"#);
         assert!(req.tools[0].is_function() && !req.tools[1].is_function());
+    }
+
+    #[test]
+    fn keeps_the_body_text_and_shows_only_its_length() {
+        let body = br#"{"model":"m","input":[{"type":"reasoning","encrypted_content":"gAAA"}]}"#;
+        let req = parse(body).unwrap();
+        assert_eq!(req.body_text().as_bytes(), body);
+        let shown = format!("{req:?}");
+        assert!(
+            !shown.contains("gAAA") && shown.contains(&format!("<{} bytes>", body.len())),
+            "{shown}"
+        );
+        assert_eq!(ParsedRequest::default().body_text(), "");
     }
 
     #[test]

@@ -205,7 +205,7 @@ impl<'de> Visitor<'de> for SpansSeed {
 }
 
 /// Whether an object key (escapes decoded) is exactly the given name.
-struct IsNamed(&'static str);
+pub(crate) struct IsNamed(pub(crate) &'static str);
 
 impl<'de> DeserializeSeed<'de> for IsNamed {
     type Value = bool;

@@ -32,11 +32,23 @@ pub enum Reason {
     ToolNotAllowed,
     /// A declared tool whose `parameters` differ from the team's pinned schema for it.
     ToolSchemaDrift,
+    /// `previous_response_id` names a response the ledger recorded for another provider
+    /// (contract §8).
+    ForeignPreviousResponse,
+    /// A `reasoning` or `compaction` item whose `encrypted_content` (or `id`) the ledger
+    /// recorded from another provider, or from another model where the target binds reasoning
+    /// to the model.
+    ForeignEncryptedContent,
+    /// An `item_reference`, or a `reasoning` item with an `id` and no `encrypted_content`,
+    /// naming an item the ledger recorded as stored by another provider.
+    ForeignItemReference,
+    /// An item whose `id` the ledger recorded but whose digest differs from the recorded one.
+    ItemTampered,
 }
 
 impl Reason {
     /// Every reason, in the contract's order.
-    pub const ALL: [Reason; 12] = [
+    pub const ALL: [Reason; 16] = [
         Reason::Namespaced,
         Reason::Status,
         Reason::ArgumentsType,
@@ -49,6 +61,10 @@ impl Reason {
         Reason::ChatCompletionsEnvelope,
         Reason::ToolNotAllowed,
         Reason::ToolSchemaDrift,
+        Reason::ForeignPreviousResponse,
+        Reason::ForeignEncryptedContent,
+        Reason::ForeignItemReference,
+        Reason::ItemTampered,
     ];
 
     /// The reason called `code` on the wire.
@@ -57,10 +73,11 @@ impl Reason {
     }
 
     /// The action a reason has when no configuration says otherwise (contract §5): agents change
-    /// tool sets between turns, so an unknown tool is reported, not refused.
+    /// tool sets between turns, so an unknown tool is reported, not refused; a client may
+    /// re-serialise what it replays, so a changed digest is reported, not refused.
     pub fn default_action(self) -> Action {
         match self {
-            Reason::UnknownTool => Action::Monitor,
+            Reason::UnknownTool | Reason::ItemTampered => Action::Monitor,
             _ => Action::Reject,
         }
     }
@@ -80,6 +97,10 @@ impl Reason {
             Reason::ChatCompletionsEnvelope => "chat_completions_envelope",
             Reason::ToolNotAllowed => "tool_not_allowed",
             Reason::ToolSchemaDrift => "tool_schema_drift",
+            Reason::ForeignPreviousResponse => "foreign_previous_response",
+            Reason::ForeignEncryptedContent => "foreign_encrypted_content",
+            Reason::ForeignItemReference => "foreign_item_reference",
+            Reason::ItemTampered => "item_tampered",
         }
     }
 
@@ -90,6 +111,13 @@ impl Reason {
             self,
             Reason::ToolNotAllowed | Reason::ToolSchemaDrift | Reason::ToolSchemaInvalid
         )
+    }
+
+    /// Whether `strip` can cure the reason by removing its item. It cannot for a reason about
+    /// the request's tools, nor for `foreign_previous_response` (about `previous_response_id`,
+    /// not an item); `strip` on those acts as `reject`.
+    pub fn is_strippable(self) -> bool {
+        !self.is_about_tools() && self != Reason::ForeignPreviousResponse
     }
 }
 
@@ -242,7 +270,9 @@ impl Verdict {
                 self.stripped.push(index);
                 self.stripped.len()
             }
-            (Action::Strip, None) => unreachable!("strip is resolved to reject for tool violations"),
+            (Action::Strip, None) => {
+                unreachable!("strip is resolved to reject for reasons about no item")
+            }
         };
         if count <= max_listed {
             self.violations.push(violation());

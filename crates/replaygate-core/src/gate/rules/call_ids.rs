@@ -5,7 +5,7 @@
 //! answered. A `call_id` may repeat once its call is answered (Bedrock Mantle numbers calls per
 //! response, so every turn has a `call_0`); a call repeating a still unanswered one may not.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use foldhash::fast::RandomState;
 
@@ -39,6 +39,10 @@ pub(super) struct CallIndex<'r> {
     by_id: HashMap<&'r str, CallsOf<'r>, RandomState>,
     /// Whether the request continues stored state, where calls may live outside `input`.
     continues_stored_state: bool,
+    /// The `call_id`s of the calls stored state holds, when the provenance ledger knows them
+    /// (contract §8); `None` when nothing tells, so an output whose call is not in `input`
+    /// passes when the request continues stored state.
+    stored_calls: Option<HashSet<&'r str>>,
 }
 
 /// What pairing made of one item.
@@ -70,7 +74,14 @@ impl<'r> CallIndex<'r> {
         Self {
             by_id: HashMap::with_capacity_and_hasher(items / 2, RandomState::default()),
             continues_stored_state,
+            stored_calls: None,
         }
+    }
+
+    /// The same index, told which calls stored state holds (`None`: unknown): an output that
+    /// pairs with no call in `input` then passes only when its `call_id` is one of them.
+    pub(super) fn with_stored_calls(self, stored_calls: Option<HashSet<&'r str>>) -> Self {
+        Self { stored_calls, ..self }
     }
 
     /// Pairs `item` (the item at `index`, taken in input order) and says what is wrong with its
@@ -160,15 +171,25 @@ impl<'r> CallIndex<'r> {
     }
 
     /// An output that pairs with no call in `input`: fine when the call may live in stored
-    /// state and `input` says nothing about its `call_id`.
+    /// state, `input` says nothing about its `call_id`, and the ledger does not know that
+    /// stored state lacks it.
     fn unpaired(&self, call_id: &str, answered: Option<Call<'_>>) -> Option<Finding> {
-        let message = match answered {
-            Some(call) => format!(
+        let message = match (answered, &self.stored_calls) {
+            (Some(call), _) => format!(
                 "call_id `{call_id}` pairs with no unanswered call: input[{}] was already answered",
                 call.index
             ),
-            None if self.continues_stored_state => return None,
-            None => format!("call_id `{call_id}` matches no call earlier in input"),
+            (None, None) if self.continues_stored_state => return None,
+            (None, Some(stored)) if self.continues_stored_state => {
+                if stored.contains(call_id) {
+                    return None;
+                }
+                format!(
+                    "call_id `{call_id}` matches no call earlier in input, nor any call the \
+                     ledger recorded in the previous_response_id chain"
+                )
+            }
+            (None, _) => format!("call_id `{call_id}` matches no call earlier in input"),
         };
         Some(Finding::new(
             Reason::CallIdMismatch,
@@ -343,6 +364,40 @@ mod tests {
         let only_outputs = r#"[{"type":"function_call_output","call_id":"call_1"},{"type":"function_call_output","call_id":"call_2"}]"#;
         assert_eq!(findings_with(only_outputs, true), [None, None]);
         assert_eq!(findings_with(only_outputs, false), [MISMATCH, MISMATCH]);
+    }
+
+    /// Pairs every item of `json` (a request continuing stored state) with the ledger knowing
+    /// `stored` calls.
+    fn findings_with_stored(json: &str, stored: &[&str]) -> Vec<Option<Reason>> {
+        let items: Vec<Item<'_>> = serde_json::from_str(json).unwrap();
+        let mut index =
+            CallIndex::for_items(items.len(), true).with_stored_calls(Some(stored.iter().copied().collect()));
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| index.pair(i, item).map(|f| f.reason))
+            .collect()
+    }
+
+    #[test]
+    fn a_known_chain_pairs_outputs_with_its_recorded_calls() {
+        let outputs = r#"[{"type":"function_call_output","call_id":"call_1"},{"type":"function_call_output","call_id":"call_2"},
+            {"type":"function_call","call_id":"call_3"},{"type":"function_call_output","call_id":"call_3"}]"#;
+        assert_eq!(findings_with_stored(outputs, &["call_1", "call_2"]), [None; 4]);
+        assert_eq!(
+            findings_with_stored(outputs, &["call_1"]),
+            [None, MISMATCH, None, None]
+        );
+        assert_eq!(
+            findings_with_stored(outputs, &[]),
+            [MISMATCH, MISMATCH, None, None]
+        );
+        // What input contradicts stays a mismatch, recorded or not.
+        let answered_twice = r#"[{"type":"function_call","call_id":"c1"},{"type":"function_call_output","call_id":"c1"},{"type":"function_call_output","call_id":"c1"}]"#;
+        assert_eq!(
+            findings_with_stored(answered_twice, &["c1"]),
+            [None, None, MISMATCH]
+        );
     }
 
     #[test]

@@ -4,13 +4,26 @@
 //! every call and output for its pairing; each `function_call` for its status, arguments and
 //! schema (the first failure is its one violation). Each finding gets the action the policy
 //! gives its reason.
+//!
+//! The order of the verdict: the team's findings about declared tools, then
+//! `foreign_previous_response` (when the target carries provenance), then the items in input
+//! order. Each item has at most one violation, its first finding: the rules above first, then,
+//! only when they found nothing and the target carries provenance (contract §8),
+//! `foreign_encrypted_content` or `foreign_item_reference`, then `item_tampered`. The foreign
+//! rules judge reasoning, compaction and item_reference items, which no earlier rule judges; so
+//! `item_tampered` (monitored by default) never hides a refusal of the same item. With
+//! provenance, an output whose call is not in `input` is paired with the calls the ledger
+//! recorded for the `previous_response_id` chain (`call_id_mismatch` when none matches).
 
 mod call_ids;
 mod chat_envelope;
 mod function_call;
 mod namespace;
 pub(crate) mod output_calls;
+mod provenance;
 mod team_tools;
+#[cfg(test)]
+mod tests_provenance;
 mod tools;
 
 use super::item::{Item, ItemClass};
@@ -22,6 +35,7 @@ use super::verdict::{Reason, Verdict, Violation};
 pub(crate) use call_ids::for_each_answer;
 use call_ids::CallIndex;
 use function_call::CallContext;
+use provenance::ProvenanceRules;
 use tools::ToolIndex;
 
 /// A rule's finding about one item, before it is tied to the item's position.
@@ -49,6 +63,8 @@ impl Finding {
 pub(crate) enum Param {
     /// A member of the item itself: `input[i].member` (`items[i].member` on conversation paths).
     Member(&'static str),
+    /// The item as a whole: `input[i]`.
+    Item,
     /// A tool's schema: `tools[k].parameters`.
     ToolParameters(usize),
     /// A declared tool, in a finding about the tool itself: `tools[k]`, `k` being the
@@ -61,6 +77,7 @@ impl Param {
     fn render(self, items: &str, index: usize) -> String {
         match self {
             Param::Member(member) => format!("{items}[{index}].{member}"),
+            Param::Item => format!("{items}[{index}]"),
             Param::ToolParameters(tool) => format!("tools[{tool}].parameters"),
             Param::Tool => format!("tools[{index}]"),
         }
@@ -97,7 +114,14 @@ pub fn judge(
 ) -> Result<Verdict, WorkExceeded> {
     let items = request.items();
     let policy = target.policy;
-    let mut pairing = CallIndex::for_items(items.len(), request.continues_stored_state());
+    let provenance = target
+        .provenance
+        .map(|provenance| ProvenanceRules::new(request, provenance, target.provider));
+    let stored_calls = target
+        .provenance
+        .and_then(|provenance| provenance::stored_calls(request, provenance));
+    let mut pairing =
+        CallIndex::for_items(items.len(), request.continues_stored_state()).with_stored_calls(stored_calls);
     let mut tools = ToolIndex::new(&request.tools, policy.tools.as_deref());
     let mut work = WorkMeter::new(target.work_budget);
     let mut cx = CallContext {
@@ -116,6 +140,23 @@ pub fn judge(
             });
         }
     }
+    if let Some((id, message)) = provenance
+        .as_ref()
+        .and_then(|rules| rules.foreign_previous(request))
+    {
+        let action = policy.action(Reason::ForeignPreviousResponse);
+        verdict.push_with(action, None, policy.max_listed, || Violation {
+            index: None,
+            item_type: "response".to_owned(),
+            id: Some(id),
+            call_id: None,
+            reason: Reason::ForeignPreviousResponse,
+            action,
+            param: "previous_response_id".to_owned(),
+            pointer: None,
+            message,
+        });
+    }
     for (index, item) in items.iter().enumerate() {
         // Pairing sees every item, so later outputs find their calls.
         let paired = pairing.pair(index, item);
@@ -131,6 +172,7 @@ pub fn judge(
             ItemClass::FunctionCallOutput => paired,
             ItemClass::Reasoning | ItemClass::Compaction | ItemClass::ItemReference => None,
         };
+        let finding = finding.or_else(|| provenance.as_ref()?.check(index, item));
         if let Some(finding) = finding {
             let action = policy.action(finding.reason);
             verdict.push_with(action, Some(index), policy.max_listed, || {

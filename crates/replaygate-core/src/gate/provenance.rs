@@ -1,0 +1,375 @@
+//! What the provenance ledger (contract §8) is asked about one request, and what it answers.
+//!
+//! The gate stays pure: the proxy takes the [`LedgerQuery`] of a request, looks its keys up in
+//! its store, and hands what the store knows to the gate as a [`Provenance`] (see
+//! [`Target::with_provenance`](super::Target::with_provenance)). Whatever the store does not
+//! know is simply left out: unknown provenance is never a violation.
+//!
+//! ```
+//! use replaygate_core::gate::{parse, Gate, LedgerQuery, Provenance, ProviderProfile, Target};
+//! use replaygate_core::ledger::{item_record_from_value, Owner, StoredItem};
+//!
+//! let body = br#"{"model":"m","input":[{"type":"reasoning","summary":[],"encrypted_content":"gAAA"}]}"#;
+//! let request = parse(body).unwrap();
+//! let query = LedgerQuery::of(&request, body);
+//! assert_eq!(query.digests.len(), 1);
+//!
+//! // The store answers: that blob came from openai.
+//! let output = serde_json::json!({"type": "reasoning", "id": "rs_1", "encrypted_content": "gAAA"});
+//! let record = item_record_from_value(&output).unwrap();
+//! assert_eq!(record.digest, query.digests[0]);
+//! let owner = Owner { provider: "openai".into(), model: Some("m".into()) };
+//! let stored = StoredItem { response_id: "resp_1".into(), owner, record, expires_unix: 0 };
+//! let mut provenance = Provenance::default();
+//! provenance.encrypted.insert(query.digests[0], stored);
+//!
+//! let bedrock = ProviderProfile::own_namespace("bedrock");
+//! let target = Target::provider(&bedrock).with_provenance(&provenance);
+//! let verdict = Gate::default().judge(&request, &target).unwrap();
+//! assert_eq!(verdict.violations[0].reason.as_str(), "foreign_encrypted_content");
+//! ```
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::{Map, Value};
+
+use super::item::{Item, ItemClass};
+use super::request::ParsedRequest;
+use super::strip::{item_spans, IsNamed};
+use crate::ledger::{item_digest, Owner, StoredItem, MAX_ID_BYTES};
+
+/// The most item ids, and the most digests, one [`LedgerQuery`] asks about. Past it the rest
+/// stay unknown (never a violation); reasoning, compaction and item_reference ids are listed
+/// first, so the cap only ever drops ids that `item_tampered` alone would look at.
+pub const MAX_QUERY_KEYS: usize = 4096;
+
+/// The keys the ledger's store is asked about for one request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LedgerQuery {
+    /// `previous_response_id`, when it is a string the ledger could have recorded.
+    pub previous_response_id: Option<String>,
+    /// The string `id` of the items, once each, reasoning, compaction and item_reference ids
+    /// first, then the others in input order; ids longer than [`MAX_ID_BYTES`] (never recorded)
+    /// are left out, and at most [`MAX_QUERY_KEYS`] are listed.
+    pub item_ids: Vec<String>,
+    /// For every `reasoning` or `compaction` item with a non-null `encrypted_content`, the
+    /// ledger digest of the item ([`item_digest`]): what the ledger recorded for the same blob.
+    /// Once each, at most [`MAX_QUERY_KEYS`].
+    pub digests: Vec<[u8; 32]>,
+}
+
+impl LedgerQuery {
+    /// The query for `request`, read from `body` (the bytes `request` was read from).
+    ///
+    /// Only reasoning and compaction items are read again (for their `encrypted_content`),
+    /// and only when the request has some: any other request costs one pass over its items.
+    pub fn of(request: &ParsedRequest<'_>, body: &[u8]) -> LedgerQuery {
+        let previous_response_id = request
+            .previous_response_id
+            .as_str()
+            .filter(|id| recordable(id))
+            .map(str::to_owned);
+        let items = request.items();
+        let mut seen = HashSet::new();
+        let mut item_ids = Vec::new();
+        for resolved_elsewhere in [true, false] {
+            for item in items {
+                if item_ids.len() == MAX_QUERY_KEYS {
+                    break;
+                }
+                if is_resolved_elsewhere(item) != resolved_elsewhere {
+                    continue;
+                }
+                if let Some(id) = item.id().filter(|id| recordable(id)) {
+                    if seen.insert(id) {
+                        item_ids.push(id.to_owned());
+                    }
+                }
+            }
+        }
+        let mut digests = Vec::new();
+        let encrypted_items = || items.iter().enumerate().filter(|(_, item)| carries_blobs(item));
+        if encrypted_items().next().is_some() {
+            if let Some(texts) = ItemTexts::read(request, body) {
+                let mut seen = HashSet::new();
+                'items: for (index, item) in encrypted_items() {
+                    for digest in texts
+                        .get(index)
+                        .map(|text| blob_digests(item, text))
+                        .unwrap_or_default()
+                    {
+                        if digests.len() == MAX_QUERY_KEYS {
+                            break 'items;
+                        }
+                        if seen.insert(digest) {
+                            digests.push(digest);
+                        }
+                    }
+                }
+            }
+        }
+        LedgerQuery {
+            previous_response_id,
+            item_ids,
+            digests,
+        }
+    }
+
+    /// Whether there is nothing to ask: the request needs no store lookup.
+    pub fn is_empty(&self) -> bool {
+        self.previous_response_id.is_none() && self.item_ids.is_empty() && self.digests.is_empty()
+    }
+}
+
+/// What the ledger knows of one request: the facts the proxy found for a [`LedgerQuery`].
+/// Anything missing is unknown, and unknown provenance is never a violation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Provenance {
+    /// The response `previous_response_id` names, when the ledger recorded it.
+    pub previous: Option<ChainFacts>,
+    /// The recorded items, by item `id` (the ids of the query that the store knows).
+    pub items: HashMap<String, StoredItem>,
+    /// The recorded reasoning and compaction items, by the digest of their `encrypted_content`
+    /// (the digests of the query that the store knows).
+    pub encrypted: HashMap<[u8; 32], StoredItem>,
+}
+
+/// What the ledger knows of a `previous_response_id` chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainFacts {
+    /// Who produced the response `previous_response_id` names.
+    pub owner: Owner,
+    /// The `call_id` of every call the ledger recorded in the chain's outputs (and inputs, if
+    /// the store keeps them), newest response first; repeats allowed.
+    pub call_ids: Vec<String>,
+    /// Whether the walk reached the chain's first response, every response of it recorded: only
+    /// then does an output that answers no call in `call_ids` count as `call_id_mismatch`.
+    /// A chain cut short (expired, never seen, or past the proxy's walking limit) still tells
+    /// whose the previous response is.
+    pub complete: bool,
+}
+
+/// Whether an id can be a ledger key: the ledger records no longer one.
+fn recordable(id: &str) -> bool {
+    id.len() <= MAX_ID_BYTES
+}
+
+/// Items whose content the provider resolves from its own store or key: the ones the
+/// `foreign_*` rules judge by their id.
+fn is_resolved_elsewhere(item: &Item<'_>) -> bool {
+    matches!(
+        item.class,
+        ItemClass::Reasoning | ItemClass::Compaction | ItemClass::ItemReference
+    )
+}
+
+/// Items that may carry an `encrypted_content` blob.
+pub(crate) fn carries_blobs(item: &Item<'_>) -> bool {
+    matches!(item.class, ItemClass::Reasoning | ItemClass::Compaction)
+}
+
+/// The JSON text of each item of a request, found by a second reading of its body.
+pub(crate) struct ItemTexts<'b> {
+    body: &'b [u8],
+    spans: Vec<std::ops::Range<usize>>,
+}
+
+impl<'b> ItemTexts<'b> {
+    /// The item texts of `body` as `request` read it; `None` when the body does not read back as
+    /// the same items (a request not read from `body`).
+    pub(crate) fn read(request: &ParsedRequest<'_>, body: &'b [u8]) -> Option<Self> {
+        let spans = item_spans(body, request.at).ok()?;
+        (spans.len() == request.items().len()).then_some(Self { body, spans })
+    }
+
+    /// The text of the item at `index`.
+    pub(crate) fn get(&self, index: usize) -> Option<&'b str> {
+        let span = self.spans.get(index)?.clone();
+        // The body was read as UTF-8 and a span is one JSON value, so this only re-checks it.
+        std::str::from_utf8(&self.body[span]).ok()
+    }
+}
+
+/// The ledger digest of every non-null `encrypted_content` member of a reasoning or
+/// compaction item (an item repeating the member has several), in order.
+pub(crate) fn blob_digests(item: &Item<'_>, text: &str) -> Vec<[u8; 32]> {
+    let Some(item_type) = item.kind.as_str() else {
+        return Vec::new();
+    };
+    let mut de = serde_json::Deserializer::from_str(text);
+    let Ok(blobs) = EncryptedContents.deserialize(&mut de) else {
+        return Vec::new();
+    };
+    blobs
+        .into_iter()
+        .filter(|blob| !blob.is_null())
+        .map(|blob| {
+            // The digest of a reasoning or compaction item covers its type and this member
+            // alone, so the item reduced to it digests as the whole item does.
+            let mut members = Map::new();
+            members.insert("encrypted_content".to_owned(), blob);
+            item_digest(item_type, &members)
+        })
+        .collect()
+}
+
+/// The ledger digest of a whole item ([`item_digest`] over its members), `None` when its text
+/// is not an object.
+pub(crate) fn whole_digest(item: &Item<'_>, text: &str) -> Option<[u8; 32]> {
+    let value: Value = serde_json::from_str(text).ok()?;
+    Some(item_digest(item.type_name(), value.as_object()?))
+}
+
+/// Reads an item object, keeping only its `encrypted_content` members.
+struct EncryptedContents;
+
+impl<'de> DeserializeSeed<'de> for EncryptedContents {
+    type Value = Vec<Value>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EncryptedContents {
+    type Value = Vec<Value>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an item object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut blobs = Vec::new();
+        while let Some(is_blob) = map.next_key_seed(IsNamed("encrypted_content"))? {
+            if is_blob {
+                blobs.push(map.next_value()?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(blobs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::{parse, parse_with, ItemsAt};
+    use crate::ledger::item_record_from_value;
+
+    fn query(body: &str) -> LedgerQuery {
+        let request = parse(body.as_bytes()).unwrap();
+        LedgerQuery::of(&request, body.as_bytes())
+    }
+
+    /// The digest the tap records for `item` (an output item's JSON).
+    fn recorded_digest(item: &str) -> [u8; 32] {
+        item_record_from_value(&serde_json::from_str(item).unwrap())
+            .unwrap()
+            .digest
+    }
+
+    #[test]
+    fn a_plain_request_asks_nothing() {
+        let q = query(r#"{"model":"m","input":[{"role":"user","content":"hi"}]}"#);
+        assert!(q.is_empty(), "{q:?}");
+        assert!(query(r#"{"input":"hi"}"#).is_empty());
+        assert!(query(r#"{"previous_response_id":null}"#).is_empty());
+    }
+
+    #[test]
+    fn asks_for_the_previous_response() {
+        let q = query(r#"{"previous_response_id":"resp_1","input":[]}"#);
+        assert_eq!(q.previous_response_id.as_deref(), Some("resp_1"));
+        assert!(!q.is_empty());
+        let long = "r".repeat(MAX_ID_BYTES + 1);
+        assert!(query(&format!(r#"{{"previous_response_id":"{long}"}}"#)).is_empty());
+    }
+
+    #[test]
+    fn asks_for_item_ids_once_each_references_first() {
+        let long = "x".repeat(MAX_ID_BYTES + 1);
+        let q = query(&format!(
+            r#"{{"input":[{{"type":"message","id":"msg_1","role":"assistant","content":"a"}},
+                {{"type":"function_call","id":"fc_1","call_id":"c","name":"f","arguments":"{{}}"}},
+                {{"type":"reasoning","id":"rs_1","summary":[]}},
+                {{"id":"msg_1"}},
+                {{"type":"function_call_output","id":5,"call_id":"c","output":"x"}},
+                {{"type":"message","id":"{long}","role":"user","content":"b"}}]}}"#
+        ));
+        assert_eq!(q.item_ids, ["rs_1", "msg_1", "fc_1"]);
+        assert!(q.digests.is_empty());
+    }
+
+    #[test]
+    fn item_ids_stop_at_the_cap() {
+        let items: Vec<String> = (0..MAX_QUERY_KEYS + 10)
+            .map(|i| format!(r#"{{"type":"message","id":"msg_{i}","role":"user","content":"a"}}"#))
+            .chain([r#"{"type":"item_reference","id":"late_ref"}"#.to_owned()])
+            .collect();
+        let q = query(&format!(r#"{{"input":[{}]}}"#, items.join(",")));
+        assert_eq!(q.item_ids.len(), MAX_QUERY_KEYS);
+        assert_eq!(q.item_ids[0], "late_ref", "references come first");
+    }
+
+    #[test]
+    fn digests_equal_what_the_tap_recorded_for_the_same_blob() {
+        let output = r#"{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"s"}],"encrypted_content":"gAAA\u0042"}"#;
+        let replayed = r#"{"encrypted_content": "gAAAB", "type": "reasoning", "summary": []}"#;
+        let compaction = r#"{"type":"compaction","encrypted_content":"cccc"}"#;
+        let q = query(&format!(
+            r#"{{"input":[{replayed},{{"role":"user","content":"x"}},{compaction},{replayed}]}}"#
+        ));
+        assert_eq!(q.digests, [recorded_digest(output), recorded_digest(compaction)]);
+    }
+
+    #[test]
+    fn null_or_absent_blobs_have_no_digest_and_repeated_members_each_count() {
+        let q = query(
+            r#"{"input":[{"type":"reasoning","summary":[],"encrypted_content":null},{"type":"reasoning","id":"rs_2","summary":[]}]}"#,
+        );
+        assert!(q.digests.is_empty());
+        let q = query(r#"{"input":[{"type":"reasoning","encrypted_content":"a","encrypted_content":"b"}]}"#);
+        assert_eq!(
+            q.digests,
+            [
+                recorded_digest(r#"{"type":"reasoning","encrypted_content":"a"}"#),
+                recorded_digest(r#"{"type":"reasoning","encrypted_content":"b"}"#)
+            ]
+        );
+    }
+
+    #[test]
+    fn conversation_items_are_read_from_items() {
+        let body = r#"{"items":[{"type":"reasoning","encrypted_content":"a"}],"input":[{"type":"reasoning","encrypted_content":"b"}]}"#;
+        let request = parse_with(body.as_bytes(), ItemsAt::Items).unwrap();
+        let q = LedgerQuery::of(&request, body.as_bytes());
+        assert_eq!(
+            q.digests,
+            [recorded_digest(r#"{"type":"reasoning","encrypted_content":"a"}"#)]
+        );
+    }
+
+    #[test]
+    fn a_body_other_than_the_request_s_gives_no_digest() {
+        let body = r#"{"input":[{"type":"reasoning","encrypted_content":"a"}]}"#;
+        let request = parse(body.as_bytes()).unwrap();
+        assert!(LedgerQuery::of(&request, br#"{"input":[]}"#).digests.is_empty());
+    }
+
+    #[test]
+    fn the_whole_digest_of_a_replayed_item_is_the_recorded_one() {
+        let output = r#"{"type":"function_call","id":"fc_1","call_id":"c1","name":"f","arguments":"{\"a\":1}","status":"completed"}"#;
+        let replayed = r#"{"arguments":"{\"a\":1}","call_id":"c1","name":"f","type":"function_call","id":"fc_1","parsed_arguments":{"a":1}}"#;
+        let item: Item<'_> = serde_json::from_str(replayed).unwrap();
+        assert_eq!(whole_digest(&item, replayed), Some(recorded_digest(output)));
+        let message = r#"{"role":"assistant","id":"msg_1","content":[{"type":"output_text","text":"hi"}]}"#;
+        let item: Item<'_> = serde_json::from_str(message).unwrap();
+        assert_eq!(
+            whole_digest(&item, message),
+            Some(recorded_digest(r#"{"type":"message","content":"hi"}"#))
+        );
+    }
+}
