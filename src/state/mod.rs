@@ -9,11 +9,13 @@
 //! refuses the requests that need it (503 `ledger_unavailable`) or lets them through, as
 //! `[ledger] on_unavailable` says.
 
+mod embedded;
 mod memory;
 
 use std::num::NonZeroU32;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+pub use embedded::EmbeddedStore;
 pub use memory::MemoryStore;
 
 use crate::ledger::{StoredItem, StoredResponse};
@@ -34,6 +36,8 @@ pub enum StoreError {
 pub enum StateStore {
     /// In this process only (tests, single replicas that may forget on restart).
     Memory(MemoryStore),
+    /// In a file under `[state] path`, kept across restarts; one process at a time.
+    Embedded(EmbeddedStore),
 }
 
 impl StateStore {
@@ -43,6 +47,7 @@ impl StateStore {
     pub async fn put_response(&self, response: &StoredResponse) -> Result<(), StoreError> {
         match self {
             StateStore::Memory(store) => store.put_response(response),
+            StateStore::Embedded(store) => store.put_response(response).await,
         }
     }
 
@@ -50,6 +55,7 @@ impl StateStore {
     pub async fn response(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
         match self {
             StateStore::Memory(store) => store.response(id),
+            StateStore::Embedded(store) => store.response(id).await,
         }
     }
 
@@ -58,6 +64,7 @@ impl StateStore {
     pub async fn items_by_id(&self, ids: &[String]) -> Result<Vec<Option<StoredItem>>, StoreError> {
         match self {
             StateStore::Memory(store) => store.items_by_id(ids),
+            StateStore::Embedded(store) => store.items_by_id(ids).await,
         }
     }
 
@@ -65,6 +72,7 @@ impl StateStore {
     pub async fn items_by_digest(&self, digests: &[[u8; 32]]) -> Result<Vec<Option<StoredItem>>, StoreError> {
         match self {
             StateStore::Memory(store) => store.items_by_digest(digests),
+            StateStore::Embedded(store) => store.items_by_digest(digests).await,
         }
     }
 
@@ -78,6 +86,7 @@ impl StateStore {
     ) -> Result<Result<(), Duration>, StoreError> {
         match self {
             StateStore::Memory(store) => Ok(store.hit_rate(key, per_minute)),
+            StateStore::Embedded(store) => Ok(store.hit_rate(key, per_minute)),
         }
     }
 
@@ -85,6 +94,7 @@ impl StateStore {
     pub async fn ping(&self) -> Result<(), StoreError> {
         match self {
             StateStore::Memory(_) => Ok(()),
+            StateStore::Embedded(store) => store.ping().await,
         }
     }
 
@@ -92,6 +102,7 @@ impl StateStore {
     pub fn backend(&self) -> &'static str {
         match self {
             StateStore::Memory(_) => "memory",
+            StateStore::Embedded(_) => "embedded",
         }
     }
 }
