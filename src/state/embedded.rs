@@ -851,4 +851,118 @@ mod tests {
         assert!(state.hit_rate("team", limit).await.unwrap().is_ok());
         assert!(state.hit_rate("team", limit).await.unwrap().is_err());
     }
+
+    /// Puts from 32 tasks, and from one caller alone, under each commit setting; then lookups.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "a measurement; run with --ignored --nocapture, ideally optimised"]
+    async fn measure_puts_and_lookups() {
+        const PUTS: usize = 10_000;
+        const TASKS: usize = 32;
+        let settings = [
+            ("Immediate + quick repair (chosen)", Durability::Immediate, true),
+            ("Immediate", Durability::Immediate, false),
+            ("None (no fsync; for comparison only)", Durability::None, false),
+        ];
+        let mut chosen = None;
+        for (name, durability, quick_repair) in settings {
+            let dir = tempfile::tempdir().unwrap();
+            let tuning = Tuning {
+                durability,
+                quick_repair,
+                ..TUNING
+            };
+            let store = EmbeddedStore::open_tuned(dir.path(), tuning).unwrap();
+            store.put_response(&response("resp_probe", 1, 60)).await.unwrap();
+            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let prober = {
+                let (db, stop) = (store.inner.db.clone(), stop.clone());
+                std::thread::spawn(move || inline_read_latencies(&db, &stop))
+            };
+            let start = Instant::now();
+            let tasks: Vec<_> = (0..TASKS)
+                .map(|task| {
+                    let store = store.clone();
+                    tokio::spawn(async move {
+                        for n in (task..PUTS).step_by(TASKS) {
+                            store
+                                .put_response(&response(&format!("resp_{n}"), 1, 60))
+                                .await
+                                .unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await.unwrap();
+            }
+            let concurrent = start.elapsed();
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            let reads = prober.join().unwrap();
+            let start = Instant::now();
+            for n in 0..200 {
+                store
+                    .put_response(&response(&format!("resp_one_{n}"), 1, 60))
+                    .await
+                    .unwrap();
+            }
+            let alone = start.elapsed() / 200;
+            println!(
+                "{name}: {PUTS} puts from {TASKS} tasks in {concurrent:?} ({:?} per put); \
+                 one caller alone: {alone:?} per put; meanwhile inline reads {reads}",
+                concurrent / PUTS as u32
+            );
+            chosen.get_or_insert((dir, store));
+        }
+        let (_dir, store) = chosen.unwrap();
+        let start = Instant::now();
+        for n in 0..PUTS {
+            assert!(store.response(&format!("resp_{n}")).await.unwrap().is_some());
+        }
+        let via_pool = start.elapsed() / PUTS as u32;
+        let start = Instant::now();
+        for n in 0..PUTS {
+            let ids = [format!("rs_resp_{n}"), format!("fc_resp_{n}")];
+            assert!(store.items_by_id(&ids).await.unwrap()[0].is_some());
+        }
+        let items_via_pool = start.elapsed() / PUTS as u32;
+        let start = Instant::now();
+        for n in 0..PUTS {
+            let txn = store.inner.db.begin_read().unwrap();
+            let table = txn.open_table(RESPONSES).unwrap();
+            let entry = table.get(format!("resp_{n}").as_str()).unwrap();
+            let found: Option<StoredResponse> =
+                live(entry.as_ref().map(|guard| guard.value()), now_unix(), "response").unwrap();
+            assert!(found.is_some());
+        }
+        let inline = start.elapsed() / PUTS as u32;
+        println!(
+            "lookups among {PUTS} responses: response() {via_pool:?}, items_by_id(2 ids) \
+             {items_via_pool:?} (blocking pool); the same response read inline: {inline:?}"
+        );
+    }
+
+    /// Reads one response inline in a loop (1 ms apart) until `stop`: p50, p99 and max.
+    fn inline_read_latencies(db: &Database, stop: &std::sync::atomic::AtomicBool) -> String {
+        let mut took = Vec::new();
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let start = Instant::now();
+            let txn = db.begin_read().unwrap();
+            let table = txn.open_table(RESPONSES).unwrap();
+            let entry = table.get("resp_probe").unwrap();
+            let found: Option<StoredResponse> =
+                live(entry.as_ref().map(|guard| guard.value()), now_unix(), "response").unwrap();
+            assert!(found.is_some());
+            took.push(start.elapsed());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        took.sort();
+        let at = |q: f64| took[((took.len() - 1) as f64 * q) as usize];
+        format!(
+            "p50 {:?} p99 {:?} max {:?} (n={})",
+            at(0.5),
+            at(0.99),
+            at(1.0),
+            took.len()
+        )
+    }
 }
