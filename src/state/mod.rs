@@ -9,6 +9,7 @@
 //! refuses the requests that need it (503 `ledger_unavailable`) or lets them through, as
 //! `[ledger] on_unavailable` says.
 
+mod embedded;
 mod memory;
 mod redis;
 
@@ -16,6 +17,7 @@ use std::num::NonZeroU32;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use self::redis::{RedisStore, DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, GCRA_SCRIPT};
+pub use embedded::EmbeddedStore;
 pub use memory::MemoryStore;
 
 use crate::ledger::{StoredItem, StoredResponse};
@@ -38,6 +40,8 @@ pub enum StateStore {
     Memory(MemoryStore),
     /// In one Redis, shared by every replica.
     Redis(RedisStore),
+    /// In a file under `[state] path`, kept across restarts; one process at a time.
+    Embedded(EmbeddedStore),
 }
 
 impl StateStore {
@@ -48,6 +52,7 @@ impl StateStore {
         match self {
             StateStore::Memory(store) => store.put_response(response),
             StateStore::Redis(store) => store.put_response(response).await,
+            StateStore::Embedded(store) => store.put_response(response).await,
         }
     }
 
@@ -56,6 +61,7 @@ impl StateStore {
         match self {
             StateStore::Memory(store) => store.response(id),
             StateStore::Redis(store) => store.response(id).await,
+            StateStore::Embedded(store) => store.response(id).await,
         }
     }
 
@@ -65,6 +71,7 @@ impl StateStore {
         match self {
             StateStore::Memory(store) => store.items_by_id(ids),
             StateStore::Redis(store) => store.items_by_id(ids).await,
+            StateStore::Embedded(store) => store.items_by_id(ids).await,
         }
     }
 
@@ -73,6 +80,7 @@ impl StateStore {
         match self {
             StateStore::Memory(store) => store.items_by_digest(digests),
             StateStore::Redis(store) => store.items_by_digest(digests).await,
+            StateStore::Embedded(store) => store.items_by_digest(digests).await,
         }
     }
 
@@ -87,6 +95,7 @@ impl StateStore {
         match self {
             StateStore::Memory(store) => Ok(store.hit_rate(key, per_minute)),
             StateStore::Redis(store) => store.hit_rate(key, per_minute).await,
+            StateStore::Embedded(store) => Ok(store.hit_rate(key, per_minute)),
         }
     }
 
@@ -95,6 +104,7 @@ impl StateStore {
         match self {
             StateStore::Memory(_) => Ok(()),
             StateStore::Redis(store) => store.ping().await,
+            StateStore::Embedded(store) => store.ping().await,
         }
     }
 
@@ -103,6 +113,7 @@ impl StateStore {
         match self {
             StateStore::Memory(_) => "memory",
             StateStore::Redis(_) => "redis",
+            StateStore::Embedded(_) => "embedded",
         }
     }
 }
