@@ -35,7 +35,7 @@ use std::fmt;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Map, Value};
 
-use super::item::{Item, ItemClass};
+use super::item::{Item, ItemClass, Pairing};
 use super::request::ParsedRequest;
 use super::strip::{item_spans, IsNamed};
 use crate::ledger::{item_digest, Owner, StoredItem, MAX_ID_BYTES};
@@ -58,6 +58,10 @@ pub struct LedgerQuery {
     /// ledger digest of the item ([`item_digest`]): what the ledger recorded for the same blob.
     /// Once each, at most [`MAX_QUERY_KEYS`].
     pub digests: Vec<[u8; 32]>,
+    /// With a `previous_response_id`: the `call_id` of every output that answers no call in
+    /// `input`, once each (at most [`MAX_QUERY_KEYS`]). The chain must hold their calls, so
+    /// a walk of it may stop once it has found them all.
+    pub unpaired_call_ids: Vec<String>,
 }
 
 impl LedgerQuery {
@@ -110,10 +114,15 @@ impl LedgerQuery {
                 }
             }
         }
+        let unpaired_call_ids = match previous_response_id {
+            Some(_) => unpaired_call_ids(items),
+            None => Vec::new(),
+        };
         LedgerQuery {
             previous_response_id,
             item_ids,
             digests,
+            unpaired_call_ids,
         }
     }
 
@@ -253,6 +262,22 @@ impl<'de> Visitor<'de> for EncryptedContents {
     }
 }
 
+/// The call ids of the outputs among `items` that answer no call earlier in them, once each.
+fn unpaired_call_ids(items: &[Item<'_>]) -> Vec<String> {
+    let mut answered = vec![false; items.len()];
+    super::rules::for_each_answer(items, |output, _| answered[output] = true);
+    let mut seen = HashSet::new();
+    items
+        .iter()
+        .zip(answered)
+        .filter(|(item, answered)| !answered && item.pairing() == Pairing::Output)
+        .filter_map(|(item, _)| item.call_id())
+        .filter(|call_id| seen.insert(*call_id))
+        .take(MAX_QUERY_KEYS)
+        .map(str::to_owned)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,6 +294,21 @@ mod tests {
         item_record_from_value(&serde_json::from_str(item).unwrap())
             .unwrap()
             .digest
+    }
+
+    #[test]
+    fn a_continuation_names_the_outputs_its_chain_must_answer() {
+        let body = r#"{"previous_response_id":"resp_1","input":[
+            {"type":"function_call_output","call_id":"c_prev","output":"x"},
+            {"type":"function_call","call_id":"c_here","name":"f","arguments":"{}"},
+            {"type":"function_call_output","call_id":"c_here","output":"y"},
+            {"type":"function_call_output","call_id":"c_prev","output":"again"}]}"#;
+        assert_eq!(query(body).unpaired_call_ids, ["c_prev"]);
+        let fresh = body.replace(r#""previous_response_id":"resp_1","#, "");
+        assert!(
+            query(&fresh).unpaired_call_ids.is_empty(),
+            "only a continuation asks"
+        );
     }
 
     #[test]

@@ -33,6 +33,10 @@ pub struct StoredResponse {
     pub previous_response_id: Option<String>,
     /// The output items, in output order (ids, types, call ids, digests; never content).
     pub items: Vec<ItemRecord>,
+    /// The `call_id`s of the calls the request itself put in `input` (a client may place a
+    /// call and answer it on the next turn; the provider keeps both in the chain's context).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub input_call_ids: Vec<String>,
     /// With `[ledger] store_items = true` only: the request's items and the answer's output
     /// items as JSON texts (a string `input` as one user message), to carry the session to
     /// another provider. `None` otherwise.
@@ -80,6 +84,7 @@ impl StoredResponse {
             expires_unix: now_unix.saturating_add(retention_secs),
             previous_response_id,
             items: response.items,
+            input_call_ids: Vec::new(),
             content: None,
         }
     }
