@@ -283,6 +283,7 @@ async fn repo_config() -> RepoConfig {
         !text.contains("https://"),
         "a provider of proxy.toml was not pointed at a fake upstream"
     );
+    let text = crate::support::proxy::with_state_in_memory(&text);
     let proxy = Proxy::start(
         &text,
         &[

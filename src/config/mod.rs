@@ -101,10 +101,17 @@ pub struct RouteConfig {
 }
 
 impl Config {
-    /// Parses and checks configuration text; relative paths in it are taken from the current
-    /// directory.
+    /// Parses and checks configuration text that was not read from a file; relative paths in
+    /// it are taken from the current directory. Without a `[state]` table its state is kept in
+    /// memory: text with no file of its own has no directory where the embedded store belongs
+    /// (and two such configurations, two tests say, never share one by accident).
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        Config::from_toml_in(text, Path::new("."))
+        let mut config = Config::from_toml_in(text, Path::new("."))?;
+        let names_state = toml::from_str::<toml::Table>(text).is_ok_and(|table| table.contains_key("state"));
+        if !names_state {
+            config.state = StateConfig::Memory;
+        }
+        Ok(config)
     }
 
     /// Parses and checks configuration text; relative paths in it are taken from `base_dir`

@@ -17,7 +17,9 @@ fn redis(url: &str) -> String {
 
 #[test]
 fn defaults() {
-    let defaults = config("");
+    // Text not read from a file keeps its state in memory: no file, no directory for it.
+    assert_eq!(config("").state, StateConfig::Memory);
+    let defaults = Config::from_toml_in(PROVIDER, std::path::Path::new(".")).unwrap();
     let cwd = std::path::absolute(".").unwrap();
     assert_eq!(
         defaults.state,
@@ -275,7 +277,9 @@ fn the_summary_names_the_state_backend_and_the_ledger() {
     let summary = |table: &str| config(table).summary();
     let cwd = std::path::absolute(".").unwrap();
     assert_eq!(
-        summary(""),
+        Config::from_toml_in(PROVIDER, std::path::Path::new("."))
+            .unwrap()
+            .summary(),
         format!(
             "1 provider, 0 routes, no teams, no audit log, state embedded in {}, ledger on",
             cwd.join("replaygate-state").display()

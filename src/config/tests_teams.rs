@@ -191,7 +191,7 @@ fn without_teams_or_audit_nothing_changes() {
     assert!(!config.server.watch_config);
     assert!(config
         .summary()
-        .starts_with("2 providers, 0 routes, no teams, no audit log, state embedded in "));
+        .starts_with("2 providers, 0 routes, no teams, no audit log, state in memory, ledger on"));
     // Passthrough is fine without teams.
     Config::from_toml("[providers.p]\nbase_url = \"https://example.com/v1\"\nauth = \"passthrough\"\n")
         .unwrap();

@@ -136,3 +136,12 @@ pub async fn raw_request(addr: SocketAddr, request: &[u8]) -> String {
         .unwrap();
     String::from_utf8_lossy(&answer).into_owned()
 }
+
+/// The repository's `proxy.toml` text with its state kept in memory, so tests that start it do
+/// not share the embedded store in the working directory (or leave one behind).
+pub fn with_state_in_memory(text: &str) -> String {
+    let embedded = "backend = \"embedded\"\n";
+    assert!(text.contains(embedded), "proxy.toml names its state backend");
+    text.replace(embedded, "backend = \"memory\"\n")
+        .replace("\npath = \"replaygate-state\"\n", "\n")
+}
