@@ -46,11 +46,12 @@
 //!
 //! [redb]: https://www.redb.org
 
+use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::num::NonZeroU32;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -150,8 +151,24 @@ impl EmbeddedStore {
     /// Opens (creating if needed) the store in `dir`, creating the directory too, and starts its
     /// writer thread. Blocking file I/O: call it at startup or off the async runtime. After a
     /// crash the open repairs the file first.
+    ///
+    /// A directory already open in this process is shared, not opened again (two proxies in
+    /// one process, a test suite's many). Another process that has it open holds its lock: the
+    /// open fails with [`StoreError::Unavailable`].
     pub fn open(dir: &Path) -> Result<EmbeddedStore, StoreError> {
-        EmbeddedStore::open_tuned(dir, TUNING)
+        static OPEN: Mutex<BTreeMap<PathBuf, Weak<Inner>>> = Mutex::new(BTreeMap::new());
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StoreError::Unavailable(format!("cannot create {}: {e}", dir.display())))?;
+        let key = std::fs::canonicalize(dir)
+            .map_err(|e| StoreError::Unavailable(format!("cannot read {}: {e}", dir.display())))?;
+        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+        open.retain(|_, inner| inner.strong_count() > 0);
+        if let Some(inner) = open.get(&key).and_then(Weak::upgrade) {
+            return Ok(EmbeddedStore { inner });
+        }
+        let store = EmbeddedStore::open_tuned(dir, TUNING)?;
+        open.insert(key, Arc::downgrade(&store.inner));
+        Ok(store)
     }
 
     fn open_tuned(dir: &Path, tuning: Tuning) -> Result<EmbeddedStore, StoreError> {
@@ -749,8 +766,8 @@ mod tests {
             store.put_response(&stored).await.unwrap();
             let clone = store.clone();
             drop(store);
-            // The file stays open while a clone lives.
-            assert!(EmbeddedStore::open(dir.path()).is_err());
+            // The file stays open (locked to other openers) while a clone lives.
+            assert!(EmbeddedStore::open_tuned(dir.path(), TUNING).is_err());
             drop(clone);
         }
         let store = EmbeddedStore::open(dir.path()).unwrap();
@@ -808,11 +825,22 @@ mod tests {
     #[test]
     fn a_second_store_on_the_same_directory_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let _first = EmbeddedStore::open(dir.path()).unwrap();
-        let Err(StoreError::Unavailable(message)) = EmbeddedStore::open(dir.path()) else {
+        let _first = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        let Err(StoreError::Unavailable(message)) = EmbeddedStore::open_tuned(dir.path(), TUNING) else {
             panic!("a second open succeeded");
         };
         assert!(message.contains("already open"), "{message}");
+    }
+
+    #[tokio::test]
+    async fn a_directory_open_in_this_process_is_shared() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = EmbeddedStore::open(dir.path()).unwrap();
+        let second = EmbeddedStore::open(&dir.path().join(".")).unwrap();
+        assert!(Arc::ptr_eq(&first.inner, &second.inner));
+        drop((first, second));
+        // Once every clone is gone, the next open opens the file anew.
+        let _reopened = EmbeddedStore::open(dir.path()).unwrap();
     }
 
     #[tokio::test]
