@@ -110,6 +110,10 @@ pub enum ApiError {
         /// What failed, without secrets.
         detail: String,
     },
+    /// The ledger's store cannot answer and the request needs it (503), unless
+    /// `[ledger] on_unavailable = "allow"`.
+    #[error("the provenance ledger cannot be read now, and this request names ids it must check ({0}); retry shortly")]
+    LedgerUnavailable(String),
     /// Judging the request failed inside replaygate (500); never expected.
     #[error("replaygate failed to judge this request; please report it")]
     JudgeFailed,
@@ -237,7 +241,8 @@ impl ApiError {
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::ProviderUnconfigured { .. }
             | ApiError::Overloaded { .. }
-            | ApiError::BufferFull { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            | ApiError::BufferFull { .. }
+            | ApiError::LedgerUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::UpstreamUnavailable { .. } => StatusCode::BAD_GATEWAY,
             ApiError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             ApiError::JudgeFailed => StatusCode::INTERNAL_SERVER_ERROR,
@@ -278,6 +283,7 @@ impl ApiError {
             ApiError::UpstreamUnavailable { .. } => "upstream_unavailable",
             ApiError::UpstreamTimeout { .. } => "upstream_timeout",
             ApiError::JudgeFailed => "internal_error",
+            ApiError::LedgerUnavailable(_) => "ledger_unavailable",
             ApiError::InvalidApiKey(_) => "invalid_api_key",
             ApiError::ProviderNotAllowed { .. } => "provider_not_allowed",
             ApiError::ModelNotAllowed { .. } => "model_not_allowed",
@@ -328,6 +334,7 @@ impl ApiError {
                 | ApiError::UpstreamUnavailable { .. }
                 | ApiError::UpstreamTimeout { .. }
                 | ApiError::RateLimited { .. }
+                | ApiError::LedgerUnavailable(_)
         )
     }
 

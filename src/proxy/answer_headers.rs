@@ -12,6 +12,15 @@ pub const MONITORED_HEADER: &str = "x-replaygate-monitored";
 /// The response header naming the items cut from the forwarded body.
 pub const STRIPPED_HEADER: &str = "x-replaygate-stripped";
 
+/// The response header naming the foreign response whose recorded chain replaced the
+/// request's `previous_response_id` (contract §8, `carry_sessions`).
+pub const CARRIED_HEADER: &str = "x-replaygate-carried";
+
+/// `resp_...`: the response a carried request's chain came from.
+pub(super) fn carried(from: &str) -> Option<(&'static str, HeaderValue)> {
+    Some((CARRIED_HEADER, HeaderValue::try_from(from).ok()?))
+}
+
 /// `unknown_tool@input[4],status@input[7]`: the listed `monitor` violations of a verdict (items
 /// in body member `member`), if any.
 pub(super) fn monitored(verdict: &Verdict, member: &str) -> Option<(&'static str, HeaderValue)> {
@@ -31,7 +40,7 @@ pub(super) fn stripped(member: &str, removed: &[usize], limit: usize) -> Option<
 }
 
 /// `name: a,b,c` (and `,+more` when `more` were left out); `None` for an empty list.
-fn listed(
+pub(super) fn listed(
     name: &'static str,
     names: impl Iterator<Item = impl Display>,
     more: usize,

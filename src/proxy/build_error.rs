@@ -35,4 +35,8 @@ pub enum BuildError {
         /// What opening it said.
         source: std::io::Error,
     },
+    /// The state backend could not be set up (a Redis URL that does not parse, an embedded
+    /// store whose directory cannot be made).
+    #[error("[state]: {0}")]
+    State(crate::state::StoreError),
 }

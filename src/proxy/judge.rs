@@ -12,11 +12,12 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::ledger::carry;
 use super::snapshot::Snapshot;
 use super::state::ProxyState;
 use super::teams::Team;
 use crate::error::ApiError;
-use crate::gate::{self, ItemsAt, Target, Verdict};
+use crate::gate::{self, ItemsAt, LedgerQuery, Provenance, Target, Verdict};
 
 /// Bodies up to this size are judged on the worker first (parsing 64 KiB takes some 50 µs).
 const INLINE_BODY_BYTES: usize = 64 * 1024;
@@ -39,6 +40,16 @@ pub(super) struct Judged {
     pub stripped: Option<gate::strip::Stripped>,
     /// SHA-256 of the body received, hex, when the audit log is on.
     pub body_sha256: Option<String>,
+    /// The request's `previous_response_id` (`None` once carried).
+    pub previous_response_id: Option<String>,
+    /// The foreign response whose chain replaced `previous_response_id`, when carried.
+    pub carried: Option<String>,
+    /// The body judged, when it is not the one received (a carried session).
+    pub body: Option<Bytes>,
+    /// Whether the request declares tools (the calls its answer produces are checked).
+    pub declares_tools: bool,
+    /// The `call_id`s of the calls the request puts in its items (when the ledger is on).
+    pub input_call_ids: Vec<String>,
 }
 
 /// Who is asking, under which configuration: what the judge phase judges a request for.
@@ -50,9 +61,20 @@ pub(super) struct Asker {
     pub team: Option<Arc<Team>>,
 }
 
+/// What one pass of the judge phase came to.
+enum Step {
+    /// The request is judged.
+    Judged(Box<Judged>),
+    /// The ledger must be asked about these ids first; the request goes to this provider.
+    Ask(LedgerQuery, String),
+}
+
 /// Parses `body` (a request whose path named provider `prefix`, if any, and whose items are
-/// `at`), chooses its provider, checks that the asker's team may use it and the model, and
-/// judges it under the team's policy; cuts out the items the policy strips.
+/// `at`), chooses its provider, checks that the asker's team may use it and the model, looks
+/// the ids it names up in the ledger (when the ledger is on and it names any), and judges it
+/// under the team's policy; cuts out the items the policy strips. A `previous_response_id`
+/// recorded for another provider is carried (replaced by its chain) when `carry_sessions` is
+/// on and the chain's items were stored.
 /// `charset` is the outcome of the head's charset check, answered once the body has parsed
 /// (the contract answers 400 before 415) and before any item is judged.
 pub(super) async fn judge(
@@ -63,6 +85,80 @@ pub(super) async fn judge(
     body: &Bytes,
     mut charset: Result<(), ApiError>,
 ) -> Result<Judged, ApiError> {
+    let ask = state.ledger.is_some();
+    let (query, provider) = match run(state, asker, prefix, at, body, &mut charset, Facts::Ask(ask)).await? {
+        Step::Judged(judged) => return Ok(*judged),
+        Step::Ask(query, provider) => (query, provider),
+    };
+    let ledger = state.ledger.as_ref().expect("only a ledger asks");
+    let facts = match ledger.provenance(&query).await {
+        Ok(facts) => Arc::new(facts),
+        Err(error) => {
+            ledger.lookup_failed(&error);
+            if !ledger.settings.allow_unavailable {
+                return Err(ApiError::LedgerUnavailable(error.to_string()));
+            }
+            Arc::new(Provenance::default())
+        }
+    };
+    if let Some(carried) = carry::carried(
+        ledger,
+        &provider,
+        body,
+        &facts,
+        query.previous_response_id.as_deref(),
+    )
+    .await?
+    {
+        let mut judged = judged_of(
+            run(
+                state,
+                asker,
+                prefix,
+                at,
+                &carried.body,
+                &mut charset,
+                Facts::Known(carried.facts),
+            )
+            .await?,
+        );
+        judged.previous_response_id = None;
+        judged.carried = Some(carried.from);
+        judged.body = Some(carried.body);
+        return Ok(judged);
+    }
+    Ok(judged_of(
+        run(state, asker, prefix, at, body, &mut charset, Facts::Known(facts)).await?,
+    ))
+}
+
+fn judged_of(step: Step) -> Judged {
+    match step {
+        Step::Judged(judged) => *judged,
+        Step::Ask(..) => unreachable!("a judgment with the ledger's facts does not ask again"),
+    }
+}
+
+/// What the judgment knows of the ledger.
+#[derive(Clone)]
+enum Facts {
+    /// Nothing yet: ask it (`true`) when the request names ids, or judge without it.
+    Ask(bool),
+    /// What it answered.
+    Known(Arc<Provenance>),
+}
+
+/// One pass of the judge phase: on the worker for small bodies and cheap judgments, else on
+/// the blocking pool.
+async fn run(
+    state: &Arc<ProxyState>,
+    asker: &Asker,
+    prefix: Option<&str>,
+    at: ItemsAt,
+    body: &Bytes,
+    charset: &mut Result<(), ApiError>,
+    facts: Facts,
+) -> Result<Step, ApiError> {
     let budget = asker.snapshot.policy_of(asker.team.as_deref()).work_budget;
     if body.len() <= INLINE_BODY_BYTES {
         match judge_now(
@@ -72,7 +168,8 @@ pub(super) async fn judge(
             at,
             body,
             budget.min(INLINE_WORK),
-            &mut charset,
+            charset,
+            &facts,
         ) {
             Err(ApiError::Body(gate::BodyError::TooCostly(_))) if budget > INLINE_WORK => {}
             done => return done,
@@ -86,9 +183,19 @@ pub(super) async fn judge(
         .expect("the judge permits are never closed");
     let (state, prefix, body) = (state.clone(), prefix.map(str::to_owned), body.clone());
     let asker = asker.clone();
+    let mut owned_charset = std::mem::replace(charset, Ok(()));
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        judge_now(&state, &asker, prefix.as_deref(), at, &body, budget, &mut charset)
+        judge_now(
+            &state,
+            &asker,
+            prefix.as_deref(),
+            at,
+            &body,
+            budget,
+            &mut owned_charset,
+            &facts,
+        )
     })
     .await
     .unwrap_or_else(|error| {
@@ -101,6 +208,7 @@ pub(super) async fn judge(
 
 /// The judge phase's work, on whatever thread calls it. A charset error is taken out of
 /// `charset` when it is answered.
+#[allow(clippy::too_many_arguments)]
 fn judge_now(
     state: &ProxyState,
     asker: &Asker,
@@ -109,7 +217,8 @@ fn judge_now(
     body: &[u8],
     work_budget: u64,
     charset: &mut Result<(), ApiError>,
-) -> Result<Judged, ApiError> {
+    facts: &Facts,
+) -> Result<Step, ApiError> {
     let snapshot = &asker.snapshot;
     let request = gate::parse_with(body, at)?;
     let name = snapshot.router.choose_by(prefix, request.model())?;
@@ -118,20 +227,54 @@ fn judge_now(
         team.authorize_model(request.model())?;
     }
     std::mem::replace(charset, Ok(()))?;
+    let provenance = match facts {
+        Facts::Ask(true) => {
+            let query = LedgerQuery::of(&request, body);
+            if !query.is_empty() {
+                return Ok(Step::Ask(query, name.to_owned()));
+            }
+            None
+        }
+        Facts::Ask(false) => None,
+        Facts::Known(known) => Some(&**known),
+    };
     let provider = snapshot.provider(name)?;
     let policy = snapshot.policy_of(asker.team.as_deref());
-    let target = Target::new(&provider.profile, policy).with_work_budget(work_budget);
+    let mut target = Target::new(&provider.profile, policy).with_work_budget(work_budget);
+    if let Some(provenance) = provenance {
+        target = target.with_provenance(provenance);
+    }
     let verdict = state.gate.judge(&request, &target)?;
     // A refused request is not forwarded, so nothing is cut from it.
     let stripped = match verdict.is_allowed() {
         true => gate::strip::strip(body, &request, &verdict)?,
         false => None,
     };
-    Ok(Judged {
+    Ok(Step::Judged(Box::new(Judged {
         provider: name.to_owned(),
         model: request.model().map(str::to_owned),
+        previous_response_id: request.previous_response_id.as_str().map(str::to_owned),
         verdict,
         stripped,
         body_sha256: state.audit.is_some().then(|| super::audit::body_sha256(body)),
-    })
+        carried: None,
+        body: None,
+        declares_tools: !request.tools.is_empty(),
+        input_call_ids: match facts {
+            Facts::Ask(false) => Vec::new(),
+            _ => input_call_ids(&request),
+        },
+    })))
+}
+
+/// The `call_id`s of the calls among a request's items.
+fn input_call_ids(request: &gate::ParsedRequest<'_>) -> Vec<String> {
+    request
+        .items()
+        .iter()
+        .filter_map(|item| match item.pairing() {
+            gate::item::Pairing::Call(call_id) => Some(call_id.to_owned()),
+            _ => None,
+        })
+        .collect()
 }

@@ -58,7 +58,7 @@ where
     cx.authenticate(&mut parts.headers)?;
     // Every authenticated request counts against its team's rate, refused or not; a route
     // error (404, or 403 for the path's provider) is answered before a 429.
-    let rate = cx.limit_rate();
+    let rate = cx.limit_rate().await;
     let route = cx.route(parts.uri.path())?;
     rate?;
     let held = cx.read_body(body, &parts.headers).await?;

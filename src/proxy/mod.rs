@@ -12,6 +12,7 @@ mod connection;
 pub mod exchange;
 pub mod headers;
 mod judge;
+pub mod ledger;
 pub mod lifecycle;
 mod phases;
 pub mod provider;

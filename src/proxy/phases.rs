@@ -15,10 +15,11 @@ use http_body_util::BodyExt;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::access_log::AccessRecord;
-use super::answer_headers::{monitored, stripped};
+use super::answer_headers::{carried, monitored, stripped};
 use super::audit::AuditLine;
 use super::body::{read_body, HeldBody, Holding, ProxyBody};
 use super::judge::{judge, Asker, Judged};
+use super::ledger::recording::{record, tools_of, CallsCheck, Recording};
 use super::provider::Provider;
 use super::rate_limit::retry_after_secs;
 use super::request_checks::{check_charset, check_method};
@@ -27,6 +28,7 @@ use super::state::ProxyState;
 use super::teams::Team;
 use super::upstream::{forward, Outbound};
 use crate::error::ApiError;
+use crate::ledger::carry::input_items;
 use crate::routing::PathRoute;
 
 /// What one request carries from phase to phase.
@@ -48,6 +50,8 @@ pub(super) struct Decided {
     body: Bytes,
     /// Headers the answer carries about the decision (monitored and stripped items).
     answer_headers: Vec<(&'static str, HeaderValue)>,
+    /// What the ledger records of the answer, when it taps it.
+    recording: Option<Recording>,
 }
 
 impl<'r> RequestContext<'r> {
@@ -91,21 +95,27 @@ impl<'r> RequestContext<'r> {
     /// Counts the request against its team's `requests_per_minute` (429 over it), before its
     /// body is read. Every authenticated request counts, refused or not, so this runs before
     /// any later phase can refuse it.
-    pub fn limit_rate(&self) -> Result<(), ApiError> {
+    pub async fn limit_rate(&self) -> Result<(), ApiError> {
         let Some(team) = &self.team else {
             return Ok(());
         };
         let Some(per_minute) = team.per_minute else {
             return Ok(());
         };
-        self.state
-            .limiter
-            .check(&team.name, per_minute)
-            .map_err(|wait| ApiError::RateLimited {
+        match self.state.store.hit_rate(&team.name, per_minute).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(wait)) => Err(ApiError::RateLimited {
                 team: team.name.clone(),
                 per_minute: per_minute.get(),
                 retry_after: retry_after_secs(wait),
-            })
+            }),
+            // A rate limit fails open: a state backend that cannot count must not stop every
+            // team's traffic.
+            Err(error) => {
+                tracing::warn!(team = %team.name, %error, "the team's rate could not be counted");
+                Ok(())
+            }
+        }
     }
 
     /// Reads the body, under the size cap, the read timeout and the budget of bodies held at
@@ -165,17 +175,22 @@ impl<'r> RequestContext<'r> {
         }
         let mut answer_headers: Vec<_> = monitored(&judged.verdict, items.member()).into_iter().collect();
         let limit = self.snapshot.policy_of(self.team.as_deref()).max_listed;
-        let body = match judged.stripped {
+        if let Some(from) = &judged.carried {
+            answer_headers.extend(carried(from));
+        }
+        let body = match judged.stripped.take() {
             Some(cut) => {
                 answer_headers.extend(stripped(items.member(), &cut.removed, limit));
                 Bytes::from(cut.body)
             }
-            None => body,
+            None => judged.body.take().unwrap_or(body),
         };
+        let recording = self.recording(route, &judged, &body);
         Ok(Decided {
             provider: self.snapshot.provider(&judged.provider)?.clone(),
             body,
             answer_headers,
+            recording,
         })
     }
 
@@ -202,6 +217,36 @@ impl<'r> RequestContext<'r> {
             provider: self.snapshot.provider(name)?.clone(),
             body,
             answer_headers: Vec::new(),
+            recording: None,
+        })
+    }
+
+    /// What the ledger will record of the answer to a judged request: only `/responses` and
+    /// `/responses/compact` answers are recorded (contract §8).
+    fn recording(&self, route: &PathRoute<'_>, judged: &Judged, body: &[u8]) -> Option<Recording> {
+        let ledger = self.state.ledger.as_ref()?;
+        if !matches!(route.upstream_path, "/responses" | "/responses/compact") {
+            return None;
+        }
+        let calls_check = judged
+            .declares_tools
+            .then(|| tools_of(body))
+            .flatten()
+            .map(|tools_json| CallsCheck {
+                tools_json,
+                gate: self.state.gate.clone(),
+                snapshot: self.snapshot.clone(),
+                team: self.team.clone(),
+            });
+        Some(Recording {
+            provider: judged.provider.clone(),
+            model: judged.model.clone(),
+            team: self.team.as_ref().map(|team| team.name.clone()),
+            previous_response_id: judged.previous_response_id.clone(),
+            input_items: ledger.settings.store_items.then(|| input_items(body)).flatten(),
+            input_call_ids: judged.input_call_ids.clone(),
+            request_id: self.record.request_id.to_string(),
+            calls_check,
         })
     }
 
@@ -237,6 +282,11 @@ impl<'r> RequestContext<'r> {
             body: decided.body,
         };
         let mut response = forward(&decided.provider, outbound).await?;
+        if let (Some(ledger), Some(recording)) = (&self.state.ledger, decided.recording) {
+            if response.status().is_success() {
+                response = record(response, ledger.clone(), recording).await?;
+            }
+        }
         for (name, value) in decided.answer_headers {
             response.headers_mut().insert(name, value);
         }

@@ -5,8 +5,8 @@ use std::fmt;
 use http::HeaderValue;
 
 use super::build_error::BuildError;
-use crate::config::{Auth, ProviderConfig};
-use crate::gate::ProviderProfile;
+use crate::config::{Auth, EncryptedContentScope, ProviderConfig};
+use crate::gate::{EncryptedScope, ProviderProfile};
 
 /// How requests to a provider are authenticated, with the secret already read.
 #[derive(Clone)]
@@ -104,7 +104,12 @@ impl Provider {
                 source,
             })?;
         Ok(Provider {
-            profile: ProviderProfile::new(name, config.namespaces().iter().cloned()),
+            profile: ProviderProfile::new(name, config.namespaces().iter().cloned()).with_encrypted_scope(
+                match config.encrypted_content_scope {
+                    EncryptedContentScope::Provider => EncryptedScope::Provider,
+                    EncryptedContentScope::Model => EncryptedScope::Model,
+                },
+            ),
             base_url,
             base,
             credential: Credential::resolve(&config.auth, env),

@@ -11,11 +11,12 @@ use super::audit::AuditLog;
 use super::body::BodyLimits;
 use super::budget::BufferBudget;
 pub use super::build_error::BuildError;
+use super::ledger::{Ledger, LedgerSettings};
 use super::provider::Credential;
-use super::rate_limit::{LocalRateLimiter, RateLimiter};
 use super::snapshot::Snapshot;
-use crate::config::Config;
+use crate::config::{Config, LedgerConfig, OnUnavailable, StateConfig};
 use crate::gate::Gate;
+use crate::state::{EmbeddedStore, MemoryStore, RedisStore, StateStore, StoreError};
 
 /// One worker's state. Everything but the snapshot is shared by the workers of a process and
 /// outlives reloads; the snapshot is the worker's own (its providers' connections live on its
@@ -36,10 +37,12 @@ pub struct ProxyState {
     pub max_in_flight: usize,
     /// `max_buffered_bytes`: the request bodies held at once, shared by every worker.
     pub buffered: Arc<BufferBudget>,
-    /// Requests per minute per team.
-    pub limiter: Arc<dyn RateLimiter>,
+    /// `[state]`: where the ledger and the team rate limits live.
+    pub store: StateStore,
     /// `[audit]`: one line per judged request.
     pub audit: Option<Arc<AuditLog>>,
+    /// The provenance ledger (`[ledger]`), unless it is off.
+    pub ledger: Option<Arc<Ledger>>,
 }
 
 impl ProxyState {
@@ -54,6 +57,7 @@ impl ProxyState {
             })?)),
             None => None,
         };
+        let store = open_store(&config.state).map_err(BuildError::State)?;
         Ok(ProxyState {
             gate: Arc::new(Gate::new(config.gate.schema_limits())),
             snapshot: Arc::new(ArcSwap::from_pointee(Snapshot::build(config, env, None)?)),
@@ -65,7 +69,11 @@ impl ProxyState {
             judges: Arc::new(Semaphore::new(config.server.worker_threads())),
             max_in_flight: config.server.max_concurrent_requests,
             buffered: BufferBudget::new(config.server.max_buffered_bytes),
-            limiter: Arc::new(LocalRateLimiter::default()),
+            ledger: config
+                .ledger
+                .enabled
+                .then(|| Arc::new(Ledger::new(store.clone(), ledger_settings(&config.ledger)))),
+            store,
             audit,
         })
     }
@@ -85,8 +93,9 @@ impl ProxyState {
             judges: self.judges.clone(),
             max_in_flight: self.max_in_flight,
             buffered: self.buffered.clone(),
-            limiter: self.limiter.clone(),
+            store: self.store.clone(),
             audit: self.audit.clone(),
+            ledger: self.ledger.clone(),
         })
     }
 
@@ -184,3 +193,32 @@ impl Reloader {
         }
     }
 }
+
+/// The state backend `[state]` names. A Redis store connects on first use, so the proxy
+/// starts while Redis is down.
+fn open_store(config: &StateConfig) -> Result<StateStore, StoreError> {
+    Ok(match config {
+        StateConfig::Memory => StateStore::Memory(MemoryStore::default()),
+        StateConfig::Redis {
+            url,
+            key_prefix,
+            timeout,
+        } => StateStore::Redis(RedisStore::connect(url, key_prefix, *timeout)?),
+        StateConfig::Embedded { path } => StateStore::Embedded(EmbeddedStore::open(path)?),
+    })
+}
+
+/// How the ledger behaves, from `[ledger]`.
+fn ledger_settings(config: &LedgerConfig) -> LedgerSettings {
+    LedgerSettings {
+        store_items: config.store_items,
+        carry_sessions: config.carry_sessions,
+        retention: config.retention(),
+        allow_unavailable: config.on_unavailable == OnUnavailable::Allow,
+        max_chain: config.max_chain,
+        write_timeout: LEDGER_WRITE_TIMEOUT,
+    }
+}
+
+/// The longest a record's write may hold back the end of the answer it came from.
+const LEDGER_WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);

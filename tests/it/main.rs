@@ -3,6 +3,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod ledger;
 mod serve_reload;
 mod teams;
 mod teams_reload;

@@ -7,6 +7,7 @@ pub mod log_capture;
 pub mod memory;
 pub mod proxy;
 pub mod raw;
+pub mod redis_server;
 pub mod scripted_provider;
 pub mod serve;
 pub mod upstream;

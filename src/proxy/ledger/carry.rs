@@ -1,0 +1,68 @@
+//! Carrying a session to another provider (contract §8, `carry_sessions`): a request whose
+//! `previous_response_id` was recorded for another provider is rewritten with that response's
+//! recorded chain in place of the id, and judged and forwarded as the rewritten body.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::Ledger;
+use crate::error::ApiError;
+use crate::gate::Provenance;
+use crate::ledger::carry::{carried_body, CarriedTurn};
+
+/// A request rewritten to carry its session.
+pub(crate) struct Carried {
+    /// The foreign response whose chain was carried.
+    pub from: String,
+    /// The rewritten body.
+    pub body: Bytes,
+    /// The facts to judge the rewritten body with (no `previous_response_id` any more).
+    pub facts: Arc<Provenance>,
+}
+
+/// The request `body`, bound for `provider`, rewritten to carry its session, when
+/// `carry_sessions` is on, its `previous_response_id` was recorded for another provider, and
+/// every response of the chain was recorded with its items. `None` otherwise: the gate then
+/// judges the id (`foreign_previous_response`).
+pub(crate) async fn carried(
+    ledger: &Ledger,
+    provider: &str,
+    body: &Bytes,
+    facts: &Arc<Provenance>,
+    previous_response_id: Option<&str>,
+) -> Result<Option<Carried>, ApiError> {
+    let foreign = facts
+        .previous
+        .as_ref()
+        .is_some_and(|previous| previous.owner.provider != provider);
+    let (true, true, Some(from)) = (ledger.settings.carry_sessions, foreign, previous_response_id) else {
+        return Ok(None);
+    };
+    let from = from.to_owned();
+    let chain = match ledger.chain(&from).await {
+        Ok(Some(chain)) => chain,
+        Ok(None) => return Ok(None),
+        Err(error) => {
+            ledger.lookup_failed(&error);
+            if ledger.settings.allow_unavailable {
+                return Ok(None);
+            }
+            return Err(ApiError::LedgerUnavailable(error.to_string()));
+        }
+    };
+    let turns: Option<Vec<CarriedTurn<'_>>> = chain.iter().map(CarriedTurn::from_stored).collect();
+    let Some(turns) = turns else {
+        return Ok(None);
+    };
+    let Ok(rewritten) = carried_body(body, &turns, provider) else {
+        return Ok(None);
+    };
+    let mut carried_facts = (**facts).clone();
+    carried_facts.previous = None;
+    Ok(Some(Carried {
+        from,
+        body: Bytes::from(rewritten),
+        facts: Arc::new(carried_facts),
+    }))
+}

@@ -1,0 +1,116 @@
+//! The lookup before the gate: what the store knows of the ids a request names.
+
+use std::collections::HashSet;
+
+use super::Ledger;
+use crate::gate::{ChainFacts, LedgerQuery, Provenance};
+use crate::ledger::StoredResponse;
+use crate::state::StoreError;
+
+impl Ledger {
+    /// The facts the store holds for `query`: the items it names by id, the encrypted blobs
+    /// by digest, and the `previous_response_id` chain (its owner, and the calls recorded in
+    /// it, walked back at most `max_chain` responses). Ids the store never saw are simply
+    /// absent: unknown provenance is not a violation.
+    pub async fn provenance(&self, query: &LedgerQuery) -> Result<Provenance, StoreError> {
+        let mut facts = Provenance::default();
+        if !query.item_ids.is_empty() {
+            let found = self.store.items_by_id(&query.item_ids).await?;
+            for (id, item) in query.item_ids.iter().zip(found) {
+                if let Some(item) = item {
+                    facts.items.insert(id.clone(), item);
+                }
+            }
+        }
+        if !query.digests.is_empty() {
+            let found = self.store.items_by_digest(&query.digests).await?;
+            for (digest, item) in query.digests.iter().zip(found) {
+                if let Some(item) = item {
+                    facts.encrypted.insert(*digest, item);
+                }
+            }
+        }
+        if let Some(previous) = &query.previous_response_id {
+            facts.previous = self.chain_facts(previous, &query.unpaired_call_ids).await?;
+        }
+        Ok(facts)
+    }
+
+    /// The owner of response `id` and the calls of its chain. The walk stops once every call
+    /// id in `wanted` was found (most continuations answer the previous response's calls),
+    /// or at the chain's start; a chain cut short (a response expired or never recorded, or
+    /// `max_chain` reached) is reported as incomplete, so the gate does not judge pairing on it.
+    async fn chain_facts(&self, id: &str, wanted: &[String]) -> Result<Option<ChainFacts>, StoreError> {
+        let Some(first) = self.store.response(id).await? else {
+            return Ok(None);
+        };
+        let mut missing: HashSet<&str> = wanted.iter().map(String::as_str).collect();
+        let mut call_ids = Vec::new();
+        let mut take_calls = |response: &StoredResponse, missing: &mut HashSet<&str>| {
+            for call_id in calls_of(response) {
+                missing.remove(call_id);
+                call_ids.push(call_id.to_owned());
+            }
+        };
+        take_calls(&first, &mut missing);
+        let mut complete = true;
+        let mut next = first.previous_response_id.clone();
+        let mut walked = 1;
+        while let Some(id) = next.take() {
+            if missing.is_empty() {
+                break;
+            }
+            if walked >= self.settings.max_chain {
+                complete = false;
+                break;
+            }
+            match self.store.response(&id).await? {
+                Some(response) => {
+                    take_calls(&response, &mut missing);
+                    next = response.previous_response_id;
+                    walked += 1;
+                }
+                None => complete = false,
+            }
+        }
+        Ok(Some(ChainFacts {
+            owner: first.owner,
+            call_ids,
+            complete,
+        }))
+    }
+
+    /// The chain of `id`, oldest first, when every response in it was recorded with its items
+    /// (`store_items`) and the walk ends at the chain's start within `max_chain`; `None`
+    /// otherwise (the session cannot be carried).
+    pub async fn chain(&self, id: &str) -> Result<Option<Vec<StoredResponse>>, StoreError> {
+        let mut chain = Vec::new();
+        let mut next = Some(id.to_owned());
+        while let Some(id) = next.take() {
+            if chain.len() >= self.settings.max_chain {
+                return Ok(None);
+            }
+            let Some(response) = self.store.response(&id).await? else {
+                return Ok(None);
+            };
+            if response.content.is_none() {
+                return Ok(None);
+            }
+            next = response.previous_response_id.clone();
+            chain.push(response);
+        }
+        chain.reverse();
+        Ok(Some(chain))
+    }
+}
+
+/// The call ids of the calls in a response's context: those it produced (items with a
+/// `call_id` that are not outputs) and those its request put in `input`.
+fn calls_of(response: &StoredResponse) -> impl Iterator<Item = &str> {
+    response
+        .items
+        .iter()
+        .filter(|item| !item.item_type.ends_with("_output"))
+        .filter_map(|item| item.call_id.as_deref())
+        .chain(response.input_call_ids.iter().map(String::as_str))
+}

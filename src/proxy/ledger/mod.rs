@@ -1,0 +1,116 @@
+//! The provenance ledger in the proxy (contract §8): the facts a request's ids have in the
+//! store, looked up before the gate judges it ([`facts`]); the chain a foreign
+//! `previous_response_id` is carried with ([`carry`]); and the tap that records each allowed
+//! answer as it streams ([`recording`]).
+
+pub(crate) mod carry;
+pub mod facts;
+pub mod recording;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::ledger::{StoredResponse, TapLimits};
+use crate::state::{StateStore, StoreError};
+
+/// How the ledger behaves (`[ledger]`).
+#[derive(Debug, Clone)]
+pub struct LedgerSettings {
+    /// `store_items`: keep the items of each turn, to carry sessions.
+    pub store_items: bool,
+    /// `carry_sessions`: replace a foreign `previous_response_id` by its recorded chain.
+    pub carry_sessions: bool,
+    /// `retention_hours`.
+    pub retention: Duration,
+    /// `on_unavailable = "allow"`: judge without the facts when the store cannot answer.
+    pub allow_unavailable: bool,
+    /// The most responses one chain walk reads.
+    pub max_chain: usize,
+    /// The longest a record's write may hold an answer's last bytes.
+    pub write_timeout: Duration,
+}
+
+/// The ledger: its store, its settings and its counts. One per process.
+#[derive(Debug)]
+pub struct Ledger {
+    /// Where records live.
+    pub store: StateStore,
+    /// How it behaves.
+    pub settings: LedgerSettings,
+    counts: Counts,
+}
+
+/// What the ledger has done since the process started.
+#[derive(Debug, Default)]
+struct Counts {
+    written: AtomicU64,
+    write_failed: AtomicU64,
+    lookups_failed: AtomicU64,
+}
+
+/// A snapshot of the ledger's counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LedgerCounts {
+    /// Records written.
+    pub written: u64,
+    /// Records that could not be written (store down, queue full, timed out).
+    pub write_failed: u64,
+    /// Lookups the store could not answer.
+    pub lookups_failed: u64,
+}
+
+impl Ledger {
+    /// A ledger over `store`.
+    pub fn new(store: StateStore, settings: LedgerSettings) -> Ledger {
+        Ledger {
+            store,
+            settings,
+            counts: Counts::default(),
+        }
+    }
+
+    /// What the tap may hold of one answer.
+    pub fn tap_limits(&self) -> TapLimits {
+        TapLimits::default()
+    }
+
+    /// The counts so far.
+    pub fn counts(&self) -> LedgerCounts {
+        LedgerCounts {
+            written: self.counts.written.load(Ordering::Relaxed),
+            write_failed: self.counts.write_failed.load(Ordering::Relaxed),
+            lookups_failed: self.counts.lookups_failed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Writes a record, within the write timeout; a failure is counted and logged, never
+    /// passed on (the answer it came from goes on unchanged).
+    pub async fn write(&self, stored: StoredResponse) {
+        let outcome =
+            tokio::time::timeout(self.settings.write_timeout, self.store.put_response(&stored)).await;
+        let error = match outcome {
+            Ok(Ok(())) => {
+                self.counts.written.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Ok(Err(error)) => error,
+            Err(_) => StoreError::Unavailable(format!(
+                "the write did not finish within {} ms",
+                self.settings.write_timeout.as_millis()
+            )),
+        };
+        self.counts.write_failed.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            response_id = %stored.id,
+            provider = %stored.owner.provider,
+            %error,
+            "a ledger record was not written"
+        );
+    }
+
+    /// Counts a lookup the store could not answer.
+    pub(crate) fn lookup_failed(&self, error: &StoreError) {
+        self.counts.lookups_failed.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(%error, "a ledger lookup failed");
+    }
+}

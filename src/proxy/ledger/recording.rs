@@ -1,0 +1,339 @@
+//! The ledger's tap on the answer path: a body that passes every frame of an allowed answer on
+//! as it arrives, reads it with a [`Tap`], and writes the record before the answer's last bytes
+//! go out, so the client's next turn always finds it (contract §8).
+//!
+//! The record is ready when an event stream's `response.completed` has arrived, when a JSON
+//! answer has delivered the bytes its `Content-Length` announced, or else at the end of the
+//! body. The frame that made it ready (or the end of the body) is held while the write runs,
+//! at most the ledger's write timeout; nothing before it is delayed. An answer that breaks,
+//! that the client drops, or that the tap cannot vouch for records nothing and is passed on
+//! unchanged.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+
+use bytes::Bytes;
+use http::{HeaderMap, Response};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+
+use super::Ledger;
+use crate::error::ApiError;
+use crate::gate::{Gate, OutputCall, ResponseViolation, Target};
+use crate::ledger::{AnswerKind, Owner, StoredContent, StoredResponse, Tap, Tapped};
+use crate::proxy::body::{BoxError, ProxyBody};
+use crate::proxy::snapshot::Snapshot;
+use crate::proxy::teams::Team;
+
+/// What the request said that the record of its answer needs.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    /// The provider the request went to.
+    pub provider: String,
+    /// The request's `model`, kept when the answer names none.
+    pub model: Option<String>,
+    /// The request's team.
+    pub team: Option<String>,
+    /// The request's `previous_response_id` (`None` for a carried request, whose input holds
+    /// the whole chain).
+    pub previous_response_id: Option<String>,
+    /// The request's input items as JSON texts, with `store_items` only.
+    pub input_items: Option<Vec<String>>,
+    /// The `call_id`s of the calls the request put in its items.
+    pub input_call_ids: Vec<String>,
+    /// The request's `request_id`, for the log line of the calls the check flags.
+    pub request_id: String,
+    /// The request's tools, to check the function calls the provider produces against.
+    pub calls_check: Option<CallsCheck>,
+}
+
+/// What checking a provider's function calls needs: the request's `tools` and the policy it
+/// was judged under.
+#[derive(Clone)]
+pub struct CallsCheck {
+    /// The request's `tools` array as it was sent.
+    pub tools_json: String,
+    /// The gate, with its schema cache.
+    pub gate: Arc<Gate>,
+    /// The configuration the request was judged under.
+    pub snapshot: Arc<Snapshot>,
+    /// The request's team.
+    pub team: Option<Arc<Team>>,
+}
+
+impl std::fmt::Debug for CallsCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallsCheck").finish_non_exhaustive()
+    }
+}
+
+impl CallsCheck {
+    /// The calls of `provider`'s answer that do not fit the request's tools. A check that
+    /// cannot be made (its work budget spent, tools that no longer read) flags nothing.
+    pub fn run(&self, provider: &str, calls: &[OutputCall]) -> Vec<ResponseViolation> {
+        let Ok(provider) = self.snapshot.provider(provider) else {
+            return Vec::new();
+        };
+        let policy = self.snapshot.policy_of(self.team.as_deref());
+        let target = Target::new(&provider.profile, policy);
+        self.gate
+            .check_output_calls(&self.tools_json, calls, &target)
+            .unwrap_or_default()
+    }
+}
+
+type Write = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// An answer body read by the ledger's tap as it streams.
+pub struct RecordingBody {
+    inner: ProxyBody,
+    ledger: Arc<Ledger>,
+    /// `None` once the record was written or given up.
+    tap: Option<(Tap, Recording)>,
+    kind: AnswerKind,
+    /// A JSON answer's `Content-Length`.
+    expected_len: Option<u64>,
+    seen: u64,
+    /// A write in progress, and what was held back until it ends (`None`: the end of body).
+    writing: Option<(Write, Option<Frame<Bytes>>)>,
+}
+
+impl RecordingBody {
+    /// Taps `inner`, an answer with `headers`, if it is one the ledger reads (JSON or events);
+    /// otherwise returns it as it is.
+    pub fn wrap(
+        inner: ProxyBody,
+        headers: &HeaderMap,
+        ledger: Arc<Ledger>,
+        recording: Recording,
+    ) -> ProxyBody {
+        let kind = headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .and_then(AnswerKind::from_content_type);
+        let Some(kind) = kind else {
+            return inner;
+        };
+        let expected_len = headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.parse().ok());
+        let tap = ledger.tap(kind, &recording);
+        RecordingBody {
+            inner,
+            ledger,
+            tap: Some((tap, recording)),
+            kind,
+            expected_len,
+            seen: 0,
+            writing: None,
+        }
+        .boxed_unsync()
+    }
+
+    /// Whether what has arrived is the whole answer as far as the record is concerned.
+    fn is_ready(&self) -> bool {
+        match (&self.tap, self.kind) {
+            (Some((tap, _)), AnswerKind::EventStream) => tap.is_complete(),
+            (Some(_), AnswerKind::Json) => self.expected_len == Some(self.seen),
+            (None, _) => false,
+        }
+    }
+
+    /// Finishes the tap and starts writing its record, if there is one. The produced calls
+    /// are checked first; what the check flags is logged (the answer's head has gone out).
+    fn start_write(&mut self) -> Option<Write> {
+        let (tap, recording) = self.tap.take()?;
+        let tapped = tap.finish_kept()?;
+        let violations = recording.check_calls(&tapped);
+        recording.log_violations(&violations);
+        let ledger = self.ledger.clone();
+        let stored = ledger.stored(tapped, recording);
+        Some(Box::pin(async move { ledger.write(stored).await }))
+    }
+}
+
+impl Recording {
+    /// The produced function calls of `tapped` that do not fit the request's tools.
+    pub fn check_calls(&self, tapped: &Tapped) -> Vec<ResponseViolation> {
+        match (&self.calls_check, &tapped.calls) {
+            (Some(check), Some(calls)) if !calls.is_empty() => check.run(&self.provider, calls),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Logs the calls a provider produced that do not fit the request's tools.
+    pub fn log_violations(&self, violations: &[ResponseViolation]) {
+        if violations.is_empty() {
+            return;
+        }
+        let reasons: Vec<String> = violations
+            .iter()
+            .map(|violation| format!("{}@{}", violation.reason, violation.param))
+            .collect();
+        tracing::warn!(
+            request_id = %self.request_id,
+            provider = %self.provider,
+            team = self.team.as_deref().unwrap_or("-"),
+            response_violations = %reasons.join(","),
+            "the provider produced function calls that do not fit the request's tools"
+        );
+    }
+}
+
+impl Ledger {
+    /// A tap for an answer of `kind` to `recording`'s request: it keeps the produced calls
+    /// when they are to be checked, and the output items when `store_items` is on.
+    pub fn tap(&self, kind: AnswerKind, recording: &Recording) -> Tap {
+        Tap::new(kind, self.tap_limits())
+            .keep_calls(recording.calls_check.is_some())
+            .keep_items(recording.input_items.is_some())
+    }
+
+    /// The stored form of an answer tapped for `recording`'s request.
+    pub fn stored(&self, tapped: Tapped, recording: Recording) -> StoredResponse {
+        let Tapped { record, items, .. } = tapped;
+        let owner = Owner {
+            provider: recording.provider,
+            model: record.model.clone().or(recording.model),
+        };
+        let mut stored = StoredResponse::new(
+            record,
+            owner,
+            recording.team,
+            recording.previous_response_id,
+            crate::state::now_unix(),
+            self.settings.retention.as_secs(),
+        );
+        stored.input_call_ids = recording.input_call_ids;
+        if let (Some(input), Some(output)) = (recording.input_items, items) {
+            stored.content = Some(StoredContent { input, output });
+        }
+        stored
+    }
+}
+
+impl Body for RecordingBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        loop {
+            if let Some((write, _)) = &mut this.writing {
+                ready!(write.as_mut().poll(cx));
+                let (_, held) = this.writing.take().expect("a write is in progress");
+                return Poll::Ready(held.map(Ok));
+            }
+            match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+                Some(Ok(frame)) => {
+                    if let (Some(data), Some((tap, _))) = (frame.data_ref(), &mut this.tap) {
+                        tap.feed(data);
+                        this.seen += data.len() as u64;
+                    }
+                    if this.is_ready() {
+                        if let Some(write) = this.start_write() {
+                            this.writing = Some((write, Some(frame)));
+                            continue;
+                        }
+                    }
+                    return Poll::Ready(Some(Ok(frame)));
+                }
+                Some(Err(error)) => {
+                    // A broken answer is not recorded.
+                    this.tap = None;
+                    return Poll::Ready(Some(Err(error)));
+                }
+                None => {
+                    if let Some(write) = this.start_write() {
+                        this.writing = Some((write, None));
+                        continue;
+                    }
+                    return Poll::Ready(None);
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.tap.is_none() && self.writing.is_none() && self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The response header naming the function calls of a JSON answer that do not fit the
+/// request's tools, e.g. `arguments_schema@output[1]`: the client is warned before it runs a
+/// tool on them.
+pub const RESPONSE_VIOLATIONS_HEADER: &str = "x-replaygate-response-violations";
+
+/// The allowed answer `response` to `recording`'s request, as the ledger records it. A JSON
+/// answer whose produced calls are to be checked, and whose `Content-Length` is within the
+/// tap's JSON cap, is read whole first, so its head can carry
+/// [`RESPONSE_VIOLATIONS_HEADER`]; any other answer streams through a [`RecordingBody`].
+pub async fn record(
+    response: Response<ProxyBody>,
+    ledger: Arc<Ledger>,
+    recording: Recording,
+) -> Result<Response<ProxyBody>, ApiError> {
+    let (mut parts, body) = response.into_parts();
+    let kind = parts
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(AnswerKind::from_content_type);
+    let length: Option<usize> = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse().ok());
+    let whole = kind == Some(AnswerKind::Json)
+        && recording.calls_check.is_some()
+        && length.is_some_and(|length| length <= ledger.tap_limits().max_json_bytes);
+    if !whole {
+        let body = RecordingBody::wrap(body, &parts.headers, ledger, recording);
+        return Ok(Response::from_parts(parts, body));
+    }
+    let bytes = body
+        .collect()
+        .await
+        .map_err(|error| ApiError::UpstreamUnavailable {
+            provider: recording.provider.clone(),
+            detail: format!("the answer broke off: {error}"),
+        })?
+        .to_bytes();
+    let mut tap = ledger.tap(AnswerKind::Json, &recording);
+    tap.feed(&bytes);
+    if let Some(tapped) = tap.finish_kept() {
+        let violations = recording.check_calls(&tapped);
+        recording.log_violations(&violations);
+        let names = violations
+            .iter()
+            .map(|violation| format!("{}@output[{}]", violation.reason, violation.index));
+        if let Some((name, value)) =
+            crate::proxy::answer_headers::listed(RESPONSE_VIOLATIONS_HEADER, names, 0)
+        {
+            parts.headers.insert(name, value);
+        }
+        ledger.write(ledger.stored(tapped, recording)).await;
+    }
+    Ok(Response::from_parts(parts, crate::proxy::body::full(bytes)))
+}
+
+/// The request's `tools` array as it was sent, when the body has exactly one.
+pub fn tools_of(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct ToolsOnly<'a> {
+        #[serde(borrow)]
+        tools: Option<&'a serde_json::value::RawValue>,
+    }
+    let only: ToolsOnly<'_> = serde_json::from_slice(body).ok()?;
+    Some(only.tools?.get().to_owned())
+}

@@ -1,0 +1,563 @@
+//! The provenance ledger end to end (contract §8): answers recorded as they stream (JSON and
+//! events), each request-side rule both ways through the proxy, carried sessions, the
+//! response-side check, a store that is down, the embedded store across a restart and two
+//! replicas on one Redis. The fake providers mint ids of their own per answer.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Response;
+use http_body_util::{BodyExt, Full};
+use serde_json::{json, Value};
+
+use crate::support::proxy::Proxy;
+use crate::support::redis_server::RedisServer;
+use crate::support::upstream::{sse_response, UpBody, Upstream};
+
+/// A provider that answers every `/responses` request with a reasoning item (its blob names
+/// the provider and the model), a `get_weather` call and a message, with ids of its own:
+/// as JSON, or as events when the request says `"stream": true`. `bad_args` makes its call's
+/// arguments miss the tool's required `city`.
+async fn provider(name: &'static str, bad_args: bool) -> Upstream {
+    let counter = Arc::new(AtomicU64::new(0));
+    Upstream::start(move |request| {
+        let n = counter.fetch_add(1, Ordering::Relaxed) + 1;
+        async move {
+            let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+            let model = body["model"].as_str().unwrap_or("m").to_owned();
+            let arguments = if bad_args { r#"{"town":"Paris"}"# } else { r#"{"city":"Paris"}"# };
+            let response = json!({
+                "id": format!("resp_{name}_{n}"),
+                "object": "response",
+                "model": model,
+                "status": "completed",
+                "output": [
+                    {"type": "reasoning", "id": format!("rs_{name}_{n}"), "summary": [],
+                     "encrypted_content": format!("enc-{name}-{model}-{n}")},
+                    {"type": "function_call", "id": format!("fc_{name}_{n}"), "call_id": format!("call_{name}_{n}"),
+                     "name": "get_weather", "arguments": arguments, "status": "completed"},
+                    {"type": "message", "id": format!("msg_{name}_{n}"), "role": "assistant", "status": "completed",
+                     "content": [{"type": "output_text", "text": "Looking.", "annotations": []}]}
+                ]
+            });
+            if body["stream"] == json!(true) {
+                stream(response)
+            } else {
+                let mut answer = Response::new(Full::new(Bytes::from(response.to_string())).boxed_unsync());
+                answer
+                    .headers_mut()
+                    .insert("content-type", "application/json".parse().unwrap());
+                answer
+            }
+        }
+    })
+    .await
+}
+
+/// `response` as the event stream a provider sends, one event per frame.
+fn stream(response: Value) -> Response<UpBody> {
+    let (events, answer) = sse_response();
+    let mut frames = vec![
+        json!({"type": "response.created", "response": {"id": response["id"], "model": response["model"], "status": "in_progress", "output": []}}),
+    ];
+    for (index, item) in response["output"].as_array().unwrap().iter().enumerate() {
+        frames.push(json!({"type": "response.output_item.done", "output_index": index, "item": item}));
+    }
+    frames.push(json!({"type": "response.completed", "response": response}));
+    tokio::spawn(async move {
+        for frame in frames {
+            let event = format!("event: {}\ndata: {frame}\n\n", frame["type"].as_str().unwrap());
+            if events.send(Bytes::from(event)).await.is_err() {
+                return;
+            }
+        }
+    });
+    answer
+}
+
+const TOOLS: &str = r#"[{"type":"function","name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}]"#;
+
+/// `openai` and `bedrock` (reasoning bound to the model, as Bedrock binds it), the ledger on
+/// `state` with `ledger` settings, and `extra` text.
+fn config(openai: &Upstream, bedrock: &Upstream, state: &str, ledger: &str, extra: &str) -> String {
+    format!(
+        r#"default_provider = "openai"
+[state]
+{state}
+[ledger]
+{ledger}
+[providers.openai]
+base_url = "{openai}"
+auth = "none"
+[providers.bedrock]
+base_url = "{bedrock}"
+auth = "none"
+encrypted_content_scope = "model"
+{extra}
+"#,
+        openai = openai.base_url(),
+        bedrock = bedrock.base_url(),
+    )
+}
+
+struct Setup {
+    openai: Upstream,
+    bedrock: Upstream,
+    proxy: Proxy,
+}
+
+async fn setup(ledger: &str, extra: &str) -> Setup {
+    let openai = provider("openai", false).await;
+    let bedrock = provider("bedrock", false).await;
+    let proxy = Proxy::start(
+        &config(&openai, &bedrock, r#"backend = "memory""#, ledger, extra),
+        &[],
+    )
+    .await;
+    Setup {
+        openai,
+        bedrock,
+        proxy,
+    }
+}
+
+/// What a turn came to: status, answer headers and JSON body (an event stream's
+/// `response.completed` response).
+struct Turn {
+    status: u16,
+    headers: http::HeaderMap,
+    body: Value,
+}
+
+async fn post(proxy: &Proxy, provider: &str, body: Value) -> Turn {
+    let response = reqwest::Client::new()
+        .post(proxy.url(&format!("/{provider}/v1/responses")))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.text().await.unwrap();
+    let body = match text.strip_prefix("event: ") {
+        Some(_) => text
+            .lines()
+            .filter_map(|line| line.strip_prefix("data: "))
+            .map(|data| serde_json::from_str::<Value>(data).unwrap())
+            .find(|event| event["type"] == "response.completed")
+            .map(|event| event["response"].clone())
+            .expect("the stream completed"),
+        None => serde_json::from_str(&text).unwrap_or(Value::Null),
+    };
+    Turn {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn first_turn(model: &str, stream: bool) -> Value {
+    json!({"model": model, "stream": stream, "input": "Weather in Paris?", "tools": serde_json::from_str::<Value>(TOOLS).unwrap()})
+}
+
+fn output_of(turn: &Turn) -> Vec<Value> {
+    turn.body["output"].as_array().unwrap().clone()
+}
+
+fn call_id_of(turn: &Turn) -> String {
+    turn.body["output"][1]["call_id"].as_str().unwrap().to_owned()
+}
+
+fn code_of(turn: &Turn) -> &str {
+    turn.body["error"]["code"].as_str().unwrap_or("")
+}
+
+#[tokio::test]
+async fn a_previous_response_id_from_another_provider_is_refused_for_json_and_events() {
+    for stream in [false, true] {
+        let s = setup("", "").await;
+        let turn1 = post(&s.proxy, "openai", first_turn("gpt-5", stream)).await;
+        assert_eq!(turn1.status, 200);
+        let id = turn1.body["id"].as_str().unwrap().to_owned();
+        let continuation = json!({"model": "m", "previous_response_id": id, "tools": serde_json::from_str::<Value>(TOOLS).unwrap(),
+            "input": [{"type": "function_call_output", "call_id": call_id_of(&turn1), "output": "sunny"}]});
+        let refused = post(&s.proxy, "bedrock", continuation.clone()).await;
+        assert_eq!(refused.status, 422, "stream {stream}: {}", refused.body);
+        assert_eq!(code_of(&refused), "foreign_previous_response");
+        assert_eq!(refused.body["error"]["param"], "previous_response_id");
+        assert_eq!(refused.body["error"]["violations"][0]["index"], Value::Null);
+        assert!(s.bedrock.received().is_empty(), "bedrock never saw it");
+        let allowed = post(&s.proxy, "openai", continuation).await;
+        assert_eq!(allowed.status, 200, "stream {stream}: {}", allowed.body);
+        assert_eq!(s.openai.received().len(), 2);
+    }
+}
+
+#[tokio::test]
+async fn the_answer_passes_byte_for_byte_and_what_was_never_recorded_is_judged_as_before() {
+    let s = setup("", "").await;
+    let turn1 = post(&s.proxy, "openai", first_turn("gpt-5", false)).await;
+    assert_eq!(turn1.body["output"][0]["encrypted_content"], "enc-openai-gpt-5-1");
+    // An id the ledger never saw (another gateway, older history) is no violation.
+    let unknown = json!({"model": "m", "previous_response_id": "resp_elsewhere", "input": [
+        {"type": "function_call_output", "call_id": "call_elsewhere", "output": "x"},
+        {"type": "reasoning", "id": "rs_elsewhere", "summary": [], "encrypted_content": "enc-elsewhere"}]});
+    assert_eq!(post(&s.proxy, "bedrock", unknown).await.status, 200);
+    assert_eq!(s.bedrock.received().len(), 1);
+}
+
+#[tokio::test]
+async fn encrypted_reasoning_from_another_provider_is_refused_or_stripped() {
+    for stream in [false, true] {
+        let s = setup("", "").await;
+        let turn1 = post(&s.proxy, "openai", first_turn("gpt-5", stream)).await;
+        let mut input = vec![json!({"role": "user", "content": "Weather in Paris?"})];
+        input.extend(output_of(&turn1));
+        input.push(json!({"type": "function_call_output", "call_id": call_id_of(&turn1), "output": "sunny"}));
+        let history =
+            json!({"model": "m", "input": input, "tools": serde_json::from_str::<Value>(TOOLS).unwrap()});
+        let refused = post(&s.proxy, "bedrock", history.clone()).await;
+        assert_eq!(refused.status, 422, "{}", refused.body);
+        assert_eq!(code_of(&refused), "foreign_encrypted_content");
+        assert_eq!(refused.body["error"]["param"], "input[1]");
+        // The same history goes back to the provider that made it.
+        assert_eq!(post(&s.proxy, "openai", history.clone()).await.status, 200);
+        // Without its id, the blob alone is known by its digest.
+        let mut anonymous = history.clone();
+        anonymous["input"][1].as_object_mut().unwrap().remove("id");
+        assert_eq!(
+            code_of(&post(&s.proxy, "bedrock", anonymous).await),
+            "foreign_encrypted_content"
+        );
+    }
+    let s = setup("", "[gate.rules]\nforeign_encrypted_content = \"strip\"").await;
+    let turn1 = post(&s.proxy, "openai", first_turn("gpt-5", false)).await;
+    let mut input = output_of(&turn1);
+    input.push(json!({"type": "function_call_output", "call_id": call_id_of(&turn1), "output": "sunny"}));
+    let stripped = post(&s.proxy, "bedrock", json!({"model": "m", "input": input})).await;
+    assert_eq!(stripped.status, 200, "{}", stripped.body);
+    assert_eq!(stripped.headers["x-replaygate-stripped"], "input[0]");
+    let sent: Value = serde_json::from_slice(&s.bedrock.received()[0].body).unwrap();
+    assert_eq!(sent["input"].as_array().unwrap().len(), 3);
+    assert_eq!(sent["input"][0]["type"], "function_call");
+}
+
+#[tokio::test]
+async fn bedrock_reasoning_is_bound_to_its_model() {
+    let s = setup("", "").await;
+    let turn1 = post(&s.proxy, "bedrock", first_turn("openai.gpt-oss-120b", false)).await;
+    let history = |model: &str| {
+        let mut input = output_of(&turn1);
+        input.push(json!({"type": "function_call_output", "call_id": call_id_of(&turn1), "output": "sunny"}));
+        json!({"model": model, "input": input})
+    };
+    assert_eq!(
+        post(&s.proxy, "bedrock", history("openai.gpt-oss-120b"))
+            .await
+            .status,
+        200
+    );
+    let other_model = post(&s.proxy, "bedrock", history("openai.gpt-5.6-sol")).await;
+    assert_eq!(
+        code_of(&other_model),
+        "foreign_encrypted_content",
+        "{}",
+        other_model.body
+    );
+}
+
+#[tokio::test]
+async fn a_changed_recorded_item_is_reported_as_tampered() {
+    let s = setup("", "").await;
+    let turn1 = post(&s.proxy, "openai", first_turn("gpt-5", false)).await;
+    let mut output = output_of(&turn1);
+    let call_id = call_id_of(&turn1);
+    let replay = |output: Vec<Value>| {
+        let mut input = output;
+        input.push(json!({"type": "function_call_output", "call_id": call_id, "output": "sunny"}));
+        json!({"model": "gpt-5", "input": input, "tools": serde_json::from_str::<Value>(TOOLS).unwrap()})
+    };
+    let faithful = post(&s.proxy, "openai", replay(output.clone())).await;
+    assert_eq!(faithful.status, 200);
+    assert!(faithful.headers.get("x-replaygate-monitored").is_none());
+    output[1]["arguments"] = json!(r#"{"city":"Lyon"}"#);
+    let tampered = post(&s.proxy, "openai", replay(output)).await;
+    assert_eq!(tampered.status, 200, "item_tampered is monitored by default");
+    assert_eq!(
+        tampered.headers["x-replaygate-monitored"],
+        "item_tampered@input[1]"
+    );
+}
+
+#[tokio::test]
+async fn a_reference_to_an_item_another_provider_stored_is_refused() {
+    let s = setup("", "").await;
+    let turn1 = post(&s.proxy, "openai", first_turn("gpt-5", false)).await;
+    let reference =
+        json!({"model": "m", "input": [{"type": "item_reference", "id": turn1.body["output"][2]["id"]}]});
+    let refused = post(&s.proxy, "bedrock", reference.clone()).await;
+    assert_eq!(code_of(&refused), "foreign_item_reference", "{}", refused.body);
+    assert_eq!(post(&s.proxy, "openai", reference).await.status, 200);
+}
+
+#[tokio::test]
+async fn a_continuation_pairs_its_outputs_with_the_recorded_calls() {
+    let s = setup("", "").await;
+    let turn1 = post(&s.proxy, "openai", first_turn("gpt-5", false)).await;
+    let continuation = |call_id: &str| {
+        json!({"model": "gpt-5", "previous_response_id": turn1.body["id"],
+               "input": [{"type": "function_call_output", "call_id": call_id, "output": "sunny"}]})
+    };
+    assert_eq!(
+        post(&s.proxy, "openai", continuation(&call_id_of(&turn1)))
+            .await
+            .status,
+        200
+    );
+    let mismatch = post(&s.proxy, "openai", continuation("call_never_made")).await;
+    assert_eq!(mismatch.status, 422, "{}", mismatch.body);
+    assert_eq!(code_of(&mismatch), "call_id_mismatch");
+    // A chain of two: the output answers the call of the response before the previous one.
+    let turn2 = post(&s.proxy, "openai", continuation(&call_id_of(&turn1))).await;
+    let older = json!({"model": "gpt-5", "previous_response_id": turn2.body["id"],
+        "input": [{"type": "function_call_output", "call_id": call_id_of(&turn1), "output": "again"}]});
+    assert_eq!(post(&s.proxy, "openai", older).await.status, 200);
+}
+
+#[tokio::test]
+async fn a_session_is_carried_to_another_provider_and_back() {
+    let s = setup("store_items = true\ncarry_sessions = true", "").await;
+    let turn1 = post(&s.proxy, "openai", first_turn("gpt-5", false)).await;
+    let id1 = turn1.body["id"].as_str().unwrap().to_owned();
+    let turn2 = post(
+        &s.proxy,
+        "bedrock",
+        json!({"model": "openai.gpt-oss-120b", "previous_response_id": id1, "tools": serde_json::from_str::<Value>(TOOLS).unwrap(),
+               "input": [{"type": "function_call_output", "call_id": call_id_of(&turn1), "output": "sunny"}]}),
+    )
+    .await;
+    assert_eq!(turn2.status, 200, "{}", turn2.body);
+    assert_eq!(turn2.headers["x-replaygate-carried"], id1.as_str());
+    let sent: Value = serde_json::from_slice(&s.bedrock.received()[0].body).unwrap();
+    assert!(sent.get("previous_response_id").is_none());
+    let types: Vec<&str> = sent["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["type"].as_str().unwrap())
+        .collect();
+    // The user message, OpenAI's call and message (its reasoning left out), the new output.
+    assert_eq!(
+        types,
+        ["message", "function_call", "message", "function_call_output"]
+    );
+    assert_eq!(sent["input"][0]["content"], "Weather in Paris?");
+    assert!(sent["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|item| item.get("id").is_none()));
+    assert_eq!(sent["tools"], serde_json::from_str::<Value>(TOOLS).unwrap());
+    // Back to OpenAI, continuing from Bedrock's answer: the whole chain comes along.
+    let id2 = turn2.body["id"].as_str().unwrap().to_owned();
+    let turn3 = post(
+        &s.proxy,
+        "openai",
+        json!({"model": "gpt-5", "previous_response_id": id2,
+               "input": [{"type": "function_call_output", "call_id": call_id_of(&turn2), "output": "rain"}]}),
+    )
+    .await;
+    assert_eq!(turn3.status, 200, "{}", turn3.body);
+    assert_eq!(turn3.headers["x-replaygate-carried"], id2.as_str());
+    let sent: Value = serde_json::from_slice(&s.openai.received()[1].body).unwrap();
+    let types: Vec<&str> = sent["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "message",
+            "function_call",
+            "message",
+            "function_call_output",
+            "function_call",
+            "message",
+            "function_call_output"
+        ]
+    );
+    // Without carrying, the same turn is refused.
+    let plain = setup("store_items = true", "").await;
+    let turn1 = post(&plain.proxy, "openai", first_turn("gpt-5", false)).await;
+    let refused = post(
+        &plain.proxy,
+        "bedrock",
+        json!({"model": "m", "previous_response_id": turn1.body["id"], "input": "next"}),
+    )
+    .await;
+    assert_eq!(code_of(&refused), "foreign_previous_response");
+}
+
+#[tokio::test]
+async fn calls_that_do_not_fit_the_tools_are_flagged_on_json_answers() {
+    let openai = provider("openai", true).await;
+    let bedrock = provider("bedrock", false).await;
+    let proxy = Proxy::start(&config(&openai, &bedrock, r#"backend = "memory""#, "", ""), &[]).await;
+    let flagged = post(&proxy, "openai", first_turn("gpt-5", false)).await;
+    assert_eq!(flagged.status, 200);
+    assert_eq!(
+        flagged.headers["x-replaygate-response-violations"],
+        "arguments_schema@output[1]"
+    );
+    let fine = post(&proxy, "bedrock", first_turn("m", false)).await;
+    assert!(fine.headers.get("x-replaygate-response-violations").is_none());
+    assert_eq!(fine.body["output"][1]["arguments"], r#"{"city":"Paris"}"#);
+}
+
+#[tokio::test]
+async fn a_store_that_is_down_refuses_the_requests_that_need_it_unless_allowed() {
+    let openai = provider("openai", false).await;
+    let bedrock = provider("bedrock", false).await;
+    let port = crate::support::redis_server::free_port();
+    let state = format!("backend = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\ntimeout = \"200ms\"");
+    let proxy = Proxy::start(&config(&openai, &bedrock, &state, "", ""), &[]).await;
+    // A turn that names no id needs no lookup: it is answered (its record is lost).
+    let turn1 = post(&proxy, "openai", first_turn("gpt-5", false)).await;
+    assert_eq!(turn1.status, 200);
+    let continuation = json!({"model": "m", "previous_response_id": turn1.body["id"], "input": "next"});
+    let refused = post(&proxy, "bedrock", continuation.clone()).await;
+    assert_eq!(refused.status, 503);
+    assert_eq!(code_of(&refused), "ledger_unavailable");
+    assert_eq!(refused.body["error"]["type"], "server_error");
+    assert_eq!(refused.headers["x-should-retry"], "true");
+    let allowing = Proxy::start(
+        &config(&openai, &bedrock, &state, "on_unavailable = \"allow\"", ""),
+        &[],
+    )
+    .await;
+    assert_eq!(post(&allowing, "bedrock", continuation).await.status, 200);
+}
+
+#[tokio::test]
+async fn the_embedded_store_remembers_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let openai = provider("openai", false).await;
+    let bedrock = provider("bedrock", false).await;
+    let state = format!("backend = \"embedded\"\npath = \"{}\"", dir.path().display());
+    let text = config(&openai, &bedrock, &state, "", "");
+    let first = Proxy::start(&text, &[]).await;
+    let turn1 = post(&first, "openai", first_turn("gpt-5", true)).await;
+    first.shutdown().await;
+    let second = Proxy::start(&text, &[]).await;
+    let refused = post(
+        &second,
+        "bedrock",
+        json!({"model": "m", "previous_response_id": turn1.body["id"], "input": "next"}),
+    )
+    .await;
+    assert_eq!(code_of(&refused), "foreign_previous_response", "{}", refused.body);
+}
+
+#[tokio::test]
+async fn two_replicas_share_the_ledger_and_the_rate_limits_on_redis() {
+    let redis = RedisServer::start();
+    let openai = provider("openai", false).await;
+    let bedrock = provider("bedrock", false).await;
+    let state = format!("backend = \"redis\"\nurl = \"{}\"", redis.url());
+    let teams = format!(
+        "[teams.app]\nkeys = [\"{}\"]\nrequests_per_minute = 3",
+        replaygate::keys::format_digest(&replaygate::keys::digest("rg-app-key"))
+    );
+    let text = config(&openai, &bedrock, &state, "", &teams);
+    let (a, b) = (Proxy::start(&text, &[]).await, Proxy::start(&text, &[]).await);
+    let send = |proxy: &Proxy, provider: &str, body: Value| {
+        reqwest::Client::new()
+            .post(proxy.url(&format!("/{provider}/v1/responses")))
+            .header("authorization", "Bearer rg-app-key")
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+    let turn1: Value = serde_json::from_slice(
+        &send(&a, "openai", first_turn("gpt-5", false))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let turn2 = send(
+        &b,
+        "bedrock",
+        json!({"model": "m", "previous_response_id": turn1["id"], "input": "next"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(turn2.status(), 422);
+    let refused: Value = serde_json::from_slice(&turn2.bytes().await.unwrap()).unwrap();
+    assert_eq!(refused["error"]["code"], "foreign_previous_response");
+    // Two requests counted so far, one on each replica: a third passes, a fourth is over.
+    assert_eq!(
+        send(&a, "openai", json!({"model": "m", "input": "x"}))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let over = send(&b, "openai", json!({"model": "m", "input": "x"}))
+        .await
+        .unwrap();
+    assert_eq!(over.status(), 429);
+    assert!(over.headers().contains_key("retry-after"));
+}
+
+#[tokio::test]
+async fn answers_the_ledger_cannot_vouch_for_pass_unchanged_and_record_nothing() {
+    let odd = Upstream::start(|request| async move {
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        let text = match body["input"].as_str().unwrap() {
+            "not json" => "this is not JSON".to_owned(),
+            "long id" => {
+                json!({"id": format!("resp_{}", "x".repeat(10_240)), "status": "completed", "output": []})
+                    .to_string()
+            }
+            _ => json!({"id": "resp_failed", "status": "failed", "output": []}).to_string(),
+        };
+        let mut answer = Response::new(Full::new(Bytes::from(text)).boxed_unsync());
+        answer
+            .headers_mut()
+            .insert("content-type", "application/json".parse().unwrap());
+        answer
+    })
+    .await;
+    let bedrock = provider("bedrock", false).await;
+    let proxy = Proxy::start(&config(&odd, &bedrock, r#"backend = "memory""#, "", ""), &[]).await;
+    for input in ["not json", "long id", "failed"] {
+        let response = reqwest::Client::new()
+            .post(proxy.url("/openai/v1/responses"))
+            .body(json!({"model": "m", "input": input}).to_string())
+            .header("content-type", "application/json")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let text = response.text().await.unwrap();
+        assert!(
+            text.starts_with("this is not JSON") || text.starts_with("{\"id\""),
+            "{input}"
+        );
+    }
+    let continuation = json!({"model": "m", "previous_response_id": "resp_failed", "input": "next"});
+    assert_eq!(
+        post(&proxy, "bedrock", continuation).await.status,
+        200,
+        "a failed response is not recorded"
+    );
+    tokio::time::sleep(Duration::from_millis(1)).await;
+}
