@@ -94,9 +94,15 @@ impl ConfigReload {
                         "[gate] schema_cache_bytes, max_schema_bytes and passed_calls_bytes changes take a restart; the rest is in force"
                     );
                 }
+                if config.state != self.current.state || config.ledger != self.current.ledger {
+                    tracing::warn!("[state] and [ledger] changes take a restart; the rest is in force");
+                }
                 let listen = self.current.server.listen;
+                let in_force = (self.current.state.clone(), self.current.ledger.clone());
                 self.current = config;
                 self.current.server.listen = listen;
+                // The state backend and the ledger stay as the process started them.
+                (self.current.state, self.current.ledger) = in_force;
                 true
             }
             Err(error) => {

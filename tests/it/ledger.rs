@@ -561,3 +561,107 @@ async fn answers_the_ledger_cannot_vouch_for_pass_unchanged_and_record_nothing()
     );
     tokio::time::sleep(Duration::from_millis(1)).await;
 }
+
+#[tokio::test]
+async fn a_huge_answer_and_a_stream_cut_mid_event_pass_as_they_are_and_record_nothing() {
+    const HUGE: usize = 50 << 20;
+    let odd = Upstream::start(|request| async move {
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        if body["stream"] == json!(true) {
+            let (events, answer) = sse_response();
+            tokio::spawn(async move {
+                let created = json!({"type": "response.created", "response": {"id": "resp_cut", "status": "in_progress"}});
+                let _ = events.send(Bytes::from(format!("data: {created}\n\n"))).await;
+                let _ = events
+                    .send(Bytes::from_static(b"data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_"))
+                    .await;
+                // The sender drops here: the stream ends mid-event.
+            });
+            return answer;
+        }
+        let head = r#"{"id":"resp_huge","status":"completed","output":[{"type":"message","content":""#;
+        let mut text = Vec::with_capacity(HUGE + 64);
+        text.extend_from_slice(head.as_bytes());
+        text.resize(HUGE, b'x');
+        text.extend_from_slice(b"\"}]}");
+        let mut answer = Response::new(Full::new(Bytes::from(text)).boxed_unsync());
+        answer
+            .headers_mut()
+            .insert("content-type", "application/json".parse().unwrap());
+        answer
+    })
+    .await;
+    let bedrock = provider("bedrock", false).await;
+    let proxy = Proxy::start(&config(&odd, &bedrock, r#"backend = "memory""#, "", ""), &[]).await;
+    let client = reqwest::Client::new();
+    let huge = client
+        .post(proxy.url("/openai/v1/responses"))
+        .header("content-type", "application/json")
+        .body(json!({"model": "m", "input": "big"}).to_string())
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(huge.len(), HUGE + 4);
+    assert!(huge.starts_with(b"{\"id\":\"resp_huge\""));
+    let cut = client
+        .post(proxy.url("/openai/v1/responses"))
+        .header("content-type", "application/json")
+        .body(json!({"model": "m", "input": "cut", "stream": true}).to_string())
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap_or_default();
+    assert!(
+        !String::from_utf8_lossy(&cut).contains("resp_cut\"}"),
+        "nothing was added"
+    );
+    for id in ["resp_huge", "resp_cut"] {
+        let continuation = json!({"model": "m", "previous_response_id": id, "input": "next"});
+        assert_eq!(
+            post(&proxy, "bedrock", continuation).await.status,
+            200,
+            "{id} was not recorded"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_redis_that_hangs_holds_no_request_longer_than_its_timeout() {
+    let hanging = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = hanging.local_addr().unwrap().port();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = hanging.accept().await {
+            open.push(stream);
+        }
+    });
+    let openai = provider("openai", false).await;
+    let bedrock = provider("bedrock", false).await;
+    let state = format!("backend = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\ntimeout = \"300ms\"");
+    let proxy = Proxy::start(&config(&openai, &bedrock, &state, "", ""), &[]).await;
+    let started = std::time::Instant::now();
+    let turn1 = post(&proxy, "openai", first_turn("gpt-5", false)).await;
+    assert_eq!(
+        turn1.status, 200,
+        "the answer is passed on when its record cannot be written"
+    );
+    assert_eq!(turn1.body["output"].as_array().unwrap().len(), 3);
+    let refused = post(
+        &proxy,
+        "bedrock",
+        json!({"model": "m", "previous_response_id": turn1.body["id"], "input": "x"}),
+    )
+    .await;
+    assert_eq!(code_of(&refused), "ledger_unavailable");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+    held.abort();
+}
