@@ -114,6 +114,67 @@ impl<'a> AuditLine<'a> {
     }
 }
 
+/// A line about an answer (`"kind": "response"`): the function calls a provider produced
+/// that do not fit the request's tools. The request's own line comes first, with the same
+/// `request_id`.
+#[derive(Debug, Serialize)]
+pub struct ResponseAuditLine<'a> {
+    /// When the answer was read (RFC 3339, UTC, milliseconds).
+    pub ts: String,
+    /// Always `response`: this line is about an answer, not a judged request.
+    pub kind: &'static str,
+    /// The request id.
+    pub request_id: &'a str,
+    /// The key's team; `null` for anonymous clients.
+    pub team: Option<&'a str>,
+    /// The provider that answered.
+    pub provider: &'a str,
+    /// The answer's response id.
+    pub response_id: &'a str,
+    /// Each flagged call: its position in `output`, the reason and the parameter.
+    pub response_violations: Vec<ResponseAuditViolation<'a>>,
+}
+
+/// A flagged call as audited: no message (it may quote argument values).
+#[derive(Debug, Serialize)]
+pub struct ResponseAuditViolation<'a> {
+    /// The call's position in the answer's `output`.
+    pub index: usize,
+    /// The reason code.
+    pub reason: Reason,
+    /// The parameter at fault, e.g. `output[1].arguments`.
+    pub param: &'a str,
+}
+
+impl<'a> ResponseAuditLine<'a> {
+    /// The line for `violations` of the answer `response_id` that `provider` gave request
+    /// `request_id`.
+    pub fn new(
+        request_id: &'a str,
+        team: Option<&'a str>,
+        provider: &'a str,
+        response_id: &'a str,
+        violations: &'a [crate::gate::ResponseViolation],
+    ) -> ResponseAuditLine<'a> {
+        ResponseAuditLine {
+            ts: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            kind: "response",
+            request_id,
+            team,
+            provider,
+            response_id,
+            response_violations: violations
+                .iter()
+                .map(|v| ResponseAuditViolation {
+                    index: v.index,
+                    reason: v.reason,
+                    param: &v.param,
+                })
+                .collect(),
+        }
+    }
+}
+
 /// SHA-256 of `body`, hex: what an audit line says of the bytes received. Computed where the
 /// body is judged (on the blocking pool for large bodies), not on the worker.
 pub fn body_sha256(body: &[u8]) -> String {
@@ -150,8 +211,8 @@ impl AuditLog {
         })
     }
 
-    /// Writes one line.
-    pub fn write(&self, line: &AuditLine<'_>) {
+    /// Writes one line ([`AuditLine`] or [`ResponseAuditLine`]).
+    pub fn write(&self, line: &impl Serialize) {
         let mut text = serde_json::to_vec(line).expect("an audit line serializes");
         text.push(b'\n');
         let mut writer = self.writer.clone();

@@ -247,6 +247,7 @@ impl<'r> RequestContext<'r> {
             input_call_ids: judged.input_call_ids.clone(),
             request_id: self.record.request_id.to_string(),
             calls_check,
+            audit: self.state.audit.clone(),
         })
     }
 

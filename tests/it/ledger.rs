@@ -404,19 +404,57 @@ async fn a_session_is_carried_to_another_provider_and_back() {
 }
 
 #[tokio::test]
-async fn calls_that_do_not_fit_the_tools_are_flagged_on_json_answers() {
+async fn calls_that_do_not_fit_the_tools_are_flagged_logged_and_audited() {
     let openai = provider("openai", true).await;
     let bedrock = provider("bedrock", false).await;
-    let proxy = Proxy::start(&config(&openai, &bedrock, r#"backend = "memory""#, "", ""), &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let extra = format!("[audit]\npath = \"{}\"", audit.display());
+    let proxy = Proxy::start(
+        &config(&openai, &bedrock, r#"backend = "memory""#, "", &extra),
+        &[],
+    )
+    .await;
     let flagged = post(&proxy, "openai", first_turn("gpt-5", false)).await;
     assert_eq!(flagged.status, 200);
     assert_eq!(
         flagged.headers["x-replaygate-response-violations"],
         "arguments_schema@output[1]"
     );
+    assert_eq!(
+        flagged.body["output"][1]["arguments"], r#"{"town":"Paris"}"#,
+        "the answer is unchanged"
+    );
     let fine = post(&proxy, "bedrock", first_turn("m", false)).await;
     assert!(fine.headers.get("x-replaygate-response-violations").is_none());
     assert_eq!(fine.body["output"][1]["arguments"], r#"{"city":"Paris"}"#);
+    // A stream cannot carry the header; its flagged calls are audited all the same.
+    let streamed = post(&proxy, "openai", first_turn("gpt-5", true)).await;
+    assert!(streamed.headers.get("x-replaygate-response-violations").is_none());
+    let mut lines = Vec::new();
+    for _ in 0..100 {
+        lines = std::fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .filter(|line| line["kind"] == "response")
+            .collect();
+        if lines.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0]["response_id"], flagged.body["id"]);
+    assert_eq!(lines[0]["provider"], "openai");
+    assert_eq!(
+        lines[1]["response_violations"],
+        json!([{"index": 1, "reason": "arguments_schema", "param": "output[1].arguments"}])
+    );
+    assert!(
+        !lines[0].to_string().contains("town"),
+        "no argument value is audited"
+    );
 }
 
 #[tokio::test]

@@ -23,6 +23,7 @@ use super::Ledger;
 use crate::error::ApiError;
 use crate::gate::{Gate, OutputCall, ResponseViolation, Target};
 use crate::ledger::{AnswerKind, Owner, StoredContent, StoredResponse, Tap, Tapped};
+use crate::proxy::audit::{AuditLog, ResponseAuditLine};
 use crate::proxy::body::{BoxError, ProxyBody};
 use crate::proxy::snapshot::Snapshot;
 use crate::proxy::teams::Team;
@@ -47,6 +48,8 @@ pub struct Recording {
     pub request_id: String,
     /// The request's tools, to check the function calls the provider produces against.
     pub calls_check: Option<CallsCheck>,
+    /// The audit log, for the calls the check flags.
+    pub audit: Option<Arc<AuditLog>>,
 }
 
 /// What checking a provider's function calls needs: the request's `tools` and the policy it
@@ -148,7 +151,7 @@ impl RecordingBody {
         let (tap, recording) = self.tap.take()?;
         let tapped = tap.finish_kept()?;
         let violations = recording.check_calls(&tapped);
-        recording.log_violations(&violations);
+        recording.report(&tapped.record.id, &violations);
         let ledger = self.ledger.clone();
         let stored = ledger.stored(tapped, recording);
         Some(Box::pin(async move { ledger.write(stored).await }))
@@ -164,10 +167,20 @@ impl Recording {
         }
     }
 
-    /// Logs the calls a provider produced that do not fit the request's tools.
-    pub fn log_violations(&self, violations: &[ResponseViolation]) {
+    /// Logs (and audits) the calls a provider produced, in answer `response_id`, that do
+    /// not fit the request's tools.
+    pub fn report(&self, response_id: &str, violations: &[ResponseViolation]) {
         if violations.is_empty() {
             return;
+        }
+        if let Some(audit) = &self.audit {
+            audit.write(&ResponseAuditLine::new(
+                &self.request_id,
+                self.team.as_deref(),
+                &self.provider,
+                response_id,
+                violations,
+            ));
         }
         let reasons: Vec<String> = violations
             .iter()
@@ -177,6 +190,7 @@ impl Recording {
             request_id = %self.request_id,
             provider = %self.provider,
             team = self.team.as_deref().unwrap_or("-"),
+            response_id,
             response_violations = %reasons.join(","),
             "the provider produced function calls that do not fit the request's tools"
         );
@@ -313,7 +327,7 @@ pub async fn record(
     tap.feed(&bytes);
     if let Some(tapped) = tap.finish_kept() {
         let violations = recording.check_calls(&tapped);
-        recording.log_violations(&violations);
+        recording.report(&tapped.record.id, &violations);
         let names = violations
             .iter()
             .map(|violation| format!("{}@output[{}]", violation.reason, violation.index));
