@@ -21,24 +21,38 @@ use crate::support::upstream::{sse_response, UpBody, Upstream};
 /// as JSON, or as events when the request says `"stream": true`. `bad_args` makes its call's
 /// arguments miss the tool's required `city`.
 async fn provider(name: &'static str, bad_args: bool) -> Upstream {
+    provider_with(name, bad_args, false).await
+}
+
+/// [`provider`]; with `numbered`, item ids restart in every response (`rs_0`, `fc_0`,
+/// `msg_0`), as Bedrock Mantle numbers them.
+async fn provider_with(name: &'static str, bad_args: bool, numbered: bool) -> Upstream {
     let counter = Arc::new(AtomicU64::new(0));
     Upstream::start(move |request| {
         let n = counter.fetch_add(1, Ordering::Relaxed) + 1;
         async move {
             let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
             let model = body["model"].as_str().unwrap_or("m").to_owned();
-            let arguments = if bad_args { r#"{"town":"Paris"}"# } else { r#"{"city":"Paris"}"# };
+            let arguments = if bad_args {
+                r#"{"town":"Paris"}"#
+            } else {
+                r#"{"city":"Paris"}"#
+            };
+            let item_id = |kind: &str| match numbered {
+                true => format!("{kind}_0"),
+                false => format!("{kind}_{name}_{n:016}"),
+            };
             let response = json!({
                 "id": format!("resp_{name}_{n}"),
                 "object": "response",
                 "model": model,
                 "status": "completed",
                 "output": [
-                    {"type": "reasoning", "id": format!("rs_{name}_{n}"), "summary": [],
+                    {"type": "reasoning", "id": item_id("rs"), "summary": [],
                      "encrypted_content": format!("enc-{name}-{model}-{n}")},
-                    {"type": "function_call", "id": format!("fc_{name}_{n}"), "call_id": format!("call_{name}_{n}"),
+                    {"type": "function_call", "id": item_id("fc"), "call_id": format!("call_{name}_{n}"),
                      "name": "get_weather", "arguments": arguments, "status": "completed"},
-                    {"type": "message", "id": format!("msg_{name}_{n}"), "role": "assistant", "status": "completed",
+                    {"type": "message", "id": item_id("msg"), "role": "assistant", "status": "completed",
                      "content": [{"type": "output_text", "text": "Looking.", "annotations": []}]}
                 ]
             });
@@ -301,6 +315,32 @@ async fn a_reference_to_an_item_another_provider_stored_is_refused() {
     let refused = post(&s.proxy, "bedrock", reference.clone()).await;
     assert_eq!(code_of(&refused), "foreign_item_reference", "{}", refused.body);
     assert_eq!(post(&s.proxy, "openai", reference).await.status, 200);
+}
+
+#[tokio::test]
+async fn ids_numbered_per_response_never_refuse_a_replay() {
+    let openai = provider_with("openai", false, true).await;
+    let bedrock = provider_with("bedrock", false, true).await;
+    let proxy = Proxy::start(&config(&openai, &bedrock, r#"backend = "memory""#, "", ""), &[]).await;
+    // Both providers answer with `rs_0`, `fc_0` and `msg_0`: the last one recorded is OpenAI's.
+    let at_bedrock = post(&proxy, "bedrock", first_turn("openai.gpt-oss-120b", false)).await;
+    post(&proxy, "openai", first_turn("gpt-5", false)).await;
+    let mut input = output_of(&at_bedrock);
+    input[0].as_object_mut().unwrap().remove("encrypted_content");
+    input.push(json!({"type": "item_reference", "id": "msg_0"}));
+    input
+        .push(json!({"type": "function_call_output", "call_id": call_id_of(&at_bedrock), "output": "sunny"}));
+    let replay = post(
+        &proxy,
+        "bedrock",
+        json!({"model": "openai.gpt-oss-120b", "input": input}),
+    )
+    .await;
+    assert_eq!(replay.status, 200, "{}", replay.body);
+    assert!(replay
+        .headers
+        .get("x-replaygate-monitored")
+        .is_none_or(|v| !v.to_str().unwrap().contains("item_")));
 }
 
 #[tokio::test]

@@ -38,7 +38,7 @@ use serde_json::{Map, Value};
 use super::item::{Item, ItemClass, Pairing};
 use super::request::ParsedRequest;
 use super::strip::{item_spans, IsNamed};
-use crate::ledger::{item_digest, Owner, StoredItem, MAX_ID_BYTES};
+use crate::ledger::{item_digest, names_one_item, Owner, StoredItem, MAX_ID_BYTES};
 
 /// The most item ids, and the most digests, one [`LedgerQuery`] asks about. Past it the rest
 /// stay unknown (never a violation); reasoning, compaction and item_reference ids are listed
@@ -86,7 +86,7 @@ impl LedgerQuery {
                 if is_resolved_elsewhere(item) != resolved_elsewhere {
                     continue;
                 }
-                if let Some(id) = item.id().filter(|id| recordable(id)) {
+                if let Some(id) = item.id().filter(|id| recordable(id) && names_one_item(id)) {
                     if seen.insert(id) {
                         item_ids.push(id.to_owned());
                     }
@@ -332,31 +332,42 @@ mod tests {
     fn asks_for_item_ids_once_each_references_first() {
         let long = "x".repeat(MAX_ID_BYTES + 1);
         let q = query(&format!(
-            r#"{{"input":[{{"type":"message","id":"msg_1","role":"assistant","content":"a"}},
-                {{"type":"function_call","id":"fc_1","call_id":"c","name":"f","arguments":"{{}}"}},
-                {{"type":"reasoning","id":"rs_1","summary":[]}},
-                {{"id":"msg_1"}},
+            r#"{{"input":[{{"type":"message","id":"msg_1_0123456789ab","role":"assistant","content":"a"}},
+                {{"type":"function_call","id":"fc_1_0123456789ab","call_id":"c","name":"f","arguments":"{{}}"}},
+                {{"type":"reasoning","id":"rs_1_0123456789ab","summary":[]}},
+                {{"id":"msg_1_0123456789ab"}},
                 {{"type":"function_call_output","id":5,"call_id":"c","output":"x"}},
                 {{"type":"message","id":"{long}","role":"user","content":"b"}}]}}"#
         ));
-        assert_eq!(q.item_ids, ["rs_1", "msg_1", "fc_1"]);
+        assert_eq!(
+            q.item_ids,
+            ["rs_1_0123456789ab", "msg_1_0123456789ab", "fc_1_0123456789ab"]
+        );
         assert!(q.digests.is_empty());
     }
 
     #[test]
     fn item_ids_stop_at_the_cap() {
         let items: Vec<String> = (0..MAX_QUERY_KEYS + 10)
-            .map(|i| format!(r#"{{"type":"message","id":"msg_{i}","role":"user","content":"a"}}"#))
-            .chain([r#"{"type":"item_reference","id":"late_ref"}"#.to_owned()])
+            .map(|i| format!(r#"{{"type":"message","id":"msg_{i:016}","role":"user","content":"a"}}"#))
+            .chain([r#"{"type":"item_reference","id":"late_ref_0123456789"}"#.to_owned()])
             .collect();
         let q = query(&format!(r#"{{"input":[{}]}}"#, items.join(",")));
         assert_eq!(q.item_ids.len(), MAX_QUERY_KEYS);
-        assert_eq!(q.item_ids[0], "late_ref", "references come first");
+        assert_eq!(q.item_ids[0], "late_ref_0123456789", "references come first");
+    }
+
+    #[test]
+    fn ids_numbered_per_response_are_not_asked_for() {
+        let q = query(
+            r#"{"input":[{"type":"item_reference","id":"msg_0"},{"type":"reasoning","id":"rs_0","summary":[]}]}"#,
+        );
+        assert!(q.item_ids.is_empty(), "{q:?}");
     }
 
     #[test]
     fn digests_equal_what_the_tap_recorded_for_the_same_blob() {
-        let output = r#"{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"s"}],"encrypted_content":"gAAA\u0042"}"#;
+        let output = r#"{"type":"reasoning","id":"rs_1_0123456789ab","summary":[{"type":"summary_text","text":"s"}],"encrypted_content":"gAAA\u0042"}"#;
         let replayed = r#"{"encrypted_content": "gAAAB", "type": "reasoning", "summary": []}"#;
         let compaction = r#"{"type":"compaction","encrypted_content":"cccc"}"#;
         let q = query(&format!(
@@ -368,7 +379,7 @@ mod tests {
     #[test]
     fn null_or_absent_blobs_have_no_digest_and_repeated_members_each_count() {
         let q = query(
-            r#"{"input":[{"type":"reasoning","summary":[],"encrypted_content":null},{"type":"reasoning","id":"rs_2","summary":[]}]}"#,
+            r#"{"input":[{"type":"reasoning","summary":[],"encrypted_content":null},{"type":"reasoning","id":"rs_2_0123456789ab","summary":[]}]}"#,
         );
         assert!(q.digests.is_empty());
         let q = query(r#"{"input":[{"type":"reasoning","encrypted_content":"a","encrypted_content":"b"}]}"#);
@@ -401,11 +412,11 @@ mod tests {
 
     #[test]
     fn the_whole_digest_of_a_replayed_item_is_the_recorded_one() {
-        let output = r#"{"type":"function_call","id":"fc_1","call_id":"c1","name":"f","arguments":"{\"a\":1}","status":"completed"}"#;
-        let replayed = r#"{"arguments":"{\"a\":1}","call_id":"c1","name":"f","type":"function_call","id":"fc_1","parsed_arguments":{"a":1}}"#;
+        let output = r#"{"type":"function_call","id":"fc_1_0123456789ab","call_id":"c1","name":"f","arguments":"{\"a\":1}","status":"completed"}"#;
+        let replayed = r#"{"arguments":"{\"a\":1}","call_id":"c1","name":"f","type":"function_call","id":"fc_1_0123456789ab","parsed_arguments":{"a":1}}"#;
         let item: Item<'_> = serde_json::from_str(replayed).unwrap();
         assert_eq!(whole_digest(&item, replayed), Some(recorded_digest(output)));
-        let message = r#"{"role":"assistant","id":"msg_1","content":[{"type":"output_text","text":"hi"}]}"#;
+        let message = r#"{"role":"assistant","id":"msg_1_0123456789ab","content":[{"type":"output_text","text":"hi"}]}"#;
         let item: Item<'_> = serde_json::from_str(message).unwrap();
         assert_eq!(
             whole_digest(&item, message),

@@ -36,6 +36,17 @@ pub use record::{item_digest, item_record, item_record_from_value, ItemRecord, R
 pub use stored::{Owner, StoredContent, StoredItem, StoredResponse};
 pub use tap::{AnswerKind, Tap, TapLimits, Tapped};
 
+/// The shortest item `id` the ledger indexes and looks up. Providers that mint ids of their
+/// own make them long and random (OpenAI's are over 50 bytes); Bedrock Mantle numbers items per
+/// response (`rs_0`, `fc_1`, `msg_0` in every turn), so a short id names no single item across
+/// sessions, and judging by it would refuse valid traffic.
+pub const MIN_ITEM_ID_BYTES: usize = 16;
+
+/// Whether an item `id` can name one item across sessions (see [`MIN_ITEM_ID_BYTES`]).
+pub fn names_one_item(id: &str) -> bool {
+    id.len() >= MIN_ITEM_ID_BYTES
+}
+
 /// The longest response id, model, item id, item type or `call_id` the ledger records, in
 /// bytes. An answer with a longer one is not recorded at all.
 pub const MAX_ID_BYTES: usize = 256;

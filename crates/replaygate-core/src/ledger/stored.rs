@@ -89,10 +89,12 @@ impl StoredResponse {
         }
     }
 
-    /// The index entries by item `id`: one per output item that has an id.
+    /// The index entries by item `id`: one per output item whose id can name one item
+    /// ([`names_one_item`](super::names_one_item): per-response numbers such as `rs_0` are
+    /// not indexed).
     pub fn by_id(&self) -> impl Iterator<Item = (&str, StoredItem)> + '_ {
         self.items.iter().filter_map(|item| {
-            let id = item.id.as_deref()?;
+            let id = item.id.as_deref().filter(|id| super::names_one_item(id))?;
             Some((id, self.stored_item(item)))
         })
     }

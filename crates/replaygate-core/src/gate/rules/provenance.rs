@@ -4,8 +4,8 @@
 //! - `foreign_previous_response`: the response `previous_response_id` names was recorded for
 //!   another provider.
 //! - `foreign_encrypted_content`: a reasoning or compaction item whose `encrypted_content` (by
-//!   its digest) or `id` was recorded for another provider, or for another model when the
-//!   target binds encrypted reasoning to the model.
+//!   its digest) was recorded for another provider, or for another model when the target
+//!   binds encrypted reasoning to the model.
 //! - `foreign_item_reference`: an `item_reference`, or a reasoning or compaction item with no
 //!   `encrypted_content`, whose `id` another provider stored (it alone can resolve it).
 //! - `item_tampered`: an item whose `id` was recorded with another digest.
@@ -157,9 +157,10 @@ impl<'p> ProvenanceRules<'p> {
                     // The blob itself was recorded, so it is no tampering whatever its id says.
                     return known_blobs.find_map(|stored| self.foreign_blob(item, stored));
                 }
-                let stored = recorded?;
-                self.foreign_blob(item, stored)
-                    .or_else(|| tampered(item, stored, facts.digest?))
+                // A blob the ledger never saw is judged by nothing but its id's digest: the same
+                // blob has the same digest, so one recorded under this id with another digest
+                // is another item (or an altered one), reported, never refused.
+                tampered(item, recorded?, facts.digest?)
             }
             _ => tampered(item, recorded?, self.facts.get(&index)?.digest?),
         }

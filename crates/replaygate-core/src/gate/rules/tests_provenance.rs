@@ -72,12 +72,12 @@ fn request_with(items: &[&str]) -> String {
 const TOOLS: &str = r#""tools":[{"type":"function","name":"f"}]"#;
 
 const USER: &str = r#"{"role":"user","content":"hi"}"#;
-const BLOB_OUTPUT: &str = r#"{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"s"}],"encrypted_content":"gAAA"}"#;
+const BLOB_OUTPUT: &str = r#"{"type":"reasoning","id":"rs_1_0123456789ab","summary":[{"type":"summary_text","text":"s"}],"encrypted_content":"gAAA"}"#;
 /// The reasoning item of `BLOB_OUTPUT` as a client replays it (another order, no summary).
 const BLOB: &str = r#"{"encrypted_content":"gAAA","summary":[],"type":"reasoning"}"#;
-const CALL_OUTPUT: &str = r#"{"type":"function_call","id":"fc_1","call_id":"c1","name":"f","arguments":"{\"a\":1}","status":"completed"}"#;
+const CALL_OUTPUT: &str = r#"{"type":"function_call","id":"fc_1_0123456789ab","call_id":"c1","name":"f","arguments":"{\"a\":1}","status":"completed"}"#;
 const CALL: &str =
-    r#"{"type":"function_call","id":"fc_1","call_id":"c1","name":"f","arguments":"{\"a\":1}"}"#;
+    r#"{"type":"function_call","id":"fc_1_0123456789ab","call_id":"c1","name":"f","arguments":"{\"a\":1}"}"#;
 const CALL_ANSWER: &str = r#"{"type":"function_call_output","call_id":"c1","output":"ok"}"#;
 
 #[test]
@@ -141,20 +141,22 @@ fn a_blob_of_another_provider_is_foreign_by_its_digest() {
 }
 
 #[test]
-fn a_blob_of_another_provider_is_foreign_by_its_id() {
+fn a_blob_is_judged_foreign_by_its_digest_never_by_its_id_alone() {
+    // Only the id was recorded (the digest index does not know the blob): an id may name
+    // another item (ids are not always unique), so the blob is not refused by it.
     let mut provenance = Provenance::default();
     with_item(&mut provenance, owner("openai", None), BLOB_OUTPUT);
-    let replayed = r#"{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAA"}"#;
-    let verdict = judge(&request_with(&[replayed]), "bedrock", &provenance);
-    assert_eq!(verdict.violations[0].reason, Reason::ForeignEncryptedContent);
-    assert!(judge(&request_with(&[replayed]), "openai", &provenance)
-        .violations
-        .is_empty());
+    let replayed = r#"{"type":"reasoning","id":"rs_1_0123456789ab","summary":[],"encrypted_content":"gAAA"}"#;
+    for target in ["bedrock", "openai"] {
+        assert!(judge(&request_with(&[replayed]), target, &provenance)
+            .violations
+            .is_empty());
+    }
 }
 
 #[test]
 fn a_compaction_blob_of_another_provider_is_foreign() {
-    let output = r#"{"type":"compaction","id":"cmp_1","encrypted_content":"zzz"}"#;
+    let output = r#"{"type":"compaction","id":"cmp_1_0123456789ab","encrypted_content":"zzz"}"#;
     let mut provenance = Provenance::default();
     with_blob(&mut provenance, owner("openai", None), output);
     let body = request_with(&[r#"{"type":"compaction","encrypted_content":"zzz"}"#, USER]);
@@ -247,10 +249,13 @@ fn stripping_a_foreign_reasoning_item_forwards_a_valid_body_without_it() {
 
 #[test]
 fn a_reference_to_an_item_another_provider_stored_is_foreign() {
-    let message = r#"{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"hello"}]}"#;
+    let message = r#"{"type":"message","id":"msg_1_0123456789ab","role":"assistant","content":[{"type":"output_text","text":"hello"}]}"#;
     let mut provenance = Provenance::default();
     with_item(&mut provenance, owner("openai", None), message);
-    for reference in [r#"{"id":"msg_1"}"#, r#"{"type":"item_reference","id":"msg_1"}"#] {
+    for reference in [
+        r#"{"id":"msg_1_0123456789ab"}"#,
+        r#"{"type":"item_reference","id":"msg_1_0123456789ab"}"#,
+    ] {
         let body = request_with(&[USER, reference]);
         let verdict = judge(&body, "bedrock", &provenance);
         assert_eq!(
@@ -267,7 +272,7 @@ fn a_reference_to_an_item_another_provider_stored_is_foreign() {
         assert!(judge(&body, "openai", &provenance).violations.is_empty());
     }
     // A reference the ledger never saw is unknown.
-    let unknown = request_with(&[r#"{"type":"item_reference","id":"msg_2"}"#]);
+    let unknown = request_with(&[r#"{"type":"item_reference","id":"msg_2_0123456789ab"}"#]);
     assert!(judge(&unknown, "bedrock", &provenance).violations.is_empty());
 }
 
@@ -276,8 +281,8 @@ fn a_reasoning_item_by_id_alone_is_a_reference() {
     let mut provenance = Provenance::default();
     with_item(&mut provenance, owner("openai", Some("m1")), BLOB_OUTPUT);
     for by_id in [
-        r#"{"type":"reasoning","id":"rs_1","summary":[]}"#,
-        r#"{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":null}"#,
+        r#"{"type":"reasoning","id":"rs_1_0123456789ab","summary":[]}"#,
+        r#"{"type":"reasoning","id":"rs_1_0123456789ab","summary":[],"encrypted_content":null}"#,
     ] {
         let body = request_with(&[USER, by_id]);
         let verdict = judge(&body, "bedrock", &provenance);
@@ -304,7 +309,7 @@ fn an_item_whose_digest_differs_from_its_record_is_tampered() {
     let mut provenance = Provenance::default();
     with_item(&mut provenance, owner("openai", None), CALL_OUTPUT);
     // Replayed as recorded (no status, another member order, an extra member): clean.
-    let faithful = r#"{"arguments":"{\"a\":1}","call_id":"c1","id":"fc_1","name":"f","type":"function_call","parsed_arguments":{"a":1}}"#;
+    let faithful = r#"{"arguments":"{\"a\":1}","call_id":"c1","id":"fc_1_0123456789ab","name":"f","type":"function_call","parsed_arguments":{"a":1}}"#;
     assert!(judge(
         &request_with(&[USER, faithful, CALL_ANSWER]),
         "openai",
@@ -330,10 +335,10 @@ fn an_item_whose_digest_differs_from_its_record_is_tampered() {
             )]
         );
         assert!(verdict.is_allowed());
-        assert_eq!(verdict.violations[0].id.as_deref(), Some("fc_1"));
+        assert_eq!(verdict.violations[0].id.as_deref(), Some("fc_1_0123456789ab"));
     }
     // Another type under a recorded id.
-    let as_message = r#"{"type":"message","id":"fc_1","role":"assistant","content":"x"}"#;
+    let as_message = r#"{"type":"message","id":"fc_1_0123456789ab","role":"assistant","content":"x"}"#;
     let verdict = judge(&request_with(&[as_message]), "openai", &provenance);
     assert_eq!(verdict.violations[0].reason, Reason::ItemTampered);
     assert!(verdict.violations[0]
@@ -343,14 +348,17 @@ fn an_item_whose_digest_differs_from_its_record_is_tampered() {
 
 #[test]
 fn a_message_or_blob_whose_content_changed_is_tampered() {
-    let message = r#"{"type":"message","id":"msg_1","role":"assistant","status":"completed","content":[{"type":"output_text","text":"hello","annotations":[]}]}"#;
+    let message = r#"{"type":"message","id":"msg_1_0123456789ab","role":"assistant","status":"completed","content":[{"type":"output_text","text":"hello","annotations":[]}]}"#;
     let mut provenance = Provenance::default();
     with_item(&mut provenance, owner("openai", None), message);
     with_item(&mut provenance, owner("openai", None), BLOB_OUTPUT);
-    let same = r#"{"id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"hello"}]}"#;
-    let changed = r#"{"id":"msg_1","role":"assistant","content":"hello!"}"#;
-    let same_blob = r#"{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAA"}"#;
-    let other_blob = r#"{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAB"}"#;
+    let same =
+        r#"{"id":"msg_1_0123456789ab","role":"assistant","content":[{"type":"output_text","text":"hello"}]}"#;
+    let changed = r#"{"id":"msg_1_0123456789ab","role":"assistant","content":"hello!"}"#;
+    let same_blob =
+        r#"{"type":"reasoning","id":"rs_1_0123456789ab","summary":[],"encrypted_content":"gAAA"}"#;
+    let other_blob =
+        r#"{"type":"reasoning","id":"rs_1_0123456789ab","summary":[],"encrypted_content":"gAAB"}"#;
     for (items, tampered) in [
         ([USER, same, same_blob], None),
         ([USER, changed, same_blob], Some(1)),
@@ -374,17 +382,19 @@ fn a_message_or_blob_whose_content_changed_is_tampered() {
 
 #[test]
 fn each_item_has_one_violation_the_first_rule_s() {
-    // A foreign blob under an id recorded with another blob: foreign, not also tampered.
+    // A blob the ledger never saw under an id recorded with another blob: tampered (or
+    // another item under the same id), reported once, never refused.
     let mut provenance = Provenance::default();
     with_item(&mut provenance, owner("openai", None), BLOB_OUTPUT);
-    let other_blob = r#"{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAB"}"#;
+    let other_blob =
+        r#"{"type":"reasoning","id":"rs_1_0123456789ab","summary":[],"encrypted_content":"gAAB"}"#;
     let verdict = judge(&request_with(&[other_blob]), "bedrock", &provenance);
     assert_eq!(
         summary(&verdict),
         [(
             Some(0),
-            Reason::ForeignEncryptedContent,
-            Action::Reject,
+            Reason::ItemTampered,
+            Action::Monitor,
             "input[0]".to_owned()
         )]
     );
@@ -413,9 +423,9 @@ fn each_item_has_one_violation_the_first_rule_s() {
     with_item(
         &mut provenance,
         owner("openai", None),
-        r#"{"type":"message","id":"msg_1","content":"x"}"#,
+        r#"{"type":"message","id":"msg_1_0123456789ab","content":"x"}"#,
     );
-    let body = request_with(&[&edited, other_blob, CALL_ANSWER, r#"{"id":"msg_1"}"#]);
+    let body = request_with(&[&edited, other_blob, CALL_ANSWER, r#"{"id":"msg_1_0123456789ab"}"#]);
     let verdict = judge_under(
         &body,
         &ProviderProfile::own_namespace("bedrock"),
@@ -520,12 +530,16 @@ fn an_unknown_or_partly_known_chain_pairs_as_before() {
 
 #[test]
 fn item_references_bring_their_recorded_calls_along() {
-    let body = CONTINUATION.replace("[\n", "[{\"type\":\"item_reference\",\"id\":\"fc_2\"},\n");
+    let body = CONTINUATION.replace(
+        "[\n",
+        "[{\"type\":\"item_reference\",\"id\":\"fc_2_0123456789ab\"},\n",
+    );
     let provenance = chain(&["c1"], true);
-    // The ledger never saw fc_2: it cannot tell where c2 is.
+    // The ledger never saw fc_2_0123456789ab: it cannot tell where c2 is.
     assert!(judge(&body, "openai", &provenance).violations.is_empty());
     let mut knows_reference = provenance.clone();
-    let call = r#"{"type":"function_call","id":"fc_2","call_id":"c2","name":"f","arguments":"{}"}"#;
+    let call =
+        r#"{"type":"function_call","id":"fc_2_0123456789ab","call_id":"c2","name":"f","arguments":"{}"}"#;
     with_item(&mut knows_reference, owner("openai", Some("m1")), call);
     assert!(judge(&body, "openai", &knows_reference).violations.is_empty());
     let mut other_call = provenance.clone();
@@ -549,7 +563,7 @@ fn item_references_bring_their_recorded_calls_along() {
 fn unknown_provenance_passes() {
     let body = format!(
         r#"{{"model":"m1",{TOOLS},"previous_response_id":"resp_1","input":[{USER},{BLOB},{CALL},{CALL_ANSWER},
-            {{"id":"msg_1"}},{{"type":"reasoning","id":"rs_1","summary":[]}},
+            {{"id":"msg_1_0123456789ab"}},{{"type":"reasoning","id":"rs_1_0123456789ab","summary":[]}},
             {{"type":"function_call_output","call_id":"elsewhere","output":"x"}}]}}"#
     );
     for provider in ["openai", "bedrock"] {
@@ -561,7 +575,7 @@ fn unknown_provenance_passes() {
     with_item(
         &mut unrelated,
         owner("openai", None),
-        &CALL_OUTPUT.replace("fc_1", "fc_9"),
+        &CALL_OUTPUT.replace("fc_1_0123456789ab", "fc_9_0123456789ab"),
     );
     with_blob(
         &mut unrelated,
@@ -574,10 +588,10 @@ fn unknown_provenance_passes() {
 #[test]
 fn the_query_finds_what_the_rules_judge() {
     // The proxy's round trip: query, a store that knows everything from openai, judge.
-    let body = request_with(&[USER, BLOB, CALL, CALL_ANSWER, r#"{"id":"msg_1"}"#]);
+    let body = request_with(&[USER, BLOB, CALL, CALL_ANSWER, r#"{"id":"msg_1_0123456789ab"}"#]);
     let request = parse(body.as_bytes()).unwrap();
     let query = LedgerQuery::of(&request, body.as_bytes());
-    assert_eq!(query.item_ids, ["msg_1", "fc_1"]);
+    assert_eq!(query.item_ids, ["msg_1_0123456789ab", "fc_1_0123456789ab"]);
     let mut provenance = Provenance::default();
     with_blob(&mut provenance, owner("openai", None), BLOB_OUTPUT);
     assert_eq!(
@@ -588,7 +602,7 @@ fn the_query_finds_what_the_rules_judge() {
     with_item(
         &mut provenance,
         owner("openai", None),
-        r#"{"type":"message","id":"msg_1","content":"x"}"#,
+        r#"{"type":"message","id":"msg_1_0123456789ab","content":"x"}"#,
     );
     let reasons: Vec<Reason> = judge(&body, "bedrock", &provenance)
         .violations
