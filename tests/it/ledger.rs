@@ -33,6 +33,8 @@ async fn provider_with(name: &'static str, bad_args: bool, numbered: bool) -> Up
         async move {
             let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
             let model = body["model"].as_str().unwrap_or("m").to_owned();
+            // Providers may answer with a dated name of the model asked for.
+            let answered = format!("{model}-2026-11-01");
             let arguments = if bad_args {
                 r#"{"town":"Paris"}"#
             } else {
@@ -45,7 +47,7 @@ async fn provider_with(name: &'static str, bad_args: bool, numbered: bool) -> Up
             let response = json!({
                 "id": format!("resp_{name}_{n}"),
                 "object": "response",
-                "model": model,
+                "model": answered,
                 "status": "completed",
                 "output": [
                     {"type": "reasoning", "id": item_id("rs"), "summary": [],

@@ -33,7 +33,8 @@ use crate::proxy::teams::Team;
 pub struct Recording {
     /// The provider the request went to.
     pub provider: String,
-    /// The request's `model`, kept when the answer names none.
+    /// The request's `model`: the model a record is bound to (the answer's, when the request
+    /// names none).
     pub model: Option<String>,
     /// The request's team.
     pub team: Option<String>,
@@ -209,9 +210,11 @@ impl Ledger {
     /// The stored form of an answer tapped for `recording`'s request.
     pub fn stored(&self, tapped: Tapped, recording: Recording) -> StoredResponse {
         let Tapped { record, items, .. } = tapped;
+        // The model as the client named it, which it names again when it replays: a provider
+        // may answer with a dated name (`gpt-5` as `gpt-5-2025-08-07`) for the same model.
         let owner = Owner {
             provider: recording.provider,
-            model: record.model.clone().or(recording.model),
+            model: recording.model.or_else(|| record.model.clone()),
         };
         let mut stored = StoredResponse::new(
             record,
