@@ -124,6 +124,10 @@ pub(super) async fn judge(
         );
         judged.previous_response_id = None;
         judged.carried = Some(carried.from);
+        // The audit line names the bytes received, not the rewritten ones.
+        if judged.body_sha256.is_some() {
+            judged.body_sha256 = Some(super::audit::body_sha256(body));
+        }
         judged.body = Some(carried.body);
         return Ok(judged);
     }
