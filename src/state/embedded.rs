@@ -40,9 +40,10 @@
 //!
 //! # Sharing
 //!
-//! redb locks the file. A second store on the same directory, in this process or another, fails
-//! to open with [`StoreError::Unavailable`] rather than waiting. Rate limits are counted in this
-//! process, as with `memory`: the embedded store serves one process.
+//! redb locks the file. A directory already open in this process is shared by every store
+//! opened on it ([`EmbeddedStore::open`]); another process fails to open it, with
+//! [`StoreError::Unavailable`] rather than waiting. Rate limits are counted in this process, as
+//! with `memory`: the embedded store serves one process.
 //!
 //! [redb]: https://www.redb.org
 
@@ -610,7 +611,7 @@ mod tests {
     fn response(id: &str, digest: u8, expires_in: i64) -> StoredResponse {
         let now = now_unix();
         let item = |prefix: &str, item_type: &str, encrypted: bool, digest: u8| ItemRecord {
-            id: Some(format!("{prefix}_{id}")),
+            id: Some(format!("{prefix}_0123456789_{id}")),
             item_type: item_type.into(),
             call_id: (!encrypted).then(|| format!("call_{id}")),
             digest: [digest; 32],
@@ -668,7 +669,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = EmbeddedStore::open(dir.path()).unwrap();
         store.put_response(&response("resp_1", 1, 60)).await.unwrap();
-        let ids = ["fc_resp_1".to_owned(), "nope".to_owned(), "rs_resp_1".to_owned()];
+        let ids = [
+            "fc_0123456789_resp_1".to_owned(),
+            "nope".to_owned(),
+            "rs_0123456789_resp_1".to_owned(),
+        ];
         let found = store.items_by_id(&ids).await.unwrap();
         assert_eq!(
             found[0].as_ref().unwrap().record.call_id.as_deref(),
@@ -693,7 +698,10 @@ mod tests {
         store.put_response(&response("resp_old", 2, -1)).await.unwrap();
         assert_eq!(store.response("resp_old").await.unwrap(), None);
         assert_eq!(
-            store.items_by_id(&["rs_resp_old".into()]).await.unwrap(),
+            store
+                .items_by_id(&["rs_0123456789_resp_old".into()])
+                .await
+                .unwrap(),
             vec![None]
         );
         assert_eq!(store.items_by_digest(&[[2; 32]]).await.unwrap(), vec![None]);
@@ -795,7 +803,9 @@ mod tests {
             task.await.unwrap();
         }
         assert_eq!(rows(&store, RESPONSES), 32 * 25);
-        let ids: Vec<String> = (0..32).map(|task| format!("fc_resp_{task}_24")).collect();
+        let ids: Vec<String> = (0..32)
+            .map(|task| format!("fc_0123456789_resp_{task}_24"))
+            .collect();
         assert!(store.items_by_id(&ids).await.unwrap().iter().all(Option::is_some));
     }
 
@@ -949,7 +959,10 @@ mod tests {
         let via_pool = start.elapsed() / PUTS as u32;
         let start = Instant::now();
         for n in 0..PUTS {
-            let ids = [format!("rs_resp_{n}"), format!("fc_resp_{n}")];
+            let ids = [
+                format!("rs_0123456789_resp_{n}"),
+                format!("fc_0123456789_resp_{n}"),
+            ];
             assert!(store.items_by_id(&ids).await.unwrap()[0].is_some());
         }
         let items_via_pool = start.elapsed() / PUTS as u32;

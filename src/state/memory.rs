@@ -107,7 +107,7 @@ mod tests {
     fn response(id: &str, expires_in: i64) -> StoredResponse {
         let now = now_unix();
         let item = ItemRecord {
-            id: Some(format!("rs_{id}")),
+            id: Some(format!("rs_0123456789_{id}")),
             item_type: "reasoning".into(),
             call_id: None,
             digest: [7; 32],
@@ -134,7 +134,11 @@ mod tests {
         store.put_response(&response("resp_2", -1)).unwrap();
         assert!(store.response("resp_1").unwrap().is_some());
         assert!(store.response("resp_2").unwrap().is_none());
-        let ids = ["rs_resp_1".to_owned(), "rs_resp_2".to_owned(), "nope".to_owned()];
+        let ids = [
+            "rs_0123456789_resp_1".to_owned(),
+            "rs_0123456789_resp_2".to_owned(),
+            "nope".to_owned(),
+        ];
         let found = store.items_by_id(&ids).unwrap();
         assert_eq!(found[0].as_ref().unwrap().response_id, "resp_1");
         assert!(found[1].is_none() && found[2].is_none());

@@ -16,7 +16,7 @@ mod redis;
 use std::num::NonZeroU32;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub use self::redis::{RedisStore, DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, GCRA_SCRIPT};
+pub use self::redis::{RedisStore, DEFAULT_TIMEOUT, GCRA_SCRIPT};
 pub use embedded::EmbeddedStore;
 pub use memory::MemoryStore;
 

@@ -1,14 +1,15 @@
 //! The `redis` backend: the ledger and the team rate limits in one Redis, shared by every
 //! replica (contract §9).
 //!
-//! Keys (`P` is the key prefix, [`DEFAULT_KEY_PREFIX`] unless configured):
+//! Keys (`P` is `[state] key_prefix`, `replaygate` unless configured; `v1` is the layout's
+//! version, so a later layout never reads these values as its own):
 //!
 //! | key | value |
 //! | --- | --- |
-//! | `P:resp:{response id}` | the [`StoredResponse`], as JSON |
-//! | `P:item:{item id}` | the [`StoredItem`] of an output item with an id, as JSON |
-//! | `P:digest:{64 hex digits}` | the [`StoredItem`] of an output item carrying `encrypted_content` |
-//! | `P:rate:{team}` | the team's GCRA state: its theoretical arrival time, in microseconds of Redis server time |
+//! | `P:v1:resp:{response id}` | the [`StoredResponse`], as JSON |
+//! | `P:v1:item:{item id}` | the [`StoredItem`] of an output item with an id, as JSON |
+//! | `P:v1:digest:{64 hex digits}` | the [`StoredItem`] of an output item carrying `encrypted_content` |
+//! | `P:v1:rate:{team}` | the team's GCRA state: its theoretical arrival time, in microseconds of Redis server time |
 //!
 //! Ledger keys expire with their response (`EX` = seconds left until `expires_unix`); a rate
 //! key expires once its team is back to a full allowance.
@@ -29,9 +30,6 @@ use ::redis::{Client, RedisError, RedisResult, Script};
 
 use super::{now_unix, StoreError};
 use crate::ledger::{StoredItem, StoredResponse};
-
-/// The key prefix replaygate uses unless configured otherwise.
-pub const DEFAULT_KEY_PREFIX: &str = "replaygate:v1";
 
 /// How long one call may take, connecting included, unless configured otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
@@ -212,7 +210,7 @@ impl RedisStore {
     }
 
     fn key(&self, kind: &str, name: &str) -> String {
-        format!("{}:{kind}:{name}", self.inner.prefix)
+        format!("{}:v1:{kind}:{name}", self.inner.prefix)
     }
 
     /// Runs `call` on the connection, within the timeout. A call that times out drops the
@@ -357,14 +355,14 @@ mod tests {
     fn response(id: &str, digest: u8, retention: u64) -> StoredResponse {
         let items = vec![
             ItemRecord {
-                id: Some(format!("fc_{id}")),
+                id: Some(format!("fc_0123456789_{id}")),
                 item_type: "function_call".into(),
                 call_id: Some(format!("call_{id}")),
                 digest: [1; 32],
                 has_encrypted_content: false,
             },
             ItemRecord {
-                id: Some(format!("rs_{id}")),
+                id: Some(format!("rs_0123456789_{id}")),
                 item_type: "reasoning".into(),
                 call_id: None,
                 digest: [digest; 32],
@@ -407,7 +405,7 @@ mod tests {
         let store = store(&server);
         store.put_response(&response("resp_1", 7, 600)).await.unwrap();
         store.put_response(&response("resp_2", 8, 600)).await.unwrap();
-        let ids = ["rs_resp_2", "nope", "fc_resp_1"].map(String::from);
+        let ids = ["rs_0123456789_resp_2", "nope", "fc_0123456789_resp_1"].map(String::from);
         let found = store.items_by_id(&ids).await.unwrap();
         assert_eq!(found.len(), 3);
         assert_eq!(found[0].as_ref().unwrap().response_id, "resp_2");
@@ -417,7 +415,10 @@ mod tests {
         assert_eq!(call.owner.provider, "openai");
         // Only items carrying encrypted_content are indexed by digest.
         let found = store.items_by_digest(&[[8; 32], [1; 32], [7; 32]]).await.unwrap();
-        assert_eq!(found[0].as_ref().unwrap().record.id.as_deref(), Some("rs_resp_2"));
+        assert_eq!(
+            found[0].as_ref().unwrap().record.id.as_deref(),
+            Some("rs_0123456789_resp_2")
+        );
         assert!(found[1].is_none());
         assert_eq!(found[2].as_ref().unwrap().response_id, "resp_1");
         assert!(store.items_by_id(&[]).await.unwrap().is_empty());
@@ -431,10 +432,10 @@ mod tests {
         store.put_response(&response("resp_1", 7, 120)).await.unwrap();
         let mut conn = raw(&server).await;
         let keys = [
-            "rg-test:resp:resp_1".to_owned(),
-            "rg-test:item:fc_resp_1".to_owned(),
-            "rg-test:item:rs_resp_1".to_owned(),
-            format!("rg-test:digest:{}", hex::encode([7; 32])),
+            "rg-test:v1:resp:resp_1".to_owned(),
+            "rg-test:v1:item:fc_0123456789_resp_1".to_owned(),
+            "rg-test:v1:item:rs_0123456789_resp_1".to_owned(),
+            format!("rg-test:v1:digest:{}", hex::encode([7; 32])),
         ];
         for key in keys {
             let ttl: i64 = ::redis::cmd("TTL")
@@ -445,7 +446,7 @@ mod tests {
             assert!(ttl > 0 && ttl <= 120, "{key}: TTL {ttl}");
         }
         // The call is indexed by id only.
-        let digest_key = format!("rg-test:digest:{}", hex::encode([1; 32]));
+        let digest_key = format!("rg-test:v1:digest:{}", hex::encode([1; 32]));
         let exists: bool = ::redis::cmd("EXISTS")
             .arg(digest_key)
             .query_async(&mut conn)
@@ -472,16 +473,16 @@ mod tests {
         let item = stale.by_id().next().unwrap().1;
         let _: () = ::redis::pipe()
             .cmd("SET")
-            .arg("rg-test:resp:resp_stale")
+            .arg("rg-test:v1:resp:resp_stale")
             .arg(serde_json::to_vec(&stale).unwrap())
             .cmd("SET")
-            .arg("rg-test:item:fc_resp_stale")
+            .arg("rg-test:v1:item:fc_0123456789_resp_stale")
             .arg(serde_json::to_vec(&item).unwrap())
             .query_async(&mut conn)
             .await
             .unwrap();
         assert_eq!(store.response("resp_stale").await.unwrap(), None);
-        let ids = ["fc_resp_stale".to_owned()];
+        let ids = ["fc_0123456789_resp_stale".to_owned()];
         assert!(store.items_by_id(&ids).await.unwrap()[0].is_none());
         // And Redis forgets by TTL.
         store.put_response(&response("resp_short", 9, 1)).await.unwrap();
@@ -490,7 +491,7 @@ mod tests {
         for _ in 0..30 {
             tokio::time::sleep(Duration::from_millis(100)).await;
             let exists: bool = ::redis::cmd("EXISTS")
-                .arg("rg-test:resp:resp_short")
+                .arg("rg-test:v1:resp:resp_short")
                 .query_async(&mut conn)
                 .await
                 .unwrap();
@@ -509,7 +510,7 @@ mod tests {
         let store = store(&server);
         let mut conn = raw(&server).await;
         let _: () = ::redis::cmd("SET")
-            .arg("rg-test:resp:resp_bad")
+            .arg("rg-test:v1:resp:resp_bad")
             .arg("{not json")
             .query_async(&mut conn)
             .await
@@ -558,7 +559,7 @@ mod tests {
         let store = RedisStore::connect(&url, "rg-test", timeout).unwrap();
         for _ in 0..2 {
             let started = Instant::now();
-            let ids = ["fc_1".to_owned()];
+            let ids = ["fc_0123456789_1".to_owned()];
             let stored = response("resp_1", 7, 600);
             let (ping, found, rate, put) = tokio::join!(
                 store.ping(),
@@ -663,7 +664,7 @@ mod tests {
         // The state expires once the team is back to a full allowance (60 s here).
         let mut conn = raw(&server).await;
         let pttl: i64 = ::redis::cmd("PTTL")
-            .arg("rg-test:rate:payments")
+            .arg("rg-test:v1:rate:payments")
             .query_async(&mut conn)
             .await
             .unwrap();

@@ -74,6 +74,11 @@ impl std::fmt::Debug for CallsCheck {
 }
 
 impl CallsCheck {
+    /// The most violations an answer's header names (`[gate] max_violations_listed`).
+    pub fn max_listed(&self) -> usize {
+        self.snapshot.policy_of(self.team.as_deref()).max_listed
+    }
+
     /// The calls of `provider`'s answer that do not fit the request's tools. A check that
     /// cannot be made (its work budget spent, tools that no longer read) flags nothing.
     pub fn run(&self, provider: &str, calls: &[OutputCall]) -> Vec<ResponseViolation> {
@@ -331,11 +336,15 @@ pub async fn record(
     if let Some(tapped) = tap.finish_kept() {
         let violations = recording.check_calls(&tapped);
         recording.report(&tapped.record.id, &violations);
+        // At most `max_violations_listed` named, then `+N`, as the monitored header.
+        let limit = recording.calls_check.as_ref().map_or(0, CallsCheck::max_listed);
         let names = violations
             .iter()
+            .take(limit)
             .map(|violation| format!("{}@output[{}]", violation.reason, violation.index));
+        let more = violations.len().saturating_sub(limit);
         if let Some((name, value)) =
-            crate::proxy::answer_headers::listed(RESPONSE_VIOLATIONS_HEADER, names, 0)
+            crate::proxy::answer_headers::listed(RESPONSE_VIOLATIONS_HEADER, names, more)
         {
             parts.headers.insert(name, value);
         }
