@@ -148,8 +148,12 @@ struct Turn {
 }
 
 async fn post(proxy: &Proxy, provider: &str, body: Value) -> Turn {
+    post_to(proxy, &format!("/{provider}/v1/responses"), body).await
+}
+
+async fn post_to(proxy: &Proxy, path: &str, body: Value) -> Turn {
     let response = reqwest::Client::new()
-        .post(proxy.url(&format!("/{provider}/v1/responses")))
+        .post(proxy.url(path))
         .header("content-type", "application/json")
         .body(body.to_string())
         .send()
@@ -744,4 +748,29 @@ async fn a_redis_that_hangs_holds_no_request_longer_than_its_timeout() {
         started.elapsed()
     );
     held.abort();
+}
+
+#[tokio::test]
+async fn a_compacted_answer_is_recorded_like_a_response() {
+    let s = setup("", "").await;
+    let compacted = post_to(
+        &s.proxy,
+        "/openai/v1/responses/compact",
+        json!({"model": "gpt-5", "input": "a long history"}),
+    )
+    .await;
+    let replay =
+        json!({"model": "m", "input": [compacted.body["output"][0], {"role": "user", "content": "go on"}]});
+    let refused = post(&s.proxy, "bedrock", replay.clone()).await;
+    assert_eq!(code_of(&refused), "foreign_encrypted_content", "{}", refused.body);
+    assert_eq!(post(&s.proxy, "openai", replay).await.status, 200);
+    // Counting tokens is not an answer the ledger records.
+    let counted = post_to(
+        &s.proxy,
+        "/openai/v1/responses/input_tokens",
+        json!({"model": "gpt-5", "input": "x"}),
+    )
+    .await;
+    let continuation = json!({"model": "m", "previous_response_id": counted.body["id"], "input": "next"});
+    assert_eq!(post(&s.proxy, "bedrock", continuation).await.status, 200);
 }
