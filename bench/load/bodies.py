@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes deterministic agent-history request bodies of exact sizes for the load harness.
 
-    bench/load/bodies.py OUT_DIR [SIZE ...]      # sizes in bytes; default 1024 16384 262144 1048576
+    bench/load/bodies.py [--continue RESPONSE] OUT_DIR [SIZE ...]
+                                  # sizes in bytes; default 1024 16384 262144 1048576
 
 Each body is a coding agent's session as a Responses request: function tools with JSON Schemas
 (enums, nested objects, arrays, additionalProperties false), user and assistant messages,
@@ -9,6 +10,15 @@ reasoning summaries, and completed function_call / function_call_output pairs wh
 fit their tool. Every item is one the gate fully checks, and every body is allowed for provider
 `openai`. The same size always gives the same bytes (a fixed linear congruential generator), and
 the last user message is sized so the body is exactly SIZE bytes. Writes OUT_DIR/SIZE.json.
+
+With `--continue RESPONSE` (a Responses JSON answer, e.g. bench/load/response.json), each body
+is the next turn after that answer: `previous_response_id` names the answer's `id`, and a
+`function_call_output` answers each of its function calls, after the history and before the
+closing user message. From 8 KiB up, the answer's output items themselves (with the ids it gave
+them, the tools they call declared) come first, as a client replaying its whole history sends
+them; a smaller body has no room for them and leaves them to `previous_response_id`. Once the
+proxy's ledger has recorded the answer, such a request makes it find the response (and, from
+8 KiB, those items by id): the lookup path, with hits.
 """
 
 import json
@@ -151,16 +161,37 @@ def history(rng, budget, names, small):
     return items
 
 
-def body(size):
-    """A request body of exactly `size` bytes."""
+def continuation(answer, replay):
+    """The items a client sends after `answer`: an output for each of its function calls,
+    after the answer's own output items when it replays them (`replay`)."""
+    items = []
+    for item in answer["output"]:
+        if replay:
+            items.append(item)
+        if item.get("type") == "function_call":
+            items.append({"type": "function_call_output", "call_id": item["call_id"],
+                          "output": "120: fn checkout(&self) -> Result<Conn, PoolError> {"})
+    return items
+
+
+def body(size, answer=None):
+    """A request body of exactly `size` bytes; with `answer`, the turn after it."""
     rng = Lcg(0x5EED_0000 + size)
     # A small body is the start of a narrow agent's session: one tool, no developer message.
     small = size < 8192
     declared = tools()[3:] if small else tools()
+    tail = []
+    if answer is not None:
+        if not small:
+            called = {i["name"] for i in answer["output"] if i.get("type") == "function_call"}
+            declared = [t for t in tools() if t in declared or t["name"] in called]
+        tail = continuation(answer, replay=not small)
     names = [t["name"] for t in declared]
-    request = {"model": "gpt-5", "tools": declared, "input": [], "store": False}
+    request = {"model": "gpt-5", "tools": declared, "input": tail, "store": False}
+    if answer is not None:
+        request["previous_response_id"] = answer["id"]
     fixed = len(json.dumps(request, separators=(",", ":")))
-    request["input"] = history(rng, size - fixed - 80, names, small)
+    request["input"] = history(rng, size - fixed - 80, names, small) + tail
     # The closing user turn takes up the slack, one ASCII character per byte.
     closing = {"type": "message", "role": "user", "content": ""}
     request["input"].append(closing)
@@ -175,13 +206,18 @@ def body(size):
 
 
 def main():
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    answer = None
+    if args[:1] == ["--continue"] and len(args) >= 2:
+        answer = json.loads(Path(args[1]).read_text())
+        args = args[2:]
+    if not args:
         raise SystemExit(__doc__)
-    out = Path(sys.argv[1])
+    out = Path(args[0])
     out.mkdir(parents=True, exist_ok=True)
-    sizes = [int(s) for s in sys.argv[2:]] or [1024, 16384, 262144, 1048576]
+    sizes = [int(s) for s in args[1:]] or [1024, 16384, 262144, 1048576]
     for size in sizes:
-        (out / f"{size}.json").write_bytes(body(size))
+        (out / f"{size}.json").write_bytes(body(size, answer))
 
 
 if __name__ == "__main__":

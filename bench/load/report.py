@@ -2,7 +2,10 @@
 """Turns the load run's results into a markdown section: `report.py RESULTS_DIR`.
 
 RESULTS_DIR holds meta.json (written by bench/load/run) and one oha JSON report per target,
-body size and kind (`TARGET-SIZE-saturation.json`, `TARGET-SIZE-latency.json`).
+body size and kind (`TARGET-SIZE-saturation.json`, `TARGET-SIZE-latency.json`). The targets are
+those meta.json lists (a run limited by LOAD_TARGETS has fewer): the comparison with nginx
+covers the targets of it that were measured, and the ledger's table each ledger target beside
+replaygate with the ledger off, on the same bodies.
 """
 
 import json
@@ -12,6 +15,10 @@ from pathlib import Path
 TARGETS = ["direct", "nginx", "replaygate", "replaygate-info", "ungated"]
 # "ungated" (the proxy without the gate) is measured at saturation only.
 LATENCY_TARGETS = TARGETS[:4]
+LEDGER_TARGETS = ["ledger-memory", "ledger-embedded", "ledger-redis"]
+NAMES = {"direct": "direct", "nginx": "nginx", "replaygate": "replaygate",
+         "replaygate-info": "replaygate (info)", "ungated": "gate off",
+         "ledger-memory": "memory", "ledger-embedded": "embedded", "ledger-redis": "redis"}
 SIZES = {1024: "1 KiB", 16384: "16 KiB", 262144: "256 KiB", 1048576: "1 MiB"}
 
 
@@ -36,72 +43,178 @@ def ms(seconds):
     return f"{seconds * 1000:.2f}"
 
 
+def name(target):
+    base = target.removesuffix("-cont")
+    return NAMES.get(base, base) + (" (cont.)" if target.endswith("-cont") else "")
+
+
+def classic(meta, sizes, rps, lat):
+    """The comparison with nginx: the targets of it that were measured."""
+    measured = set(meta["targets"])
+    present = [t for t in TARGETS if t in measured]
+    if not present:
+        return []
+    out = [
+        f"Saturation throughput, requests/s ({meta['connections']} connections, {meta['seconds']} s):",
+        "",
+    ]
+    head, cells = ["body"], []
+    for t in present:
+        head.append(name(t))
+        if t == "replaygate" and "nginx" in measured:
+            head.append("vs nginx")
+        if t == "replaygate" and "direct" in measured:
+            head.append("vs direct")
+        if t not in ("direct", "nginx", "replaygate") and "nginx" in measured:
+            head.append("vs nginx")
+    out += ["| " + " | ".join(head) + " |", "| --- " + "| ---: " * (len(head) - 1) + "|"]
+    for s in sizes:
+        row = [SIZES.get(s, str(s))]
+        for t in present:
+            r = rps[(t, s)]
+            row.append(f"{r:,.0f}")
+            if t == "replaygate" and "nginx" in measured:
+                row.append(f"**{r / rps[('nginx', s)]:.2f}x**")
+            if t == "replaygate" and "direct" in measured:
+                row.append(f"{r / rps[('direct', s)]:.2f}x")
+            if t not in ("direct", "nginx", "replaygate") and "nginx" in measured:
+                row.append(f"{r / rps[('nginx', s)]:.2f}x")
+        out.append("| " + " | ".join(row) + " |")
+    timed = [t for t in LATENCY_TARGETS if t in measured]
+    if timed:
+        with_direct = "direct" in measured
+        out += ["", "Latency at a fixed rate with `--latency-correction`, p50 / p99 in ms"
+                + ("; *added* is replaygate's p99 minus direct's:" if with_direct else ":"), ""]
+        head = ["body", "rate/s"]
+        for t in timed:
+            head.append(name(t))
+            if with_direct and t.startswith("replaygate"):
+                head.append("added p99")
+        out += ["| " + " | ".join(head) + " |", "| --- " + "| ---: " * (len(head) - 1) + "|"]
+        for s in sizes:
+            p = {t: lat[(t, s)]["latencyPercentiles"] for t in timed}
+            row = [SIZES.get(s, str(s)), f"{meta['rates'][str(s)]:,}"]
+            for t in timed:
+                row.append(f"{ms(p[t]['p50'])} / {ms(p[t]['p99'])}")
+                if with_direct and t.startswith("replaygate"):
+                    row.append(ms(p[t]["p99"] - p["direct"]["p99"]))
+            out.append("| " + " | ".join(row) + " |")
+    return out
+
+
+def ledger(meta, sizes, rps, lat):
+    """Each ledger target beside replaygate with the ledger off, on the same bodies."""
+    measured = meta["targets"]
+    pairs = []  # (ledger off, [ledger targets]) for plain and continuation bodies
+    for suffix in ("", "-cont"):
+        on = [t + suffix for t in LEDGER_TARGETS if t + suffix in measured]
+        if on:
+            off = "replaygate" + suffix
+            pairs.append((off if off in measured else None, on))
+    if not pairs:
+        return []
+    out = [
+        f"Ledger on and off, saturation throughput in requests/s ({meta['connections']} "
+        f"connections, {meta['seconds']} s); *on / off* is the ledger target's throughput over "
+        "replaygate's with the ledger off, on the same bodies; (cont.) marks the continuation "
+        "bodies:",
+        "",
+    ]
+    head = ["body"]
+    for off, on in pairs:
+        head.append(name(off) + ", ledger off" if off else "")
+        for t in on:
+            head += [name(t), "on / off"]
+    head = [h for h in head if h]
+    out += ["| " + " | ".join(head) + " |", "| --- " + "| ---: " * (len(head) - 1) + "|"]
+    for s in sizes:
+        row = [SIZES.get(s, str(s))]
+        for off, on in pairs:
+            if off:
+                row.append(f"{rps[(off, s)]:,.0f}")
+            for t in on:
+                row.append(f"{rps[(t, s)]:,.0f}")
+                row.append(f"**{rps[(t, s)] / rps[(off, s)]:.2f}x**" if off else "-")
+        out.append("| " + " | ".join(row) + " |")
+    out += ["", "Latency at the fixed rate with `--latency-correction`, p50 / p99 in ms:", ""]
+    timed = [t for off, on in pairs for t in ([off] if off else []) + on]
+    head = ["body", "rate/s"] + [name(t) + (", ledger off" if t.startswith("replaygate") else "")
+                                 for t in timed]
+    out += ["| " + " | ".join(head) + " |", "| --- " + "| ---: " * (len(head) - 1) + "|"]
+    for s in sizes:
+        row = [SIZES.get(s, str(s)), f"{meta['rates'][str(s)]:,}"]
+        for t in timed:
+            p = lat[(t, s)]["latencyPercentiles"]
+            row.append(f"{ms(p['p50'])} / {ms(p['p99'])}")
+        out.append("| " + " | ".join(row) + " |")
+    return out
+
+
 def main():
     results = Path(sys.argv[1])
     meta = json.loads((results / "meta.json").read_text())
     sizes = sorted(int(s) for s in meta["rates"])
-    sat = {(t, s): load(results, t, s, "saturation") for t in TARGETS for s in sizes}
-    lat = {(t, s): load(results, t, s, "latency") for t in LATENCY_TARGETS for s in sizes}
+    targets = meta["targets"]
+    sat = {(t, s): load(results, t, s, "saturation") for t in targets for s in sizes}
+    lat = {(t, s): load(results, t, s, "latency") for t in targets for s in sizes
+           if t.removesuffix("-cont") != "ungated"}
     rps = {k: answered(r) for k, r in sat.items()}
 
+    described = [
+        ("direct", "**direct** is the upstream alone (nginx answering a 1.4 KB Responses JSON)"),
+        ("nginx", "**nginx** a pass-through reverse proxy in front of it (whole body buffered in "
+         "memory before forwarding, keep-alive upstream pool, answer streamed)"),
+        ("replaygate", '**replaygate** with `[log] level = "warn"`'),
+        ("replaygate-info", "**replaygate (info)** with the default info-level access log "
+         "written to a file"),
+        ("ungated", "**gate off** the warn-level replaygate on a path it forwards without gating "
+         "(`/v1/chat/completions`, same body): what the proxy costs without the gate"),
+        ("ledger-memory", "**memory** the warn-level replaygate with the ledger on and "
+         '`[state] backend = "memory"`'),
+        ("ledger-embedded", "**embedded** the same with the embedded store (a redb file, one "
+         "fsynced transaction per batch of records)"),
+        ("ledger-redis", f"**redis** the same with a local redis-server {meta.get('redis', '')} "
+         "(pinned with the proxies, no snapshots)"),
+    ]
+    bases = {t.removesuffix("-cont") for t in targets}
+    parts = [text for t, text in described if t in bases]
+    rss = ", ".join(f"{mib} MiB ({variant})" for variant, mib in meta["rss_mib"].items())
     out = [
         f"## Load, {meta['started']}",
         "",
         f"Commit `{meta['commit']}`. {meta['cpu']}, {meta['cores']} cores, Linux {meta['kernel']}; "
         f"nginx {meta['nginx']}, oha {meta['oha']}, rustc {meta['rustc']}, replaygate release build. "
         f"Pinning: {meta['pinning']}. 1-minute load average {meta['load_before']} before the run, "
-        f"{meta['load_after']} after. Produced by `bench/load/run` "
+        f"{meta['load_after']} after. Produced by `{meta.get('command', 'bench/load/run')}` "
         f"({meta['seconds']} s per point, {meta['connections']} connections, HTTP/1.1 keep-alive; "
         "bodies from `bench/load/bodies.py`, each allowed for `openai` after a full check).",
         "",
-        "Targets: **direct** is the upstream alone (nginx answering a 1.4 KB Responses JSON), "
-        "**nginx** a pass-through reverse proxy in front of it (whole body buffered in memory "
-        "before forwarding, keep-alive upstream pool, answer streamed), **replaygate** with "
-        '`[log] level = "warn"`, **replaygate (info)** with the default info-level access log '
-        "written to a file, and **gate off** the warn-level replaygate on a path it forwards "
-        "without gating (`/v1/chat/completions`, same body): what the proxy costs without the gate. "
-        "Each target gets the same body on every request, so after the first "
+        "Targets: " + ", ".join(parts[:-1]) + (", and " if len(parts) > 1 else "") + parts[-1] + ". "
+        "replaygate runs with the ledger off (`[ledger] enabled = false`) except in the ledger's "
+        "targets. Each target gets the same body on every request, so after the first "
         "one every function call hits replaygate's memory of passed calls (`[gate] "
-        "passed_calls_bytes`), as most of a replayed agent history does; the gate benchmark below "
-        "has the first-seen cost.",
+        "passed_calls_bytes`), as most of a replayed agent history does; the gate benchmark "
+        "has the first-seen cost."
+        + (" Targets marked (cont.) get the continuation bodies (`bodies.py --continue`): the "
+           "turn after the upstream's answer, naming it as `previous_response_id`, so the "
+           "ledger's lookups find it." if any(t.endswith("-cont") for t in targets) else ""),
         "",
-        f"Saturation throughput, requests/s ({meta['connections']} connections, {meta['seconds']} s):",
-        "",
-        "| body | direct | nginx | replaygate | vs nginx | vs direct | replaygate (info) | vs nginx "
-        "| gate off | vs nginx |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for s in sizes:
-        d, n, r, i, u = (rps[(t, s)] for t in TARGETS)
-        out.append(
-            f"| {SIZES.get(s, s)} | {d:,.0f} | {n:,.0f} | {r:,.0f} | **{r / n:.2f}x** | {r / d:.2f}x "
-            f"| {i:,.0f} | {i / n:.2f}x | {u:,.0f} | {u / n:.2f}x |"
-        )
-    out += [
-        "",
-        "Latency at a fixed rate with `--latency-correction`, p50 / p99 in ms; *added* is "
-        "replaygate's p99 minus direct's:",
-        "",
-        "| body | rate/s | direct | nginx | replaygate | added p99 | replaygate (info) | added p99 |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for s in sizes:
-        p = {t: lat[(t, s)]["latencyPercentiles"] for t in LATENCY_TARGETS}
-        cells = [f"{ms(p[t]['p50'])} / {ms(p[t]['p99'])}" for t in LATENCY_TARGETS]
-        added = [ms(p[t]["p99"] - p["direct"]["p99"]) for t in ("replaygate", "replaygate-info")]
-        out.append(
-            f"| {SIZES.get(s, s)} | {meta['rates'][str(s)]:,} | {cells[0]} | {cells[1]} | {cells[2]} "
-            f"| {added[0]} | {cells[3]} | {added[1]} |"
-        )
+    out += classic(meta, sizes, rps, lat)
     lowered = [f"{SIZES.get(s, s)} at {meta['rates'][str(s)]}/s" for s in sizes if meta["rates"][str(s)] != 1000]
     if lowered:
         out += ["", f"Rates below 1,000/s ({', '.join(lowered)}): 1,000/s of those bodies is beyond "
                 "replaygate's saturation throughput above, so latency there would measure a growing "
                 "queue, not the proxy."]
+    led = ledger(meta, sizes, rps, lat)
+    if led:
+        out += [""] + led
+    warned = {v: n for v, n in meta.get("warnings", {}).items() if n}
     out += [
         "",
-        f"replaygate peak RSS (VmHWM over the whole run): {meta['rss_warn_mib']} MiB "
-        f"(warn), {meta['rss_info_mib']} MiB (info).",
+        f"replaygate peak RSS (VmHWM over the whole run): {rss}."
+        + (" Warnings logged: " + ", ".join(f"{n:,} ({v})" for v, n in warned.items()) + "."
+           if warned else ""),
     ]
     bad = [f"{t} {s} {kind}: {problems(r)}" for kind, runs in (("saturation", sat), ("latency", lat))
            for (t, s), r in runs.items() if problems(r)]
