@@ -46,8 +46,9 @@ pub(super) struct Judged {
     pub carried: Option<String>,
     /// The body judged, when it is not the one received (a carried session).
     pub body: Option<Bytes>,
-    /// Whether the request declares tools (the calls its answer produces are checked).
-    pub declares_tools: bool,
+    /// The request's tools as JSON, when it declares some and the ledger is on: the calls its
+    /// answer produces are checked against them.
+    pub tools_json: Option<String>,
     /// The `call_id`s of the calls the request puts in its items (when the ledger is on).
     pub input_call_ids: Vec<String>,
 }
@@ -77,6 +78,9 @@ enum Step {
 /// on and the chain's items were stored.
 /// `charset` is the outcome of the head's charset check, answered once the body has parsed
 /// (the contract answers 400 before 415) and before any item is judged.
+///
+/// A body judged on the worker is parsed once: the parsed request waits for the ledger's
+/// answer. A body judged on the blocking pool is parsed there, once to ask and once to judge.
 pub(super) async fn judge(
     state: &Arc<ProxyState>,
     asker: &Asker,
@@ -85,55 +89,117 @@ pub(super) async fn judge(
     body: &Bytes,
     mut charset: Result<(), ApiError>,
 ) -> Result<Judged, ApiError> {
-    let ask = state.ledger.is_some();
-    let (query, provider) = match run(state, asker, prefix, at, body, &mut charset, Facts::Ask(ask)).await? {
+    let budget = asker.snapshot.policy_of(asker.team.as_deref()).work_budget;
+    let mut facts = Facts::Ask(state.ledger.is_some());
+    if body.len() <= INLINE_BODY_BYTES {
+        let read = read_request(asker, prefix, at, body, &mut charset)?;
+        if let Facts::Ask(true) = facts {
+            let query = LedgerQuery::of(&read.request);
+            facts = match query.is_empty() {
+                true => Facts::Asked(None),
+                false => {
+                    let known = ask_ledger(state, &query).await?;
+                    if let Some(judged) =
+                        carry_session(state, asker, prefix, at, body, &read.provider, &known, &query).await?
+                    {
+                        return Ok(judged);
+                    }
+                    Facts::Asked(Some(known))
+                }
+            };
+        }
+        match decide(state, asker, &read, body, budget.min(INLINE_WORK), &facts) {
+            Err(ApiError::Body(gate::BodyError::TooCostly(_))) if budget > INLINE_WORK => {}
+            done => return done,
+        }
+    }
+    let (query, provider) = match pooled(state, asker, prefix, at, body, budget, &mut charset, facts).await? {
         Step::Judged(judged) => return Ok(*judged),
         Step::Ask(query, provider) => (query, provider),
     };
-    let ledger = state.ledger.as_ref().expect("only a ledger asks");
-    let facts = match ledger.provenance(&query).await {
-        Ok(facts) => Arc::new(facts),
+    let known = ask_ledger(state, &query).await?;
+    if let Some(judged) = carry_session(state, asker, prefix, at, body, &provider, &known, &query).await? {
+        return Ok(judged);
+    }
+    Ok(judged_of(
+        pooled(
+            state,
+            asker,
+            prefix,
+            at,
+            body,
+            budget,
+            &mut charset,
+            Facts::Asked(Some(known)),
+        )
+        .await?,
+    ))
+}
+
+/// The ledger's facts for `query`; when the store fails, none (`on_unavailable = "allow"`) or
+/// a 503.
+async fn ask_ledger(state: &ProxyState, query: &LedgerQuery) -> Result<Arc<Provenance>, ApiError> {
+    let ledger = state.ledger.as_ref().expect("only a ledger is asked");
+    match ledger.provenance(query).await {
+        Ok(facts) => Ok(Arc::new(facts)),
         Err(error) => {
             ledger.lookup_failed(&error);
             if !ledger.settings.allow_unavailable {
                 return Err(ApiError::LedgerUnavailable(error.to_string()));
             }
-            Arc::new(Provenance::default())
+            Ok(Arc::new(Provenance::default()))
         }
-    };
-    if let Some(carried) = carry::carried(
+    }
+}
+
+/// The judgment of the request rewritten to carry its session, when it is carried.
+#[allow(clippy::too_many_arguments)]
+async fn carry_session(
+    state: &Arc<ProxyState>,
+    asker: &Asker,
+    prefix: Option<&str>,
+    at: ItemsAt,
+    body: &Bytes,
+    provider: &str,
+    facts: &Arc<Provenance>,
+    query: &LedgerQuery,
+) -> Result<Option<Judged>, ApiError> {
+    let ledger = state.ledger.as_ref().expect("only a ledger carries");
+    let Some(carried) = carry::carried(
         ledger,
-        &provider,
+        provider,
         body,
-        &facts,
+        facts,
         query.previous_response_id.as_deref(),
     )
     .await?
-    {
-        let mut judged = judged_of(
-            run(
-                state,
-                asker,
-                prefix,
-                at,
-                &carried.body,
-                &mut charset,
-                Facts::Known(carried.facts),
-            )
-            .await?,
-        );
-        judged.previous_response_id = None;
-        judged.carried = Some(carried.from);
-        // The audit line names the bytes received, not the rewritten ones.
-        if judged.body_sha256.is_some() {
-            judged.body_sha256 = Some(super::audit::body_sha256(body));
-        }
-        judged.body = Some(carried.body);
-        return Ok(judged);
+    else {
+        return Ok(None);
+    };
+    let budget = asker.snapshot.policy_of(asker.team.as_deref()).work_budget;
+    // The charset was answered when the received body parsed.
+    let mut charset = Ok(());
+    let mut judged = judged_of(
+        pooled_or_inline(
+            state,
+            asker,
+            prefix,
+            at,
+            &carried.body,
+            budget,
+            &mut charset,
+            Facts::Asked(Some(carried.facts)),
+        )
+        .await?,
+    );
+    judged.previous_response_id = None;
+    judged.carried = Some(carried.from);
+    // The audit line names the bytes received, not the rewritten ones.
+    if judged.body_sha256.is_some() {
+        judged.body_sha256 = Some(super::audit::body_sha256(body));
     }
-    Ok(judged_of(
-        run(state, asker, prefix, at, body, &mut charset, Facts::Known(facts)).await?,
-    ))
+    judged.body = Some(carried.body);
+    Ok(Some(judged))
 }
 
 fn judged_of(step: Step) -> Judged {
@@ -146,24 +212,47 @@ fn judged_of(step: Step) -> Judged {
 /// What the judgment knows of the ledger.
 #[derive(Clone)]
 enum Facts {
-    /// Nothing yet: ask it (`true`) when the request names ids, or judge without it.
+    /// Nothing yet: ask it (`true`, the ledger is on) when the request names ids, or judge
+    /// without it (`false`, the ledger is off).
     Ask(bool),
-    /// What it answered.
-    Known(Arc<Provenance>),
+    /// The ledger is on and was asked: what it answered, or `None` when the request names
+    /// nothing to ask about.
+    Asked(Option<Arc<Provenance>>),
+}
+
+impl Facts {
+    fn ledger_on(&self) -> bool {
+        !matches!(self, Facts::Ask(false))
+    }
+
+    fn provenance(&self) -> Option<&Provenance> {
+        match self {
+            Facts::Asked(Some(known)) => Some(known),
+            _ => None,
+        }
+    }
+}
+
+/// A request read and routed: what its judgment starts from.
+struct Read<'b> {
+    request: gate::ParsedRequest<'b>,
+    /// The provider it goes to.
+    provider: String,
 }
 
 /// One pass of the judge phase: on the worker for small bodies and cheap judgments, else on
 /// the blocking pool.
-async fn run(
+#[allow(clippy::too_many_arguments)]
+async fn pooled_or_inline(
     state: &Arc<ProxyState>,
     asker: &Asker,
     prefix: Option<&str>,
     at: ItemsAt,
     body: &Bytes,
+    budget: u64,
     charset: &mut Result<(), ApiError>,
     facts: Facts,
 ) -> Result<Step, ApiError> {
-    let budget = asker.snapshot.policy_of(asker.team.as_deref()).work_budget;
     if body.len() <= INLINE_BODY_BYTES {
         match judge_now(
             state,
@@ -179,6 +268,22 @@ async fn run(
             done => return done,
         }
     }
+    pooled(state, asker, prefix, at, body, budget, charset, facts).await
+}
+
+/// One pass of the judge phase on the blocking pool, at most as many at once as there are
+/// judge permits, under the request's full work budget.
+#[allow(clippy::too_many_arguments)]
+async fn pooled(
+    state: &Arc<ProxyState>,
+    asker: &Asker,
+    prefix: Option<&str>,
+    at: ItemsAt,
+    body: &Bytes,
+    budget: u64,
+    charset: &mut Result<(), ApiError>,
+    facts: Facts,
+) -> Result<Step, ApiError> {
     let permit = state
         .judges
         .clone()
@@ -210,8 +315,8 @@ async fn run(
     })
 }
 
-/// The judge phase's work, on whatever thread calls it. A charset error is taken out of
-/// `charset` when it is answered.
+/// The judge phase's work, on whatever thread calls it: reads the request and judges it, or
+/// stops at the question it must ask the ledger first.
 #[allow(clippy::too_many_arguments)]
 fn judge_now(
     state: &ProxyState,
@@ -223,39 +328,67 @@ fn judge_now(
     charset: &mut Result<(), ApiError>,
     facts: &Facts,
 ) -> Result<Step, ApiError> {
-    let snapshot = &asker.snapshot;
+    let read = read_request(asker, prefix, at, body, charset)?;
+    if let Facts::Ask(true) = facts {
+        let query = LedgerQuery::of(&read.request);
+        if !query.is_empty() {
+            return Ok(Step::Ask(query, read.provider));
+        }
+    }
+    decide(state, asker, &read, body, work_budget, facts).map(|judged| Step::Judged(Box::new(judged)))
+}
+
+/// Parses `body`, chooses its provider and checks that the asker's team may use it and the
+/// model. A charset error is taken out of `charset` and answered once the body has parsed.
+fn read_request<'b>(
+    asker: &Asker,
+    prefix: Option<&str>,
+    at: ItemsAt,
+    body: &'b [u8],
+    charset: &mut Result<(), ApiError>,
+) -> Result<Read<'b>, ApiError> {
     let request = gate::parse_with(body, at)?;
-    let name = snapshot.router.choose_by(prefix, request.model())?;
+    let name = asker.snapshot.router.choose_by(prefix, request.model())?;
     if let Some(team) = &asker.team {
         team.authorize_provider(name)?;
         team.authorize_model(request.model())?;
     }
     std::mem::replace(charset, Ok(()))?;
-    let provenance = match facts {
-        Facts::Ask(true) => {
-            let query = LedgerQuery::of(&request, body);
-            if !query.is_empty() {
-                return Ok(Step::Ask(query, name.to_owned()));
-            }
-            None
-        }
-        Facts::Ask(false) => None,
-        Facts::Known(known) => Some(&**known),
-    };
+    Ok(Read {
+        provider: name.to_owned(),
+        request,
+    })
+}
+
+/// Judges a read request with what the ledger said, and cuts out what the policy strips.
+fn decide(
+    state: &ProxyState,
+    asker: &Asker,
+    read: &Read<'_>,
+    body: &[u8],
+    work_budget: u64,
+    facts: &Facts,
+) -> Result<Judged, ApiError> {
+    let Read {
+        request,
+        provider: name,
+    } = read;
+    let snapshot = &asker.snapshot;
     let provider = snapshot.provider(name)?;
     let policy = snapshot.policy_of(asker.team.as_deref());
     let mut target = Target::new(&provider.profile, policy).with_work_budget(work_budget);
-    if let Some(provenance) = provenance {
+    if let Some(provenance) = facts.provenance() {
         target = target.with_provenance(provenance);
     }
-    let verdict = state.gate.judge(&request, &target)?;
+    let verdict = state.gate.judge(request, &target)?;
     // A refused request is not forwarded, so nothing is cut from it.
     let stripped = match verdict.is_allowed() {
-        true => gate::strip::strip(body, &request, &verdict)?,
+        true => gate::strip::strip(body, request, &verdict)?,
         false => None,
     };
-    Ok(Step::Judged(Box::new(Judged {
-        provider: name.to_owned(),
+    let ledger_on = facts.ledger_on();
+    Ok(Judged {
+        provider: name.clone(),
         model: request.model().map(str::to_owned),
         previous_response_id: request.previous_response_id.as_str().map(str::to_owned),
         verdict,
@@ -263,12 +396,12 @@ fn judge_now(
         body_sha256: state.audit.is_some().then(|| super::audit::body_sha256(body)),
         carried: None,
         body: None,
-        declares_tools: !request.tools.is_empty(),
-        input_call_ids: match facts {
-            Facts::Ask(false) => Vec::new(),
-            _ => input_call_ids(&request),
+        tools_json: (ledger_on && !request.tools.is_empty()).then(|| gate::tools_json(&request.tools)),
+        input_call_ids: match ledger_on {
+            true => input_call_ids(request),
+            false => Vec::new(),
         },
-    })))
+    })
 }
 
 /// The `call_id`s of the calls among a request's items.

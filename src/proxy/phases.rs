@@ -19,7 +19,7 @@ use super::answer_headers::{carried, monitored, stripped};
 use super::audit::AuditLine;
 use super::body::{read_body, HeldBody, Holding, ProxyBody};
 use super::judge::{judge, Asker, Judged};
-use super::ledger::recording::{record, tools_of, CallsCheck, Recording};
+use super::ledger::recording::{record, CallsCheck, Recording};
 use super::provider::Provider;
 use super::rate_limit::retry_after_secs;
 use super::request_checks::{check_charset, check_method};
@@ -228,16 +228,12 @@ impl<'r> RequestContext<'r> {
         if !matches!(route.upstream_path, "/responses" | "/responses/compact") {
             return None;
         }
-        let calls_check = judged
-            .declares_tools
-            .then(|| tools_of(body))
-            .flatten()
-            .map(|tools_json| CallsCheck {
-                tools_json,
-                gate: self.state.gate.clone(),
-                snapshot: self.snapshot.clone(),
-                team: self.team.clone(),
-            });
+        let calls_check = judged.tools_json.clone().map(|tools_json| CallsCheck {
+            tools_json,
+            gate: self.state.gate.clone(),
+            snapshot: self.snapshot.clone(),
+            team: self.team.clone(),
+        });
         Some(Recording {
             provider: judged.provider.clone(),
             model: judged.model.clone(),

@@ -352,14 +352,3 @@ pub async fn record(
     }
     Ok(Response::from_parts(parts, crate::proxy::body::full(bytes)))
 }
-
-/// The request's `tools` array as it was sent, when the body has exactly one.
-pub fn tools_of(body: &[u8]) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct ToolsOnly<'a> {
-        #[serde(borrow)]
-        tools: Option<&'a serde_json::value::RawValue>,
-    }
-    let only: ToolsOnly<'_> = serde_json::from_slice(body).ok()?;
-    Some(only.tools?.get().to_owned())
-}

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use serde_json::value::RawValue;
+
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use super::field::{member_names, read_once, Field, JsonKind, RawField};
@@ -50,6 +52,33 @@ pub struct Item<'a> {
     pub arguments: RawField<'a>,
     /// Whether a `tool_calls` member is present (Chat Completions shape).
     pub has_tool_calls: bool,
+    /// `encrypted_content` (a reasoning or compaction item's provider-bound blob), its exact
+    /// JSON text, null included; `None` when absent.
+    pub encrypted_content: Option<Opaque<'a>>,
+}
+
+/// A member's exact JSON text, which debug output shows by its length only (it may be a
+/// provider's encrypted state).
+#[derive(Clone, Copy)]
+pub struct Opaque<'a>(pub &'a RawValue);
+
+impl<'a> Opaque<'a> {
+    /// The JSON text.
+    pub fn get(&self) -> &'a str {
+        self.0.get()
+    }
+}
+
+impl fmt::Debug for Opaque<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "<{} bytes>", self.0.get().len())
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Opaque<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        <&'de RawValue>::deserialize(deserializer).map(Opaque)
+    }
 }
 
 /// What an item is in call pairing (contract §5).
@@ -136,6 +165,7 @@ struct Members<'a> {
     content: Option<IgnoredAny>,
     output: Option<IgnoredAny>,
     tool_calls: Option<IgnoredAny>,
+    encrypted_content: Option<Opaque<'a>>,
     others: usize,
 }
 
@@ -154,7 +184,8 @@ impl<'a> Members<'a> {
                     && self.call_id.is_none()
                     && self.name.is_none()
                     && self.status.is_none()
-                    && self.arguments.is_none();
+                    && self.arguments.is_none()
+                    && self.encrypted_content.is_none();
                 if !role.is_absent_or_null() || self.tool_calls.is_some() {
                     ItemClass::Message
                 } else if only_id && role == Field::Absent {
@@ -175,6 +206,7 @@ impl<'a> Members<'a> {
             role,
             arguments: self.arguments.unwrap_or_default(),
             has_tool_calls: self.tool_calls.is_some(),
+            encrypted_content: self.encrypted_content,
         })
     }
 }
@@ -192,6 +224,7 @@ member_names! {
         Content = "content",
         Output = "output",
         ToolCalls = "tool_calls",
+        EncryptedContent = "encrypted_content",
     }
 }
 
@@ -259,6 +292,7 @@ fn read_members<'de, A: MapAccess<'de>>(mut map: A) -> Result<Members<'de>, A::E
             Key::Content => read_once(&mut map, &mut m.content, "content")?,
             Key::Output => read_once(&mut map, &mut m.output, "output")?,
             Key::ToolCalls => read_once(&mut map, &mut m.tool_calls, "tool_calls")?,
+            Key::EncryptedContent => read_once(&mut map, &mut m.encrypted_content, "encrypted_content")?,
             Key::Misspelled(name) => return Err(name.into_error()),
             Key::Other => {
                 map.next_value::<IgnoredAny>()?;

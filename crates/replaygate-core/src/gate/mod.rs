@@ -36,7 +36,7 @@ pub use output::{OutputCall, ResponseViolation};
 pub use profile::{EncryptedScope, Policy, ProviderProfile, Target, DEFAULT_WORK_BUDGET};
 pub use provenance::{ChainFacts, LedgerQuery, Provenance, MAX_QUERY_KEYS};
 pub use request::{
-    parse, parse_tools, parse_with, BodyError, ItemsAt, ParsedRequest, WorkExceeded, MAX_ITEMS,
+    parse, parse_tools, parse_with, tools_json, BodyError, ItemsAt, ParsedRequest, WorkExceeded, MAX_ITEMS,
 };
 pub use schema::{SchemaCache, SchemaLimits};
 pub use tool_rules::{glob_set, PinnedSchema, ToolRules};

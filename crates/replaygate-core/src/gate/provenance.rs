@@ -11,7 +11,7 @@
 //!
 //! let body = br#"{"model":"m","input":[{"type":"reasoning","summary":[],"encrypted_content":"gAAA"}]}"#;
 //! let request = parse(body).unwrap();
-//! let query = LedgerQuery::of(&request, body);
+//! let query = LedgerQuery::of(&request);
 //! assert_eq!(query.digests.len(), 1);
 //!
 //! // The store answers: that blob came from openai.
@@ -30,14 +30,12 @@
 //! ```
 
 use std::collections::{HashMap, HashSet};
-use std::fmt;
 
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::item::{Item, ItemClass, Pairing};
 use super::request::ParsedRequest;
-use super::strip::{item_spans, IsNamed};
+use super::strip::item_spans;
 use crate::ledger::{item_digest, names_one_item, Owner, StoredItem, MAX_ID_BYTES};
 
 /// The most item ids, and the most digests, one [`LedgerQuery`] asks about. Past it the rest
@@ -65,11 +63,9 @@ pub struct LedgerQuery {
 }
 
 impl LedgerQuery {
-    /// The query for `request`, read from `body` (the bytes `request` was read from).
-    ///
-    /// Only reasoning and compaction items are read again (for their `encrypted_content`),
-    /// and only when the request has some: any other request costs one pass over its items.
-    pub fn of(request: &ParsedRequest<'_>, body: &[u8]) -> LedgerQuery {
+    /// The query for `request`: what its one parse kept (ids, call ids, `encrypted_content`
+    /// blobs) is enough, so asking costs one walk over its items.
+    pub fn of(request: &ParsedRequest<'_>) -> LedgerQuery {
         let previous_response_id = request
             .previous_response_id
             .as_str()
@@ -94,24 +90,17 @@ impl LedgerQuery {
             }
         }
         let mut digests = Vec::new();
-        let encrypted_items = || items.iter().enumerate().filter(|(_, item)| carries_blobs(item));
-        if encrypted_items().next().is_some() {
-            if let Some(texts) = ItemTexts::read(request, body) {
-                let mut seen = HashSet::new();
-                'items: for (index, item) in encrypted_items() {
-                    for digest in texts
-                        .get(index)
-                        .map(|text| blob_digests(item, text))
-                        .unwrap_or_default()
-                    {
-                        if digests.len() == MAX_QUERY_KEYS {
-                            break 'items;
-                        }
-                        if seen.insert(digest) {
-                            digests.push(digest);
-                        }
-                    }
-                }
+        let mut seen = HashSet::new();
+        for digest in items
+            .iter()
+            .filter(|item| carries_blobs(item))
+            .filter_map(blob_digest)
+        {
+            if digests.len() == MAX_QUERY_KEYS {
+                break;
+            }
+            if seen.insert(digest) {
+                digests.push(digest);
             }
         }
         let unpaired_call_ids = match previous_response_id {
@@ -201,27 +190,19 @@ impl<'b> ItemTexts<'b> {
     }
 }
 
-/// The ledger digest of every non-null `encrypted_content` member of a reasoning or
-/// compaction item (an item repeating the member has several), in order.
-pub(crate) fn blob_digests(item: &Item<'_>, text: &str) -> Vec<[u8; 32]> {
-    let Some(item_type) = item.kind.as_str() else {
-        return Vec::new();
-    };
-    let mut de = serde_json::Deserializer::from_str(text);
-    let Ok(blobs) = EncryptedContents.deserialize(&mut de) else {
-        return Vec::new();
-    };
-    blobs
-        .into_iter()
-        .filter(|blob| !blob.is_null())
-        .map(|blob| {
-            // The digest of a reasoning or compaction item covers its type and this member
-            // alone, so the item reduced to it digests as the whole item does.
-            let mut members = Map::new();
-            members.insert("encrypted_content".to_owned(), blob);
-            item_digest(item_type, &members)
-        })
-        .collect()
+/// The ledger digest of a reasoning or compaction item's non-null `encrypted_content`, read as
+/// the request's one pass over its body kept it.
+pub(crate) fn blob_digest(item: &Item<'_>) -> Option<[u8; 32]> {
+    let item_type = item.kind.as_str()?;
+    let blob: Value = serde_json::from_str(item.encrypted_content?.get()).ok()?;
+    if blob.is_null() {
+        return None;
+    }
+    // The digest of a reasoning or compaction item covers its type and this member alone, so
+    // the item reduced to it digests as the whole item does.
+    let mut members = Map::new();
+    members.insert("encrypted_content".to_owned(), blob);
+    Some(item_digest(item_type, &members))
 }
 
 /// The ledger digest of a whole item ([`item_digest`] over its members), `None` when its text
@@ -229,37 +210,6 @@ pub(crate) fn blob_digests(item: &Item<'_>, text: &str) -> Vec<[u8; 32]> {
 pub(crate) fn whole_digest(item: &Item<'_>, text: &str) -> Option<[u8; 32]> {
     let value: Value = serde_json::from_str(text).ok()?;
     Some(item_digest(item.type_name(), value.as_object()?))
-}
-
-/// Reads an item object, keeping only its `encrypted_content` members.
-struct EncryptedContents;
-
-impl<'de> DeserializeSeed<'de> for EncryptedContents {
-    type Value = Vec<Value>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for EncryptedContents {
-    type Value = Vec<Value>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an item object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut blobs = Vec::new();
-        while let Some(is_blob) = map.next_key_seed(IsNamed("encrypted_content"))? {
-            if is_blob {
-                blobs.push(map.next_value()?);
-            } else {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-        Ok(blobs)
-    }
 }
 
 /// The call ids of the outputs among `items` that answer no call earlier in them, once each.
@@ -286,7 +236,7 @@ mod tests {
 
     fn query(body: &str) -> LedgerQuery {
         let request = parse(body.as_bytes()).unwrap();
-        LedgerQuery::of(&request, body.as_bytes())
+        LedgerQuery::of(&request)
     }
 
     /// The digest the tap records for `item` (an output item's JSON).
@@ -377,18 +327,18 @@ mod tests {
     }
 
     #[test]
-    fn null_or_absent_blobs_have_no_digest_and_repeated_members_each_count() {
+    fn null_or_absent_blobs_have_no_digest_and_a_repeated_member_is_refused() {
         let q = query(
             r#"{"input":[{"type":"reasoning","summary":[],"encrypted_content":null},{"type":"reasoning","id":"rs_2_0123456789ab","summary":[]}]}"#,
         );
         assert!(q.digests.is_empty());
-        let q = query(r#"{"input":[{"type":"reasoning","encrypted_content":"a","encrypted_content":"b"}]}"#);
-        assert_eq!(
-            q.digests,
-            [
-                recorded_digest(r#"{"type":"reasoning","encrypted_content":"a"}"#),
-                recorded_digest(r#"{"type":"reasoning","encrypted_content":"b"}"#)
-            ]
+        // A provider may read either copy, so the gate refuses the body rather than judge one.
+        let error =
+            parse(br#"{"input":[{"type":"reasoning","encrypted_content":"a","encrypted_content":"b"}]}"#)
+                .unwrap_err();
+        assert!(
+            error.to_string().contains("duplicate member `encrypted_content`"),
+            "{error}"
         );
     }
 
@@ -396,18 +346,11 @@ mod tests {
     fn conversation_items_are_read_from_items() {
         let body = r#"{"items":[{"type":"reasoning","encrypted_content":"a"}],"input":[{"type":"reasoning","encrypted_content":"b"}]}"#;
         let request = parse_with(body.as_bytes(), ItemsAt::Items).unwrap();
-        let q = LedgerQuery::of(&request, body.as_bytes());
+        let q = LedgerQuery::of(&request);
         assert_eq!(
             q.digests,
             [recorded_digest(r#"{"type":"reasoning","encrypted_content":"a"}"#)]
         );
-    }
-
-    #[test]
-    fn a_body_other_than_the_request_s_gives_no_digest() {
-        let body = r#"{"input":[{"type":"reasoning","encrypted_content":"a"}]}"#;
-        let request = parse(body.as_bytes()).unwrap();
-        assert!(LedgerQuery::of(&request, br#"{"input":[]}"#).digests.is_empty());
     }
 
     #[test]

@@ -74,6 +74,7 @@ fn call_item<'c>(call: &'c OutputCall, encoded: Option<&'c str>) -> Item<'c> {
         role: Field::Absent,
         arguments,
         has_tool_calls: false,
+        encrypted_content: None,
     }
 }
 

@@ -23,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 use super::{Finding, Param};
 use crate::gate::item::{Item, ItemClass};
 use crate::gate::profile::{EncryptedScope, ProviderProfile};
-use crate::gate::provenance::{blob_digests, carries_blobs, whole_digest, ItemTexts, Provenance};
+use crate::gate::provenance::{blob_digest, carries_blobs, whole_digest, ItemTexts, Provenance};
 use crate::gate::request::{ItemsAt, ParsedRequest};
 use crate::gate::verdict::Reason;
 use crate::ledger::StoredItem;
@@ -79,29 +79,30 @@ impl<'p> ProvenanceRules<'p> {
             .map(|(index, _)| index)
             .collect();
         let mut facts = HashMap::with_capacity(wanted.len());
-        let texts = match wanted.is_empty() {
-            true => None,
-            false => ItemTexts::read(request, request.body_text().as_bytes()),
+        // Only an item judged by its whole digest (`item_tampered`) needs its text, found by a
+        // second reading of the body; a blob's digest comes from the request's one parse.
+        let texts = match wanted.iter().any(|&index| !carries_blobs(&items[index])) {
+            true => ItemTexts::read(request, request.body_text().as_bytes()),
+            false => None,
         };
-        if let Some(texts) = texts {
-            for index in wanted {
-                let item = &items[index];
-                let Some(text) = texts.get(index) else { continue };
-                let item_facts = if carries_blobs(item) {
-                    let blobs = blob_digests(item, text);
-                    let digest = match blobs[..] {
-                        [only] => Some(only),
-                        _ => None,
-                    };
-                    ItemFacts { blobs, digest }
-                } else {
-                    ItemFacts {
-                        blobs: Vec::new(),
-                        digest: whole_digest(item, text),
-                    }
+        for index in wanted {
+            let item = &items[index];
+            let item_facts = if carries_blobs(item) {
+                let digest = blob_digest(item);
+                ItemFacts {
+                    blobs: digest.into_iter().collect(),
+                    digest,
+                }
+            } else {
+                let Some(text) = texts.as_ref().and_then(|texts| texts.get(index)) else {
+                    continue;
                 };
-                facts.insert(index, item_facts);
-            }
+                ItemFacts {
+                    blobs: Vec::new(),
+                    digest: whole_digest(item, text),
+                }
+            };
+            facts.insert(index, item_facts);
         }
         Self {
             provenance,

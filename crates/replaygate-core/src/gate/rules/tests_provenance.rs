@@ -590,7 +590,7 @@ fn the_query_finds_what_the_rules_judge() {
     // The proxy's round trip: query, a store that knows everything from openai, judge.
     let body = request_with(&[USER, BLOB, CALL, CALL_ANSWER, r#"{"id":"msg_1_0123456789ab"}"#]);
     let request = parse(body.as_bytes()).unwrap();
-    let query = LedgerQuery::of(&request, body.as_bytes());
+    let query = LedgerQuery::of(&request);
     assert_eq!(query.item_ids, ["msg_1_0123456789ab", "fc_1_0123456789ab"]);
     let mut provenance = Provenance::default();
     with_blob(&mut provenance, owner("openai", None), BLOB_OUTPUT);
@@ -665,7 +665,7 @@ fn corpus() -> Vec<(String, ItemsAt, String)> {
 /// the item itself, and the previous response's chain holding the calls its outputs answer.
 fn faithful_ledger(body: &str, at: ItemsAt, producer: &str) -> Provenance {
     let request = parse_with(body.as_bytes(), at).unwrap();
-    let query = LedgerQuery::of(&request, body.as_bytes());
+    let query = LedgerQuery::of(&request);
     let value: Value = serde_json::from_str(body).unwrap();
     let items = value[at.member()].as_array().cloned().unwrap_or_default();
     let producer = owner(producer, request.model());
