@@ -72,12 +72,12 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     if let Some(listen) = args.listen {
         config.server.listen = listen;
     }
-    // Declared before the runtime, so it is dropped after it: the last lines are written.
-    let _log =
-        replaygate::telemetry::init(&config.log).map_err(|e| format!("cannot start the log writer: {e}"))?;
     rustls::crypto::aws_lc_rs::default_provider()
         .install_default()
         .map_err(|_| "a TLS crypto provider was already installed".to_owned())?;
+    // Declared before the runtime, so it is dropped after it: the last spans are exported and
+    // the last lines written.
+    let _telemetry = replaygate::telemetry::init(&config.log, &config.telemetry)?;
     let workers = config.server.worker_threads();
     let env = |name: &str| std::env::var(name).ok();
     let states = ProxyState::for_workers(&config, &env, workers).map_err(|e| e.to_string())?;
@@ -98,6 +98,9 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
     let address = listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!(%address, config = %source, providers = config.providers.len(), workers, "replaygate listening");
+    if let Some(endpoint) = &config.telemetry.otlp_endpoint {
+        tracing::info!(%endpoint, service = %config.telemetry.service_name, "exporting request spans");
+    }
     let reload = ConfigReload::new(path, Reloader::join(&states), config.clone());
     start_reloads(reload, config.server.watch_config)
         .map_err(|e| format!("cannot start the reload thread: {e}"))?;

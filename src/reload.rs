@@ -97,12 +97,17 @@ impl ConfigReload {
                 if config.state != self.current.state || config.ledger != self.current.ledger {
                     tracing::warn!("[state] and [ledger] changes take a restart; the rest is in force");
                 }
+                if config.telemetry != self.current.telemetry {
+                    tracing::warn!("[telemetry] changes take a restart; the rest is in force");
+                }
                 let listen = self.current.server.listen;
                 let in_force = (self.current.state.clone(), self.current.ledger.clone());
+                let telemetry = self.current.telemetry.clone();
                 self.current = config;
                 self.current.server.listen = listen;
-                // The state backend and the ledger stay as the process started them.
+                // The state backend, the ledger and the span export stay as the process started them.
                 (self.current.state, self.current.ledger) = in_force;
+                self.current.telemetry = telemetry;
                 true
             }
             Err(error) => {

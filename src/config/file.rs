@@ -10,6 +10,7 @@ use toml::Spanned;
 use super::de::{millis, positive_count, positive_hours, positive_millis};
 use super::{
     Auth, EncryptedContentScope, GateConfig, LedgerConfig, LogConfig, OnUnavailable, ServerConfig, TeamMode,
+    TelemetryConfig,
 };
 use crate::gate::{Action, Reason};
 
@@ -34,6 +35,8 @@ pub(super) struct ConfigFile {
     pub(super) state: StateEntry,
     #[serde(default)]
     pub(super) ledger: LedgerEntry,
+    #[serde(default)]
+    pub(super) telemetry: TelemetryConfig,
 }
 
 /// The `[server]` table. It also accepts `default_provider`, because a

@@ -15,6 +15,7 @@ mod ledger;
 mod pinned;
 mod sections;
 mod teams;
+mod telemetry;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -28,6 +29,7 @@ pub use error::ConfigError;
 pub use ledger::{EncryptedContentScope, LedgerConfig, OnUnavailable, StateConfig};
 pub use sections::{GateConfig, LogConfig, LogFormat, ServerConfig};
 pub use teams::{AuditConfig, PinnedTool, PinnedTools, TeamConfig, TeamMode};
+pub use telemetry::TelemetryConfig;
 
 use file::ConfigFile;
 
@@ -59,6 +61,8 @@ pub struct Config {
     pub state: StateConfig,
     /// `[ledger]`: the provenance ledger.
     pub ledger: LedgerConfig,
+    /// `[telemetry]`: the OpenTelemetry export of request spans (off by default).
+    pub telemetry: TelemetryConfig,
 }
 
 /// One upstream provider, `[providers.NAME]`.

@@ -96,6 +96,7 @@ impl ConfigFile {
             audit,
             state,
             ledger,
+            telemetry: self.telemetry,
         })
     }
 }

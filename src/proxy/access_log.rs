@@ -6,6 +6,7 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode};
 
 use crate::error::ApiError;
 use crate::gate::Verdict;
+use crate::telemetry::RequestSpan;
 
 /// The response header that carries the request id back to the client.
 pub const REQUEST_ID_HEADER: &str = "x-replaygate-request-id";
@@ -57,6 +58,8 @@ pub struct AccessRecord {
     reasons: Vec<&'static str>,
     monitored: usize,
     error_code: Option<String>,
+    /// The request's span, which learns what the record learns.
+    span: RequestSpan,
 }
 
 impl AccessRecord {
@@ -70,6 +73,7 @@ impl AccessRecord {
         Self {
             method: Some(method.clone()),
             path: path.to_owned(),
+            span: RequestSpan::start(&request_id, method, path, headers),
             ..Self::unparsed(request_id)
         }
     }
@@ -87,18 +91,29 @@ impl AccessRecord {
             reasons: Vec::new(),
             monitored: 0,
             error_code: None,
+            span: RequestSpan::none(),
         }
+    }
+
+    /// The request's span: entered while the request is worked on, so every event logged
+    /// meanwhile names the request.
+    pub fn span(&self) -> &tracing::Span {
+        self.span.span()
     }
 
     /// Notes the client key's team.
     pub fn team(&mut self, team: Option<&super::teams::Team>) {
         self.team = team.map(|team| team.name.clone());
+        if let Some(team) = &self.team {
+            self.span.team(team);
+        }
     }
 
     /// Notes where the request was routed.
     pub fn routed(&mut self, provider: &str, model: Option<&str>) {
         self.provider = Some(provider.to_owned());
         self.model = model.map(str::to_owned);
+        self.span.provider(provider);
     }
 
     /// Notes the gate's verdict: the decision, and every reason listed (rejected or monitored).
@@ -135,8 +150,14 @@ impl AccessRecord {
             .unwrap_or_else(|_| HeaderValue::from_static("invalid"))
     }
 
-    /// Writes the log line for `outcome`.
+    /// Writes the log line for `outcome` (outside the request's span), and ends the span with
+    /// it.
     pub fn write(&self, outcome: &Outcome) {
+        self.span.ended(
+            self.decision.as_str(),
+            outcome.status.as_u16(),
+            outcome.stream_error.as_deref(),
+        );
         let millis = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1000.0);
         let or_dash = |d: Option<Duration>| d.map_or_else(|| "-".to_owned(), millis);
         tracing::info!(

@@ -139,7 +139,11 @@ impl Body for LoggedBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
-        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        let polled = {
+            // What the body's layers log (the ledger's record) names the request.
+            let _entered = this.exchange.record.span().enter();
+            Pin::new(&mut this.inner).poll_frame(cx)
+        };
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use http::{Request, Response};
 use http_body_util::BodyExt;
+use tracing::Instrument;
 
 use super::access_log::{AccessRecord, REQUEST_ID_HEADER};
 use super::body::{full, ProxyBody};
@@ -18,8 +19,10 @@ use crate::error::ApiError;
 
 /// Handles one request from start to answer; never fails (every error becomes an envelope).
 ///
-/// The request's access line is written exactly once: when the answer's body has ended or was
-/// dropped, or, if this future is dropped before it answers, then (status 499).
+/// Every phase runs inside the request's span (as does the answer's body, see
+/// [`LoggedBody`]), so what is logged meanwhile names the request. The request's access line is
+/// written exactly once, outside that span: when the answer's body has ended or was dropped,
+/// or, if this future is dropped before it answers, then (status 499).
 pub async fn handle<B>(state: Arc<ProxyState>, request: Request<B>) -> Response<ProxyBody>
 where
     B: http_body::Body<Data = bytes::Bytes>,
@@ -27,7 +30,8 @@ where
 {
     let record = AccessRecord::new(request.method(), request.uri().path(), request.headers());
     let mut exchange = Exchange::new(record, Instant::now());
-    let (mut response, upstream) = match proxy(&state, request, exchange.record()).await {
+    let span = exchange.record().span().clone();
+    let (mut response, upstream) = match proxy(&state, request, exchange.record()).instrument(span).await {
         Ok(response) => {
             let status = response.status();
             (response, Some(status))

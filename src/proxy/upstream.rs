@@ -36,7 +36,8 @@ pub async fn forward(provider: &Provider, outbound: Outbound<'_>) -> Result<Resp
         });
     }
     let url = provider.url(outbound.path, outbound.query);
-    let headers = upstream_request_headers(outbound.headers, &provider.credential);
+    let mut headers = upstream_request_headers(outbound.headers, &provider.credential);
+    crate::telemetry::traceparent_to_provider(&mut headers);
     let answer = provider
         .client
         .request(outbound.method, url)

@@ -7,3 +7,4 @@ mod ledger;
 mod serve_reload;
 mod teams;
 mod teams_reload;
+mod telemetry;

@@ -58,8 +58,7 @@ impl Serve {
                 .await
                 .expect("no listening line")
                 .expect("serve exited early");
-            if let Some(at) = line.find("address=") {
-                let address = line[at + 8..].split_whitespace().next().unwrap().to_owned();
+            if let Some(address) = listening_address(&line) {
                 break (address, line);
             }
         };
@@ -82,6 +81,15 @@ impl Serve {
                 return line;
             }
         }
+    }
+
+    /// The next log line, waiting up to `limit`; `None` once the process has closed its output
+    /// (or nothing came in time).
+    pub async fn next_line(&mut self, limit: Duration) -> Option<String> {
+        tokio::time::timeout(limit, self.lines.recv())
+            .await
+            .ok()
+            .flatten()
     }
 
     /// Sends a signal (`-HUP`, `-INT`, `-TERM`) to the process.
@@ -107,4 +115,13 @@ impl Serve {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+}
+
+/// The address of a listening line, text (`address=HOST:PORT`) or JSON (`"address":"HOST:PORT"`).
+fn listening_address(line: &str) -> Option<String> {
+    if let Some(at) = line.find("address=") {
+        return line[at + 8..].split_whitespace().next().map(str::to_owned);
+    }
+    let json: serde_json::Value = serde_json::from_str(line).ok()?;
+    json["address"].as_str().map(str::to_owned)
 }

@@ -1,0 +1,227 @@
+//! The span of one request: it carries the request id (and, once known, the team and provider)
+//! to every event logged while the request is handled, and, when spans are exported
+//! (`[telemetry] otlp_endpoint`), it is the request's exported span, which also gets the gate's
+//! decision and the status when the request ends.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use http::{HeaderMap, Method};
+use tracing::field::{display, Empty};
+use tracing::Span;
+
+use super::propagation;
+
+/// The target of request spans; the exporter's filter takes these spans and no others.
+pub(super) const TARGET: &str = "replaygate::request";
+
+/// Whether request spans are exported: set once, when the exporting subscriber is installed.
+static EXPORTING: AtomicBool = AtomicBool::new(false);
+
+/// Whether this process exports request spans (and so sends its own `traceparent` upstream).
+pub(crate) fn exporting() -> bool {
+    EXPORTING.load(Ordering::Relaxed)
+}
+
+/// Notes that the exporting subscriber is installed.
+pub(super) fn exporting_from_now_on() {
+    EXPORTING.store(true, Ordering::Relaxed);
+}
+
+/// The span of one request, from its head to the last byte of its answer.
+///
+/// It is at level `ERROR` so that it is enabled whenever anything is logged at all: a warning
+/// logged under `level = "warn"` still names its request. The access line is written outside
+/// it, so its own fields and format do not change.
+#[derive(Debug)]
+pub struct RequestSpan(Span);
+
+impl RequestSpan {
+    /// Opens the span of a request. When spans are exported, a W3C `traceparent` in `headers`
+    /// becomes its parent.
+    pub fn start(request_id: &str, method: &Method, path: &str, headers: &HeaderMap) -> RequestSpan {
+        if !exporting() {
+            return RequestSpan(tracing::error_span!(
+                target: TARGET,
+                "request",
+                request_id = %request_id,
+                method = %method,
+                path = %path,
+                team = Empty,
+                provider = Empty,
+            ));
+        }
+        let span = tracing::error_span!(
+            target: TARGET,
+            "request",
+            request_id = %request_id,
+            method = %method,
+            path = %path,
+            team = Empty,
+            provider = Empty,
+            decision = Empty,
+            status = Empty,
+            stream_error = Empty,
+            otel.name = method.as_str(),
+            otel.kind = "server",
+        );
+        propagation::continue_trace(&span, headers);
+        RequestSpan(span)
+    }
+
+    /// The span of a request that has none (a head hyper could not parse).
+    pub fn none() -> RequestSpan {
+        RequestSpan(Span::none())
+    }
+
+    /// The span, to enter while the request is worked on.
+    pub fn span(&self) -> &Span {
+        &self.0
+    }
+
+    /// Notes the client key's team.
+    pub fn team(&self, team: &str) {
+        self.0.record("team", display(team));
+    }
+
+    /// Notes the provider the request was routed to.
+    pub fn provider(&self, provider: &str) {
+        self.0.record("provider", display(provider));
+    }
+
+    /// Notes how the request ended, for the exported span: the gate's decision (`allowed`,
+    /// `rejected`, ... as in the access line), the status sent, and why the answer's body
+    /// stopped early if it did. It gets an error status on a 5xx or a broken stream.
+    pub fn ended(&self, decision: &str, status: u16, stream_error: Option<&str>) {
+        if !exporting() {
+            return;
+        }
+        self.0.record("decision", display(decision));
+        self.0.record("status", status);
+        if let Some(stream_error) = stream_error {
+            self.0.record("stream_error", display(stream_error));
+        }
+        match stream_error {
+            Some(broken) => propagation::failed(&self.0, format!("the answer's stream broke: {broken}")),
+            None if status >= 500 => propagation::failed(&self.0, format!("answered {status}")),
+            None => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    /// Log lines written to memory.
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Lines {
+        fn text(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+        }
+    }
+
+    /// Logs, through `subscriber`, a warning inside a request span that learned its team and
+    /// provider, then the access line outside it.
+    fn log_a_request(subscriber: impl tracing::Subscriber + Send + Sync) {
+        tracing::subscriber::with_default(subscriber, || {
+            let span = RequestSpan::start("req-7", &Method::POST, "/v1/responses", &HeaderMap::new());
+            span.team("payments");
+            span.provider("openai");
+            span.span()
+                .in_scope(|| tracing::warn!("the team's rate could not be counted"));
+            tracing::info!(target: "replaygate::access", request_id = "req-7", "request");
+        });
+    }
+
+    #[test]
+    fn a_text_line_logged_inside_a_request_names_it() {
+        let lines = Lines::default();
+        let sink = lines.clone();
+        log_a_request(
+            tracing_subscriber::fmt()
+                .with_writer(move || sink.clone())
+                .with_ansi(false)
+                .with_env_filter("warn,replaygate::access=info")
+                .finish(),
+        );
+        let text = lines.text();
+        let mut lines = text.lines();
+        let warning = lines.next().unwrap();
+        assert!(
+            warning.contains(
+                "request{request_id=req-7 method=POST path=/v1/responses team=payments provider=openai}: "
+            ),
+            "{warning}"
+        );
+        let access = lines.next().unwrap();
+        assert!(!access.contains("request{"), "{access}");
+    }
+
+    #[test]
+    fn a_json_line_logged_inside_a_request_carries_its_span() {
+        let lines = Lines::default();
+        let sink = lines.clone();
+        log_a_request(
+            tracing_subscriber::fmt()
+                .with_writer(move || sink.clone())
+                .with_env_filter("warn,replaygate::access=info")
+                .json()
+                .flatten_event(true)
+                .with_current_span(true)
+                .with_span_list(false)
+                .finish(),
+        );
+        let text = lines.text();
+        let parsed: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(parsed.len(), 2, "{text}");
+        assert_eq!(
+            parsed[0]["span"],
+            serde_json::json!({
+                "name": "request",
+                "request_id": "req-7",
+                "method": "POST",
+                "path": "/v1/responses",
+                "team": "payments",
+                "provider": "openai",
+            })
+        );
+        assert!(parsed[1].get("span").is_none(), "{text}");
+        assert_eq!(parsed[1]["request_id"], "req-7");
+    }
+
+    #[test]
+    fn a_request_span_is_on_whenever_anything_is_logged() {
+        let lines = Lines::default();
+        let sink = lines.clone();
+        log_a_request(
+            tracing_subscriber::fmt()
+                .with_writer(move || sink.clone())
+                .with_ansi(false)
+                .with_env_filter("error")
+                .finish(),
+        );
+        assert_eq!(lines.text(), "");
+        // Under `error`, the span is still enabled (so errors name their request).
+        tracing::subscriber::with_default(
+            tracing_subscriber::fmt().with_env_filter("error").finish(),
+            || {
+                let span = RequestSpan::start("req-8", &Method::GET, "/v1/models", &HeaderMap::new());
+                assert!(!span.span().is_disabled());
+            },
+        );
+    }
+}
