@@ -5,5 +5,6 @@ mod support;
 
 mod ledger;
 mod serve_reload;
+mod sigv4;
 mod teams;
 mod teams_reload;
