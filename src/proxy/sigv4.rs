@@ -9,6 +9,7 @@
 //! before it checks) can break the signature.
 
 use std::fmt;
+use std::sync::LazyLock;
 use std::time::SystemTime;
 
 use aws_credential_types::Credentials;
@@ -19,6 +20,8 @@ use aws_sigv4::sign::v4;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use http::Method;
+use tracing::subscriber::NoSubscriber;
+use tracing::Dispatch;
 
 /// The AWS environment variables the credentials are read from.
 pub const ACCESS_KEY_VARIABLE: &str = "AWS_ACCESS_KEY_ID";
@@ -31,6 +34,10 @@ pub const EXPIRATION_VARIABLE: &str = "AWS_CREDENTIAL_EXPIRATION";
 
 /// Bodies larger than this are hashed on the blocking pool rather than on the worker.
 const INLINE_HASH_BYTES: usize = 1024 * 1024;
+
+/// What the signing library logs goes here, nowhere: at trace level it writes each canonical
+/// request, session token included.
+static SILENT: LazyLock<Dispatch> = LazyLock::new(|| Dispatch::new(NoSubscriber::default()));
 
 /// One request as the signature sees it: the parts that are sent as they are given here.
 #[derive(Debug, Clone, Copy)]
@@ -102,7 +109,8 @@ pub fn sign(
         SignableBody::Bytes(request.body),
     )
     .map_err(|e| SignError::Signing(e.to_string()))?;
-    let (instructions, _signature) = sign_request(signable, &params)
+    let output = tracing::dispatcher::with_default(&SILENT, || sign_request(signable, &params));
+    let (instructions, _signature) = output
         .map_err(|e| SignError::Signing(e.to_string()))?
         .into_parts();
     let (headers, _query) = instructions.into_parts();
