@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use arc_swap::ArcSwapOption;
 use aws_config::default_provider::credentials::DefaultCredentialsChain;
 use aws_config::Region;
-use aws_credential_types::provider::ProvideCredentials;
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use aws_credential_types::Credentials;
 use tokio::sync::{Mutex, OnceCell};
 
@@ -26,8 +26,8 @@ const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 /// A provider's credentials from the default chain, cached.
 pub struct ChainCredentials {
     region: String,
-    /// Built on first use (building it is async).
-    chain: OnceCell<DefaultCredentialsChain>,
+    /// The default chain, built on first use (building it is async).
+    chain: OnceCell<SharedCredentialsProvider>,
     /// The last credentials fetched.
     cached: ArcSwapOption<Credentials>,
     /// Held while fetching, so concurrent requests fetch once; holds the last failure.
@@ -68,15 +68,19 @@ impl ChainCredentials {
         let chain = self
             .chain
             .get_or_init(|| async {
-                DefaultCredentialsChain::builder()
+                let chain = DefaultCredentialsChain::builder()
                     .region(Region::new(self.region.clone()))
                     .build()
-                    .await
+                    .await;
+                SharedCredentialsProvider::new(chain)
             })
             .await;
         let fetched = match tokio::time::timeout(FETCH_TIMEOUT, chain.provide_credentials()).await {
             Ok(Ok(credentials)) => Ok(credentials),
-            Ok(Err(error)) => Err(format!("no AWS credentials from the default chain: {error}")),
+            Ok(Err(error)) => Err(format!(
+                "no AWS credentials from the default chain: {}",
+                with_causes(&error)
+            )),
             Err(_) => Err(format!(
                 "the AWS default credential chain did not answer within {}s",
                 FETCH_TIMEOUT.as_secs()
@@ -112,5 +116,125 @@ impl ChainCredentials {
             Some(expiry) => expiry > now + REFRESH_AHEAD,
         };
         fresh.then(|| (*cached).clone())
+    }
+}
+
+/// An error and its causes, as one line.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut line = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        line.push_str(": ");
+        line.push_str(&next.to_string());
+        cause = next.source();
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex as StdMutex;
+
+    use aws_credential_types::provider::{error::CredentialsError, future};
+
+    use super::*;
+
+    /// A chain that answers from a script: each fetch takes the next answer.
+    #[derive(Debug, Default)]
+    struct Scripted {
+        answers: StdMutex<Vec<Result<Credentials, String>>>,
+        fetches: AtomicUsize,
+    }
+
+    impl ProvideCredentials for Scripted {
+        fn provide_credentials<'a>(&'a self) -> future::ProvideCredentials<'a>
+        where
+            Self: 'a,
+        {
+            self.fetches.fetch_add(1, Ordering::SeqCst);
+            let answer = self.answers.lock().unwrap().remove(0);
+            future::ProvideCredentials::ready(answer.map_err(CredentialsError::not_loaded))
+        }
+    }
+
+    fn expiring_in(key: &str, from_now: Duration) -> Result<Credentials, String> {
+        Ok(Credentials::new(
+            key,
+            "secret",
+            None,
+            Some(SystemTime::now() + from_now),
+            "test",
+        ))
+    }
+
+    fn chain(answers: Vec<Result<Credentials, String>>) -> (ChainCredentials, Arc<Scripted>) {
+        let scripted = Arc::new(Scripted {
+            answers: StdMutex::new(answers),
+            fetches: AtomicUsize::new(0),
+        });
+        let credentials = ChainCredentials::new("us-east-1");
+        credentials
+            .chain
+            .set(SharedCredentialsProvider::new(ScriptedHandle(scripted.clone())))
+            .unwrap();
+        (credentials, scripted)
+    }
+
+    /// Lets the test keep counting the fetches of the chain it hands over.
+    #[derive(Debug)]
+    struct ScriptedHandle(Arc<Scripted>);
+
+    impl ProvideCredentials for ScriptedHandle {
+        fn provide_credentials<'a>(&'a self) -> future::ProvideCredentials<'a>
+        where
+            Self: 'a,
+        {
+            self.0.provide_credentials()
+        }
+    }
+
+    #[tokio::test]
+    async fn credentials_are_cached_until_shortly_before_they_expire() {
+        let (credentials, scripted) = chain(vec![
+            expiring_in("AKID1", Duration::from_secs(3600)),
+            expiring_in("AKID2", Duration::from_secs(60)),
+            expiring_in("AKID3", Duration::from_secs(3600)),
+        ]);
+        assert_eq!(credentials.credentials().await.unwrap().access_key_id(), "AKID1");
+        assert_eq!(credentials.credentials().await.unwrap().access_key_id(), "AKID1");
+        assert_eq!(scripted.fetches.load(Ordering::SeqCst), 1);
+        // Credentials expiring within REFRESH_AHEAD are used once, then fetched again.
+        credentials.cached.store(None);
+        assert_eq!(credentials.credentials().await.unwrap().access_key_id(), "AKID2");
+        assert_eq!(credentials.credentials().await.unwrap().access_key_id(), "AKID3");
+        assert_eq!(credentials.credentials().await.unwrap().access_key_id(), "AKID3");
+        assert_eq!(scripted.fetches.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn a_failed_fetch_keeps_unexpired_credentials_and_is_not_repeated_at_once() {
+        let (credentials, scripted) = chain(vec![
+            expiring_in("AKID1", Duration::from_secs(120)),
+            Err("no profile".into()),
+        ]);
+        assert_eq!(credentials.credentials().await.unwrap().access_key_id(), "AKID1");
+        // Due for a refresh, which fails: the cached credentials still serve.
+        assert_eq!(credentials.credentials().await.unwrap().access_key_id(), "AKID1");
+        assert_eq!(credentials.credentials().await.unwrap().access_key_id(), "AKID1");
+        assert_eq!(scripted.fetches.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn no_credentials_at_all_is_an_error_with_the_chains_reason() {
+        let (credentials, scripted) = chain(vec![Err("no profile, no IMDS".into())]);
+        let error = credentials.credentials().await.unwrap_err();
+        assert!(
+            error.contains("no AWS credentials from the default chain"),
+            "{error}"
+        );
+        let again = credentials.credentials().await.unwrap_err();
+        assert_eq!(again, error);
+        assert_eq!(scripted.fetches.load(Ordering::SeqCst), 1, "asked again at once");
     }
 }
