@@ -80,13 +80,14 @@ pub enum ApiError {
     /// is sent more than once, on a gated path (415).
     #[error("{0}")]
     UnsupportedCharset(String),
-    /// The provider's key variable is unset (503).
-    #[error("provider `{provider}` is not configured: environment variable {variable} is not set")]
+    /// The provider's credential cannot be had: its key variable is unset, or its AWS
+    /// credentials are missing or expired (503).
+    #[error("provider `{provider}` is not configured: {reason}")]
     ProviderUnconfigured {
         /// The provider the request was routed to.
         provider: String,
-        /// The environment variable that should hold its key.
-        variable: String,
+        /// What is missing, naming the environment variable(s) to set.
+        reason: String,
     },
     /// The proxy is at its concurrent request limit (503).
     #[error("replaygate is at its limit of {limit} concurrent requests; retry shortly")]
@@ -465,7 +466,7 @@ mod tests {
     fn server_side_failures_are_server_errors() {
         let e = ApiError::ProviderUnconfigured {
             provider: "bedrock".into(),
-            variable: "AWS_BEARER_TOKEN_BEDROCK".into(),
+            reason: "environment variable AWS_BEARER_TOKEN_BEDROCK is not set".into(),
         };
         let v = envelope(&e);
         assert_eq!(

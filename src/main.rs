@@ -81,11 +81,11 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     let workers = config.server.worker_threads();
     let env = |name: &str| std::env::var(name).ok();
     let states = ProxyState::for_workers(&config, &env, workers).map_err(|e| e.to_string())?;
-    for (provider, variable) in states[0].unconfigured() {
+    for (provider, missing) in states[0].unconfigured() {
         tracing::warn!(
             provider,
-            variable,
-            "provider unconfigured: its key variable is not set; its requests get 503 provider_unconfigured"
+            missing,
+            "provider unconfigured: its requests get 503 provider_unconfigured"
         );
     }
     let runtime = proxy::worker_runtime().map_err(|e| format!("cannot start the runtime: {e}"))?;

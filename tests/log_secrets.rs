@@ -1,6 +1,6 @@
 //! No key reaches the logs: a full run (allowed, refused, failed, streamed, ungated, HTTP/1
-//! and HTTP/2) is logged at the most verbose level, libraries included, and searched for every
-//! client and provider key.
+//! and HTTP/2; bearer, header and SigV4 credentials) is logged at the most verbose level,
+//! libraries included, and searched for every client and provider key.
 //!
 //! A file of its own: the log subscriber is global to the test process.
 
@@ -16,6 +16,9 @@ use support::upstream::{Upstream, RESPONSE_JSON};
 
 const OPENAI_KEY: &str = "sk-provider-openai-31337";
 const BEDROCK_KEY: &str = "ABSK-provider-bedrock-27182";
+const AZURE_KEY: &str = "provider-azure-api-key-16180";
+const AWS_SECRET: &str = "provider-aws-secret-14142";
+const AWS_TOKEN: &str = "provider-aws-session-token-17320";
 const CLIENT_KEYS: [&str; 4] = [
     "sk-client-authorization-1111",
     "sk-client-x-api-key-2222",
@@ -62,15 +65,32 @@ auth = {{ bearer_env = "OPENAI_KEY" }}
 [providers.unset]
 base_url = "{}"
 auth = {{ bearer_env = "UNSET_KEY" }}
+
+[providers.azure]
+base_url = "{}"
+auth = {{ header_env = {{ name = "api-key", var = "AZURE_KEY" }} }}
+
+[providers.aws]
+base_url = "{}"
+auth = {{ aws_sigv4 = {{ region = "us-east-1", service = "bedrock" }} }}
 "#,
         plain.base_url(),
         streaming.base_url(),
         plain.base_url(),
         plain.base_url(),
+        plain.base_url(),
+        plain.base_url(),
     );
     let proxy = Proxy::start(
         &config,
-        &[("OPENAI_KEY", OPENAI_KEY), ("BEDROCK_KEY", BEDROCK_KEY)],
+        &[
+            ("OPENAI_KEY", OPENAI_KEY),
+            ("BEDROCK_KEY", BEDROCK_KEY),
+            ("AZURE_KEY", AZURE_KEY),
+            ("AWS_ACCESS_KEY_ID", "AKIDLOGTEST"),
+            ("AWS_SECRET_ACCESS_KEY", AWS_SECRET),
+            ("AWS_SESSION_TOKEN", AWS_TOKEN),
+        ],
     )
     .await;
 
@@ -106,6 +126,8 @@ auth = {{ bearer_env = "UNSET_KEY" }}
             ("POST", "/down/v1/responses", allowed, 502),
             ("POST", "/unset/v1/responses", allowed, 503),
             ("POST", "/passthrough/v1/responses", allowed, 200),
+            ("POST", "/azure/v1/responses", allowed, 200),
+            ("POST", "/aws/v1/responses", allowed, 200),
             ("GET", "/v1/models", "", 200),
             ("GET", "/passthrough/v1/models", "", 200),
         ];
@@ -141,7 +163,7 @@ auth = {{ bearer_env = "UNSET_KEY" }}
 
     let text = captured.text();
     let access_lines = text.lines().filter(|l| l.contains("replaygate::access")).count();
-    assert_eq!(access_lines, 22, "expected one access line per request:\n{text}");
+    assert_eq!(access_lines, 26, "expected one access line per request:\n{text}");
     // The libraries' own trace lines were captured too (HTTP/1, HTTP/2, the upstream client).
     for library in ["\"target\":\"hyper", "\"target\":\"h2", "\"target\":\"reqwest"] {
         assert!(
@@ -149,7 +171,10 @@ auth = {{ bearer_env = "UNSET_KEY" }}
             "no {library} lines: the capture is not verbose"
         );
     }
-    for key in CLIENT_KEYS.iter().chain([&OPENAI_KEY, &BEDROCK_KEY]) {
+    for key in CLIENT_KEYS
+        .iter()
+        .chain([&OPENAI_KEY, &BEDROCK_KEY, &AZURE_KEY, &AWS_SECRET, &AWS_TOKEN])
+    {
         if let Some(line) = text.lines().find(|line| line.contains(key)) {
             panic!("`{key}` reached the log:\n{line}");
         }

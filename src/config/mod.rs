@@ -1,7 +1,7 @@
 //! The proxy configuration, `proxy.toml`: parsed, checked and turned into
 //! plain values. Unknown keys and unusable values are errors that name the
 //! file, line and column. Secrets are not read here: the proxy reads the
-//! environment variables named by [`Auth::BearerEnv`] itself.
+//! environment variables an [`Auth`] names itself.
 //!
 //! Relative paths in the file (`[teams.NAME] pinned_tools`, `[audit] path`, `[state] path`) are taken from the
 //! directory of the file and kept absolute; the files they name are read and checked here, so a
@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use globset::Glob;
 
-pub use auth::Auth;
+pub use auth::{Auth, DEFAULT_SIGV4_SERVICE};
 pub use error::ConfigError;
 pub use ledger::{EncryptedContentScope, LedgerConfig, OnUnavailable, StateConfig};
 pub use sections::{GateConfig, LogConfig, LogFormat, ServerConfig};
@@ -199,3 +199,6 @@ mod tests_teams;
 
 #[cfg(test)]
 mod tests_ledger;
+
+#[cfg(test)]
+mod tests_examples;

@@ -471,6 +471,14 @@ impl ProviderEntry {
             None => vec![name.to_owned()],
             Some(list) => list.into_iter().map(check_namespace).collect::<Result<_, _>>()?,
         };
+        if let Some(auth) = &self.auth {
+            let host = Url::parse(&base_url)
+                .ok()
+                .and_then(|url| url.host_str().map(str::to_owned));
+            auth.get_ref()
+                .check_host(host.as_deref().unwrap_or_default())
+                .map_err(|message| Invalid::new(auth.span(), format!("provider {name:?}: {message}")))?;
+        }
         Ok(ProviderConfig {
             base_url,
             auth: self.auth.map(Spanned::into_inner).unwrap_or_default(),

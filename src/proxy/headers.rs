@@ -60,24 +60,39 @@ pub fn upstream_request_headers(mut headers: HeaderMap, credential: &Credential)
     for name in METHOD_OVERRIDES {
         headers.remove(name);
     }
+    if credential.is_own() {
+        for name in CLIENT_CREDENTIALS {
+            headers.remove(name);
+        }
+    }
     match credential {
-        Credential::Passthrough => {}
+        Credential::Passthrough | Credential::Missing { .. } => {}
         Credential::None => {
             headers.remove(header::AUTHORIZATION);
         }
         Credential::Bearer(key) => {
-            for name in CLIENT_CREDENTIALS {
-                headers.remove(name);
-            }
             headers.insert(header::AUTHORIZATION, key.clone());
         }
-        Credential::Missing { .. } => {
-            for name in CLIENT_CREDENTIALS {
-                headers.remove(name);
-            }
+        Credential::Header { name, value } => {
+            headers.insert(name.clone(), value.clone());
         }
+        // The signature's headers are added once the URL and the body are final.
+        Credential::SigV4(_) => strip_aws_signing(&mut headers),
     }
     headers
+}
+
+/// Removes every `X-Amz-*` header (the client's date, token, payload hash, or any other
+/// signing input): under SigV4 replaygate writes the ones it signs, and sends no other.
+fn strip_aws_signing(headers: &mut HeaderMap) {
+    let names: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| name.as_str().starts_with("x-amz-"))
+        .cloned()
+        .collect();
+    for name in names {
+        headers.remove(name);
+    }
 }
 
 #[cfg(test)]
@@ -170,6 +185,53 @@ mod tests {
                 assert!(!h.contains_key(name), "{name} under {credential:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_header_key_replaces_every_client_credential_and_its_own_name() {
+        let credential = Credential::Header {
+            name: HeaderName::from_static("api-key"),
+            value: HeaderValue::from_static("provider-key"),
+        };
+        let mut client = client_headers();
+        client.insert("api-key", HeaderValue::from_static("client-api-key"));
+        let h = upstream_request_headers(client, &credential);
+        assert_eq!(h.get_all("api-key").iter().count(), 1);
+        assert_eq!(h["api-key"], "provider-key");
+        for name in CLIENT_CREDENTIALS.iter().filter(|name| **name != "api-key") {
+            assert!(!h.contains_key(*name), "{name}");
+        }
+        assert_eq!(h["x-stainless-lang"], "python");
+    }
+
+    #[test]
+    fn sigv4_drops_every_client_credential_and_signing_header() {
+        let signer = crate::proxy::sigv4::Signer::from_env(
+            crate::proxy::sigv4::Scope {
+                region: "us-east-1".into(),
+                service: "bedrock".into(),
+            },
+            &|name: &str| {
+                matches!(name, "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY")
+                    .then(|| format!("value-of-{name}"))
+            },
+        )
+        .unwrap();
+        let mut client = client_headers();
+        client.insert("api-key", HeaderValue::from_static("client-api-key"));
+        client.insert(
+            "x-amz-content-sha256",
+            HeaderValue::from_static("UNSIGNED-PAYLOAD"),
+        );
+        client.insert("X-Amz-User-Agent", HeaderValue::from_static("client"));
+        client.insert("x-amzn-trace-id", HeaderValue::from_static("Root=1"));
+        let h = upstream_request_headers(client, &Credential::SigV4(std::sync::Arc::new(signer)));
+        for name in CLIENT_CREDENTIALS {
+            assert!(!h.contains_key(name), "{name}");
+        }
+        assert!(!h.keys().any(|name| name.as_str().starts_with("x-amz-")), "{h:?}");
+        assert_eq!(h["x-amzn-trace-id"], "Root=1");
+        assert_eq!(h["content-type"], "application/json");
     }
 
     #[test]

@@ -19,6 +19,9 @@ pub mod provider;
 pub mod rate_limit;
 pub mod request_checks;
 pub mod server;
+pub mod sigv4;
+#[cfg(feature = "aws-chain")]
+mod sigv4_chain;
 pub mod snapshot;
 pub mod state;
 pub mod teams;

@@ -1,10 +1,12 @@
 //! A provider at run time: its gate profile, its pooled upstream client and its credential.
 
 use std::fmt;
+use std::sync::Arc;
 
-use http::HeaderValue;
+use http::{HeaderName, HeaderValue};
 
 use super::build_error::BuildError;
+use super::sigv4::{Scope, Signer};
 use crate::config::{Auth, EncryptedContentScope, ProviderConfig};
 use crate::gate::{EncryptedScope, ProviderProfile};
 
@@ -17,10 +19,19 @@ pub enum Credential {
     None,
     /// Send the provider's own key as a bearer token (the header value is marked sensitive).
     Bearer(HeaderValue),
-    /// The provider has its own key, but the variable holding it is unset.
+    /// Send the provider's own key in a header of its own (the value is marked sensitive).
+    Header {
+        /// The header's name.
+        name: HeaderName,
+        /// The key.
+        value: HeaderValue,
+    },
+    /// Sign every request with AWS SigV4.
+    SigV4(Arc<Signer>),
+    /// The provider has its own credential, but it cannot be read.
     Missing {
-        /// The environment variable named in `proxy.toml`.
-        variable: String,
+        /// What is missing, as a sentence naming the environment variable(s) to set.
+        reason: String,
     },
 }
 
@@ -30,7 +41,9 @@ impl fmt::Debug for Credential {
             Credential::Passthrough => f.write_str("Passthrough"),
             Credential::None => f.write_str("None"),
             Credential::Bearer(_) => f.write_str("Bearer(<redacted>)"),
-            Credential::Missing { variable } => write!(f, "Missing({variable})"),
+            Credential::Header { name, .. } => write!(f, "Header({name}: <redacted>)"),
+            Credential::SigV4(signer) => write!(f, "SigV4({signer:?})"),
+            Credential::Missing { reason } => write!(f, "Missing({reason})"),
         }
     }
 }
@@ -41,26 +54,50 @@ impl Credential {
         match auth {
             Auth::Passthrough => Credential::Passthrough,
             Auth::None => Credential::None,
-            Auth::BearerEnv(variable) => {
-                let bearer = env(variable)
-                    .filter(|key| !key.trim().is_empty())
-                    .and_then(|key| HeaderValue::try_from(format!("Bearer {}", key.trim())).ok());
-                match bearer {
-                    Some(mut value) => {
-                        value.set_sensitive(true);
-                        Credential::Bearer(value)
-                    }
-                    None => Credential::Missing {
-                        variable: variable.clone(),
-                    },
+            Auth::BearerEnv(variable) => match key_value(env, variable, "Bearer ") {
+                Some(value) => Credential::Bearer(value),
+                None => unset(variable),
+            },
+            Auth::HeaderEnv { name, variable } => {
+                let name = HeaderName::try_from(name.as_str());
+                match (name, key_value(env, variable, "")) {
+                    (Ok(name), Some(value)) => Credential::Header { name, value },
+                    _ => unset(variable),
+                }
+            }
+            Auth::AwsSigV4 { region, service } => {
+                let scope = Scope {
+                    region: region.clone(),
+                    service: service.clone(),
+                };
+                match Signer::from_env(scope, env) {
+                    Ok(signer) => Credential::SigV4(Arc::new(signer)),
+                    Err(reason) => Credential::Missing { reason },
                 }
             }
         }
     }
 
-    /// Whether the provider authenticates with a key of its own (so no client key may pass).
+    /// Whether the provider authenticates with a credential of its own (so no client
+    /// credential may pass).
     pub fn is_own(&self) -> bool {
-        matches!(self, Credential::Bearer(_) | Credential::Missing { .. })
+        !matches!(self, Credential::Passthrough | Credential::None)
+    }
+}
+
+/// The key in `variable`, trimmed, after `prefix`, as a sensitive header value; `None` when
+/// it is unset, blank or not a valid header value.
+fn key_value(env: &dyn Fn(&str) -> Option<String>, variable: &str, prefix: &str) -> Option<HeaderValue> {
+    let key = env(variable).filter(|key| !key.trim().is_empty())?;
+    let mut value = HeaderValue::try_from(format!("{prefix}{}", key.trim())).ok()?;
+    value.set_sensitive(true);
+    Some(value)
+}
+
+/// The credential of a provider whose key variable is unset.
+fn unset(variable: &str) -> Credential {
+    Credential::Missing {
+        reason: format!("environment variable {variable} is not set"),
     }
 }
 
@@ -189,5 +226,52 @@ mod tests {
     fn debug_output_never_shows_the_key() {
         let c = Credential::resolve(&Auth::BearerEnv("SET".into()), &env);
         assert!(!format!("{c:?}").contains("sk-test"));
+        let c = Credential::resolve(&header_env("SET"), &env);
+        assert!(!format!("{c:?}").contains("sk-test"));
+    }
+
+    fn header_env(variable: &str) -> Auth {
+        Auth::HeaderEnv {
+            name: "api-key".into(),
+            variable: variable.into(),
+        }
+    }
+
+    #[test]
+    fn header_keys_are_read_into_their_header() {
+        match Credential::resolve(&header_env("SET"), &env) {
+            Credential::Header { name, value } => {
+                assert_eq!((name.as_str(), value.to_str().unwrap()), ("api-key", "sk-test"));
+                assert!(value.is_sensitive());
+            }
+            other => panic!("{other:?}"),
+        }
+        match Credential::resolve(&header_env("UNSET"), &env) {
+            Credential::Missing { reason } => {
+                assert_eq!(reason, "environment variable UNSET is not set")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn sigv4_reads_the_aws_variables() {
+        let auth = Auth::AwsSigV4 {
+            region: "us-east-1".into(),
+            service: "bedrock".into(),
+        };
+        let keys = |name: &str| match name {
+            "AWS_ACCESS_KEY_ID" => Some("AKID".to_owned()),
+            "AWS_SECRET_ACCESS_KEY" => Some("secret".to_owned()),
+            _ => None,
+        };
+        assert!(matches!(Credential::resolve(&auth, &keys), Credential::SigV4(_)));
+        let secret_only = |name: &str| (name == "AWS_SECRET_ACCESS_KEY").then(|| "secret".to_owned());
+        match Credential::resolve(&auth, &secret_only) {
+            Credential::Missing { reason } => {
+                assert_eq!(reason, "environment variable AWS_ACCESS_KEY_ID is not set")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

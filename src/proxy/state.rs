@@ -128,13 +128,13 @@ impl ProxyState {
         }
     }
 
-    /// Providers whose key variable is unset, with that variable: `(provider, variable)`.
+    /// Providers whose credential cannot be read, with what is missing: `(provider, reason)`.
     pub fn unconfigured(&self) -> Vec<(String, String)> {
         let snapshot = self.snapshot();
         let mut missing: Vec<(String, String)> = snapshot
             .providers()
             .filter_map(|p| match &p.credential {
-                Credential::Missing { variable } => Some((p.name().to_owned(), variable.clone())),
+                Credential::Missing { reason } => Some((p.name().to_owned(), reason.clone())),
                 _ => None,
             })
             .collect();

@@ -1,4 +1,5 @@
-//! Forwarding: the original bytes go up, the provider's answer streams back as it arrives.
+//! Forwarding: the original bytes go up (signed, for an `aws_sigv4` provider), the provider's
+//! answer streams back as it arrives.
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Response};
@@ -7,6 +8,7 @@ use http_body_util::BodyExt;
 use super::body::{BoxError, ProxyBody};
 use super::headers::{strip_hop_by_hop, upstream_request_headers};
 use super::provider::{Credential, Provider};
+use super::sigv4::SignFailure;
 use crate::error::ApiError;
 
 /// What is sent upstream: everything but the URL comes from the client's request.
@@ -29,15 +31,30 @@ pub struct Outbound<'r> {
 /// Dropping the returned body (the client went away) drops the upstream response and so
 /// closes the upstream request.
 pub async fn forward(provider: &Provider, outbound: Outbound<'_>) -> Result<Response<ProxyBody>, ApiError> {
-    if let Credential::Missing { variable } = &provider.credential {
-        return Err(ApiError::ProviderUnconfigured {
-            provider: provider.name().to_owned(),
-            variable: variable.clone(),
-        });
+    let unconfigured = |reason: String| ApiError::ProviderUnconfigured {
+        provider: provider.name().to_owned(),
+        reason,
+    };
+    if let Credential::Missing { reason } = &provider.credential {
+        return Err(unconfigured(reason.clone()));
     }
     let url = provider.url(outbound.path, outbound.query);
     let mut headers = upstream_request_headers(outbound.headers, &provider.credential);
     crate::telemetry::traceparent_to_provider(&mut headers);
+    if let Credential::SigV4(signer) = &provider.credential {
+        // The signature covers the bytes sent (after any rewrite), the URL and the method.
+        let signed = signer
+            .sign_now(&outbound.method, &url, &headers, &outbound.body)
+            .await
+            .map_err(|failure| match failure {
+                SignFailure::Credentials(reason) => unconfigured(reason),
+                SignFailure::Request(error) => ApiError::UpstreamUnavailable {
+                    provider: provider.name().to_owned(),
+                    detail: format!("the request could not be signed: {error}"),
+                },
+            })?;
+        headers.extend(signed);
+    }
     let answer = provider
         .client
         .request(outbound.method, url)

@@ -5,6 +5,7 @@ mod support;
 
 mod ledger;
 mod serve_reload;
+mod sigv4;
 mod teams;
 mod teams_reload;
 mod telemetry;
