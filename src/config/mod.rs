@@ -26,7 +26,7 @@ use globset::Glob;
 pub use auth::Auth;
 pub use error::ConfigError;
 pub use ledger::{EncryptedContentScope, LedgerConfig, OnUnavailable, StateConfig};
-pub use sections::{GateConfig, LogConfig, LogFormat, ServerConfig};
+pub use sections::{AdminConfig, GateConfig, LogConfig, LogFormat, ServerConfig};
 pub use teams::{AuditConfig, PinnedTool, PinnedTools, TeamConfig, TeamMode};
 
 use file::ConfigFile;
@@ -42,6 +42,8 @@ pub struct Config {
     pub default_provider: Option<String>,
     /// `[server]`.
     pub server: ServerConfig,
+    /// `[admin]`.
+    pub admin: AdminConfig,
     /// `[log]`.
     pub log: LogConfig,
     /// `[gate]`.
@@ -163,6 +165,9 @@ impl Config {
             None => summary.push_str(", no audit log"),
         }
         summary.push_str(&format!(", {}, {}", self.state.summary(), self.ledger.summary()));
+        if let Some(admin) = self.admin.listen {
+            summary.push_str(&format!(", admin on {admin}"));
+        }
         summary
     }
 }
