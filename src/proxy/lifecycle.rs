@@ -26,7 +26,7 @@ where
     B::Error: Into<super::body::BoxError>,
 {
     let record = AccessRecord::new(request.method(), request.uri().path(), request.headers());
-    let mut exchange = Exchange::new(record, Instant::now());
+    let mut exchange = Exchange::new(record, Instant::now()).metered(state.meter());
     let (mut response, upstream) = match proxy(&state, request, exchange.record()).await {
         Ok(response) => {
             let status = response.status();
