@@ -441,7 +441,7 @@ mod tests {
     fn a_long_rejection_lists_the_first_violations_and_counts_the_rest() {
         let mut verdict = Verdict::default();
         for index in 0..5 {
-            verdict.push_with(Action::Reject, Some(index), 3, || {
+            verdict.push_with(Reason::Status, Action::Reject, Some(index), 3, || {
                 violation(index, Reason::Status, "input[0].status")
             });
         }
@@ -449,7 +449,7 @@ mod tests {
             action: Action::Monitor,
             ..violation(9, Reason::UnknownTool, "input[9].name")
         };
-        verdict.push_with(Action::Monitor, Some(9), 3, || monitored);
+        verdict.push_with(Reason::UnknownTool, Action::Monitor, Some(9), 3, || monitored);
         let e = ApiError::rejected("openai", "input", verdict);
         let v = envelope(&e);
         let listed = v["error"]["violations"].as_array().unwrap();

@@ -11,11 +11,14 @@
 //! - [`error`]: the one error type of the request path and its OpenAI error envelope.
 //! - [`keys`]: client keys of teams and their digests.
 //! - [`ledger`]: the provenance ledger's tap: what a provider's answer produced (pure).
+//! - [`metrics`] and [`admin`]: the Prometheus metrics and the admin listener that serves them
+//!   with health and readiness.
 //! - [`cli`], [`check`], [`commands`], [`telemetry`]: the command line, `replaygate check`,
 //!   `replaygate config check` and `keys new`, and logging.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, rust_2018_idioms)]
 
+pub mod admin;
 pub mod check;
 pub mod cli;
 pub mod commands;
@@ -23,6 +26,7 @@ pub use replaygate_core::{gate, ledger};
 pub mod config;
 pub mod error;
 pub mod keys;
+pub mod metrics;
 pub mod proxy;
 pub mod reload;
 pub mod routing;

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
+use replaygate::admin::{AdminState, AdminThread};
 use replaygate::cli::{Cli, Command, ConfigCommand, KeysCommand, ServeArgs};
 use replaygate::config::Config;
 use replaygate::proxy::state::Reloader;
@@ -72,6 +73,16 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     if let Some(listen) = args.listen {
         config.server.listen = listen;
     }
+    if config.admin.collides_with(config.server.listen) {
+        return Err(format!(
+            "the admin listener ({}) may not take the proxy's port ({})",
+            config
+                .admin
+                .listen
+                .map_or_else(String::new, |admin| admin.to_string()),
+            config.server.listen
+        ));
+    }
     rustls::crypto::aws_lc_rs::default_provider()
         .install_default()
         .map_err(|_| "a TLS crypto provider was already installed".to_owned())?;
@@ -104,12 +115,33 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     let reload = ConfigReload::new(path, Reloader::join(&states), config.clone());
     start_reloads(reload, config.server.watch_config)
         .map_err(|e| format!("cannot start the reload thread: {e}"))?;
+    let admin = match config.admin.listen {
+        Some(address) => {
+            let state = AdminState::of(&states[0]);
+            let thread = AdminThread::start(address, state.clone())
+                .map_err(|e| format!("cannot start the admin listener on {address}: {e}"))?;
+            tracing::info!(address = %thread.address(), "admin listening (GET /metrics, /healthz, /readyz)");
+            Some((thread, state))
+        }
+        None => None,
+    };
     let settings = ServerSettings {
         header_read_timeout: config.server.header_read_timeout,
         shutdown_grace: config.server.shutdown_grace,
     };
-    proxy::run_workers(&runtime, listener, states, settings, shutdown_signal())
-        .map_err(|e| format!("cannot start the workers: {e}"))?;
+    let draining = admin.as_ref().map(|(_, state)| state.clone());
+    let shutdown = async move {
+        shutdown_signal().await;
+        if let Some(admin) = draining {
+            admin.drain();
+        }
+    };
+    let served = proxy::run_workers(&runtime, listener, states, settings, shutdown)
+        .map_err(|e| format!("cannot start the workers: {e}"));
+    if let Some((thread, _)) = admin {
+        thread.stop();
+    }
+    served?;
     tracing::info!("stopped");
     Ok(())
 }

@@ -54,8 +54,9 @@ impl ConfigReload {
         hasher.digest()
     }
 
-    /// Re-reads the file and swaps it in if it loads and builds; logs what happened. The audit
-    /// log is reopened either way (after logrotate moved it).
+    /// Re-reads the file and swaps it in if it loads and builds; logs and counts
+    /// (`replaygate_config_reloads_total`) what happened. The audit log is reopened either way
+    /// (after logrotate moved it).
     pub fn reload(&mut self, why: &str) -> bool {
         self.read_as = self.fingerprint();
         let Some(path) = &self.path else {
@@ -72,6 +73,7 @@ impl ConfigReload {
                 .map_err(|e| e.to_string())
                 .map(|()| config)
         });
+        self.reloader.metrics().config_reloaded(loaded.is_ok());
         match loaded {
             Ok(config) => {
                 tracing::info!(
@@ -100,14 +102,26 @@ impl ConfigReload {
                 if config.telemetry != self.current.telemetry {
                     tracing::warn!("[telemetry] changes take a restart; the rest is in force");
                 }
+                if config.admin != self.current.admin {
+                    tracing::warn!("[admin] changes take a restart; the rest is in force");
+                }
                 let listen = self.current.server.listen;
-                let in_force = (self.current.state.clone(), self.current.ledger.clone());
-                let telemetry = self.current.telemetry.clone();
+                let in_force = (
+                    self.current.state.clone(),
+                    self.current.ledger.clone(),
+                    self.current.admin.clone(),
+                    self.current.telemetry.clone(),
+                );
                 self.current = config;
                 self.current.server.listen = listen;
-                // The state backend, the ledger and the span export stay as the process started them.
-                (self.current.state, self.current.ledger) = in_force;
-                self.current.telemetry = telemetry;
+                // The state backend, the ledger, the admin listener and the span export stay as
+                // the process started them.
+                (
+                    self.current.state,
+                    self.current.ledger,
+                    self.current.admin,
+                    self.current.telemetry,
+                ) = in_force;
                 true
             }
             Err(error) => {

@@ -298,10 +298,12 @@ fn the_deployed_config_is_the_repo_s_with_its_state_in_var_lib() {
         |path: &str| -> toml::Table { toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap() };
     let mut deployed = read(deployed);
     deployed["state"]["path"] = toml::Value::String("replaygate-state".into());
+    assert_eq!(deployed["admin"]["listen"].as_str(), Some("0.0.0.0:9090"));
+    deployed["admin"]["listen"] = toml::Value::String("127.0.0.1:9090".into());
     assert_eq!(
         deployed,
         read(repo),
-        "deploy/proxy.toml may differ from proxy.toml only in [state] path"
+        "deploy/proxy.toml may differ from proxy.toml only in [state] path and [admin] listen"
     );
 }
 

@@ -22,6 +22,8 @@ pub(super) struct ConfigFile {
     #[serde(default)]
     pub(super) server: ServerTable,
     #[serde(default)]
+    pub(super) admin: AdminEntry,
+    #[serde(default)]
     pub(super) log: LogConfig,
     #[serde(default)]
     pub(super) gate: GateConfig,
@@ -93,6 +95,13 @@ impl ServerTable {
             watch_config: self.watch_config,
         }
     }
+}
+
+/// The `[admin]` table.
+#[derive(Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AdminEntry {
+    pub(super) listen: Option<Spanned<SocketAddr>>,
 }
 
 /// One `[providers.NAME]` table.

@@ -27,7 +27,7 @@ use globset::Glob;
 pub use auth::{Auth, DEFAULT_SIGV4_SERVICE};
 pub use error::ConfigError;
 pub use ledger::{EncryptedContentScope, LedgerConfig, OnUnavailable, StateConfig};
-pub use sections::{GateConfig, LogConfig, LogFormat, ServerConfig};
+pub use sections::{AdminConfig, GateConfig, LogConfig, LogFormat, ServerConfig};
 pub use teams::{AuditConfig, PinnedTool, PinnedTools, TeamConfig, TeamMode};
 pub use telemetry::TelemetryConfig;
 
@@ -44,6 +44,8 @@ pub struct Config {
     pub default_provider: Option<String>,
     /// `[server]`.
     pub server: ServerConfig,
+    /// `[admin]`.
+    pub admin: AdminConfig,
     /// `[log]`.
     pub log: LogConfig,
     /// `[gate]`.
@@ -167,6 +169,9 @@ impl Config {
             None => summary.push_str(", no audit log"),
         }
         summary.push_str(&format!(", {}, {}", self.state.summary(), self.ledger.summary()));
+        if let Some(admin) = self.admin.listen {
+            summary.push_str(&format!(", admin on {admin}"));
+        }
         summary
     }
 }

@@ -63,6 +63,27 @@ impl Default for ServerConfig {
     }
 }
 
+/// `[admin]`: the admin listener (metrics, health and readiness).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AdminConfig {
+    /// `listen`: the admin listener's address; `None` (the default): no admin listener. Never
+    /// the proxy's address.
+    pub listen: Option<SocketAddr>,
+}
+
+impl AdminConfig {
+    /// Whether the admin listener would take the port of a proxy listening on `proxy`: the
+    /// same port on the same address, or on any address when either is unspecified (`0.0.0.0`).
+    /// Port 0 (any free port) never collides.
+    pub fn collides_with(&self, proxy: SocketAddr) -> bool {
+        self.listen.is_some_and(|admin| {
+            admin.port() != 0
+                && admin.port() == proxy.port()
+                && (admin.ip() == proxy.ip() || admin.ip().is_unspecified() || proxy.ip().is_unspecified())
+        })
+    }
+}
+
 /// `[log]`: what the proxy logs and how.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]

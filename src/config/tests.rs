@@ -430,6 +430,7 @@ fn embedded_default_parses() {
     assert_eq!(config.default_provider.as_deref(), Some("openai"));
     // The file documents the defaults, so it must agree with them.
     assert_eq!(config.server, ServerConfig::default());
+    assert_eq!(config.admin.listen, Some("127.0.0.1:9090".parse().unwrap()));
     assert_eq!(config.log, LogConfig::default());
     assert_eq!(config.gate, GateConfig::default());
     assert_eq!(config.ledger, LedgerConfig::default());
@@ -506,4 +507,44 @@ fn gate_rules_name_known_reasons_and_actions() {
     assert_parse_error_at(&unknown_action, 6, 16, "unknown variant `ignore`");
     let none_listed = format!("{MINIMAL}\n[gate]\nmax_violations_listed = 0\n");
     assert_parse_error_at(&none_listed, 6, 25, "at least 1");
+}
+
+#[test]
+fn the_admin_listener_is_off_unless_set_and_never_on_the_proxy_s_port() {
+    assert_eq!(Config::from_toml(MINIMAL).unwrap().admin.listen, None);
+    let with = |server: &str, admin: &str| {
+        format!("[server]\nlisten = \"{server}\"\n[admin]\nlisten = \"{admin}\"\n{MINIMAL}")
+    };
+    let config = Config::from_toml(&with("127.0.0.1:8080", "127.0.0.1:9090")).unwrap();
+    assert_eq!(config.admin.listen, Some("127.0.0.1:9090".parse().unwrap()));
+    assert!(
+        config.summary().ends_with(", admin on 127.0.0.1:9090"),
+        "{}",
+        config.summary()
+    );
+    for (server, admin) in [
+        ("127.0.0.1:8080", "127.0.0.1:8080"),
+        ("127.0.0.1:8080", "0.0.0.0:8080"),
+        ("0.0.0.0:8080", "127.0.0.1:8080"),
+        ("[::1]:8080", "[::]:8080"),
+    ] {
+        assert_invalid_at(&with(server, admin), 4, 10, "takes the proxy's port");
+    }
+    for (server, admin) in [
+        ("127.0.0.1:8080", "127.0.0.2:8080"),
+        ("127.0.0.1:8080", "0.0.0.0:9090"),
+        ("127.0.0.1:0", "127.0.0.1:0"),
+    ] {
+        assert!(
+            Config::from_toml(&with(server, admin)).is_ok(),
+            "{server} {admin}"
+        );
+    }
+    // `--listen` is checked again when serving.
+    let admin = AdminConfig {
+        listen: Some("0.0.0.0:9090".parse().unwrap()),
+    };
+    assert!(admin.collides_with("127.0.0.1:9090".parse().unwrap()));
+    assert!(!admin.collides_with("127.0.0.1:8080".parse().unwrap()));
+    assert!(!AdminConfig::default().collides_with("127.0.0.1:9090".parse().unwrap()));
 }

@@ -14,12 +14,13 @@ use toml::Spanned;
 
 use super::error::Invalid;
 use super::file::{
-    AuditEntry, ConfigFile, LedgerEntry, ProviderEntry, RouteEntry, StateBackend, StateEntry, TeamEntry,
+    AdminEntry, AuditEntry, ConfigFile, LedgerEntry, ProviderEntry, RouteEntry, StateBackend, StateEntry,
+    TeamEntry,
 };
 use super::ledger::{DEFAULT_KEY_PREFIX, DEFAULT_REDIS_TIMEOUT, DEFAULT_STATE_PATH};
 use super::{
-    pinned, AuditConfig, Auth, Config, GateConfig, LedgerConfig, ProviderConfig, RouteConfig, StateConfig,
-    TeamConfig,
+    pinned, AdminConfig, AuditConfig, Auth, Config, GateConfig, LedgerConfig, ProviderConfig, RouteConfig,
+    ServerConfig, StateConfig, TeamConfig,
 };
 use crate::gate::SchemaCache;
 use crate::keys;
@@ -59,6 +60,7 @@ impl ConfigFile {
         }
         check_buffered_bytes(&self.server.max_body_bytes, &self.server.max_buffered_bytes)?;
         let server = self.server.settings();
+        let admin = self.admin.validate(&server)?;
         let default_provider = match (self.default_provider, self.server.default_provider) {
             (Some(_), Some(again)) => {
                 return Err(Invalid::new(
@@ -88,6 +90,7 @@ impl ConfigFile {
         Ok(Config {
             default_provider,
             server,
+            admin,
             log: self.log,
             gate: self.gate,
             providers,
@@ -209,6 +212,28 @@ impl TeamEntry {
             rules: self.rules,
             mode: self.mode,
         })
+    }
+}
+
+impl AdminEntry {
+    fn validate(self, server: &ServerConfig) -> Result<AdminConfig, Invalid> {
+        let Some(listen) = self.listen else {
+            return Ok(AdminConfig::default());
+        };
+        let admin = AdminConfig {
+            listen: Some(*listen.get_ref()),
+        };
+        if admin.collides_with(server.listen) {
+            return Err(Invalid::new(
+                listen.span(),
+                format!(
+                    "[admin] listen {} takes the proxy's port ([server] listen {}); give the admin listener a port of its own",
+                    listen.get_ref(),
+                    server.listen
+                ),
+            ));
+        }
+        Ok(admin)
     }
 }
 

@@ -187,6 +187,21 @@ impl AccessRecord {
     pub fn method(&self) -> Option<&Method> {
         self.method.as_ref()
     }
+
+    /// The provider the request was routed to, once it was.
+    pub fn provider(&self) -> Option<&str> {
+        self.provider.as_deref()
+    }
+
+    /// The client key's team, once authenticated.
+    pub fn team_name(&self) -> Option<&str> {
+        self.team.as_deref()
+    }
+
+    /// What the gate (or the proxy) decided so far.
+    pub fn decision(&self) -> Decision {
+        self.decision
+    }
 }
 
 /// Writes the log line of a request hyper could not parse (so it has no method or path),

@@ -265,7 +265,7 @@ mod tests {
 
     fn verdict() -> Verdict {
         let mut verdict = Verdict::default();
-        verdict.push_with(Action::Strip, Some(2), 10, || Violation {
+        verdict.push_with(Reason::Status, Action::Strip, Some(2), 10, || Violation {
             index: Some(2),
             item_type: "function_call".into(),
             id: None,

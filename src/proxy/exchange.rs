@@ -12,6 +12,7 @@ use http_body::{Body, Frame, SizeHint};
 
 use super::access_log::{AccessRecord, Outcome};
 use super::body::{BoxError, ProxyBody};
+use crate::metrics::RequestMeter;
 
 /// `stream_error` of an answer whose client stopped taking it before its end.
 const CLIENT_CLOSED: &str = "client_closed";
@@ -25,6 +26,8 @@ pub struct Exchange {
     first_byte: Option<Duration>,
     bytes_out: u64,
     stream_error: Option<String>,
+    /// Counts the request in the metrics when it ends.
+    meter: Option<RequestMeter>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -47,7 +50,14 @@ impl Exchange {
             first_byte: None,
             bytes_out: 0,
             stream_error: None,
+            meter: None,
         }
+    }
+
+    /// Counts the request with `meter` (in flight until the exchange ends, then its outcome).
+    pub fn metered(mut self, meter: RequestMeter) -> Exchange {
+        self.meter = Some(meter);
+        self
     }
 
     /// The access record, to note facts as the request goes on.
@@ -108,6 +118,9 @@ impl Drop for Exchange {
     fn drop(&mut self) {
         let outcome = self.outcome();
         self.record.write(&outcome);
+        if let Some(meter) = self.meter.take() {
+            meter.finish(&self.record, &outcome);
+        }
     }
 }
 

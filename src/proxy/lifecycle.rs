@@ -29,7 +29,7 @@ where
     B::Error: Into<super::body::BoxError>,
 {
     let record = AccessRecord::new(request.method(), request.uri().path(), request.headers());
-    let mut exchange = Exchange::new(record, Instant::now());
+    let mut exchange = Exchange::new(record, Instant::now()).metered(state.meter());
     let span = exchange.record().span().clone();
     let (mut response, upstream) = match proxy(&state, request, exchange.record()).instrument(span).await {
         Ok(response) => {

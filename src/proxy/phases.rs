@@ -7,6 +7,7 @@
 //! the access line [`super::exchange`] writes when the answer's body ends.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::request::Parts;
@@ -162,7 +163,17 @@ impl<'r> RequestContext<'r> {
             team: self.team.clone(),
         };
         let charset = check_charset(&parts.headers);
-        let mut judged = judge(self.state, &asker, route.prefix, items, &body, charset).await?;
+        let started = Instant::now();
+        let judged = judge(self.state, &asker, route.prefix, items, &body, charset).await;
+        let meters = &self.snapshot.meters;
+        let provider = judged.as_ref().ok().map(|judged| judged.provider.as_str());
+        meters.provider(provider).gate_time(started.elapsed());
+        let mut judged = judged?;
+        meters.violations(
+            &judged.verdict,
+            &judged.provider,
+            self.team.as_deref().map(|team| team.name.as_str()),
+        );
         self.record.routed(&judged.provider, judged.model.as_deref());
         self.record.judged(&judged.verdict);
         self.audit(&mut judged);
@@ -244,6 +255,7 @@ impl<'r> RequestContext<'r> {
             request_id: self.record.request_id.to_string(),
             calls_check,
             audit: self.state.audit.clone(),
+            meters: self.snapshot.meters.clone(),
         })
     }
 
@@ -278,16 +290,29 @@ impl<'r> RequestContext<'r> {
             headers,
             body: decided.body,
         };
-        let mut response = forward(&decided.provider, outbound).await?;
+        let meter = self.snapshot.meters.provider(Some(decided.provider.name()));
+        let sent = Instant::now();
+        let forwarded = forward(&decided.provider, outbound).await;
+        if forwarded.is_ok() {
+            meter.upstream_time(sent.elapsed());
+        }
+        let mut response = forwarded.inspect_err(|error| self.upstream_error(&decided.provider, error))?;
         if let (Some(ledger), Some(recording)) = (&self.state.ledger, decided.recording) {
             if response.status().is_success() {
-                response = record(response, ledger.clone(), recording).await?;
+                response = record(response, ledger.clone(), recording)
+                    .await
+                    .inspect_err(|error| self.upstream_error(&decided.provider, error))?;
             }
         }
         for (name, value) in decided.answer_headers {
             response.headers_mut().insert(name, value);
         }
         Ok(response)
+    }
+
+    /// Counts `error` against `provider` when the provider failed.
+    fn upstream_error(&self, provider: &Provider, error: &ApiError) {
+        self.snapshot.meters.upstream_error(provider.name(), error);
     }
 
     /// The answer, holding the request's in-flight permit until its body has streamed out.

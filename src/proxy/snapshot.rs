@@ -10,6 +10,7 @@ use super::teams::{Team, Teams};
 use crate::config::{Config, ProviderConfig};
 use crate::error::ApiError;
 use crate::gate::Policy;
+use crate::metrics::{Meters, Metrics};
 use crate::routing::Router;
 
 /// One configuration, ready to serve.
@@ -26,15 +27,19 @@ pub struct Snapshot {
     pub policy: Policy,
     /// The teams and their keys.
     pub teams: Teams,
+    /// The metric handles of these providers and teams.
+    pub meters: Arc<Meters>,
 }
 
 impl Snapshot {
-    /// Builds the snapshot of `config`, reading provider keys through `env` and reusing the
-    /// providers of `previous` whose configuration is unchanged.
+    /// Builds the snapshot of `config`, reading provider keys through `env`, reusing the
+    /// providers of `previous` whose configuration is unchanged, and resolving its metric
+    /// handles among `metrics`.
     pub fn build(
         config: &Config,
         env: &dyn Fn(&str) -> Option<String>,
         previous: Option<&Snapshot>,
+        metrics: &Arc<Metrics>,
     ) -> Result<Snapshot, BuildError> {
         let mut providers = HashMap::with_capacity(config.providers.len());
         for (name, provider) in &config.providers {
@@ -54,6 +59,7 @@ impl Snapshot {
             provider_configs: config.providers.clone(),
             teams: Teams::new(&config.teams, &policy)?,
             policy,
+            meters: Arc::new(Meters::resolve(metrics, config)),
         })
     }
 
@@ -90,12 +96,13 @@ mod tests {
     #[test]
     fn a_rebuild_keeps_the_providers_whose_configuration_is_unchanged() {
         let env = |_: &str| None;
-        let first = Snapshot::build(&config(1000), &env, None).unwrap();
-        let second = Snapshot::build(&config(2000), &env, Some(&first)).unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let first = Snapshot::build(&config(1000), &env, None, &metrics).unwrap();
+        let second = Snapshot::build(&config(2000), &env, Some(&first), &metrics).unwrap();
         let same = |name: &str| Arc::ptr_eq(first.provider(name).unwrap(), second.provider(name).unwrap());
         assert!(same("bedrock"), "an unchanged provider keeps its client and pool");
         assert!(!same("openai"), "a changed provider is built anew");
-        let fresh = Snapshot::build(&config(2000), &env, None).unwrap();
+        let fresh = Snapshot::build(&config(2000), &env, None, &metrics).unwrap();
         assert!(!Arc::ptr_eq(
             fresh.provider("bedrock").unwrap(),
             second.provider("bedrock").unwrap()

@@ -16,6 +16,7 @@ use super::provider::Credential;
 use super::snapshot::Snapshot;
 use crate::config::{Config, LedgerConfig, OnUnavailable, StateConfig};
 use crate::gate::Gate;
+use crate::metrics::{LedgerMeter, Metrics, RequestMeter};
 use crate::state::{EmbeddedStore, MemoryStore, RedisStore, StateStore, StoreError};
 
 /// One worker's state. Everything but the snapshot is shared by the workers of a process and
@@ -43,6 +44,8 @@ pub struct ProxyState {
     pub audit: Option<Arc<AuditLog>>,
     /// The provenance ledger (`[ledger]`), unless it is off.
     pub ledger: Option<Arc<Ledger>>,
+    /// The process's metric families (served on the admin listener).
+    pub metrics: Arc<Metrics>,
 }
 
 impl ProxyState {
@@ -58,9 +61,12 @@ impl ProxyState {
             None => None,
         };
         let store = open_store(&config.state).map_err(BuildError::State)?;
+        let metrics = Arc::new(Metrics::new());
         Ok(ProxyState {
             gate: Arc::new(Gate::new(config.gate.schema_limits())),
-            snapshot: Arc::new(ArcSwap::from_pointee(Snapshot::build(config, env, None)?)),
+            snapshot: Arc::new(ArcSwap::from_pointee(Snapshot::build(
+                config, env, None, &metrics,
+            )?)),
             body_limits: BodyLimits {
                 max_bytes: config.server.max_body_bytes,
                 read_timeout: config.server.body_read_timeout,
@@ -69,12 +75,16 @@ impl ProxyState {
             judges: Arc::new(Semaphore::new(config.server.worker_threads())),
             max_in_flight: config.server.max_concurrent_requests,
             buffered: BufferBudget::new(config.server.max_buffered_bytes),
-            ledger: config
-                .ledger
-                .enabled
-                .then(|| Arc::new(Ledger::new(store.clone(), ledger_settings(&config.ledger)))),
+            ledger: config.ledger.enabled.then(|| {
+                Arc::new(Ledger::new(
+                    store.clone(),
+                    ledger_settings(&config.ledger),
+                    LedgerMeter::new(&metrics),
+                ))
+            }),
             store,
             audit,
+            metrics,
         })
     }
 
@@ -87,7 +97,12 @@ impl ProxyState {
     ) -> Result<ProxyState, BuildError> {
         Ok(ProxyState {
             gate: self.gate.clone(),
-            snapshot: Arc::new(ArcSwap::from_pointee(Snapshot::build(config, env, None)?)),
+            snapshot: Arc::new(ArcSwap::from_pointee(Snapshot::build(
+                config,
+                env,
+                None,
+                &self.metrics,
+            )?)),
             body_limits: self.body_limits,
             in_flight: self.in_flight.clone(),
             judges: self.judges.clone(),
@@ -96,6 +111,7 @@ impl ProxyState {
             store: self.store.clone(),
             audit: self.audit.clone(),
             ledger: self.ledger.clone(),
+            metrics: self.metrics.clone(),
         })
     }
 
@@ -120,11 +136,17 @@ impl ProxyState {
         self.snapshot.load_full()
     }
 
+    /// Starts counting a request in the metrics, under the configuration in force.
+    pub fn meter(&self) -> RequestMeter {
+        self.snapshot.load().meters.start()
+    }
+
     /// A handle that reloads this state (and, with [`Reloader::join`], its siblings').
     pub fn reloader(&self) -> Reloader {
         Reloader {
             slots: vec![self.snapshot.clone()],
             audit: self.audit.as_ref().map(Arc::downgrade),
+            metrics: self.metrics.clone(),
         }
     }
 
@@ -150,6 +172,8 @@ pub struct Reloader {
     /// Weak, so the audit log is flushed and closed when the workers are done with it, even
     /// while a reloader lives on.
     audit: Option<Weak<AuditLog>>,
+    /// The metrics each new snapshot resolves its handles among.
+    metrics: Arc<Metrics>,
 }
 
 impl Reloader {
@@ -160,7 +184,15 @@ impl Reloader {
             audit: states
                 .first()
                 .and_then(|state| state.audit.as_ref().map(Arc::downgrade)),
+            metrics: states
+                .first()
+                .map_or_else(|| Arc::new(Metrics::new()), |state| state.metrics.clone()),
         }
+    }
+
+    /// The metrics of the states it reloads.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// Builds `config` for every worker (keeping each one's unchanged providers) and, only if
@@ -171,7 +203,7 @@ impl Reloader {
         let built = self
             .slots
             .iter()
-            .map(|slot| Snapshot::build(config, env, Some(&slot.load())))
+            .map(|slot| Snapshot::build(config, env, Some(&slot.load()), &self.metrics))
             .collect::<Result<Vec<_>, _>>()?;
         for (slot, snapshot) in self.slots.iter().zip(built) {
             slot.store(Arc::new(snapshot));

@@ -3,6 +3,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod admin;
 mod ledger;
 mod serve_reload;
 mod sigv4;

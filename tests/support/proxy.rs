@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use replaygate::admin::{AdminState, AdminThread};
 use replaygate::config::Config;
 use replaygate::proxy::state::Reloader;
 use replaygate::proxy::{run, ProxyState, ServerSettings};
@@ -17,6 +18,9 @@ pub struct Proxy {
     pub reloader: Reloader,
     stop: Option<oneshot::Sender<()>>,
     pub task: Option<tokio::task::JoinHandle<()>>,
+    /// What the admin listener reports on; it is started by [`Proxy::admin`].
+    pub admin_state: AdminState,
+    admin: Option<AdminThread>,
 }
 
 impl Proxy {
@@ -32,6 +36,7 @@ impl Proxy {
         let lookup = move |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
         let state = ProxyState::new(config, &lookup).unwrap();
         let reloader = state.reloader();
+        let admin_state = AdminState::of(&state);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -47,7 +52,22 @@ impl Proxy {
             reloader,
             stop: Some(stop),
             task: Some(task),
+            admin_state,
+            admin: None,
         }
+    }
+
+    /// The address of the proxy's admin listener, started on 127.0.0.1:0 on first use, on a
+    /// thread of its own as `serve` runs it (the configuration's `[admin] listen` is not bound,
+    /// so tests never share a port). It stops when the proxy shuts down.
+    pub async fn admin(&mut self) -> SocketAddr {
+        if let Some(admin) = &self.admin {
+            return admin.address();
+        }
+        let admin = AdminThread::start("127.0.0.1:0".parse().unwrap(), self.admin_state.clone()).unwrap();
+        let address = admin.address();
+        self.admin = Some(admin);
+        address
     }
 
     /// `http://127.0.0.1:PORT` + `path`.
@@ -85,6 +105,9 @@ impl Proxy {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+        if let Some(admin) = self.admin.take() {
+            admin.stop();
+        }
     }
 
     /// Waits up to `limit` for `run()` to return; whether it did.
@@ -105,9 +128,7 @@ impl Proxy {
 
 impl Drop for Proxy {
     fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        self.begin_shutdown();
     }
 }
 

@@ -10,6 +10,8 @@ use super::Ledger;
 use crate::error::ApiError;
 use crate::gate::Provenance;
 use crate::ledger::carry::{carried_body, CarriedTurn};
+use crate::metrics::{LedgerOp, LedgerResult};
+use crate::state::StoreError;
 
 /// A request rewritten to carry its session.
 pub(crate) struct Carried {
@@ -24,7 +26,8 @@ pub(crate) struct Carried {
 /// The request `body`, bound for `provider`, rewritten to carry its session, when
 /// `carry_sessions` is on, its `previous_response_id` was recorded for another provider, and
 /// every response of the chain was recorded with its items. `None` otherwise: the gate then
-/// judges the id (`foreign_previous_response`).
+/// judges the id (`foreign_previous_response`). An attempt is counted as a `carry`: `ok`,
+/// `miss` (the chain cannot be carried) or `error` (the store could not answer).
 pub(crate) async fn carried(
     ledger: &Ledger,
     provider: &str,
@@ -39,16 +42,34 @@ pub(crate) async fn carried(
     let (true, true, Some(from)) = (ledger.settings.carry_sessions, foreign, previous_response_id) else {
         return Ok(None);
     };
-    let from = from.to_owned();
+    let carried = carry(ledger, provider, body, facts, from.to_owned()).await;
+    let result = match &carried {
+        Ok(Some(_)) => LedgerResult::Ok,
+        Ok(None) => LedgerResult::Miss,
+        Err(_) => LedgerResult::Error,
+    };
+    ledger.count(LedgerOp::Carry, result);
+    match carried {
+        Ok(carried) => Ok(carried),
+        Err(_) if ledger.settings.allow_unavailable => Ok(None),
+        Err(error) => Err(ApiError::LedgerUnavailable(error.to_string())),
+    }
+}
+
+/// The rewritten request, when the chain of `from` can be carried to `provider`.
+async fn carry(
+    ledger: &Ledger,
+    provider: &str,
+    body: &Bytes,
+    facts: &Arc<Provenance>,
+    from: String,
+) -> Result<Option<Carried>, StoreError> {
     let chain = match ledger.chain(&from).await {
         Ok(Some(chain)) => chain,
         Ok(None) => return Ok(None),
         Err(error) => {
             ledger.lookup_failed(&error);
-            if ledger.settings.allow_unavailable {
-                return Ok(None);
-            }
-            return Err(ApiError::LedgerUnavailable(error.to_string()));
+            return Err(error);
         }
     };
     let turns: Option<Vec<CarriedTurn<'_>>> = chain.iter().map(CarriedTurn::from_stored).collect();

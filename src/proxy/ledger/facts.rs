@@ -5,14 +5,29 @@ use std::collections::HashSet;
 use super::Ledger;
 use crate::gate::{ChainFacts, LedgerQuery, Provenance};
 use crate::ledger::StoredResponse;
+use crate::metrics::{LedgerOp, LedgerResult};
 use crate::state::StoreError;
 
 impl Ledger {
     /// The facts the store holds for `query`: the items it names by id, the encrypted blobs
     /// by digest, and the `previous_response_id` chain (its owner, and the calls recorded in
     /// it, walked back at most `max_chain` responses). Ids the store never saw are simply
-    /// absent: unknown provenance is not a violation.
+    /// absent: unknown provenance is not a violation. Counted as a `lookup`: `ok` when the
+    /// store knew any of them, `miss` when it knew none, `error` when it could not answer.
     pub async fn provenance(&self, query: &LedgerQuery) -> Result<Provenance, StoreError> {
+        let looked_up = self.look_up(query).await;
+        let result = match &looked_up {
+            Ok(facts) if facts.items.is_empty() && facts.encrypted.is_empty() && facts.previous.is_none() => {
+                LedgerResult::Miss
+            }
+            Ok(_) => LedgerResult::Ok,
+            Err(_) => LedgerResult::Error,
+        };
+        self.count(LedgerOp::Lookup, result);
+        looked_up
+    }
+
+    async fn look_up(&self, query: &LedgerQuery) -> Result<Provenance, StoreError> {
         let mut facts = Provenance::default();
         if !query.item_ids.is_empty() {
             let found = self.store.items_by_id(&query.item_ids).await?;

@@ -7,10 +7,10 @@ pub(crate) mod carry;
 pub mod facts;
 pub mod recording;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::ledger::{StoredResponse, TapLimits};
+use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult};
 use crate::state::{StateStore, StoreError};
 
 /// How the ledger behaves (`[ledger]`).
@@ -37,15 +37,8 @@ pub struct Ledger {
     pub store: StateStore,
     /// How it behaves.
     pub settings: LedgerSettings,
-    counts: Counts,
-}
-
-/// What the ledger has done since the process started.
-#[derive(Debug, Default)]
-struct Counts {
-    written: AtomicU64,
-    write_failed: AtomicU64,
-    lookups_failed: AtomicU64,
+    /// What it has done since the process started (`replaygate_ledger_operations_total`).
+    meter: LedgerMeter,
 }
 
 /// A snapshot of the ledger's counts.
@@ -55,17 +48,17 @@ pub struct LedgerCounts {
     pub written: u64,
     /// Records that could not be written (store down, queue full, timed out).
     pub write_failed: u64,
-    /// Lookups the store could not answer.
+    /// Lookups (and chain reads to carry a session) the store could not answer.
     pub lookups_failed: u64,
 }
 
 impl Ledger {
-    /// A ledger over `store`.
-    pub fn new(store: StateStore, settings: LedgerSettings) -> Ledger {
+    /// A ledger over `store`, counting its operations with `meter`.
+    pub fn new(store: StateStore, settings: LedgerSettings, meter: LedgerMeter) -> Ledger {
         Ledger {
             store,
             settings,
-            counts: Counts::default(),
+            meter,
         }
     }
 
@@ -76,11 +69,18 @@ impl Ledger {
 
     /// The counts so far.
     pub fn counts(&self) -> LedgerCounts {
+        let meter = &self.meter;
         LedgerCounts {
-            written: self.counts.written.load(Ordering::Relaxed),
-            write_failed: self.counts.write_failed.load(Ordering::Relaxed),
-            lookups_failed: self.counts.lookups_failed.load(Ordering::Relaxed),
+            written: meter.get(LedgerOp::Record, LedgerResult::Ok),
+            write_failed: meter.get(LedgerOp::Record, LedgerResult::Error),
+            lookups_failed: meter.get(LedgerOp::Lookup, LedgerResult::Error)
+                + meter.get(LedgerOp::Carry, LedgerResult::Error),
         }
+    }
+
+    /// Counts operation `op` ending with `result`.
+    pub(crate) fn count(&self, op: LedgerOp, result: LedgerResult) {
+        self.meter.count(op, result);
     }
 
     /// Writes a record, within the write timeout; a failure is counted and logged, never
@@ -90,7 +90,7 @@ impl Ledger {
             tokio::time::timeout(self.settings.write_timeout, self.store.put_response(&stored)).await;
         let error = match outcome {
             Ok(Ok(())) => {
-                self.counts.written.fetch_add(1, Ordering::Relaxed);
+                self.count(LedgerOp::Record, LedgerResult::Ok);
                 return;
             }
             Ok(Err(error)) => error,
@@ -99,7 +99,7 @@ impl Ledger {
                 self.settings.write_timeout.as_millis()
             )),
         };
-        self.counts.write_failed.fetch_add(1, Ordering::Relaxed);
+        self.count(LedgerOp::Record, LedgerResult::Error);
         tracing::warn!(
             response_id = %stored.id,
             provider = %stored.owner.provider,
@@ -108,9 +108,8 @@ impl Ledger {
         );
     }
 
-    /// Counts a lookup the store could not answer.
+    /// Logs a lookup the store could not answer (the operation counts it).
     pub(crate) fn lookup_failed(&self, error: &StoreError) {
-        self.counts.lookups_failed.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(%error, "a ledger lookup failed");
     }
 }

@@ -23,6 +23,7 @@ use super::Ledger;
 use crate::error::ApiError;
 use crate::gate::{Gate, OutputCall, ResponseViolation, Target};
 use crate::ledger::{AnswerKind, Owner, StoredContent, StoredResponse, Tap, Tapped};
+use crate::metrics::{LedgerOp, LedgerResult, Meters};
 use crate::proxy::audit::{AuditLog, ResponseAuditLine};
 use crate::proxy::body::{BoxError, ProxyBody};
 use crate::proxy::snapshot::Snapshot;
@@ -51,6 +52,8 @@ pub struct Recording {
     pub calls_check: Option<CallsCheck>,
     /// The audit log, for the calls the check flags.
     pub audit: Option<Arc<AuditLog>>,
+    /// The metric handles of the configuration the request was judged under.
+    pub meters: Arc<Meters>,
 }
 
 /// What checking a provider's function calls needs: the request's `tools` and the policy it
@@ -155,7 +158,10 @@ impl RecordingBody {
     /// are checked first; what the check flags is logged (the answer's head has gone out).
     fn start_write(&mut self) -> Option<Write> {
         let (tap, recording) = self.tap.take()?;
-        let tapped = tap.finish_kept()?;
+        let Some(tapped) = tap.finish_kept() else {
+            self.ledger.count(LedgerOp::Record, LedgerResult::Dropped);
+            return None;
+        };
         let violations = recording.check_calls(&tapped);
         recording.report(&tapped.record.id, &violations);
         let ledger = self.ledger.clone();
@@ -179,6 +185,7 @@ impl Recording {
         if violations.is_empty() {
             return;
         }
+        self.meters.response_violations(violations, &self.provider);
         if let Some(audit) = &self.audit {
             audit.write(&ResponseAuditLine::new(
                 &self.request_id,
@@ -268,7 +275,7 @@ impl Body for RecordingBody {
                 }
                 Some(Err(error)) => {
                     // A broken answer is not recorded.
-                    this.tap = None;
+                    this.give_up();
                     return Poll::Ready(Some(Err(error)));
                 }
                 None => {
@@ -288,6 +295,23 @@ impl Body for RecordingBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+impl RecordingBody {
+    /// Records nothing of this answer, counting it as dropped if it was still to be recorded.
+    fn give_up(&mut self) {
+        if self.tap.take().is_some() || self.writing.take().is_some() {
+            self.ledger.count(LedgerOp::Record, LedgerResult::Dropped);
+        }
+    }
+}
+
+impl Drop for RecordingBody {
+    /// An answer whose client left before its end (or before its record was written) is
+    /// dropped from the ledger.
+    fn drop(&mut self) {
+        self.give_up();
     }
 }
 
@@ -323,14 +347,16 @@ pub async fn record(
         let body = RecordingBody::wrap(body, &parts.headers, ledger, recording);
         return Ok(Response::from_parts(parts, body));
     }
-    let bytes = body
-        .collect()
-        .await
-        .map_err(|error| ApiError::UpstreamUnavailable {
-            provider: recording.provider.clone(),
-            detail: format!("the answer broke off: {error}"),
-        })?
-        .to_bytes();
+    let bytes = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) => {
+            ledger.count(LedgerOp::Record, LedgerResult::Dropped);
+            return Err(ApiError::UpstreamUnavailable {
+                provider: recording.provider.clone(),
+                detail: format!("the answer broke off: {error}"),
+            });
+        }
+    };
     let mut tap = ledger.tap(AnswerKind::Json, &recording);
     tap.feed(&bytes);
     if let Some(tapped) = tap.finish_kept() {
@@ -349,6 +375,8 @@ pub async fn record(
             parts.headers.insert(name, value);
         }
         ledger.write(ledger.stored(tapped, recording)).await;
+    } else {
+        ledger.count(LedgerOp::Record, LedgerResult::Dropped);
     }
     Ok(Response::from_parts(parts, crate::proxy::body::full(bytes)))
 }

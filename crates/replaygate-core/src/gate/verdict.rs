@@ -218,6 +218,9 @@ pub struct Verdict {
     /// each. The items cut from the forwarded body are these and the outputs paired with them
     /// (see [`crate::gate::strip`]).
     pub stripped: Vec<usize>,
+    /// How many violations each reason had with each action, listed or not, in the order the
+    /// pairs first came up (what metrics count).
+    pub tally: Vec<(Reason, Action, usize)>,
 }
 
 impl Verdict {
@@ -245,18 +248,27 @@ impl Verdict {
         }
     }
 
-    /// Counts a violation with `action`, listing it (built by `violation` only then) while fewer
+    /// Counts a violation of `reason` with `action` (in [`Verdict::tally`] too), listing it (built by `violation` only then) while fewer
     /// than `max_listed` of its action are listed: a body of 100,000 refused items builds 100.
     ///
     /// A `strip` violation also records `index`, its item's position (items are judged in
     /// order, and an item has at most one violation, so the list stays ascending and unique).
     pub fn push_with(
         &mut self,
+        reason: Reason,
         action: Action,
         index: Option<usize>,
         max_listed: usize,
         violation: impl FnOnce() -> Violation,
     ) {
+        match self
+            .tally
+            .iter_mut()
+            .find(|(r, a, _)| (*r, *a) == (reason, action))
+        {
+            Some((_, _, count)) => *count += 1,
+            None => self.tally.push((reason, action, 1)),
+        }
         let count = match (action, index) {
             (Action::Reject, _) => {
                 self.rejected += 1;
@@ -277,5 +289,49 @@ impl Verdict {
         if count <= max_listed {
             self.violations.push(violation());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn violation(reason: Reason, action: Action) -> Violation {
+        Violation {
+            index: Some(0),
+            item_type: "function_call".into(),
+            id: None,
+            call_id: None,
+            reason,
+            action,
+            param: "input[0]".into(),
+            pointer: None,
+            message: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_tally_counts_every_violation_listed_or_not() {
+        let mut verdict = Verdict::default();
+        for index in 0..5 {
+            verdict.push_with(Reason::Status, Action::Reject, Some(index), 2, || {
+                violation(Reason::Status, Action::Reject)
+            });
+        }
+        verdict.push_with(Reason::UnknownTool, Action::Monitor, Some(5), 2, || {
+            violation(Reason::UnknownTool, Action::Monitor)
+        });
+        verdict.push_with(Reason::Namespaced, Action::Reject, Some(6), 2, || {
+            violation(Reason::Namespaced, Action::Reject)
+        });
+        assert_eq!(verdict.violations.len(), 3, "two rejects and one monitor listed");
+        assert_eq!(
+            verdict.tally,
+            vec![
+                (Reason::Status, Action::Reject, 5),
+                (Reason::UnknownTool, Action::Monitor, 1),
+                (Reason::Namespaced, Action::Reject, 1),
+            ]
+        );
     }
 }

@@ -135,7 +135,7 @@ pub fn judge(
     if let Some(rules) = policy.tools.as_deref() {
         for (position, finding) in team_tools::check(&request.tools, rules) {
             let action = policy.action(finding.reason);
-            verdict.push_with(action, None, policy.max_listed, || {
+            verdict.push_with(finding.reason, action, None, policy.max_listed, || {
                 tool_violation(&request.tools[position], position, finding, action)
             });
         }
@@ -145,17 +145,23 @@ pub fn judge(
         .and_then(|rules| rules.foreign_previous(request))
     {
         let action = policy.action(Reason::ForeignPreviousResponse);
-        verdict.push_with(action, None, policy.max_listed, || Violation {
-            index: None,
-            item_type: "response".to_owned(),
-            id: Some(id),
-            call_id: None,
-            reason: Reason::ForeignPreviousResponse,
+        verdict.push_with(
+            Reason::ForeignPreviousResponse,
             action,
-            param: "previous_response_id".to_owned(),
-            pointer: None,
-            message,
-        });
+            None,
+            policy.max_listed,
+            || Violation {
+                index: None,
+                item_type: "response".to_owned(),
+                id: Some(id),
+                call_id: None,
+                reason: Reason::ForeignPreviousResponse,
+                action,
+                param: "previous_response_id".to_owned(),
+                pointer: None,
+                message,
+            },
+        );
     }
     for (index, item) in items.iter().enumerate() {
         // Pairing sees every item, so later outputs find their calls.
@@ -175,7 +181,7 @@ pub fn judge(
         let finding = finding.or_else(|| provenance.as_ref()?.check(index, item));
         if let Some(finding) = finding {
             let action = policy.action(finding.reason);
-            verdict.push_with(action, Some(index), policy.max_listed, || {
+            verdict.push_with(finding.reason, action, Some(index), policy.max_listed, || {
                 violation(request.at, index, item, finding, action)
             });
         }

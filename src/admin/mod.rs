@@ -1,0 +1,135 @@
+//! The admin listener (contract §9, `[admin] listen`): `GET /metrics` (Prometheus), `GET
+//! /healthz` and `GET /readyz`, on an address of its own, never the proxy's.
+//!
+//! It is built to cost the proxy little whatever its clients do: it runs on a thread and
+//! runtime of its own ([`AdminThread`]), holds at most
+//! [`MAX_CONNECTIONS`] connections, and serves at most [`REQUESTS_PER_SECOND`] requests a second
+//! (after a burst); a request over that pace waits its turn. Encoding the metrics reads atomics
+//! and takes no lock the request path takes for long.
+
+mod pace;
+mod routes;
+mod thread;
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::metrics::Metrics;
+use crate::proxy::ProxyState;
+use crate::state::StateStore;
+use pace::Pace;
+pub use thread::AdminThread;
+
+/// The most connections the admin listener holds open; more wait to be accepted.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// The most requests the admin listener serves a second, after a burst of
+/// [`REQUEST_BURST`]; more wait their turn.
+pub const REQUESTS_PER_SECOND: u32 = 1000;
+
+/// How many requests may come at once without waiting.
+pub const REQUEST_BURST: u32 = 100;
+
+/// Time a client has to send a request head.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the admin listener reports on.
+#[derive(Debug, Clone)]
+pub struct AdminState {
+    metrics: Arc<Metrics>,
+    store: StateStore,
+    draining: Arc<AtomicBool>,
+    pace: Arc<Pace>,
+}
+
+impl AdminState {
+    /// Reports on `state`'s metrics and state backend.
+    pub fn of(state: &ProxyState) -> AdminState {
+        AdminState {
+            metrics: state.metrics.clone(),
+            store: state.store.clone(),
+            draining: Arc::new(AtomicBool::new(false)),
+            pace: Arc::new(Pace::new(REQUESTS_PER_SECOND, REQUEST_BURST)),
+        }
+    }
+
+    /// From now on `/readyz` answers 503: the proxy is shutting down.
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::Relaxed);
+    }
+
+    fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+}
+
+/// Serves the admin routes on `listener` until `shutdown` completes, then closes every
+/// connection. Binding is the caller's job (tests pass a listener on port 0).
+pub async fn serve(listener: TcpListener, admin: AdminState, shutdown: impl Future<Output = ()>) {
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_buf_size(16 * 1024);
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut connections = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            () = &mut shutdown => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            accepted = accept(&listener, &slots) => accepted,
+        };
+        let Some((stream, slot)) = accepted else {
+            // Out of file descriptors and the like: back off instead of spinning.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let admin = admin.clone();
+        let connection = builder.serve_connection(
+            TokioIo::new(stream),
+            service_fn(move |request| {
+                let admin = admin.clone();
+                async move {
+                    admin.pace.turn().await;
+                    Ok::<_, std::convert::Infallible>(routes::answer(&admin, &request).await)
+                }
+            }),
+        );
+        connections.spawn(async move {
+            let _slot = slot;
+            let _ = connection.await;
+        });
+    }
+    drop(listener);
+    connections.abort_all();
+    while connections.join_next().await.is_some() {}
+}
+
+/// Waits for a free connection slot, then for a connection; `None` when accepting failed.
+async fn accept(
+    listener: &TcpListener,
+    slots: &Arc<Semaphore>,
+) -> Option<(tokio::net::TcpStream, tokio::sync::OwnedSemaphorePermit)> {
+    let slot = slots
+        .clone()
+        .acquire_owned()
+        .await
+        .expect("the connection slots are never closed");
+    match listener.accept().await {
+        Ok((stream, _)) => Some((stream, slot)),
+        Err(error) => {
+            tracing::warn!(%error, "admin listener: accept failed");
+            None
+        }
+    }
+}

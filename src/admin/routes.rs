@@ -1,0 +1,82 @@
+//! What the admin listener answers: `GET /metrics`, `GET /healthz`, `GET /readyz`; 404 for any
+//! other path, 405 for another method.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::Full;
+
+use super::AdminState;
+use crate::metrics::CONTENT_TYPE;
+
+/// The longest `/readyz` waits for the state backend's answer.
+const READY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The answer to one admin request.
+pub(super) async fn answer<B>(admin: &AdminState, request: &Request<B>) -> Response<Full<Bytes>> {
+    let path = request.uri().path();
+    if !matches!(path, "/metrics" | "/healthz" | "/readyz") {
+        return text(
+            StatusCode::NOT_FOUND,
+            "not found: the admin listener serves GET /metrics, /healthz and /readyz\n".to_owned(),
+        );
+    }
+    if request.method() != Method::GET {
+        let mut response = text(StatusCode::METHOD_NOT_ALLOWED, format!("{path} takes only GET\n"));
+        response
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET"));
+        return response;
+    }
+    match path {
+        "/metrics" => {
+            let mut response = Response::new(Full::new(Bytes::from(admin.metrics.encode())));
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
+            response
+        }
+        "/healthz" => text(StatusCode::OK, "ok\n".to_owned()),
+        _ => ready(admin).await,
+    }
+}
+
+/// 200 when the process serves its configuration and the state backend answers; else 503
+/// with the reason.
+async fn ready(admin: &AdminState) -> Response<Full<Bytes>> {
+    if admin.is_draining() {
+        return text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: shutting down\n".to_owned(),
+        );
+    }
+    let backend = admin.store.backend();
+    match tokio::time::timeout(READY_TIMEOUT, admin.store.ping()).await {
+        Ok(Ok(())) => text(
+            StatusCode::OK,
+            format!("ready: configuration loaded, state backend {backend} answers\n"),
+        ),
+        Ok(Err(error)) => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: state backend {backend}: {error}\n"),
+        ),
+        Err(_) => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "not ready: state backend {backend} did not answer within {} s\n",
+                READY_TIMEOUT.as_secs()
+            ),
+        ),
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}

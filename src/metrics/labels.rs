@@ -1,0 +1,267 @@
+//! The label sets of the metric families. Every value is a name from the configuration (a
+//! provider, a team), `-`, or one of a fixed set of words: nothing a request sends becomes a
+//! label value.
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::EncodeLabelSet;
+
+use crate::error::ApiError;
+use crate::proxy::access_log::Decision;
+
+/// The label value of "none": no provider chosen, no team.
+pub const NONE: &str = "-";
+
+/// `replaygate_requests_total{provider,team,decision}`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct RequestLabels {
+    pub provider: Arc<str>,
+    pub team: Arc<str>,
+    pub decision: &'static str,
+}
+
+/// `replaygate_violations_total{reason,action,provider,team}`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ViolationLabels {
+    pub reason: &'static str,
+    pub action: &'static str,
+    pub provider: Arc<str>,
+    pub team: Arc<str>,
+}
+
+/// `replaygate_response_violations_total{reason,provider}`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ResponseViolationLabels {
+    pub reason: &'static str,
+    pub provider: Arc<str>,
+}
+
+/// The families labelled by provider alone (durations, bytes out).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ProviderLabels {
+    pub provider: Arc<str>,
+}
+
+/// `replaygate_upstream_errors_total{provider,code}`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct UpstreamErrorLabels {
+    pub provider: Arc<str>,
+    pub code: &'static str,
+}
+
+/// `replaygate_ledger_operations_total{op,result}`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct LedgerLabels {
+    pub op: &'static str,
+    pub result: &'static str,
+}
+
+/// `replaygate_config_reloads_total{result}`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ResultLabels {
+    pub result: &'static str,
+}
+
+/// `replaygate_build_info{version}`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct VersionLabels {
+    pub version: &'static str,
+}
+
+/// The `decision` of a request, as counted (contract §9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestDecision {
+    /// Forwarded unchanged: every item allowed, or a path that is not gated.
+    Allowed,
+    /// Answered 422 by the gate.
+    Rejected,
+    /// Forwarded with `monitor` violations.
+    Monitored,
+    /// Forwarded with items cut out.
+    Stripped,
+    /// Forwarded with items repaired (no action repairs yet; the value is reserved).
+    Repaired,
+    /// Refused by the proxy for another reason, or never answered (the client went away).
+    Error,
+}
+
+impl RequestDecision {
+    /// Every decision, in the order of [`RequestDecision::index`].
+    pub const ALL: [RequestDecision; 6] = [
+        RequestDecision::Allowed,
+        RequestDecision::Rejected,
+        RequestDecision::Monitored,
+        RequestDecision::Stripped,
+        RequestDecision::Repaired,
+        RequestDecision::Error,
+    ];
+
+    /// The decision counted for a request the access log gave `decision`; one that got no
+    /// answer (`answered` false) counts as an error.
+    pub fn of(decision: Decision, answered: bool) -> RequestDecision {
+        if !answered {
+            return RequestDecision::Error;
+        }
+        match decision {
+            Decision::Ungated | Decision::Allowed => RequestDecision::Allowed,
+            Decision::Rejected => RequestDecision::Rejected,
+            Decision::Monitored => RequestDecision::Monitored,
+            Decision::Stripped => RequestDecision::Stripped,
+            Decision::Error => RequestDecision::Error,
+        }
+    }
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestDecision::Allowed => "allowed",
+            RequestDecision::Rejected => "rejected",
+            RequestDecision::Monitored => "monitored",
+            RequestDecision::Stripped => "stripped",
+            RequestDecision::Repaired => "repaired",
+            RequestDecision::Error => "error",
+        }
+    }
+
+    /// The decision's place in [`RequestDecision::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The `code` of an upstream error, when `error` is one: the provider could not be reached or
+/// did not answer in time.
+pub fn upstream_error_code(error: &ApiError) -> Option<&'static str> {
+    match error {
+        ApiError::UpstreamUnavailable { .. } => Some("upstream_unavailable"),
+        ApiError::UpstreamTimeout { .. } => Some("upstream_timeout"),
+        _ => None,
+    }
+}
+
+/// The ledger operations counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LedgerOp {
+    /// Looking up what the store knows of a request's ids.
+    Lookup,
+    /// Recording an answer.
+    Record,
+    /// Carrying a session to another provider (reading its chain).
+    Carry,
+}
+
+impl LedgerOp {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LedgerOp::Lookup => "lookup",
+            LedgerOp::Record => "record",
+            LedgerOp::Carry => "carry",
+        }
+    }
+}
+
+/// How a ledger operation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LedgerResult {
+    /// Done: a lookup that found something, a record written, a session carried.
+    Ok,
+    /// The store answered and knew nothing: a lookup that found none of the ids, a chain that
+    /// cannot be carried.
+    Miss,
+    /// The store failed or did not answer in time.
+    Error,
+    /// An answer that was to be recorded and was not: it broke, its client left, or the tap
+    /// could not vouch for it.
+    Dropped,
+}
+
+impl LedgerResult {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LedgerResult::Ok => "ok",
+            LedgerResult::Miss => "miss",
+            LedgerResult::Error => "error",
+            LedgerResult::Dropped => "dropped",
+        }
+    }
+}
+
+/// The operations and results that can happen together, each counted from zero.
+pub const LEDGER_OUTCOMES: [(LedgerOp, LedgerResult); 9] = [
+    (LedgerOp::Lookup, LedgerResult::Ok),
+    (LedgerOp::Lookup, LedgerResult::Miss),
+    (LedgerOp::Lookup, LedgerResult::Error),
+    (LedgerOp::Record, LedgerResult::Ok),
+    (LedgerOp::Record, LedgerResult::Error),
+    (LedgerOp::Record, LedgerResult::Dropped),
+    (LedgerOp::Carry, LedgerResult::Ok),
+    (LedgerOp::Carry, LedgerResult::Miss),
+    (LedgerOp::Carry, LedgerResult::Error),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_access_log_decision_maps_to_a_counted_one() {
+        let cases = [
+            (Decision::Ungated, "allowed"),
+            (Decision::Allowed, "allowed"),
+            (Decision::Rejected, "rejected"),
+            (Decision::Monitored, "monitored"),
+            (Decision::Stripped, "stripped"),
+            (Decision::Error, "error"),
+        ];
+        for (decision, counted) in cases {
+            assert_eq!(RequestDecision::of(decision, true).as_str(), counted);
+            assert_eq!(RequestDecision::of(decision, false), RequestDecision::Error);
+        }
+        for (index, decision) in RequestDecision::ALL.into_iter().enumerate() {
+            assert_eq!(decision.index(), index);
+        }
+        let words: Vec<&str> = RequestDecision::ALL.iter().map(|d| d.as_str()).collect();
+        assert_eq!(
+            words,
+            [
+                "allowed",
+                "rejected",
+                "monitored",
+                "stripped",
+                "repaired",
+                "error"
+            ]
+        );
+    }
+
+    #[test]
+    fn only_errors_of_the_upstream_have_an_upstream_code() {
+        let unavailable = ApiError::UpstreamUnavailable {
+            provider: "openai".into(),
+            detail: "connection refused".into(),
+        };
+        let timeout = ApiError::UpstreamTimeout {
+            provider: "openai".into(),
+        };
+        assert_eq!(upstream_error_code(&unavailable), Some("upstream_unavailable"));
+        assert_eq!(upstream_error_code(&timeout), Some("upstream_timeout"));
+        assert_eq!(upstream_error_code(&ApiError::JudgeFailed), None);
+        assert_eq!(upstream_error_code(&ApiError::Overloaded { limit: 1 }), None);
+        // The codes are the envelope's.
+        assert_eq!(upstream_error_code(&unavailable), Some(unavailable.code()));
+        assert_eq!(upstream_error_code(&timeout), Some(timeout.code()));
+    }
+
+    #[test]
+    fn ledger_outcomes_are_distinct_words() {
+        let mut seen: Vec<(&str, &str)> = LEDGER_OUTCOMES
+            .iter()
+            .map(|(op, result)| (op.as_str(), result.as_str()))
+            .collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), LEDGER_OUTCOMES.len());
+    }
+}

@@ -1,0 +1,86 @@
+//! The ledger's counters, resolved once for the process: counting an operation is one atomic
+//! addition.
+
+use prometheus_client::metrics::counter::Counter;
+
+use super::labels::{LedgerOp, LedgerResult};
+use super::Metrics;
+
+/// `replaygate_ledger_operations_total`, one counter per operation and result.
+#[derive(Debug, Clone)]
+pub struct LedgerMeter {
+    lookup: [Counter; 3],
+    record: [Counter; 3],
+    carry: [Counter; 3],
+}
+
+impl LedgerMeter {
+    /// The ledger's counters among `metrics`.
+    pub fn new(metrics: &Metrics) -> LedgerMeter {
+        let counters = |op: LedgerOp, results: [LedgerResult; 3]| {
+            results.map(|result| metrics.ledger_counter(op, result))
+        };
+        use LedgerResult::{Dropped, Error, Miss, Ok};
+        LedgerMeter {
+            lookup: counters(LedgerOp::Lookup, [Ok, Miss, Error]),
+            record: counters(LedgerOp::Record, [Ok, Error, Dropped]),
+            carry: counters(LedgerOp::Carry, [Ok, Miss, Error]),
+        }
+    }
+
+    /// Counts operation `op` ending with `result`. A pair that cannot happen (a record that
+    /// missed, a lookup that was dropped) is counted nowhere.
+    pub fn count(&self, op: LedgerOp, result: LedgerResult) {
+        if let Some(counter) = self.counter(op, result) {
+            counter.inc();
+        }
+    }
+
+    /// How many times `op` ended with `result` (0 for a pair that cannot happen).
+    pub fn get(&self, op: LedgerOp, result: LedgerResult) -> u64 {
+        self.counter(op, result).map_or(0, Counter::get)
+    }
+
+    fn counter(&self, op: LedgerOp, result: LedgerResult) -> Option<&Counter> {
+        use LedgerResult::{Dropped, Error, Miss, Ok};
+        match (op, result) {
+            (LedgerOp::Lookup, Ok) => Some(&self.lookup[0]),
+            (LedgerOp::Lookup, Miss) => Some(&self.lookup[1]),
+            (LedgerOp::Lookup, Error) => Some(&self.lookup[2]),
+            (LedgerOp::Record, Ok) => Some(&self.record[0]),
+            (LedgerOp::Record, Error) => Some(&self.record[1]),
+            (LedgerOp::Record, Dropped) => Some(&self.record[2]),
+            (LedgerOp::Carry, Ok) => Some(&self.carry[0]),
+            (LedgerOp::Carry, Miss) => Some(&self.carry[1]),
+            (LedgerOp::Carry, Error) => Some(&self.carry[2]),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::labels::LEDGER_OUTCOMES;
+
+    #[test]
+    fn each_possible_outcome_has_its_own_counter() {
+        let metrics = Metrics::new();
+        let meter = LedgerMeter::new(&metrics);
+        for (n, (op, result)) in LEDGER_OUTCOMES.into_iter().enumerate() {
+            for _ in 0..=n {
+                meter.count(op, result);
+            }
+        }
+        meter.count(LedgerOp::Record, LedgerResult::Miss);
+        for (n, (op, result)) in LEDGER_OUTCOMES.into_iter().enumerate() {
+            assert_eq!(meter.get(op, result), n as u64 + 1, "{op:?} {result:?}");
+        }
+        assert_eq!(meter.get(LedgerOp::Record, LedgerResult::Miss), 0);
+        let text = metrics.encode();
+        assert!(
+            text.contains("replaygate_ledger_operations_total{op=\"carry\",result=\"error\"} 9\n"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,213 @@
+//! Prometheus metrics (contract §9): the metric families of the process ([`Metrics`]), the
+//! handles a configuration resolves once so the request path only adds to atomics
+//! ([`Meters`]), and what one request counts when it ends ([`RequestMeter`]).
+//!
+//! Label values come from the configuration (provider and team names, `-` for none) or from
+//! fixed sets of words (decision, reason, action, code, op, result): a request can never add a
+//! label value, so the number of series is bounded by the configurations the process has run.
+
+mod histogram;
+mod labels;
+mod ledger;
+mod meters;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+pub use histogram::LatencyHistogram;
+pub use labels::{LedgerOp, LedgerResult, RequestDecision, NONE};
+pub use ledger::LedgerMeter;
+pub use meters::{Meters, ProviderMeter, RequestMeter};
+
+use labels::{
+    LedgerLabels, ProviderLabels, RequestLabels, ResponseViolationLabels, ResultLabels, UpstreamErrorLabels,
+    VersionLabels, ViolationLabels,
+};
+
+/// The content type of [`Metrics::encode`]'s text: OpenMetrics 1.0, which Prometheus scrapes.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Every metric family of one process (one per [`crate::proxy::ProxyState`] and its siblings,
+/// shared as an `Arc`).
+/// It outlives configuration reloads: a counter's series keeps counting across them.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    violations: Family<ViolationLabels, Counter>,
+    response_violations: Family<ResponseViolationLabels, Counter>,
+    request_duration: Family<ProviderLabels, LatencyHistogram>,
+    stream_duration: Family<ProviderLabels, LatencyHistogram>,
+    gate_duration: Family<ProviderLabels, LatencyHistogram>,
+    upstream_duration: Family<ProviderLabels, LatencyHistogram>,
+    upstream_errors: Family<UpstreamErrorLabels, Counter>,
+    in_flight: Gauge,
+    ledger_operations: Family<LedgerLabels, Counter>,
+    config_reloads: Family<ResultLabels, Counter>,
+    bytes_out: Family<ProviderLabels, Counter>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// The families, registered, with `replaygate_build_info` set and the ledger's and the
+    /// reloads' series at zero.
+    pub fn new() -> Metrics {
+        let metrics = Metrics {
+            registry: Registry::default(),
+            requests: Family::default(),
+            violations: Family::default(),
+            response_violations: Family::default(),
+            request_duration: Family::default(),
+            stream_duration: Family::default(),
+            gate_duration: Family::default(),
+            upstream_duration: Family::default(),
+            upstream_errors: Family::default(),
+            in_flight: Gauge::default(),
+            ledger_operations: Family::default(),
+            config_reloads: Family::default(),
+            bytes_out: Family::default(),
+        };
+        metrics.register()
+    }
+
+    fn register(mut self) -> Metrics {
+        let registry = &mut self.registry;
+        // Counters are registered without `_total`: the encoder adds it to each sample.
+        registry.register(
+            "replaygate_requests",
+            "Requests answered, by provider, team and the gate's decision",
+            self.requests.clone(),
+        );
+        registry.register(
+            "replaygate_violations",
+            "Gate violations, by reason, action, provider and team",
+            self.violations.clone(),
+        );
+        registry.register(
+            "replaygate_response_violations",
+            "Function calls a provider produced whose arguments fail the request's tool schema",
+            self.response_violations.clone(),
+        );
+        registry.register(
+            "replaygate_request_duration_seconds",
+            "Time from a request's arrival to its answer's head",
+            self.request_duration.clone(),
+        );
+        registry.register(
+            "replaygate_stream_duration_seconds",
+            "Time from a request's arrival to its answer's last byte, or to the break",
+            self.stream_duration.clone(),
+        );
+        registry.register(
+            "replaygate_gate_duration_seconds",
+            "Time the judge phase took: parse, ledger lookup, gate check",
+            self.gate_duration.clone(),
+        );
+        registry.register(
+            "replaygate_upstream_duration_seconds",
+            "Time from forwarding a request to the provider's response head",
+            self.upstream_duration.clone(),
+        );
+        registry.register(
+            "replaygate_upstream_errors",
+            "Requests the provider failed: unreachable or silent too long",
+            self.upstream_errors.clone(),
+        );
+        registry.register(
+            "replaygate_in_flight_requests",
+            "Requests in flight; a stream is in flight until its last byte",
+            self.in_flight.clone(),
+        );
+        registry.register(
+            "replaygate_ledger_operations",
+            "Provenance ledger operations, by operation and result",
+            self.ledger_operations.clone(),
+        );
+        registry.register(
+            "replaygate_config_reloads",
+            "Configuration reloads, by result",
+            self.config_reloads.clone(),
+        );
+        registry.register(
+            "replaygate_bytes_out",
+            "Answer body bytes sent to clients",
+            self.bytes_out.clone(),
+        );
+        let build_info = Family::<VersionLabels, Gauge>::default();
+        build_info
+            .get_or_create(&VersionLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        registry.register(
+            "replaygate_build_info",
+            "Always 1; the version label names the build",
+            build_info,
+        );
+        for result in ["ok", "error"] {
+            drop(self.config_reloads.get_or_create(&ResultLabels { result }));
+        }
+        for (op, result) in labels::LEDGER_OUTCOMES {
+            self.ledger_counter(op, result);
+        }
+        self
+    }
+
+    /// Every family in the OpenMetrics text format ([`CONTENT_TYPE`]).
+    pub fn encode(&self) -> String {
+        let mut text = String::with_capacity(16 * 1024);
+        // Writing to a String does not fail, and every metric here encodes.
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)
+            .expect("the metrics encode as text");
+        text
+    }
+
+    /// Counts one configuration reload.
+    pub fn config_reloaded(&self, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        self.config_reloads.get_or_create(&ResultLabels { result }).inc();
+    }
+
+    /// The counter of ledger operation `op` that ended with `result`.
+    pub(crate) fn ledger_counter(&self, op: LedgerOp, result: LedgerResult) -> Counter {
+        self.ledger_operations
+            .get_or_create(&LedgerLabels {
+                op: op.as_str(),
+                result: result.as_str(),
+            })
+            .clone()
+    }
+
+    /// Requests in flight.
+    pub(crate) fn in_flight(&self) -> &Gauge {
+        &self.in_flight
+    }
+}
+
+/// A counter of `family` for `labels`, resolved once.
+fn counter<S>(family: &Family<S, Counter>, labels: &S) -> Counter
+where
+    S: Clone + std::hash::Hash + Eq,
+{
+    family.get_or_create(labels).clone()
+}
+
+/// A histogram of `family` for `labels`, resolved once.
+fn histogram<S>(family: &Family<S, LatencyHistogram>, labels: &S) -> LatencyHistogram
+where
+    S: Clone + std::hash::Hash + Eq,
+{
+    family.get_or_create(labels).clone()
+}
