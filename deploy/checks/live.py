@@ -1,0 +1,228 @@
+"""The built binary serving the deployed configs on loopback: the probes' paths answer as the
+manifests expect, the container's health check works, SIGHUP reloads, SIGTERM drains, and
+/metrics is scraped for the dashboard's check."""
+
+import re
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from . import paths
+
+#: A body the gate refuses for Bedrock (an OpenAI-only item), answered without any upstream.
+FOREIGN = (b'{"model":"m","input":[{"role":"user","content":"hi"},'
+           b'{"type":"openai:web_search_call","id":"ws_1","status":"completed"}]}')
+
+# Loopback only, and never through a proxy from the environment.
+_HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def http(method, url, body=None, headers=None, timeout=5):
+    """(status, body text); status 0 when nothing answered."""
+    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with _HTTP.open(request, timeout=timeout) as answer:
+            return answer.status, answer.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode("utf-8", "replace")
+    except (urllib.error.URLError, OSError):
+        return 0, ""
+
+
+def _replace_one(text, pattern, replacement):
+    new, count = re.subn(pattern, replacement, text, flags=re.MULTILINE)
+    if count != 1:
+        raise ValueError(f"{pattern!r} matched {count} times")
+    return new
+
+
+class Serving:
+    """`replaygate serve` of a deployed config, moved to free loopback ports."""
+
+    def __init__(self, binary, config_text, tmp):
+        self.proxy = free_port()
+        self.admin = free_port()
+        text = _replace_one(config_text, r'^listen = "0\.0\.0\.0:8080"$',
+                            f'listen = "127.0.0.1:{self.proxy}"')
+        text = _replace_one(text, r'^listen = "0\.0\.0\.0:9090"$',
+                            f'listen = "127.0.0.1:{self.admin}"')
+        # Loopback only: every provider points at a closed local port, whatever keys are set.
+        text, providers = re.subn(r'^base_url = ".*"$', 'base_url = "http://127.0.0.1:1/v1"',
+                                  text, flags=re.MULTILINE)
+        if providers == 0:
+            raise ValueError("the config names no base_url")
+        config = Path(tmp) / "proxy.toml"
+        config.write_text(text)
+        self.log = open(Path(tmp) / "serve.log", "w+")
+        self.process = subprocess.Popen(
+            [binary, "serve", "--config", str(config)], env=paths.clean_env(),
+            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+        )
+
+    def url(self, path, admin=True):
+        return f"http://127.0.0.1:{self.admin if admin else self.proxy}{path}"
+
+    def wait_healthy(self, seconds=30):
+        """True once /healthz answers 200; False when the process exits or time runs out."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return False
+            if http("GET", self.url("/healthz"), timeout=1)[0] == 200:
+                return True
+            time.sleep(0.1)
+        return False
+
+    def output(self):
+        self.log.seek(0)
+        return self.log.read()[-2000:]
+
+    def stop(self, seconds=45):
+        """SIGTERM, then the exit code (None when it had to be killed)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            return None
+        finally:
+            self.log.close()
+
+
+def poll(condition, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+def parse_metrics(text):
+    """{name: kind} of every metric family, by the names queries use: a counter's with its
+    `_total`, a histogram's base name (its series add _bucket, _sum, _count)."""
+    families = {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(maxsplit=3)
+            if kind == "counter" and not name.endswith("_total"):
+                name += "_total"
+            families[name] = kind
+    return families
+
+
+def series_names(families):
+    """Every series name a query may use."""
+    names = set()
+    for name, kind in families.items():
+        if kind == "histogram":
+            names |= {f"{name}_bucket", f"{name}_sum", f"{name}_count"}
+        elif kind == "info":
+            names.add(f"{name}_info")
+        else:
+            names.add(name)
+    return names
+
+
+def check_container_config(report, binary):
+    """Serves deploy/docker/proxy.toml (state in a temporary directory); returns the scraped
+    metric families, or None."""
+    report.section("serving deploy/docker/proxy.toml on loopback")
+    with tempfile.TemporaryDirectory() as tmp:
+        text = _replace_one(paths.DOCKER_CONFIG.read_text(), r'^path = "/var/lib/replaygate"$',
+                            f'path = "{Path(tmp) / "state"}"')
+        serving = Serving(binary, text, tmp)
+        try:
+            if not report.expect(serving.wait_healthy(), "/healthz answers 200 on the admin port",
+                                 serving.output()):
+                return None
+            report.equal(http("GET", serving.url("/readyz"))[0], 200,
+                         "/readyz answers 200 (config loaded, state backend answers)")
+            healthcheck = [
+                (f"127.0.0.1:{serving.admin}", "/healthz", 0, "passes on the admin port"),
+                (f"127.0.0.1:{serving.admin}", "/no-such-path", 1, "fails on another status"),
+                (f"127.0.0.1:{free_port()}", "/healthz", 1, "fails where nothing listens"),
+            ]
+            for addr, path, code, what in healthcheck:
+                run = subprocess.run([str(paths.HEALTHCHECK), addr, path], capture_output=True,
+                                     text=True, timeout=10)
+                report.equal(run.returncode, code, f"the image's health check {what}")
+
+            status, _ = http("POST", serving.url("/bedrock/v1/responses", admin=False), FOREIGN,
+                             {"content-type": "application/json"})
+            report.equal(status, 422, "a foreign item to bedrock is refused")
+            status, metrics = http("GET", serving.url("/metrics"))
+            report.equal(status, 200, "GET /metrics answers 200")
+            report.expect(
+                re.search(r'^replaygate_requests_total\{[^}]*decision="rejected"[^}]*\} 1(\.0)?$',
+                          metrics, re.MULTILINE),
+                "the refusal is counted in replaygate_requests_total{decision=\"rejected\"}",
+                "\n".join(l for l in metrics.splitlines() if "requests_total" in l),
+            )
+            families = parse_metrics(metrics)
+
+            serving.process.send_signal(signal.SIGHUP)
+            reloaded = poll(lambda: re.search(
+                r'^replaygate_config_reloads_total\{result="ok"\} 1(\.0)?$',
+                http("GET", serving.url("/metrics"))[1], re.MULTILINE), 10)
+            report.expect(reloaded, "SIGHUP (ExecReload) reloads: "
+                          "config_reloads_total{result=\"ok\"} 1", serving.output())
+            report.expect(serving.process.poll() is None and
+                          http("GET", serving.url("/healthz"))[0] == 200,
+                          "still serving after the reload")
+            return families
+        finally:
+            code = serving.stop()
+            report.equal(code, 0, "SIGTERM: serve exits 0 within 45 s")
+
+
+def check_cluster_config(report, binary):
+    """Serves deploy/kubernetes/proxy.toml against a Redis of its own: /readyz follows Redis."""
+    report.section("serving deploy/kubernetes/proxy.toml with a Redis on loopback")
+    redis_server = paths.tool("redis-server")
+    if redis_server is None:
+        report.skip("/readyz follows Redis", "redis-server is not installed (Debian: redis-server)")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        redis_port = free_port()
+        redis = subprocess.Popen(
+            [redis_server, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", tmp, "--loglevel", "warning"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        try:
+            text = _replace_one(paths.KUBERNETES_CONFIG.read_text(),
+                                r'^url = "redis://replaygate-redis:6379"$',
+                                f'url = "redis://127.0.0.1:{redis_port}"')
+            serving = Serving(binary, text, tmp)
+            try:
+                if not report.expect(serving.wait_healthy(), "/healthz answers 200",
+                                     serving.output()):
+                    return
+                report.expect(poll(lambda: http("GET", serving.url("/readyz"))[0] == 200, 15),
+                              "/readyz answers 200 while Redis answers")
+                redis.terminate()
+                redis.wait(timeout=10)
+                report.expect(poll(lambda: http("GET", serving.url("/readyz"))[0] == 503, 15),
+                              "/readyz answers 503 once Redis is gone (the pod leaves the Service)")
+                report.equal(http("GET", serving.url("/healthz"))[0], 200,
+                             "/healthz stays 200 (the liveness probe does not restart the pod)")
+            finally:
+                report.equal(serving.stop(), 0, "SIGTERM: serve exits 0")
+        finally:
+            if redis.poll() is None:
+                redis.kill()
+            redis.wait()
