@@ -2,6 +2,7 @@
 with the cluster's proxy.toml."""
 
 import subprocess
+import tempfile
 from pathlib import PurePosixPath
 
 from . import paths
@@ -13,6 +14,8 @@ MEMORY_DEFAULTS = {
     ("gate", "passed_calls_bytes"): 33554432,
 }
 SHUTDOWN_GRACE_MS_DEFAULT = 30000
+#: The oldest Kubernetes the base is for: the preStop `sleep` action is on by default from 1.30.
+OLDEST_KUBERNETES = "1.30.0"
 
 _UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
           "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
@@ -47,7 +50,31 @@ def render(report):
     if not report.expect(run.returncode == 0, "kubectl kustomize deploy/kubernetes renders",
                          run.stderr.strip()):
         return None
+    validate(report, run.stdout)
     return [doc for doc in yaml.safe_load_all(run.stdout) if doc]
+
+
+def validate(report, rendered):
+    """Every object against the API schemas of the oldest Kubernetes the base supports and of the
+    newest the validator knows, rejecting unknown fields (a misspelt probe would be dropped by the
+    API server without a word)."""
+    validator = paths.tool("kubernetes-validate")
+    if validator is None:
+        report.skip("the objects match the Kubernetes API schemas",
+                    "kubernetes-validate is not installed (pip install kubernetes-validate)")
+        return
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as file:
+        file.write(rendered)
+        file.flush()
+        for version in (OLDEST_KUBERNETES, None):
+            run = subprocess.run(
+                [validator, "--strict", "--quiet", "--no-warn"]
+                + (["-k", version] if version else []) + [file.name],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
+            )
+            report.expect(run.returncode == 0,
+                          f"the objects match the API schemas of Kubernetes {version or 'latest'}",
+                          run.stdout.strip())
 
 
 def _one(report, objects, kind, name):
