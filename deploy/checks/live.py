@@ -2,14 +2,17 @@
 manifests expect, the container's health check works, SIGHUP reloads, SIGTERM drains, and
 /metrics is scraped for the dashboard's check."""
 
+import json
 import re
 import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from . import paths
@@ -18,8 +21,48 @@ from . import paths
 FOREIGN = (b'{"model":"m","input":[{"role":"user","content":"hi"},'
            b'{"type":"openai:web_search_call","id":"ws_1","status":"completed"}]}')
 
+#: A body the gate allows, declaring a tool whose `city` must be a string.
+WITH_TOOL = json.dumps({
+    "model": "m", "input": "the weather in Paris?",
+    "tools": [{"type": "function", "name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}],
+}).encode()
+
+#: The fake provider's answer: a call whose arguments do not fit that tool's schema.
+ANSWER = json.dumps({
+    "id": "resp_deploy_check_0001", "object": "response", "status": "completed", "model": "m",
+    "output": [{"type": "function_call", "id": "fc_deploy_check_0001",
+                "call_id": "call_deploy_check_0001", "name": "get_weather",
+                "arguments": "{\"city\": 5}", "status": "completed"}],
+}).encode()
+
 # Loopback only, and never through a proxy from the environment.
 _HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class FakeProvider:
+    """A provider on a loopback port answering every POST with ANSWER."""
+
+    def __init__(self):
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(ANSWER)))
+                self.end_headers()
+                self.wfile.write(ANSWER)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def free_port():
@@ -50,23 +93,29 @@ def _replace_one(text, pattern, replacement):
 class Serving:
     """`replaygate serve` of a deployed config, moved to free loopback ports."""
 
-    def __init__(self, binary, config_text, tmp):
+    def __init__(self, binary, config_text, tmp, openai_url=None):
         self.proxy = free_port()
         self.admin = free_port()
         text = _replace_one(config_text, r'^listen = "0\.0\.0\.0:8080"$',
                             f'listen = "127.0.0.1:{self.proxy}"')
         text = _replace_one(text, r'^listen = "0\.0\.0\.0:9090"$',
                             f'listen = "127.0.0.1:{self.admin}"')
-        # Loopback only: every provider points at a closed local port, whatever keys are set.
-        text, providers = re.subn(r'^base_url = ".*"$', 'base_url = "http://127.0.0.1:1/v1"',
-                                  text, flags=re.MULTILINE)
+        # Loopback only: the openai provider is `openai_url`, every other one a closed local
+        # port, so the keys below are never sent anywhere else.
+        if openai_url:
+            text = _replace_one(text, r'(?<=^\[providers\.openai\]\nbase_url = )".*"$',
+                                f'"{openai_url}"')
+        text, providers = re.subn(r'^base_url = "https://.*"$',
+                                  'base_url = "http://127.0.0.1:1/v1"', text, flags=re.MULTILINE)
         if providers == 0:
             raise ValueError("the config names no base_url")
+        env = paths.clean_env()
+        env["OPENAI_API_KEY"] = env["AWS_BEARER_TOKEN_BEDROCK"] = "deploy-check"
         config = Path(tmp) / "proxy.toml"
         config.write_text(text)
         self.log = open(Path(tmp) / "serve.log", "w+")
         self.process = subprocess.Popen(
-            [binary, "serve", "--config", str(config)], env=paths.clean_env(),
+            [binary, "serve", "--config", str(config)], env=env,
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
         )
 
@@ -144,7 +193,8 @@ def check_container_config(report, binary):
     with tempfile.TemporaryDirectory() as tmp:
         text = _replace_one(paths.DOCKER_CONFIG.read_text(), r'^path = "/var/lib/replaygate"$',
                             f'path = "{Path(tmp) / "state"}"')
-        serving = Serving(binary, text, tmp)
+        provider = FakeProvider()
+        serving = Serving(binary, text, tmp, openai_url=provider.url)
         try:
             if not report.expect(serving.wait_healthy(), "/healthz answers 200 on the admin port",
                                  serving.output()):
@@ -161,9 +211,16 @@ def check_container_config(report, binary):
                                      text=True, timeout=10)
                 report.equal(run.returncode, code, f"the image's health check {what}")
 
+            json_type = {"content-type": "application/json"}
             status, _ = http("POST", serving.url("/bedrock/v1/responses", admin=False), FOREIGN,
-                             {"content-type": "application/json"})
+                             json_type)
             report.equal(status, 422, "a foreign item to bedrock is refused")
+            status, _ = http("POST", serving.url("/openai/v1/responses", admin=False), WITH_TOOL,
+                             json_type)
+            report.equal(status, 200, "an allowed request is answered by the (fake) provider")
+            status, _ = http("POST", serving.url("/bedrock/v1/responses", admin=False), WITH_TOOL,
+                             json_type)
+            report.equal(status, 502, "a provider that refuses connections: 502")
             status, metrics = http("GET", serving.url("/metrics"))
             report.equal(status, 200, "GET /metrics answers 200")
             report.expect(
@@ -186,6 +243,7 @@ def check_container_config(report, binary):
             return families
         finally:
             code = serving.stop()
+            provider.close()
             report.equal(code, 0, "SIGTERM: serve exits 0 within 45 s")
 
 
