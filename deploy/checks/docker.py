@@ -1,6 +1,7 @@
 """The Dockerfile: hadolint, and agreement with the image's config (ports, user, health check)."""
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -63,6 +64,16 @@ def check(report):
         if word == "COPY" and not args.startswith("--from"):
             source, target = args.split()[-2:]
             copied[target] = source
+    ignored = [line.strip().rstrip("/") for line in
+               (paths.REPO / ".dockerignore").read_text().splitlines()
+               if line.strip() and not line.startswith("#")]
+    report.expect({"target", ".git"} <= set(ignored), ".dockerignore leaves out target and .git",
+                  f"{ignored}")
+    for target, source in copied.items():
+        report.expect((paths.REPO / source).is_file()
+                      and not any(source == i or source.startswith(i + "/") for i in ignored),
+                      f"COPY {source}: in the repository and in the build context")
+    report.expect(os.access(paths.HEALTHCHECK, os.X_OK), "the health check script is executable")
     config_path = env.get("REPLAYGATE_CONFIG")
     report.equal(copied.get(config_path), "deploy/docker/proxy.toml",
                  "REPLAYGATE_CONFIG is deploy/docker/proxy.toml, copied into the image")
