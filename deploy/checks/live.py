@@ -93,7 +93,7 @@ def _replace_one(text, pattern, replacement):
 class Serving:
     """`replaygate serve` of a deployed config, moved to free loopback ports."""
 
-    def __init__(self, binary, config_text, tmp, openai_url=None):
+    def __init__(self, binary, config_text, tmp, openai_url=None, attempt=0):
         self.proxy = free_port()
         self.admin = free_port()
         text = _replace_one(config_text, r'^listen = "0\.0\.0\.0:8080"$',
@@ -113,7 +113,7 @@ class Serving:
         env["OPENAI_API_KEY"] = env["AWS_BEARER_TOKEN_BEDROCK"] = "deploy-check"
         config = Path(tmp) / "proxy.toml"
         config.write_text(text)
-        self.log = open(Path(tmp) / "serve.log", "w+")
+        self.log = open(Path(tmp) / f"serve-{attempt}.log", "w+")
         self.process = subprocess.Popen(
             [binary, "serve", "--config", str(config)], env=env,
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
@@ -149,6 +149,43 @@ class Serving:
             return None
         finally:
             self.log.close()
+
+
+def serve(binary, config_text, tmp, openai_url=None):
+    """A healthy Serving, or the last one that was not. A port found free may be taken before
+    the binary binds it: such a start is tried again on other ports, up to three times."""
+    for attempt in range(3):
+        serving = Serving(binary, config_text, tmp, openai_url, attempt)
+        healthy = serving.wait_healthy()
+        if healthy or "in use" not in serving.output():
+            return serving, healthy
+        serving.stop()
+    return serving, healthy
+
+
+def start_redis(tmp):
+    """(process, port) of a redis-server on a free loopback port that accepts connections."""
+    for _ in range(3):
+        port = free_port()
+        redis = subprocess.Popen(
+            [paths.tool("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no", "--dir", tmp, "--loglevel", "warning"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+
+        def accepts():
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+
+        if poll(lambda: redis.poll() is not None or accepts(), 5) and redis.poll() is None:
+            return redis, port
+        if redis.poll() is None:
+            redis.kill()
+        redis.wait()
+    raise RuntimeError("redis-server did not start on a free loopback port")
 
 
 def poll(condition, seconds):
@@ -194,9 +231,9 @@ def check_container_config(report, binary):
         text = _replace_one(paths.DOCKER_CONFIG.read_text(), r'^path = "/var/lib/replaygate"$',
                             f'path = "{Path(tmp) / "state"}"')
         provider = FakeProvider()
-        serving = Serving(binary, text, tmp, openai_url=provider.url)
+        serving, healthy = serve(binary, text, tmp, openai_url=provider.url)
         try:
-            if not report.expect(serving.wait_healthy(), "/healthz answers 200 on the admin port",
+            if not report.expect(healthy, "/healthz answers 200 on the admin port",
                                  serving.output()):
                 return None
             report.equal(http("GET", serving.url("/readyz"))[0], 200,
@@ -250,24 +287,18 @@ def check_container_config(report, binary):
 def check_cluster_config(report, binary):
     """Serves deploy/kubernetes/proxy.toml against a Redis of its own: /readyz follows Redis."""
     report.section("serving deploy/kubernetes/proxy.toml with a Redis on loopback")
-    redis_server = paths.tool("redis-server")
-    if redis_server is None:
+    if paths.tool("redis-server") is None:
         report.skip("/readyz follows Redis", "redis-server is not installed (Debian: redis-server)")
         return
     with tempfile.TemporaryDirectory() as tmp:
-        redis_port = free_port()
-        redis = subprocess.Popen(
-            [redis_server, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", tmp, "--loglevel", "warning"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
+        redis, redis_port = start_redis(tmp)
         try:
             text = _replace_one(paths.KUBERNETES_CONFIG.read_text(),
                                 r'^url = "redis://replaygate-redis:6379"$',
                                 f'url = "redis://127.0.0.1:{redis_port}"')
-            serving = Serving(binary, text, tmp)
+            serving, healthy = serve(binary, text, tmp)
             try:
-                if not report.expect(serving.wait_healthy(), "/healthz answers 200",
+                if not report.expect(healthy, "/healthz answers 200",
                                      serving.output()):
                     return
                 report.expect(poll(lambda: http("GET", serving.url("/readyz"))[0] == 200, 15),
