@@ -102,8 +102,7 @@ def check_loadable(report, binary):
         name = path.relative_to(paths.REPO)
         run = subprocess.run(
             [binary, "config", "check", "--config", str(path)],
-            env=paths.clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            timeout=60,
+            env=paths.clean_env(), capture_output=True, text=True, timeout=60,
         )
         if not report.expect(run.returncode == 0, f"config check {name}",
                              f"exit {run.returncode}: {run.stderr.strip()}"):

@@ -45,8 +45,8 @@ def render(report):
     except ImportError:
         report.skip("parse the rendered objects", "PyYAML is not installed (pip install pyyaml)")
         return None
-    run = subprocess.run([kubectl, "kustomize", str(paths.KUBERNETES)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, timeout=120)
+    run = subprocess.run([kubectl, "kustomize", str(paths.KUBERNETES)], capture_output=True,
+                         text=True, timeout=120)
     if not report.expect(run.returncode == 0, "kubectl kustomize deploy/kubernetes renders",
                          run.stderr.strip()):
         return None

@@ -163,6 +163,14 @@ def serve(binary, config_text, tmp, openai_url=None):
     return serving, healthy
 
 
+def _accepts(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
 def start_redis(tmp):
     """(process, port) of a redis-server on a free loopback port that accepts connections."""
     for _ in range(3):
@@ -172,15 +180,8 @@ def start_redis(tmp):
              "--save", "", "--appendonly", "no", "--dir", tmp, "--loglevel", "warning"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
-
-        def accepts():
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return True
-            except OSError:
-                return False
-
-        if poll(lambda: redis.poll() is not None or accepts(), 5) and redis.poll() is None:
+        started = poll(lambda: redis.poll() is not None or _accepts(port), 5)  # noqa: B023
+        if started and redis.poll() is None:
             return redis, port
         if redis.poll() is None:
             redis.kill()
