@@ -279,35 +279,6 @@ fn config_check_without_a_file_checks_the_built_in_default() {
 }
 
 #[test]
-fn the_deployed_config_is_the_repo_s_with_its_state_in_var_lib() {
-    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/proxy.toml");
-    let deployed = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/proxy.toml");
-    let out = replaygate(&["config", "check", "--config", deployed], "");
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        stdout.contains("state embedded in /var/lib/replaygate,"),
-        "{stdout}"
-    );
-    let read =
-        |path: &str| -> toml::Table { toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap() };
-    let mut deployed = read(deployed);
-    deployed["state"]["path"] = toml::Value::String("replaygate-state".into());
-    assert_eq!(deployed["admin"]["listen"].as_str(), Some("0.0.0.0:9090"));
-    deployed["admin"]["listen"] = toml::Value::String("127.0.0.1:9090".into());
-    assert_eq!(
-        deployed,
-        read(repo),
-        "deploy/proxy.toml may differ from proxy.toml only in [state] path and [admin] listen"
-    );
-}
-
-#[test]
 fn config_check_of_a_bad_config_exits_2_with_line_and_column() {
     let dir = tempfile::tempdir().unwrap();
     let path = team_config(dir.path(), "\"sha256:1234\"");

@@ -1,0 +1,1 @@
+"""The checks of deploy/, run by deploy/check: one module per deployment and the dashboard."""
