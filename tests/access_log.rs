@@ -11,7 +11,9 @@ use replaygate::config::{LogConfig, LogFormat};
 use serde_json::Value;
 use support::log_capture::Captured;
 use support::proxy::{one_provider, Proxy};
-use support::raw::{connect, read_head, read_to_close, read_until, send, status_of};
+use support::raw::{
+    chunk, connect, read_head, read_to_close, read_until, send, status_of, RawUpstream, SSE_HEAD,
+};
 use support::upstream::{json_response, Upstream, RESPONSE_JSON};
 use tokio::io::AsyncWriteExt;
 
@@ -265,6 +267,38 @@ async fn a_stream_cut_by_the_client_leaves_one_line_with_what_went_out() {
         millis(line, "duration_ms") >= millis(line, "first_byte_ms"),
         "{line}"
     );
+}
+
+#[tokio::test]
+async fn a_stream_the_provider_cuts_leaves_one_line_with_its_error_bytes_and_times() {
+    captured();
+    const EVENT: &[u8] = b"event: response.created\ndata: {\"type\":\"response.created\"}\n\n";
+    let upstream = RawUpstream::start(|mut stream| async move {
+        stream.write_all(SSE_HEAD).await.unwrap();
+        stream.write_all(&chunk(EVENT)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // A FIN without the terminating zero-length chunk: the provider cut the answer.
+        stream.shutdown().await.unwrap();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    })
+    .await;
+    let proxy = Proxy::start(&one_provider(&upstream.base_url(), "\"passthrough\"", ""), &[]).await;
+    let mut client = connect(proxy.addr).await;
+    send(&mut client, request("cut-by-provider", STREAM).as_bytes()).await;
+    let answer = read_to_close(&mut client, Duration::from_secs(5))
+        .await
+        .expect("the proxy ended the client's connection after the cut");
+    assert_eq!(status_of(&String::from_utf8_lossy(&answer)), 200);
+    let lines = access_lines("cut-by-provider").await;
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let line = &lines[0];
+    let stream_error = line["stream_error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no stream_error: {line}"));
+    assert_ne!(stream_error, "client_closed", "{line}");
+    assert_eq!(line["bytes_out"].as_u64(), Some(EVENT.len() as u64), "{line}");
+    assert!(millis(line, "first_byte_ms") < 200.0, "{line}");
+    assert!(millis(line, "duration_ms") >= 200.0, "{line}");
 }
 
 #[tokio::test]
