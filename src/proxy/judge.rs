@@ -87,10 +87,25 @@ pub(super) async fn judge(
     prefix: Option<&str>,
     at: ItemsAt,
     body: &Bytes,
+    charset: Result<(), ApiError>,
+) -> Result<Judged, ApiError> {
+    let facts = Facts::Ask(state.ledger.is_some());
+    judge_with(state, asker, prefix, at, body, charset, facts).await
+}
+
+/// [`judge`], starting from what is known of the ledger: a carried body is judged with the
+/// facts of its chain and asks nothing.
+#[allow(clippy::too_many_arguments)]
+async fn judge_with(
+    state: &Arc<ProxyState>,
+    asker: &Asker,
+    prefix: Option<&str>,
+    at: ItemsAt,
+    body: &Bytes,
     mut charset: Result<(), ApiError>,
+    mut facts: Facts,
 ) -> Result<Judged, ApiError> {
     let budget = asker.snapshot.policy_of(asker.team.as_deref()).work_budget;
-    let mut facts = Facts::Ask(state.ledger.is_some());
     if body.len() <= INLINE_BODY_BYTES {
         let read = read_request(asker, prefix, at, body, &mut charset)?;
         if let Facts::Ask(true) = facts {
@@ -176,22 +191,10 @@ async fn carry_session(
     else {
         return Ok(None);
     };
-    let budget = asker.snapshot.policy_of(asker.team.as_deref()).work_budget;
-    // The charset was answered when the received body parsed.
-    let mut charset = Ok(());
-    let mut judged = judged_of(
-        pooled_or_inline(
-            state,
-            asker,
-            prefix,
-            at,
-            &carried.body,
-            budget,
-            &mut charset,
-            Facts::Asked(Some(carried.facts)),
-        )
-        .await?,
-    );
+    // The charset was answered when the received body parsed; the chain's facts are known, so
+    // this judgment asks nothing and carries nothing.
+    let facts = Facts::Asked(Some(carried.facts));
+    let mut judged = Box::pin(judge_with(state, asker, prefix, at, &carried.body, Ok(()), facts)).await?;
     judged.previous_response_id = None;
     judged.carried = Some(carried.from);
     // The audit line names the bytes received, not the rewritten ones.
@@ -238,37 +241,6 @@ struct Read<'b> {
     request: gate::ParsedRequest<'b>,
     /// The provider it goes to.
     provider: String,
-}
-
-/// One pass of the judge phase: on the worker for small bodies and cheap judgments, else on
-/// the blocking pool.
-#[allow(clippy::too_many_arguments)]
-async fn pooled_or_inline(
-    state: &Arc<ProxyState>,
-    asker: &Asker,
-    prefix: Option<&str>,
-    at: ItemsAt,
-    body: &Bytes,
-    budget: u64,
-    charset: &mut Result<(), ApiError>,
-    facts: Facts,
-) -> Result<Step, ApiError> {
-    if body.len() <= INLINE_BODY_BYTES {
-        match judge_now(
-            state,
-            asker,
-            prefix,
-            at,
-            body,
-            budget.min(INLINE_WORK),
-            charset,
-            &facts,
-        ) {
-            Err(ApiError::Body(gate::BodyError::TooCostly(_))) if budget > INLINE_WORK => {}
-            done => return done,
-        }
-    }
-    pooled(state, asker, prefix, at, body, budget, charset, facts).await
 }
 
 /// One pass of the judge phase on the blocking pool, at most as many at once as there are
