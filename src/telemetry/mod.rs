@@ -11,8 +11,10 @@ pub use batch::{batched, BatchedWriter, FlushGuard};
 pub(crate) use propagation::to_provider as traceparent_to_provider;
 pub use request_span::RequestSpan;
 
+use tracing::Subscriber;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
@@ -63,53 +65,48 @@ fn filter(log: &LogConfig) -> EnvFilter {
         .unwrap_or_else(|_| EnvFilter::new("info"))
 }
 
-/// Installs the process's log subscriber, writing to `writer`, without span export. Does
-/// nothing if one is already installed.
-///
-/// A JSON line logged inside a request carries the request's span as `span`
+/// The log's lines as a layer, filtered by [`filter`]: text, or JSON lines in which a line
+/// logged inside a request carries the request's span as `span`
 /// (`{"name": "request", "request_id": ..., ...}`); the access line is written outside it.
-pub fn install<W>(log: &LogConfig, writer: W, colors: bool)
+pub(crate) fn log_layer<S, W>(log: &LogConfig, writer: W, colors: bool) -> Box<dyn Layer<S> + Send + Sync>
 where
+    S: Subscriber + for<'a> LookupSpan<'a>,
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter(log))
-        .with_writer(writer);
-    let _ = match log.format {
-        LogFormat::Json => builder
+    let lines = tracing_subscriber::fmt::layer().with_writer(writer);
+    match log.format {
+        LogFormat::Json => lines
             .json()
             .flatten_event(true)
             .with_current_span(true)
             .with_span_list(false)
-            .try_init(),
-        LogFormat::Text => builder.with_ansi(colors).try_init(),
-    };
+            .with_filter(filter(log))
+            .boxed(),
+        LogFormat::Text => lines.with_ansi(colors).with_filter(filter(log)).boxed(),
+    }
 }
 
-/// Installs the log subscriber as [`install`] does, with the log's filter on the log alone, and
-/// the layer that exports request spans beside it.
+/// Installs the process's log subscriber, writing to `writer`, without span export. Does
+/// nothing if one is already installed.
+pub fn install<W>(log: &LogConfig, writer: W, colors: bool)
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    let _ = tracing_subscriber::registry()
+        .with(log_layer(log, writer, colors))
+        .try_init();
+}
+
+/// Installs the log subscriber as [`install`] does, and the layer that exports request spans
+/// beside it.
 fn install_exporting<W>(log: &LogConfig, writer: W, colors: bool, export: &otlp::Export)
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    let lines = tracing_subscriber::fmt::layer().with_writer(writer);
-    let installed = match log.format {
-        LogFormat::Json => tracing_subscriber::registry()
-            .with(
-                lines
-                    .json()
-                    .flatten_event(true)
-                    .with_current_span(true)
-                    .with_span_list(false)
-                    .with_filter(filter(log)),
-            )
-            .with(export.layer())
-            .try_init(),
-        LogFormat::Text => tracing_subscriber::registry()
-            .with(lines.with_ansi(colors).with_filter(filter(log)))
-            .with(export.layer())
-            .try_init(),
-    };
+    let installed = tracing_subscriber::registry()
+        .with(log_layer(log, writer, colors))
+        .with(export.layer())
+        .try_init();
     if installed.is_ok() {
         request_span::exporting_from_now_on();
     }

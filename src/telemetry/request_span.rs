@@ -111,6 +111,7 @@ impl RequestSpan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{LogConfig, LogFormat};
     use std::io::Write;
     use std::sync::{Arc, Mutex};
 
@@ -147,17 +148,25 @@ mod tests {
         });
     }
 
+    /// The process's log subscriber as `install` builds it (the same layer), at `warn` with
+    /// the access log at `info`.
+    fn logged_as<W>(format: LogFormat, writer: W) -> impl tracing::Subscriber + Send + Sync
+    where
+        W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+    {
+        use tracing_subscriber::layer::SubscriberExt;
+        let log = LogConfig {
+            format,
+            level: "warn,replaygate::access=info".into(),
+        };
+        tracing_subscriber::registry().with(crate::telemetry::log_layer(&log, writer, false))
+    }
+
     #[test]
     fn a_text_line_logged_inside_a_request_names_it() {
         let lines = Lines::default();
         let sink = lines.clone();
-        log_a_request(
-            tracing_subscriber::fmt()
-                .with_writer(move || sink.clone())
-                .with_ansi(false)
-                .with_env_filter("warn,replaygate::access=info")
-                .finish(),
-        );
+        log_a_request(logged_as(LogFormat::Text, move || sink.clone()));
         let text = lines.text();
         let mut lines = text.lines();
         let warning = lines.next().unwrap();
@@ -175,16 +184,7 @@ mod tests {
     fn a_json_line_logged_inside_a_request_carries_its_span() {
         let lines = Lines::default();
         let sink = lines.clone();
-        log_a_request(
-            tracing_subscriber::fmt()
-                .with_writer(move || sink.clone())
-                .with_env_filter("warn,replaygate::access=info")
-                .json()
-                .flatten_event(true)
-                .with_current_span(true)
-                .with_span_list(false)
-                .finish(),
-        );
+        log_a_request(logged_as(LogFormat::Json, move || sink.clone()));
         let text = lines.text();
         let parsed: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         assert_eq!(parsed.len(), 2, "{text}");
