@@ -46,9 +46,9 @@ pub(super) struct Judged {
     pub carried: Option<String>,
     /// The body judged, when it is not the one received (a carried session).
     pub body: Option<Bytes>,
-    /// The request's tools as JSON, when it declares some and the ledger is on: the calls its
-    /// answer produces are checked against them.
-    pub tools_json: Option<String>,
+    /// The request's tools, when it declares some and the ledger is on: the calls its answer
+    /// produces are checked against them.
+    pub tools: Option<Arc<gate::DeclaredTools>>,
     /// The `call_id`s of the calls the request puts in its items (when the ledger is on).
     pub input_call_ids: Vec<String>,
 }
@@ -368,7 +368,8 @@ fn decide(
         body_sha256: state.audit.is_some().then(|| super::audit::body_sha256(body)),
         carried: None,
         body: None,
-        tools_json: (ledger_on && !request.tools.is_empty()).then(|| gate::tools_json(&request.tools)),
+        tools: (ledger_on && !request.tools.is_empty())
+            .then(|| Arc::new(gate::DeclaredTools::of(&request.tools))),
         input_call_ids: match ledger_on {
             true => input_call_ids(request),
             false => Vec::new(),

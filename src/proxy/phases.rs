@@ -239,8 +239,8 @@ impl<'r> RequestContext<'r> {
         if !matches!(route.upstream_path, "/responses" | "/responses/compact") {
             return None;
         }
-        let calls_check = judged.tools_json.clone().map(|tools_json| CallsCheck {
-            tools_json,
+        let calls_check = judged.tools.clone().map(|tools| CallsCheck {
+            tools,
             gate: self.state.gate.clone(),
             snapshot: self.snapshot.clone(),
             team: self.team.clone(),

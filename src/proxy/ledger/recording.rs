@@ -21,7 +21,7 @@ use http_body_util::BodyExt;
 
 use super::Ledger;
 use crate::error::ApiError;
-use crate::gate::{Gate, OutputCall, ResponseViolation, Target};
+use crate::gate::{DeclaredTools, Gate, OutputCall, ResponseViolation, Target};
 use crate::ledger::{AnswerKind, Owner, StoredContent, StoredResponse, Tap, Tapped};
 use crate::metrics::{LedgerOp, LedgerResult, Meters};
 use crate::proxy::audit::{AuditLog, ResponseAuditLine};
@@ -60,8 +60,8 @@ pub struct Recording {
 /// was judged under.
 #[derive(Clone)]
 pub struct CallsCheck {
-    /// The request's `tools` array as it was sent.
-    pub tools_json: String,
+    /// The request's tools.
+    pub tools: Arc<DeclaredTools>,
     /// The gate, with its schema cache.
     pub gate: Arc<Gate>,
     /// The configuration the request was judged under.
@@ -91,7 +91,7 @@ impl CallsCheck {
         let policy = self.snapshot.policy_of(self.team.as_deref());
         let target = Target::new(&provider.profile, policy);
         self.gate
-            .check_output_calls(&self.tools_json, calls, &target)
+            .check_produced_calls(&self.tools.tools(), calls, &target)
             .unwrap_or_default()
     }
 }

@@ -61,6 +61,15 @@ impl<'a> Field<'a> {
         }
     }
 
+    /// The same member, owning its string.
+    pub fn to_owned_field(&self) -> Field<'static> {
+        match self {
+            Field::Absent => Field::Absent,
+            Field::Str(text) => Field::Str(Cow::Owned(text.as_ref().to_owned())),
+            Field::Other(kind) => Field::Other(*kind),
+        }
+    }
+
     /// Whether the member is absent or null.
     pub fn is_absent_or_null(&self) -> bool {
         matches!(self, Field::Absent | Field::Other(JsonKind::Null))

@@ -36,7 +36,7 @@ pub use output::{OutputCall, ResponseViolation};
 pub use profile::{EncryptedScope, Policy, ProviderProfile, Target, DEFAULT_WORK_BUDGET};
 pub use provenance::{ChainFacts, LedgerQuery, Provenance, MAX_QUERY_KEYS};
 pub use request::{
-    parse, parse_tools, parse_with, tools_json, BodyError, ItemsAt, ParsedRequest, WorkExceeded, MAX_ITEMS,
+    parse, parse_tools, parse_with, BodyError, DeclaredTools, ItemsAt, ParsedRequest, WorkExceeded, MAX_ITEMS,
 };
 pub use schema::{SchemaCache, SchemaLimits};
 pub use tool_rules::{glob_set, PinnedSchema, ToolRules};
@@ -90,7 +90,22 @@ impl Gate {
             return Ok(Vec::new());
         }
         let tools = parse_tools(tools_json)?;
-        Ok(rules::output_calls::check(&tools, calls, target, &self.schemas)?)
+        Ok(self.check_produced_calls(&tools, calls, target)?)
+    }
+
+    /// [`check_output_calls`](Gate::check_output_calls) against tools already read (the
+    /// proxy keeps them from the request's one parse, as [`DeclaredTools`]). Fails only when
+    /// checking would pass the work budget.
+    pub fn check_produced_calls(
+        &self,
+        tools: &[request::Tool<'_>],
+        calls: &[OutputCall],
+        target: &Target<'_>,
+    ) -> Result<Vec<ResponseViolation>, WorkExceeded> {
+        if calls.is_empty() {
+            return Ok(Vec::new());
+        }
+        rules::output_calls::check(tools, calls, target, &self.schemas)
     }
 
     /// The compiled tool schemas this gate holds.

@@ -267,36 +267,49 @@ pub fn parse_tools(tools_json: &str) -> Result<Vec<Tool<'_>>, BodyError> {
     parsed.map_err(|e| body_error(e, place.get()))
 }
 
-/// `tools` written back as a `tools` array that [`parse_tools`] reads to the same kinds,
-/// names and parameters (members of other JSON kinds are left out): what the response side
-/// keeps of a request's tools, without a second pass over its body.
-pub fn tools_json(tools: &[Tool<'_>]) -> String {
-    let mut out = String::with_capacity(
-        2 + tools
-            .iter()
-            .map(|tool| 48 + tool.parameters.map_or(0, |p| p.get().len()))
-            .sum::<usize>(),
-    );
-    out.push('[');
-    for (i, tool) in tools.iter().enumerate() {
-        out.push_str(if i == 0 { "{" } else { ",{" });
-        let members = [("type", tool.kind.as_str()), ("name", tool.name.as_str())]
-            .into_iter()
-            .filter_map(|(key, value)| Some((key, serde_json::to_string(value?).ok()?)))
-            .chain(tool.parameters.map(|p| ("parameters", p.get().to_owned())));
-        for (j, (key, value)) in members.enumerate() {
-            if j > 0 {
-                out.push(',');
-            }
-            out.push('"');
-            out.push_str(key);
-            out.push_str("\":");
-            out.push_str(&value);
-        }
-        out.push('}');
+/// A request's tools, owned: what the response side keeps of them to check the calls the
+/// answer produces, without a second pass over the body or a copy of its text.
+#[derive(Debug, Clone, Default)]
+pub struct DeclaredTools(Vec<DeclaredTool>);
+
+#[derive(Debug, Clone)]
+struct DeclaredTool {
+    kind: Field<'static>,
+    name: Field<'static>,
+    parameters: Option<Box<RawValue>>,
+}
+
+impl DeclaredTools {
+    /// The owned form of `tools`, as [`parse`] read them.
+    pub fn of(tools: &[Tool<'_>]) -> DeclaredTools {
+        DeclaredTools(
+            tools
+                .iter()
+                .map(|tool| DeclaredTool {
+                    kind: tool.kind.to_owned_field(),
+                    name: tool.name.to_owned_field(),
+                    parameters: tool.parameters.map(ToOwned::to_owned),
+                })
+                .collect(),
+        )
     }
-    out.push(']');
-    out
+
+    /// The tools, as the gate's rules read them.
+    pub fn tools(&self) -> Vec<Tool<'_>> {
+        self.0
+            .iter()
+            .map(|tool| Tool {
+                kind: tool.kind.clone(),
+                name: tool.name.clone(),
+                parameters: tool.parameters.as_deref(),
+            })
+            .collect()
+    }
+
+    /// Whether the request declared no tools.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 fn body_error(e: serde_json::Error, place: Place) -> BodyError {
@@ -577,20 +590,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tools_written_back_read_as_the_same_tools() {
+    fn declared_tools_read_as_the_tools_parsed() {
         let body = br#"{"tools":[{"type":"function","name":"f\u00e9\"q","parameters":{"type":"object","properties":{"a":{"type":"string"}}},"strict":true},
             {"type":"web_search"},{"type":"custom","name":"c","parameters":null},{"type":7,"name":["x"]}]}"#;
         let request = parse(body).unwrap();
-        let json = tools_json(&request.tools);
-        let again = parse_tools(&json).unwrap();
+        let declared = DeclaredTools::of(&request.tools);
+        drop(request);
+        let again = declared.tools();
+        let request = parse(body).unwrap();
         assert_eq!(again.len(), request.tools.len());
         for (a, b) in request.tools.iter().zip(&again) {
-            assert_eq!(a.kind.as_str(), b.kind.as_str());
-            assert_eq!(a.name.as_str(), b.name.as_str());
+            assert_eq!(a.kind, b.kind);
+            assert_eq!(a.name, b.name);
             assert_eq!(a.parameters.map(|p| p.get()), b.parameters.map(|p| p.get()));
         }
         assert_eq!(again[0].name.as_str(), Some("f\u{e9}\"q"));
-        assert_eq!(tools_json(&[]), "[]");
+        assert_eq!(again[3].kind, Field::Other(crate::gate::JsonKind::Number));
+        assert!(DeclaredTools::of(&[]).is_empty());
+        assert!(!declared.is_empty());
     }
 
     #[test]

@@ -22,6 +22,7 @@
 
 mod canon;
 pub mod carry;
+mod quick_item;
 pub mod record;
 mod sse;
 pub mod stored;

@@ -53,12 +53,15 @@ mod hex_digest {
 
 /// What every digested encoding starts with (length-prefixed), so a digest of an item can
 /// never equal the digest of anything else hashed the same way.
-const DOMAIN: &[u8] = b"replaygate item digest v1";
+pub(crate) const DOMAIN: &[u8] = b"replaygate item digest v1";
 
 /// Reads one output item. `None` when it is not an object with a string `type`, when `id` or
 /// `call_id` is neither a string nor `null`, or when `type`, `id` or `call_id` is longer than
 /// [`MAX_ID_BYTES`].
 pub fn item_record(item: &RawValue) -> Option<ItemRecord> {
+    if let Some(quick) = super::quick_item::quick_item(item.get()) {
+        return Some(quick.record);
+    }
     let value: Value = serde_json::from_str(item.get()).ok()?;
     item_record_from_value(&value)
 }

@@ -38,6 +38,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::quick_item::quick_item;
 use super::record::{item_record, item_record_from_value, ItemRecord, ResponseRecord};
 use super::sse::{push_capped, Framing};
 use super::MAX_ID_BYTES;
@@ -283,9 +284,19 @@ impl Kept {
         if !(keep.calls || keep.items) || self.spilled {
             return item_record(item);
         }
-        let value: Value = serde_json::from_str(item.get()).ok()?;
-        let record = item_record_from_value(&value)?;
-        let call = (keep.calls && record.item_type == "function_call").then(|| output_call(index, &value));
+        let (record, call) = match quick_item(item.get()) {
+            Some(quick) => (
+                quick.record,
+                quick.call.filter(|_| keep.calls).map(|call| call.at(index)),
+            ),
+            None => {
+                let value: Value = serde_json::from_str(item.get()).ok()?;
+                let record = item_record_from_value(&value)?;
+                let call =
+                    (keep.calls && record.item_type == "function_call").then(|| output_call(index, &value));
+                (record, call)
+            }
+        };
         let text = keep.items.then(|| item.get());
         let added = call.as_ref().map_or(0, call_bytes) + text.map_or(0, str::len);
         if self.bytes + added > cap {
