@@ -36,6 +36,12 @@
 //! two-core host a stalled runtime worker is half the proxy; 40 µs beside a provider round trip
 //! is not.
 //!
+//! Two things in memory spare most lookups that trip: a Bloom filter of every key in the file
+//! ([`KeyFilter`], 2 MiB, filled from the expiry index when the store opens and as records are
+//! queued) answers "not recorded" at once, and the records this process committed lately
+//! ([`Recent`], up to 32 MiB of them) answer the next turn's lookups. Only a key that is in
+//! neither goes to the file.
+//!
 //! # Expiry
 //!
 //! Reads treat an expired entry as absent. The writer thread also sweeps: at most
@@ -66,6 +72,8 @@ use redb::{
 };
 use tokio::sync::oneshot;
 
+use super::key_filter::KeyFilter;
+use super::recent::{Recent, Weights};
 use super::{now_unix, StoreError};
 use crate::ledger::{StoredItem, StoredResponse};
 use crate::proxy::rate_limit::{LocalRateLimiter, RateLimiter};
@@ -85,6 +93,11 @@ const SWEEP_LIMIT: usize = 4096;
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
 /// redb's page cache (redb's default is 1 GiB).
 const CACHE_BYTES: usize = 64 * 1024 * 1024;
+/// The key filter's size: 2^24 bits (2 MiB), about one false "maybe" in a thousand lookups
+/// with a million keys stored.
+const KEY_FILTER_BITS_LOG2: u32 = 24;
+/// The most encoded bytes of recent records kept in memory.
+const RECENT_BYTES: u64 = 32 * 1024 * 1024;
 
 /// A stored entry: its `expires_unix` and its JSON.
 type Entry = (u64, &'static [u8]);
@@ -116,6 +129,10 @@ struct Inner {
     queue: Option<SyncSender<Command>>,
     writer: Option<JoinHandle<()>>,
     limiter: LocalRateLimiter,
+    /// Every key in the file (and some that have left it).
+    keys: KeyFilter,
+    /// What this process committed lately.
+    recent: Recent,
 }
 
 /// Knobs the tests turn down.
@@ -190,6 +207,8 @@ impl EmbeddedStore {
             .create(&path)
             .map_err(|e| open_error(&path, e))?;
         create_tables(&db)?;
+        let keys = KeyFilter::new(KEY_FILTER_BITS_LOG2);
+        load_keys(&db, &keys)?;
         let db = Arc::new(db);
         let (queue, requests) = mpsc::sync_channel(tuning.queue);
         let writer_db = db.clone();
@@ -203,24 +222,38 @@ impl EmbeddedStore {
                 queue: Some(queue),
                 writer: Some(writer),
                 limiter: LocalRateLimiter::default(),
+                keys,
+                recent: Recent::new(RECENT_BYTES),
             }),
         })
     }
 
     pub(super) async fn put_response(&self, response: &StoredResponse) -> Result<(), StoreError> {
-        let ack = self.enqueue_put(response)?;
-        ack.await.map_err(|_| writer_stopped())?
+        let (ack, weights) = self.enqueue_put(response)?;
+        ack.await.map_err(|_| writer_stopped())??;
+        self.inner.recent.remember(response, &weights);
+        Ok(())
     }
 
-    /// Hands `response` to the writer thread without waiting for the commit.
+    /// Hands `response` to the writer thread without waiting for the commit; its keys are in
+    /// the filter from now on.
     fn enqueue_put(
         &self,
         response: &StoredResponse,
-    ) -> Result<oneshot::Receiver<Result<(), StoreError>>, StoreError> {
+    ) -> Result<(oneshot::Receiver<Result<(), StoreError>>, Weights), StoreError> {
         let rows = Rows::encode(response)?;
+        let weights = rows.weights();
+        let keys = &self.inner.keys;
+        keys.insert(KIND_RESPONSE, rows.response.0.as_bytes());
+        rows.by_id
+            .iter()
+            .for_each(|(id, ..)| keys.insert(KIND_ITEM_BY_ID, id.as_bytes()));
+        rows.by_digest
+            .iter()
+            .for_each(|(digest, ..)| keys.insert(KIND_ITEM_BY_DIGEST, digest));
         let (ack, done) = oneshot::channel();
         self.send(Command::Put { rows, ack })?;
-        Ok(done)
+        Ok((done, weights))
     }
 
     fn send(&self, command: Command) -> Result<(), StoreError> {
@@ -232,6 +265,12 @@ impl EmbeddedStore {
     }
 
     pub(super) async fn response(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
+        if let Some(response) = self.inner.recent.response(id, now_unix()) {
+            return Ok(Some(response));
+        }
+        if !self.inner.keys.may_contain(KIND_RESPONSE, id.as_bytes()) {
+            return Ok(None);
+        }
         let id = id.to_owned();
         self.read(move |db, now| {
             let txn = db.begin_read().map_err(unavailable("read transaction"))?;
@@ -245,39 +284,85 @@ impl EmbeddedStore {
     }
 
     pub(super) async fn items_by_id(&self, ids: &[String]) -> Result<Vec<Option<StoredItem>>, StoreError> {
-        let ids = ids.to_vec();
-        self.read(move |db, now| {
-            let txn = db.begin_read().map_err(unavailable("read transaction"))?;
-            let table = txn.open_table(ITEMS_BY_ID).map_err(unavailable("items table"))?;
-            ids.iter()
-                .map(|id| {
-                    let entry = table.get(id.as_str()).map_err(unavailable("items table"))?;
-                    live(entry.as_ref().map(|guard| guard.value()), now, "item")
-                })
-                .collect()
-        })
-        .await
+        let (mut found, unsure) = self.remembered(ids, |recent, id, now| {
+            let item = recent.item_by_id(id, now);
+            let maybe = item.is_none() && self.inner.keys.may_contain(KIND_ITEM_BY_ID, id.as_bytes());
+            (item, maybe)
+        });
+        if unsure.is_empty() {
+            return Ok(found);
+        }
+        let ids: Vec<String> = unsure.iter().map(|&i| ids[i].clone()).collect();
+        let read = self
+            .read(move |db, now| {
+                let txn = db.begin_read().map_err(unavailable("read transaction"))?;
+                let table = txn.open_table(ITEMS_BY_ID).map_err(unavailable("items table"))?;
+                ids.iter()
+                    .map(|id| {
+                        let entry = table.get(id.as_str()).map_err(unavailable("items table"))?;
+                        live(entry.as_ref().map(|guard| guard.value()), now, "item")
+                    })
+                    .collect::<Result<Vec<_>, StoreError>>()
+            })
+            .await?;
+        unsure.into_iter().zip(read).for_each(|(i, item)| found[i] = item);
+        Ok(found)
     }
 
     pub(super) async fn items_by_digest(
         &self,
         digests: &[[u8; 32]],
     ) -> Result<Vec<Option<StoredItem>>, StoreError> {
-        let digests = digests.to_vec();
-        self.read(move |db, now| {
-            let txn = db.begin_read().map_err(unavailable("read transaction"))?;
-            let table = txn
-                .open_table(ITEMS_BY_DIGEST)
-                .map_err(unavailable("digests table"))?;
-            digests
-                .iter()
-                .map(|digest| {
-                    let entry = table.get(digest).map_err(unavailable("digests table"))?;
-                    live(entry.as_ref().map(|guard| guard.value()), now, "item")
-                })
-                .collect()
-        })
-        .await
+        let (mut found, unsure) = self.remembered(digests, |recent, digest, now| {
+            let item = recent.item_by_digest(digest, now);
+            let maybe = item.is_none() && self.inner.keys.may_contain(KIND_ITEM_BY_DIGEST, digest);
+            (item, maybe)
+        });
+        if unsure.is_empty() {
+            return Ok(found);
+        }
+        let digests: Vec<[u8; 32]> = unsure.iter().map(|&i| digests[i]).collect();
+        let read = self
+            .read(move |db, now| {
+                let txn = db.begin_read().map_err(unavailable("read transaction"))?;
+                let table = txn
+                    .open_table(ITEMS_BY_DIGEST)
+                    .map_err(unavailable("digests table"))?;
+                digests
+                    .iter()
+                    .map(|digest| {
+                        let entry = table.get(digest).map_err(unavailable("digests table"))?;
+                        live(entry.as_ref().map(|guard| guard.value()), now, "item")
+                    })
+                    .collect::<Result<Vec<_>, StoreError>>()
+            })
+            .await?;
+        unsure.into_iter().zip(read).for_each(|(i, item)| found[i] = item);
+        Ok(found)
+    }
+
+    /// What memory says of each key: the items it remembers, and the positions of the keys
+    /// only the file can answer for. `ask` gives a key's remembered item, and whether the
+    /// file may hold it when there is none.
+    fn remembered<K>(
+        &self,
+        keys: &[K],
+        ask: impl Fn(&Recent, &K, u64) -> (Option<StoredItem>, bool),
+    ) -> (Vec<Option<StoredItem>>, Vec<usize>) {
+        let now = now_unix();
+        let mut unsure = Vec::new();
+        let found = keys
+            .iter()
+            .enumerate()
+            .map(|(i, key)| {
+                let (item, maybe) = ask(&self.inner.recent, key, now);
+                if maybe {
+                    unsure.push(i);
+                }
+                item
+            })
+            .collect();
+        (found, unsure)
     }
 
     pub(super) fn hit_rate(&self, key: &str, per_minute: NonZeroU32) -> Result<(), Duration> {
@@ -329,6 +414,15 @@ impl Drop for Inner {
 }
 
 impl Rows {
+    /// The encoded sizes of the rows.
+    fn weights(&self) -> Weights {
+        Weights {
+            response: self.response.2.len(),
+            by_id: self.by_id.iter().map(|(_, _, json)| json.len()).collect(),
+            by_digest: self.by_digest.iter().map(|(_, _, json)| json.len()).collect(),
+        }
+    }
+
     fn encode(response: &StoredResponse) -> Result<Rows, StoreError> {
         Ok(Rows {
             response: (response.id.clone(), response.expires_unix, to_json(response)?),
@@ -360,6 +454,18 @@ fn live<T: serde::de::DeserializeOwned>(
             .map_err(|e| StoreError::Corrupt(format!("a stored {what}: {e}"))),
         _ => Ok(None),
     }
+}
+
+/// Adds every key the file holds to `keys` (from the expiry index, which names each entry).
+fn load_keys(db: &Database, keys: &KeyFilter) -> Result<(), StoreError> {
+    let txn = db.begin_read().map_err(unavailable("read transaction"))?;
+    let expiry = txn.open_table(EXPIRY).map_err(unavailable("expiry table"))?;
+    for row in expiry.iter().map_err(unavailable("expiry table"))? {
+        let (row, _) = row.map_err(unavailable("expiry table"))?;
+        let (_, kind, key) = row.value();
+        keys.insert(kind, key);
+    }
+    Ok(())
 }
 
 fn create_tables(db: &Database) -> Result<(), StoreError> {
@@ -861,7 +967,7 @@ mod tests {
         let refused = loop {
             assert!(accepted.len() <= MAX_BATCH + 1, "the queue never filled");
             match store.enqueue_put(&response(&format!("resp_{}", accepted.len()), 1, 60)) {
-                Ok(ack) => accepted.push(ack),
+                Ok((ack, _)) => accepted.push(ack),
                 Err(e) => break e,
             }
         };
@@ -909,6 +1015,9 @@ mod tests {
             .insert(&[9; 32], (u64::MAX, &b"[]"[..]))
             .unwrap();
         txn.commit().unwrap();
+        // Written past the store: its key filter must be told, as a put would tell it.
+        store.inner.keys.insert(KIND_RESPONSE, b"resp_bad");
+        store.inner.keys.insert(KIND_ITEM_BY_DIGEST, &[9; 32]);
         assert!(matches!(
             store.response("resp_bad").await,
             Err(StoreError::Corrupt(_))

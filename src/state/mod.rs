@@ -10,7 +10,9 @@
 //! `[ledger] on_unavailable` says.
 
 mod embedded;
+mod key_filter;
 mod memory;
+mod recent;
 mod redis;
 
 use std::num::NonZeroU32;
