@@ -30,10 +30,14 @@ const LIMIT: Duration = Duration::from_secs(10);
 type Client = WebSocketStream<TcpStream>;
 
 /// A proxy with provider `openai` (the default) at `provider`, its key from the environment,
-/// and `extra` configuration.
-async fn proxy(provider: &FakeProvider, server: &str) -> Proxy {
+/// and `extra` configuration (`[server]` keys, or tables).
+async fn proxy(provider: &FakeProvider, extra: &str) -> Proxy {
+    let (server, tables) = match extra.starts_with('[') {
+        true => ("", extra),
+        false => (extra, ""),
+    };
     let config = format!(
-        "[server]\n{server}\ndefault_provider = \"openai\"\n[providers.openai]\nbase_url = \"{}\"\nauth = {{ bearer_env = \"UP_KEY\" }}\n",
+        "[server]\n{server}\ndefault_provider = \"openai\"\n[providers.openai]\nbase_url = \"{}\"\nauth = {{ bearer_env = \"UP_KEY\" }}\n{tables}\n",
         provider.base_url()
     );
     Proxy::start(&config, &[("UP_KEY", PROVIDER_KEY)]).await
@@ -164,10 +168,10 @@ async fn a_refused_message_gets_an_error_event_and_the_socket_stays() {
     assert_eq!(provider.texts(), [valid]);
 }
 
-#[tokio::test]
-async fn pairing_sees_the_earlier_turns_of_the_socket() {
+/// Turns on one socket, then a continuation of its chain on a second socket.
+async fn pair_across_turns(ledger: &str) -> Value {
     let provider = FakeProvider::start(Behaviour::Turns).await;
-    let proxy = proxy(&provider, "").await;
+    let proxy = proxy(&provider, &format!("[ledger]\nenabled = {ledger}")).await;
     let mut client = connect(&proxy, "/v1/responses").await.unwrap();
     turn(&mut client, &create("weather?")).await;
     // The output answers the call the provider produced on this socket in resp_1.
@@ -176,7 +180,7 @@ async fn pairing_sees_the_earlier_turns_of_the_socket() {
         turn_events(2)
     );
     // resp_2's chain (resp_2, resp_1) is known whole: an output answering no call in it is
-    // refused, though the ledger is off and the request continues stored state.
+    // refused, though the request continues stored state.
     client
         .send(Message::text(continuation("resp_2", "call_999")))
         .await
@@ -189,12 +193,32 @@ async fn pairing_sees_the_earlier_turns_of_the_socket() {
         turn(&mut client, &continuation("resp_2", "call_1")).await,
         turn_events(3)
     );
-    // A response never produced on this socket is unknown, not refused.
+    // A response never produced on this socket (nor recorded) is unknown, not refused.
     assert_eq!(
         turn(&mut client, &continuation("resp_elsewhere", "call_x")).await,
         turn_events(4)
     );
     assert_eq!(provider.texts().len(), 4);
+    // Another socket continues the same chain: only the ledger knows it there.
+    let mut other = connect(&proxy, "/v1/responses").await.unwrap();
+    other
+        .send(Message::text(continuation("resp_2", "call_999")))
+        .await
+        .unwrap();
+    next_json(&mut other).await
+}
+
+#[tokio::test]
+async fn pairing_sees_the_earlier_turns_of_the_socket_without_the_ledger() {
+    // The socket's own memory: another socket knows nothing of it, so the provider answers.
+    let elsewhere = pair_across_turns("false").await;
+    assert_eq!(elsewhere["type"], "response.created", "{elsewhere}");
+}
+
+#[tokio::test]
+async fn the_ledger_records_what_passes_on_a_socket() {
+    let elsewhere = pair_across_turns("true").await;
+    assert_eq!(elsewhere["error"]["code"], "call_id_mismatch", "{elsewhere}");
 }
 
 #[tokio::test]
