@@ -455,3 +455,136 @@ async fn a_python_websockets_client_passes_valid_and_refused_messages_on_one_soc
         json!(["call_id_mismatch", "arguments_type"])
     );
 }
+
+#[tokio::test]
+async fn teams_audit_and_the_access_line_cover_the_socket_and_its_messages() {
+    use crate::support::log_capture::Captured;
+    use crate::teams::{key_entry, PAY_KEY};
+
+    let captured = Captured::default();
+    let sink = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
+        .with_writer(move || sink.clone())
+        .finish();
+    // The test's runtime is one thread: the proxy's tasks log here too.
+    let _logging = tracing::subscriber::set_default(subscriber);
+
+    let provider = FakeProvider::start(Behaviour::Turns).await;
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let extra = format!(
+        "[audit]\npath = \"{}\"\n[teams.payments]\nkeys = [\"{}\"]\nmodels = [\"gpt-5*\"]\n",
+        audit.display(),
+        key_entry(PAY_KEY)
+    );
+    let proxy = proxy(&provider, &extra).await;
+    // Without a team's key the upgrade is refused.
+    match connect(&proxy, "/v1/responses").await {
+        Err(WsError::Http(response)) => assert_eq!(response.status(), 401),
+        other => panic!("expected 401, got {other:?}"),
+    }
+    let mut request = format!("ws://{}/v1/responses", proxy.addr)
+        .into_client_request()
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("authorization", format!("Bearer {PAY_KEY}").parse().unwrap());
+    request
+        .headers_mut()
+        .insert("x-request-id", "ws-socket-1".parse().unwrap());
+    let stream = TcpStream::connect(proxy.addr).await.unwrap();
+    let (mut client, _) = tokio_tungstenite::client_async(request, stream).await.unwrap();
+    // A model the team may not use: refused on the socket, which stays.
+    let other_model = json!({"type": "response.create", "model": "o3", "input": "hi"}).to_string();
+    client.send(Message::text(other_model)).await.unwrap();
+    let event = next_json(&mut client).await;
+    assert_eq!(
+        (event["status"].as_u64(), event["error"]["code"].as_str()),
+        (Some(403), Some("model_not_allowed"))
+    );
+    let refused = json!({
+        "type": "response.create",
+        "model": "gpt-5",
+        "input": [{"type": "function_call", "call_id": "c1", "name": "f", "arguments": 7}],
+    })
+    .to_string();
+    client.send(Message::text(&refused)).await.unwrap();
+    assert_eq!(next_json(&mut client).await["status"], 422);
+    turn(&mut client, &create("hi")).await;
+    client.send(Message::Close(None)).await.unwrap();
+    while let Ok(Some(Ok(_))) = tokio::time::timeout(LIMIT, client.next()).await {}
+    // The provider got the provider's key, never the team's.
+    let seen = provider.seen.lock().unwrap().upgrades[0].1.clone();
+    assert_eq!(seen["authorization"], format!("Bearer {PROVIDER_KEY}"));
+
+    // One access line for the socket, written as it closed.
+    let access = || -> Vec<Value> {
+        captured
+            .text()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|line| line["target"] == "replaygate::access" && line["request_id"] == "ws-socket-1")
+            .collect()
+    };
+    wait_for(|| !access().is_empty()).await;
+    let lines = access();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let line = &lines[0];
+    assert_eq!(line["status"], 101, "{line}");
+    assert_eq!(line["team"], "payments");
+    assert_eq!(
+        (
+            &line["ws_messages_in"],
+            &line["ws_messages_out"],
+            &line["ws_forwarded"],
+            &line["ws_refused"]
+        ),
+        (&json!(3), &json!(3), &json!(1), &json!(2)),
+        "{line}"
+    );
+    assert_eq!(line["ws_ended"], "client_closed");
+    // Audit lines for the judged messages, the refused one among them.
+    let audit = std::fs::read_to_string(&audit).unwrap();
+    let decisions: Vec<String> = audit
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).unwrap()["decision"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(decisions, ["rejected", "allowed"]);
+}
+
+#[tokio::test]
+async fn a_sigv4_provider_gets_a_signed_upgrade() {
+    let provider = FakeProvider::start(Behaviour::Turns).await;
+    let config = format!(
+        "default_provider = \"bedrock\"\n[providers.bedrock]\nbase_url = \"{}\"\nauth = {{ aws_sigv4 = {{ region = \"us-east-1\", service = \"bedrock-mantle\" }} }}\n",
+        provider.base_url()
+    );
+    let env = [
+        ("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"),
+        ("AWS_SECRET_ACCESS_KEY", "secret"),
+    ];
+    let proxy = Proxy::start(&config, &env).await;
+    let mut client = connect(&proxy, "/v1/responses").await.unwrap();
+    assert_eq!(turn(&mut client, &create("hi")).await, turn_events(1));
+    let headers = provider.seen.lock().unwrap().upgrades[0].1.clone();
+    let authorization = headers["authorization"].to_str().unwrap();
+    assert!(
+        authorization.starts_with("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
+            && authorization.contains("SignedHeaders=host;"),
+        "{authorization}"
+    );
+    assert!(headers.contains_key("x-amz-date"));
+    // The upgrade has no body: the signature covers the empty payload.
+    assert_eq!(
+        headers["x-amz-content-sha256"],
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    );
+    assert!(!headers.contains_key("x-api-key"));
+}
