@@ -86,6 +86,16 @@ impl<'r> RequestContext<'r> {
         Ok(self.snapshot.provider(name)?.clone())
     }
 
+    /// The metric handles of this request's configuration.
+    pub fn meters(&self) -> &Arc<crate::metrics::Meters> {
+        &self.snapshot.meters
+    }
+
+    /// The client key's team, once authenticated.
+    pub fn team_name(&self) -> Option<&str> {
+        self.team.as_deref().map(|team| team.name.as_str())
+    }
+
     /// Judges this context's messages as turns of a WebSocket whose earlier turns are
     /// `turns`.
     pub fn on_socket(&mut self, turns: Arc<SocketTurns>) {

@@ -479,7 +479,7 @@ async fn teams_audit_and_the_access_line_cover_the_socket_and_its_messages() {
         audit.display(),
         key_entry(PAY_KEY)
     );
-    let proxy = proxy(&provider, &extra).await;
+    let mut proxy = proxy(&provider, &extra).await;
     // Without a team's key the upgrade is refused.
     match connect(&proxy, "/v1/responses").await {
         Err(WsError::Http(response)) => assert_eq!(response.status(), 401),
@@ -557,6 +557,24 @@ async fn teams_audit_and_the_access_line_cover_the_socket_and_its_messages() {
         })
         .collect();
     assert_eq!(decisions, ["rejected", "allowed"]);
+    // The refused messages count as requests with their decision, by team (and provider, once
+    // the socket has one).
+    let admin = proxy.admin().await;
+    let metrics = reqwest::get(format!("http://{admin}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for series in [
+        r#"replaygate_requests_total{provider="-",team="payments",decision="error"} 1"#,
+        r#"replaygate_requests_total{provider="openai",team="payments",decision="rejected"} 1"#,
+    ] {
+        assert!(
+            metrics.lines().any(|line| line == series),
+            "{series} in\n{metrics}"
+        );
+    }
 }
 
 #[tokio::test]

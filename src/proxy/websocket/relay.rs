@@ -258,6 +258,13 @@ impl Relay<'_, '_> {
     /// Answers a refused message with its error event; the socket stays open.
     async fn refuse(&mut self, error: &ApiError) -> Flow {
         self.counts.refused += 1;
+        let (provider, rejected) = match error {
+            ApiError::Rejected { provider, .. } => (Some(provider.as_str()), true),
+            _ => (self.provider.as_deref(), false),
+        };
+        self.cx
+            .meters()
+            .refused_message(provider, self.cx.team_name(), rejected);
         tracing::info!(
             code = error.code(),
             status = error.status().as_u16(),
