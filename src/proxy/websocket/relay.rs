@@ -76,11 +76,11 @@ impl Relay<'_, '_> {
             let flow = tokio::select! {
                 message = self.client.next() => {
                     last_activity = Instant::now();
-                    self.from_client(message).await
+                    self.on_client(message).await
                 }
                 message = next_of(&mut self.upstream) => {
                     last_activity = Instant::now();
-                    self.from_upstream(message).await
+                    self.on_upstream(message).await
                 }
                 () = tokio::time::sleep_until(last_activity + self.limits.idle) => {
                     self.counts.ended = "idle_timeout";
@@ -91,7 +91,7 @@ impl Relay<'_, '_> {
                 () = tokio::time::sleep_until(deadline) => {
                     self.counts.ended = "max_duration";
                     let minutes = self.limits.max_duration.as_secs().div_ceil(60);
-                    let _ = self.to_client(Message::text(limit_reached_event(minutes))).await;
+                    let _ = self.send_client(Message::text(limit_reached_event(minutes))).await;
                     let frame = close_frame(CloseCode::Normal, "connection time limit reached");
                     self.close_both(frame).await;
                     Flow::Stop
@@ -103,17 +103,17 @@ impl Relay<'_, '_> {
         }
     }
 
-    async fn from_client(&mut self, message: Option<Result<Message, WsError>>) -> Flow {
+    async fn on_client(&mut self, message: Option<Result<Message, WsError>>) -> Flow {
         match message {
             Some(Ok(Message::Text(text))) => self.client_data(Bytes::from(text), true).await,
             Some(Ok(Message::Binary(bytes))) => self.client_data(bytes, false).await,
             Some(Ok(message @ (Message::Ping(_) | Message::Pong(_)))) => {
-                self.to_upstream(message).await;
+                self.send_upstream(message).await;
                 Flow::Go
             }
             Some(Ok(Message::Close(frame))) => {
                 self.counts.ended = "client_closed";
-                if self.to_upstream(Message::Close(frame)).await {
+                if self.send_upstream(Message::Close(frame)).await {
                     drain_until_closed(self.upstream.as_mut()).await;
                 }
                 Flow::Stop
@@ -124,9 +124,9 @@ impl Relay<'_, '_> {
                 let limit = self.limits.max_message_bytes;
                 let reason = format!("a message may be at most {limit} bytes (max_body_bytes)");
                 let _ = self
-                    .to_client(Message::Close(Some(close_frame(CloseCode::Size, &reason))))
+                    .send_client(Message::Close(Some(close_frame(CloseCode::Size, &reason))))
                     .await;
-                self.to_upstream(Message::Close(Some(close_frame(
+                self.send_upstream(Message::Close(Some(close_frame(
                     CloseCode::Away,
                     "client went away",
                 ))))
@@ -135,7 +135,7 @@ impl Relay<'_, '_> {
             }
             Some(Err(_)) | None => {
                 self.counts.ended = "client_gone";
-                self.to_upstream(Message::Close(Some(close_frame(
+                self.send_upstream(Message::Close(Some(close_frame(
                     CloseCode::Away,
                     "client went away",
                 ))))
@@ -145,7 +145,7 @@ impl Relay<'_, '_> {
         }
     }
 
-    async fn from_upstream(&mut self, message: Option<Result<Message, WsError>>) -> Flow {
+    async fn on_upstream(&mut self, message: Option<Result<Message, WsError>>) -> Flow {
         match message {
             Some(Ok(Message::Text(text))) => {
                 self.read_event(&text).await;
@@ -159,7 +159,7 @@ impl Relay<'_, '_> {
             Some(Ok(message @ (Message::Ping(_) | Message::Pong(_)))) => self.deliver(message).await,
             Some(Ok(Message::Close(frame))) => {
                 self.counts.ended = "provider_closed";
-                if self.to_client(Message::Close(frame)).await {
+                if self.send_client(Message::Close(frame)).await {
                     drain_until_closed(Some(&mut self.client)).await;
                 }
                 Flow::Stop
@@ -168,7 +168,7 @@ impl Relay<'_, '_> {
             Some(Err(_)) | None => {
                 self.counts.ended = "provider_gone";
                 let frame = close_frame(CloseCode::Error, "the provider's connection ended");
-                let _ = self.to_client(Message::Close(Some(frame))).await;
+                let _ = self.send_client(Message::Close(Some(frame))).await;
                 Flow::Stop
             }
         }
@@ -189,10 +189,7 @@ impl Relay<'_, '_> {
                 false => Ok(Message::Binary(bytes)),
             };
             return match message {
-                Ok(message) => match self.to_upstream(message).await {
-                    true => Flow::Go,
-                    false => Flow::Stop,
-                },
+                Ok(message) => self.forward(message).await,
                 Err(_) => Flow::Go,
             };
         }
@@ -233,10 +230,19 @@ impl Relay<'_, '_> {
             self.pending.push_back(Pending { tap, turn, recording });
         }
         self.counts.forwarded += 1;
-        match self.to_upstream(message).await {
-            true => Flow::Go,
-            false => Flow::Stop,
+        self.forward(message).await
+    }
+
+    /// Sends a client message on to the provider; a provider that cannot take it ends the
+    /// socket.
+    async fn forward(&mut self, message: Message) -> Flow {
+        if self.send_upstream(message).await {
+            return Flow::Go;
         }
+        self.counts.ended = "provider_gone";
+        let frame = close_frame(CloseCode::Error, "the provider's connection ended");
+        let _ = self.send_client(Message::Close(Some(frame))).await;
+        Flow::Stop
     }
 
     /// Judges one message as a POST of it to the upgrade's path: the team's rate, the route
@@ -270,7 +276,7 @@ impl Relay<'_, '_> {
             status = error.status().as_u16(),
             "a WebSocket message was refused"
         );
-        match self.to_client(Message::text(error_event(error))).await {
+        match self.send_client(Message::text(error_event(error))).await {
             true => Flow::Go,
             false => Flow::Stop,
         }
@@ -311,19 +317,19 @@ impl Relay<'_, '_> {
 
     /// Sends a server message on to the client.
     async fn deliver(&mut self, message: Message) -> Flow {
-        match self.to_client(message).await {
+        match self.send_client(message).await {
             true => Flow::Go,
             false => {
                 self.counts.ended = "client_gone";
                 let frame = close_frame(CloseCode::Away, "client went away");
-                self.to_upstream(Message::Close(Some(frame))).await;
+                self.send_upstream(Message::Close(Some(frame))).await;
                 Flow::Stop
             }
         }
     }
 
     /// Sends to the client; `false` when it failed or made no progress for the idle timeout.
-    async fn to_client(&mut self, message: Message) -> bool {
+    async fn send_client(&mut self, message: Message) -> bool {
         matches!(
             tokio::time::timeout(self.limits.idle, self.client.send(message)).await,
             Ok(Ok(()))
@@ -331,7 +337,7 @@ impl Relay<'_, '_> {
     }
 
     /// Sends to the provider, when its socket is open; `false` when that failed.
-    async fn to_upstream(&mut self, message: Message) -> bool {
+    async fn send_upstream(&mut self, message: Message) -> bool {
         let Some(upstream) = &mut self.upstream else {
             return !matches!(message, Message::Close(_));
         };

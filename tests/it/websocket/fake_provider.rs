@@ -51,6 +51,8 @@ impl Drop for FakeProvider {
 }
 
 impl FakeProvider {
+    // The handshake callback's error type is tungstenite's own.
+    #[allow(clippy::result_large_err)]
     pub async fn start(behaviour: Behaviour) -> FakeProvider {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
