@@ -66,8 +66,9 @@ impl SocketLimits {
         }
     }
 
-    /// The client side: messages and frames up to `max_message_bytes`, and a write buffer
-    /// bounded so a client that does not read holds the relay back.
+    /// The client side: messages and frames up to `max_message_bytes` (a frame's head that
+    /// announces more is refused before its payload is read). Every send flushes, so what waits
+    /// for a client that does not read is one message.
     fn client_config(&self) -> WebSocketConfig {
         WebSocketConfig::default()
             .max_message_size(Some(self.max_message_bytes))
