@@ -153,6 +153,18 @@ pub enum ApiError {
         /// Whole seconds until a request would be accepted (at least 1).
         retry_after: u64,
     },
+    /// A WebSocket upgrade replaygate cannot serve: another path than `/responses`, or a
+    /// handshake without a key or with another version than 13 (400).
+    #[error("{0}")]
+    BadUpgrade(String),
+    /// The provider answered the WebSocket upgrade with a status other than 101 (that status).
+    #[error("provider `{provider}` refused the WebSocket upgrade with status {}", status.as_u16())]
+    UpgradeRefused {
+        /// The provider the socket was routed to.
+        provider: String,
+        /// The provider's status.
+        status: StatusCode,
+    },
 }
 
 /// The `retry-after` of a 503 `overloaded`, in seconds.
@@ -229,7 +241,9 @@ impl ApiError {
             | ApiError::BodyUnreadable(_)
             | ApiError::InvalidPath(_)
             | ApiError::RouteConflict(_)
-            | ApiError::MalformedHead => StatusCode::BAD_REQUEST,
+            | ApiError::MalformedHead
+            | ApiError::BadUpgrade(_) => StatusCode::BAD_REQUEST,
+            ApiError::UpgradeRefused { status, .. } => *status,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::UnsupportedCharset(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::HeadTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
@@ -289,6 +303,8 @@ impl ApiError {
             ApiError::ProviderNotAllowed { .. } => "provider_not_allowed",
             ApiError::ModelNotAllowed { .. } => "model_not_allowed",
             ApiError::RateLimited { .. } => "rate_limit_exceeded",
+            ApiError::BadUpgrade(_) => "invalid_upgrade",
+            ApiError::UpgradeRefused { .. } => "upstream_refused_upgrade",
         }
     }
 

@@ -60,6 +60,10 @@ pub(super) struct ServerTable {
     shutdown_grace: Duration,
     workers: usize,
     watch_config: bool,
+    #[serde(rename = "websocket_idle_timeout_ms", deserialize_with = "positive_millis")]
+    websocket_idle_timeout: Duration,
+    #[serde(rename = "websocket_max_duration_ms", deserialize_with = "positive_millis")]
+    websocket_max_duration: Duration,
 }
 
 impl Default for ServerTable {
@@ -76,6 +80,8 @@ impl Default for ServerTable {
             shutdown_grace: defaults.shutdown_grace,
             workers: defaults.workers,
             watch_config: defaults.watch_config,
+            websocket_idle_timeout: defaults.websocket_idle_timeout,
+            websocket_max_duration: defaults.websocket_max_duration,
         }
     }
 }
@@ -93,6 +99,8 @@ impl ServerTable {
             shutdown_grace: self.shutdown_grace,
             workers: self.workers,
             watch_config: self.watch_config,
+            websocket_idle_timeout: self.websocket_idle_timeout,
+            websocket_max_duration: self.websocket_max_duration,
         }
     }
 }

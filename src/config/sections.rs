@@ -35,6 +35,12 @@ pub struct ServerConfig {
     pub workers: usize,
     /// `watch_config`: re-read the configuration when its file changes, as on SIGHUP.
     pub watch_config: bool,
+    /// `websocket_idle_timeout_ms`: a WebSocket on which no message passed either way for this
+    /// long is closed (default 5 minutes).
+    pub websocket_idle_timeout: Duration,
+    /// `websocket_max_duration_ms`: the longest a WebSocket stays open (default 60 minutes, the
+    /// providers' own cap).
+    pub websocket_max_duration: Duration,
 }
 
 impl ServerConfig {
@@ -59,6 +65,8 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(30),
             workers: 0,
             watch_config: false,
+            websocket_idle_timeout: Duration::from_secs(5 * 60),
+            websocket_max_duration: Duration::from_secs(60 * 60),
         }
     }
 }

@@ -159,6 +159,34 @@ impl Meters {
         }
     }
 
+    /// Counts a WebSocket message refused on a socket of `team` to `provider` (when chosen) as
+    /// a request with that decision (`rejected` by the gate, else `error`).
+    pub fn refused_message(&self, provider: Option<&str>, team: Option<&str>, rejected: bool) {
+        let decision = match rejected {
+            true => RequestDecision::Rejected,
+            false => RequestDecision::Error,
+        };
+        self.count_request(self.provider(provider), team, decision);
+    }
+
+    /// Counts one request of `team` to `provider` with `decision`.
+    fn count_request(&self, provider: &ProviderMeter, team: Option<&str>, decision: RequestDecision) {
+        let team = self.team(team);
+        let counters = provider.requests[team].get_or_init(|| {
+            RequestDecision::ALL.map(|decision| {
+                counter(
+                    &self.metrics.requests,
+                    &RequestLabels {
+                        provider: provider.label.clone(),
+                        team: self.team_labels[team].clone(),
+                        decision: decision.as_str(),
+                    },
+                )
+            })
+        });
+        counters[decision.index()].inc();
+    }
+
     /// Counts the function calls `provider` produced that do not fit the request's tools.
     pub fn response_violations(&self, violations: &[ResponseViolation], provider: &str) {
         let provider = &self.provider(Some(provider)).label;
@@ -201,21 +229,8 @@ impl RequestMeter {
     /// ones (`-` for none).
     pub fn finish(self, record: &AccessRecord, outcome: &Outcome) {
         let provider = self.meters.provider(record.provider());
-        let team = self.meters.team(record.team_name());
         let decision = RequestDecision::of(record.decision(), outcome.head.is_some());
-        let counters = provider.requests[team].get_or_init(|| {
-            RequestDecision::ALL.map(|decision| {
-                counter(
-                    &self.meters.metrics.requests,
-                    &RequestLabels {
-                        provider: provider.label.clone(),
-                        team: self.meters.team_labels[team].clone(),
-                        decision: decision.as_str(),
-                    },
-                )
-            })
-        });
-        counters[decision.index()].inc();
+        self.meters.count_request(provider, record.team_name(), decision);
         if let Some(head) = outcome.head {
             provider.request_duration.observe(head);
             if let Some(duration) = outcome.duration {

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 
+use super::websocket::SocketCounts;
 use crate::error::ApiError;
 use crate::gate::Verdict;
 use crate::telemetry::RequestSpan;
@@ -58,6 +59,8 @@ pub struct AccessRecord {
     reasons: Vec<&'static str>,
     monitored: usize,
     error_code: Option<String>,
+    /// What passed on the socket, when the request opened a WebSocket.
+    socket: Option<SocketCounts>,
     /// The request's span, which learns what the record learns.
     span: RequestSpan,
 }
@@ -91,6 +94,7 @@ impl AccessRecord {
             reasons: Vec::new(),
             monitored: 0,
             error_code: None,
+            socket: None,
             span: RequestSpan::none(),
         }
     }
@@ -144,6 +148,11 @@ impl AccessRecord {
         self.error_code = Some(error.code().to_owned());
     }
 
+    /// Notes what passed on the WebSocket the request opened, as it closed.
+    pub fn socket(&mut self, counts: SocketCounts) {
+        self.socket = Some(counts);
+    }
+
     /// The request id as a header value.
     pub fn request_id_header(&self) -> HeaderValue {
         HeaderValue::try_from(self.request_id.as_str())
@@ -179,6 +188,11 @@ impl AccessRecord {
             duration_ms = %or_dash(outcome.duration),
             bytes_out = outcome.bytes_out,
             stream_error = outcome.stream_error.as_deref(),
+            ws_messages_in = self.socket.map(|socket| socket.messages_in),
+            ws_messages_out = self.socket.map(|socket| socket.messages_out),
+            ws_forwarded = self.socket.map(|socket| socket.forwarded),
+            ws_refused = self.socket.map(|socket| socket.refused),
+            ws_ended = self.socket.map(|socket| socket.ended),
             "request"
         );
     }

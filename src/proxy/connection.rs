@@ -46,7 +46,9 @@ pub(super) fn serve(
             Ok::<_, std::convert::Infallible>(response.map(|body| OpenBody::new(body, open)))
         }
     });
-    let connection = builder.serve_connection(TokioIo::new(io), service).into_owned();
+    let connection = builder
+        .serve_connection_with_upgrades(TokioIo::new(io), service)
+        .into_owned();
     let connection = graceful.watch(connection);
     async move {
         tokio::select! {

@@ -16,6 +16,7 @@ use super::ledger::carry;
 use super::snapshot::Snapshot;
 use super::state::ProxyState;
 use super::teams::Team;
+use super::websocket::SocketTurns;
 use crate::error::ApiError;
 use crate::gate::{self, ItemsAt, LedgerQuery, Provenance, Target, Verdict};
 
@@ -60,6 +61,9 @@ pub(super) struct Asker {
     pub snapshot: Arc<Snapshot>,
     /// The key's team; `None` for anonymous clients.
     pub team: Option<Arc<Team>>,
+    /// On a WebSocket: the responses produced earlier on the same socket, which a
+    /// `previous_response_id` may continue (judged as the ledger's chain is).
+    pub socket: Option<Arc<SocketTurns>>,
 }
 
 /// What one pass of the judge phase came to.
@@ -89,7 +93,7 @@ pub(super) async fn judge(
     body: &Bytes,
     charset: Result<(), ApiError>,
 ) -> Result<Judged, ApiError> {
-    let facts = Facts::Ask(state.ledger.is_some());
+    let facts = Facts::Ask(state.ledger.is_some() || asker.socket.is_some());
     judge_with(state, asker, prefix, at, body, charset, facts).await
 }
 
@@ -113,7 +117,7 @@ async fn judge_with(
             facts = match query.is_empty() {
                 true => Facts::Asked(None),
                 false => {
-                    let known = ask_ledger(state, &query).await?;
+                    let known = ask(state, asker, &query).await?;
                     if let Some(judged) =
                         carry_session(state, asker, prefix, at, body, &read.provider, &known, &query).await?
                     {
@@ -132,7 +136,7 @@ async fn judge_with(
         Step::Judged(judged) => return Ok(*judged),
         Step::Ask(query, provider) => (query, provider),
     };
-    let known = ask_ledger(state, &query).await?;
+    let known = ask(state, asker, &query).await?;
     if let Some(judged) = carry_session(state, asker, prefix, at, body, &provider, &known, &query).await? {
         return Ok(judged);
     }
@@ -149,6 +153,28 @@ async fn judge_with(
         )
         .await?,
     ))
+}
+
+/// The facts for `query`: the ledger's, when it is on, and on a WebSocket the socket's own
+/// chain for a `previous_response_id` produced on it (unless the ledger knows a whole chain and
+/// the socket only part of it).
+async fn ask(state: &ProxyState, asker: &Asker, query: &LedgerQuery) -> Result<Arc<Provenance>, ApiError> {
+    let mut known = match state.ledger.is_some() && !query.is_empty() {
+        true => ask_ledger(state, query).await?,
+        false => Arc::new(Provenance::default()),
+    };
+    let socket_chain = asker
+        .socket
+        .as_ref()
+        .zip(query.previous_response_id.as_deref())
+        .and_then(|(socket, id)| socket.chain(id));
+    if let Some(chain) = socket_chain {
+        let ledger_whole = known.previous.as_ref().is_some_and(|previous| previous.complete);
+        if chain.complete || !ledger_whole {
+            Arc::make_mut(&mut known).previous = Some(chain);
+        }
+    }
+    Ok(known)
 }
 
 /// The ledger's facts for `query`; when the store fails, none (`on_unavailable = "allow"`) or
@@ -179,7 +205,10 @@ async fn carry_session(
     facts: &Arc<Provenance>,
     query: &LedgerQuery,
 ) -> Result<Option<Judged>, ApiError> {
-    let ledger = state.ledger.as_ref().expect("only a ledger carries");
+    // Sessions are carried from the ledger's store only.
+    let Some(ledger) = state.ledger.as_ref() else {
+        return Ok(None);
+    };
     let Some(carried) = carry::carried(
         ledger,
         provider,

@@ -30,6 +30,9 @@ where
 {
     let record = AccessRecord::new(request.method(), request.uri().path(), request.headers());
     let mut exchange = Exchange::new(record, Instant::now()).metered(state.meter());
+    if super::websocket::is_upgrade(&request) {
+        return super::websocket::accept(state, request, exchange).await;
+    }
     let span = exchange.record().span().clone();
     let (mut response, upstream) = match proxy(&state, request, exchange.record()).instrument(span).await {
         Ok(response) => {

@@ -26,6 +26,7 @@ pub mod snapshot;
 pub mod state;
 pub mod teams;
 pub mod upstream;
+pub mod websocket;
 pub mod workers;
 
 pub use server::{run, ServerSettings};

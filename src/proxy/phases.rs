@@ -28,6 +28,7 @@ use super::snapshot::Snapshot;
 use super::state::ProxyState;
 use super::teams::Team;
 use super::upstream::{forward, Outbound};
+use super::websocket::{SocketTurns, Turn};
 use crate::error::ApiError;
 use crate::ledger::carry::input_items;
 use crate::routing::PathRoute;
@@ -42,17 +43,21 @@ pub(super) struct RequestContext<'r> {
     team: Option<Arc<Team>>,
     /// Held until the answer has streamed out.
     permit: OwnedSemaphorePermit,
+    /// On a WebSocket: the socket's earlier turns, which its messages continue.
+    socket: Option<Arc<SocketTurns>>,
 }
 
 /// What the judge phase decided to send, and where.
 pub(super) struct Decided {
-    provider: Arc<Provider>,
+    pub(super) provider: Arc<Provider>,
     /// The body to forward: the one received, or it less the stripped items.
-    body: Bytes,
+    pub(super) body: Bytes,
     /// Headers the answer carries about the decision (monitored and stripped items).
-    answer_headers: Vec<(&'static str, HeaderValue)>,
+    pub(super) answer_headers: Vec<(&'static str, HeaderValue)>,
     /// What the ledger records of the answer, when it taps it.
-    recording: Option<Recording>,
+    pub(super) recording: Option<Recording>,
+    /// What a WebSocket remembers of the turn (only gated requests fill it).
+    pub(super) turn: Option<Turn>,
 }
 
 impl<'r> RequestContext<'r> {
@@ -72,7 +77,29 @@ impl<'r> RequestContext<'r> {
             record,
             team: None,
             permit,
+            socket: None,
         })
+    }
+
+    /// The configured provider `name`, as this request's configuration has it.
+    pub fn provider(&self, name: &str) -> Result<Arc<Provider>, ApiError> {
+        Ok(self.snapshot.provider(name)?.clone())
+    }
+
+    /// The metric handles of this request's configuration.
+    pub fn meters(&self) -> &Arc<crate::metrics::Meters> {
+        &self.snapshot.meters
+    }
+
+    /// The client key's team, once authenticated.
+    pub fn team_name(&self) -> Option<&str> {
+        self.team.as_deref().map(|team| team.name.as_str())
+    }
+
+    /// Judges this context's messages as turns of a WebSocket whose earlier turns are
+    /// `turns`.
+    pub fn on_socket(&mut self, turns: Arc<SocketTurns>) {
+        self.socket = Some(turns);
     }
 
     /// Finds the client key's team (401 when teams are on and the key is missing or unknown);
@@ -161,6 +188,7 @@ impl<'r> RequestContext<'r> {
         let asker = Asker {
             snapshot: self.snapshot.clone(),
             team: self.team.clone(),
+            socket: self.socket.clone(),
         };
         let charset = check_charset(&parts.headers);
         let started = Instant::now();
@@ -197,11 +225,18 @@ impl<'r> RequestContext<'r> {
             None => judged.body.take().unwrap_or(body),
         };
         let recording = self.recording(route, &judged, &body);
+        let turn = self.socket.as_ref().map(|_| Turn {
+            provider: judged.provider.clone(),
+            model: judged.model.clone(),
+            previous_response_id: judged.previous_response_id.clone(),
+            input_call_ids: judged.input_call_ids.clone(),
+        });
         Ok(Decided {
             provider: self.snapshot.provider(&judged.provider)?.clone(),
             body,
             answer_headers,
             recording,
+            turn,
         })
     }
 
@@ -229,6 +264,7 @@ impl<'r> RequestContext<'r> {
             body,
             answer_headers: Vec::new(),
             recording: None,
+            turn: None,
         })
     }
 

@@ -114,6 +114,8 @@ pub struct Provider {
     pub credential: Credential,
     /// A pooled client used only for this provider.
     pub client: reqwest::Client,
+    /// `connect_timeout`: also bounds the WebSocket mode's connection and handshake.
+    pub connect_timeout: std::time::Duration,
 }
 
 impl Provider {
@@ -151,6 +153,7 @@ impl Provider {
             base,
             credential: Credential::resolve(&config.auth, env),
             client,
+            connect_timeout: config.connect_timeout,
         })
     }
 

@@ -30,6 +30,8 @@ pub struct ProxyState {
     snapshot: Arc<ArcSwap<Snapshot>>,
     /// How request bodies are read.
     pub body_limits: BodyLimits,
+    /// The limits of a WebSocket (`[server] websocket_*`, and `max_body_bytes` per message).
+    pub websocket: super::websocket::SocketLimits,
     /// Permits for requests in flight.
     pub in_flight: Arc<Semaphore>,
     /// Permits for judgments on the blocking pool, shared by all workers (one per worker).
@@ -71,6 +73,7 @@ impl ProxyState {
                 max_bytes: config.server.max_body_bytes,
                 read_timeout: config.server.body_read_timeout,
             },
+            websocket: super::websocket::SocketLimits::of(&config.server),
             in_flight: Arc::new(Semaphore::new(config.server.max_concurrent_requests)),
             judges: Arc::new(Semaphore::new(config.server.worker_threads())),
             max_in_flight: config.server.max_concurrent_requests,
@@ -104,6 +107,7 @@ impl ProxyState {
                 &self.metrics,
             )?)),
             body_limits: self.body_limits,
+            websocket: self.websocket,
             in_flight: self.in_flight.clone(),
             judges: self.judges.clone(),
             max_in_flight: self.max_in_flight,

@@ -10,3 +10,4 @@ mod sigv4;
 mod teams;
 mod teams_reload;
 mod telemetry;
+mod websocket;

@@ -1,0 +1,209 @@
+//! The socket's own memory of its turns: what each message forwarded on it was, and the
+//! responses the provider produced for them, so a later message that continues one of them
+//! (`previous_response_id`) is judged with that chain's calls, as the ledger's chain would be,
+//! even when the ledger is off or the response was not stored (`store: false`).
+//!
+//! Server events are the same events as over SSE, so each turn's answer is read by the
+//! ledger's own [`Tap`], fed one event per message.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, PoisonError};
+
+use crate::gate::ChainFacts;
+use crate::ledger::{Owner, ResponseRecord, Tap};
+use crate::proxy::ledger::recording::Recording;
+
+/// The most responses a socket remembers; the oldest are forgotten first.
+const MAX_REMEMBERED: usize = 1024;
+
+/// What a forwarded `response.create` message was, as the socket remembers it.
+#[derive(Debug, Clone)]
+pub(crate) struct Turn {
+    /// The provider it went to.
+    pub provider: String,
+    /// Its `model`.
+    pub model: Option<String>,
+    /// The response it continues.
+    pub previous_response_id: Option<String>,
+    /// The `call_id`s of the calls among its input items.
+    pub input_call_ids: Vec<String>,
+}
+
+/// A response the provider produced on the socket.
+#[derive(Debug)]
+struct Produced {
+    previous: Option<String>,
+    owner: Owner,
+    /// The calls of its output, then those of its request's input.
+    call_ids: Vec<String>,
+}
+
+#[derive(Debug, Default)]
+struct Remembered {
+    by_id: HashMap<String, Produced>,
+    order: VecDeque<String>,
+}
+
+/// The responses produced on one socket, shared by its relay and its judgments.
+#[derive(Debug, Default)]
+pub(crate) struct SocketTurns {
+    remembered: Mutex<Remembered>,
+}
+
+impl SocketTurns {
+    /// The chain that response `id` ends, when it was produced on this socket: its owner and
+    /// every call of its responses and their requests, newest first; complete when the walk
+    /// reached a turn that continued nothing.
+    pub(crate) fn chain(&self, id: &str) -> Option<ChainFacts> {
+        let remembered = self.remembered.lock().unwrap_or_else(PoisonError::into_inner);
+        let first = remembered.by_id.get(id)?;
+        let mut call_ids = Vec::new();
+        let mut complete = false;
+        let mut next = Some(first);
+        for _ in 0..MAX_REMEMBERED {
+            let Some(produced) = next else { break };
+            call_ids.extend(produced.call_ids.iter().cloned());
+            match &produced.previous {
+                None => {
+                    complete = true;
+                    break;
+                }
+                Some(previous) => next = remembered.by_id.get(previous),
+            }
+        }
+        Some(ChainFacts {
+            owner: first.owner.clone(),
+            call_ids,
+            complete,
+        })
+    }
+
+    /// Remembers response `record`, the answer to `turn`.
+    pub(crate) fn remember(&self, turn: &Turn, record: &ResponseRecord) {
+        let calls = record
+            .items
+            .iter()
+            .filter(|item| !item.item_type.ends_with("_output"))
+            .filter_map(|item| item.call_id.clone());
+        let produced = Produced {
+            previous: turn.previous_response_id.clone(),
+            owner: Owner {
+                provider: turn.provider.clone(),
+                model: turn.model.clone().or_else(|| record.model.clone()),
+            },
+            call_ids: calls.chain(turn.input_call_ids.iter().cloned()).collect(),
+        };
+        let mut remembered = self.remembered.lock().unwrap_or_else(PoisonError::into_inner);
+        if remembered.by_id.insert(record.id.clone(), produced).is_none() {
+            remembered.order.push_back(record.id.clone());
+        }
+        while remembered.order.len() > MAX_REMEMBERED {
+            if let Some(oldest) = remembered.order.pop_front() {
+                remembered.by_id.remove(&oldest);
+            }
+        }
+    }
+}
+
+/// A forwarded turn whose answer is still streaming: its events are read as they pass.
+pub(super) struct Pending {
+    pub tap: Tap,
+    pub turn: Turn,
+    /// What the ledger records of it, when the ledger is on.
+    pub recording: Option<Recording>,
+}
+
+impl Pending {
+    /// Reads one server message as the event it is.
+    pub fn feed(&mut self, text: &str) {
+        // One `data:` line: line breaks in JSON are whitespace, so a space keeps its meaning.
+        let mut event = Vec::with_capacity(text.len() + 8);
+        event.extend_from_slice(b"data: ");
+        event.extend(
+            text.bytes()
+                .map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+        );
+        event.extend_from_slice(b"\n\n");
+        self.tap.feed(&event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::{AnswerKind, ItemRecord, TapLimits};
+
+    fn turn(previous: Option<&str>, input_calls: &[&str]) -> Turn {
+        Turn {
+            provider: "openai".into(),
+            model: Some("gpt-5".into()),
+            previous_response_id: previous.map(str::to_owned),
+            input_call_ids: input_calls.iter().map(|id| id.to_string()).collect(),
+        }
+    }
+
+    fn record(id: &str, calls: &[(&str, &str)]) -> ResponseRecord {
+        ResponseRecord {
+            id: id.into(),
+            model: None,
+            items: calls
+                .iter()
+                .map(|(kind, call_id)| ItemRecord {
+                    id: None,
+                    item_type: kind.to_string(),
+                    call_id: Some(call_id.to_string()),
+                    digest: [0; 32],
+                    has_encrypted_content: false,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_chain_walks_back_to_the_first_turn_newest_first() {
+        let turns = SocketTurns::default();
+        turns.remember(
+            &turn(None, &["call_in"]),
+            &record("resp_1", &[("function_call", "call_a")]),
+        );
+        turns.remember(
+            &turn(Some("resp_1"), &[]),
+            &record(
+                "resp_2",
+                &[("function_call", "call_b"), ("function_call_output", "call_x")],
+            ),
+        );
+        let chain = turns.chain("resp_2").unwrap();
+        assert_eq!(chain.call_ids, ["call_b", "call_a", "call_in"]);
+        assert!(chain.complete);
+        assert_eq!(chain.owner.provider, "openai");
+        assert!(turns.chain("resp_unknown").is_none());
+    }
+
+    #[test]
+    fn a_chain_that_leaves_the_socket_is_incomplete() {
+        let turns = SocketTurns::default();
+        turns.remember(
+            &turn(Some("resp_elsewhere"), &[]),
+            &record("resp_1", &[("function_call", "c")]),
+        );
+        assert!(!turns.chain("resp_1").unwrap().complete);
+    }
+
+    #[test]
+    fn messages_read_as_events_even_with_line_breaks() {
+        let mut pending = Pending {
+            tap: Tap::new(AnswerKind::EventStream, TapLimits::default()),
+            turn: turn(None, &[]),
+            recording: None,
+        };
+        pending.feed("{\"type\":\"response.created\",\n\"response\":{\"id\":\"resp_1\",\"model\":\"m\"}}");
+        pending.feed(r#"{"type":"response.output_item.done","item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"f","arguments":"{}"}}"#);
+        assert!(!pending.tap.is_complete());
+        pending.feed(r#"{"type":"response.completed","response":{"id":"resp_1","model":"m"}}"#);
+        assert!(pending.tap.is_complete());
+        let record = pending.tap.finish().unwrap();
+        assert_eq!(record.id, "resp_1");
+        assert_eq!(record.items[0].call_id.as_deref(), Some("call_1"));
+    }
+}

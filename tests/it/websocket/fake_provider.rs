@@ -1,0 +1,173 @@
+//! A fake WebSocket provider on 127.0.0.1:0 (tokio-tungstenite): it records each upgrade's
+//! path and headers and every message it receives, and answers each `response.create` with a
+//! turn of events whose function call has a fresh `call_id`.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::TcpListener;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Message;
+
+/// What the provider does with a socket.
+#[derive(Debug, Clone, Copy)]
+pub enum Behaviour {
+    /// Answers every `response.create` with a turn.
+    Turns,
+    /// Refuses every upgrade with this status.
+    Refuse(u16),
+    /// Answers the first message with `count` text messages of `bytes` bytes each.
+    Flood { count: usize, bytes: usize },
+}
+
+/// The message that makes the provider close its socket (1001, "provider says bye").
+pub const CLOSE_ME: &str = r#"{"type":"test.close_me"}"#;
+
+/// What the provider saw.
+#[derive(Debug, Default)]
+pub struct Seen {
+    /// Each upgrade's path and headers.
+    pub upgrades: Vec<(String, http::HeaderMap)>,
+    /// Every message received, in order, on any socket.
+    pub messages: Vec<Message>,
+}
+
+pub struct FakeProvider {
+    pub addr: SocketAddr,
+    pub seen: Arc<Mutex<Seen>>,
+    /// Messages sent so far in `Flood` mode.
+    pub flooded: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeProvider {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FakeProvider {
+    // The handshake callback's error type is tungstenite's own.
+    #[allow(clippy::result_large_err)]
+    pub async fn start(behaviour: Behaviour) -> FakeProvider {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let flooded = Arc::new(AtomicUsize::new(0));
+        let (seen_in, flooded_in) = (seen.clone(), flooded.clone());
+        let task = tokio::spawn(async move {
+            let turns = Arc::new(AtomicUsize::new(0));
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let (seen, flooded, turns) = (seen_in.clone(), flooded_in.clone(), turns.clone());
+                tokio::spawn(async move {
+                    let record = seen.clone();
+                    let callback = move |request: &Request, response: Response| {
+                        record
+                            .lock()
+                            .unwrap()
+                            .upgrades
+                            .push((request.uri().to_string(), request.headers().clone()));
+                        match behaviour {
+                            Behaviour::Refuse(status) => {
+                                let mut refusal = ErrorResponse::new(Some(
+                                    r#"{"error":{"message":"no such key"}}"#.to_owned(),
+                                ));
+                                *refusal.status_mut() = http::StatusCode::from_u16(status).unwrap();
+                                Err(refusal)
+                            }
+                            _ => Ok(response),
+                        }
+                    };
+                    let Ok(mut socket) = tokio_tungstenite::accept_hdr_async(stream, callback).await else {
+                        return;
+                    };
+                    while let Some(Ok(message)) = socket.next().await {
+                        seen.lock().unwrap().messages.push(message.clone());
+                        let text = match &message {
+                            Message::Text(text) => text.to_string(),
+                            Message::Close(_) => break,
+                            _ => continue,
+                        };
+                        if text == CLOSE_ME {
+                            let frame = CloseFrame {
+                                code: CloseCode::Away,
+                                reason: "provider says bye".into(),
+                            };
+                            let _ = socket.send(Message::Close(Some(frame))).await;
+                            continue;
+                        }
+                        if let Behaviour::Flood { count, bytes } = behaviour {
+                            let filler = format!(
+                                r#"{{"type":"response.output_text.delta","delta":"{}"}}"#,
+                                "x".repeat(bytes)
+                            );
+                            for _ in 0..count {
+                                if socket.send(Message::text(filler.clone())).await.is_err() {
+                                    return;
+                                }
+                                flooded.fetch_add(1, Ordering::SeqCst);
+                            }
+                            continue;
+                        }
+                        let n = turns.fetch_add(1, Ordering::SeqCst) + 1;
+                        for event in turn_events(n) {
+                            if socket.send(Message::text(event)).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        FakeProvider {
+            addr,
+            seen,
+            flooded,
+            task,
+        }
+    }
+
+    /// `base_url` for the provider: `http://127.0.0.1:PORT/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// The text messages received so far.
+    pub fn texts(&self) -> Vec<String> {
+        self.seen
+            .lock()
+            .unwrap()
+            .messages
+            .iter()
+            .filter_map(|message| match message {
+                Message::Text(text) => Some(text.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// The events of turn `n`: response `resp_n`, one function call `call_n`.
+pub fn turn_events(n: usize) -> Vec<String> {
+    let call = format!(
+        r#"{{"type":"function_call","id":"fc_{n}","call_id":"call_{n}","name":"get_weather","arguments":"{{\"city\":\"Paris\"}}","status":"completed"}}"#
+    );
+    vec![
+        format!(
+            r#"{{"type":"response.created","sequence_number":0,"response":{{"id":"resp_{n}","model":"gpt-5","status":"in_progress","output":[]}}}}"#
+        ),
+        format!(
+            r#"{{"type":"response.output_item.done","sequence_number":1,"output_index":0,"item":{call}}}"#
+        ),
+        format!(
+            r#"{{"type":"response.completed","sequence_number":2,"response":{{"id":"resp_{n}","model":"gpt-5","status":"completed","output":[{call}]}}}}"#
+        ),
+    ]
+}
