@@ -82,19 +82,19 @@ pub enum ListValue<'a> {
 pub enum TextLen<'a> {
     /// The string as it stands in the body (it had no escapes).
     Borrowed(&'a str),
-    /// The number of characters of a string written with escapes.
-    Chars(usize),
+    /// A string written with escapes: its length in bytes once decoded, which bounds its
+    /// number of characters (counted exactly only for strings over [`COUNTED_ABOVE`] bytes,
+    /// so the reading of ordinary text costs no extra pass).
+    Decoded {
+        /// Bytes once decoded.
+        bytes: usize,
+        /// Characters, when counted.
+        chars: Option<usize>,
+    },
 }
 
-impl TextLen<'_> {
-    /// The number of characters.
-    pub fn chars(self) -> usize {
-        match self {
-            TextLen::Borrowed(text) => text.chars().count(),
-            TextLen::Chars(n) => n,
-        }
-    }
-}
+/// Escaped strings longer than this (in bytes) have their characters counted as they are read.
+pub const COUNTED_ABOVE: usize = 64 << 10;
 
 /// One content part: its `type` and where its members are.
 #[derive(Debug, Clone)]
@@ -114,8 +114,14 @@ pub enum ValueView<'v> {
     Str(&'v str),
     /// A string as JSON text (quotes and escapes included), decoded only when needed.
     Encoded(&'v str),
-    /// A string of which only the length is known.
-    Len(usize),
+    /// A string of which only the length is known: its bytes once decoded, and its characters
+    /// when counted.
+    Len {
+        /// Bytes once decoded (at least the number of characters).
+        bytes: usize,
+        /// Characters, when counted.
+        chars: Option<usize>,
+    },
     /// Any other value.
     Kind(JsonKind),
     /// The member is absent (only seen for members the item reader keeps).
@@ -144,7 +150,7 @@ impl<'v> ValueView<'v> {
     /// The JSON kind (`None` when absent).
     pub fn kind(&self) -> Option<JsonKind> {
         match self {
-            ValueView::Str(_) | ValueView::Encoded(_) | ValueView::Len(_) => Some(JsonKind::String),
+            ValueView::Str(_) | ValueView::Encoded(_) | ValueView::Len { .. } => Some(JsonKind::String),
             ValueView::Kind(kind) => Some(*kind),
             ValueView::Absent => None,
         }
@@ -161,6 +167,8 @@ impl<'v> ValueView<'v> {
 
     /// The number of characters of a string, computed only when it could pass `above`: a
     /// string whose written form is no longer than `above` is reported as that long at most.
+    /// `None` for another kind, or when it cannot be told (a string whose characters were not
+    /// counted and whose bytes pass `above`: no constraint is failed on a guess).
     pub fn chars_if_over(&self, above: usize) -> Option<usize> {
         match *self {
             ValueView::Str(text) if text.len() > above => Some(text.chars().count()),
@@ -169,7 +177,8 @@ impl<'v> ValueView<'v> {
                 RawField::decode(encoded).ok().map(|text| text.chars().count())
             }
             ValueView::Encoded(encoded) => Some((encoded.len() - 2).min(above)),
-            ValueView::Len(n) => Some(n),
+            ValueView::Len { chars: Some(n), .. } => Some(n),
+            ValueView::Len { bytes, chars: None } if bytes <= above => Some(bytes),
             _ => None,
         }
     }
@@ -182,7 +191,9 @@ impl ValueView<'_> {
         match *self {
             ValueView::Str(text) => Some(text.len() >= min && (text.len() >= 4 * min || exact(text))),
             ValueView::Encoded(encoded) => RawField::decode(encoded).ok().map(|text| exact(&text)),
-            ValueView::Len(n) => Some(n >= min),
+            ValueView::Len { chars: Some(n), .. } => Some(n >= min),
+            // Fewer bytes than `min` is fewer characters; at least 4 bytes a character is more.
+            ValueView::Len { bytes, chars: None } if bytes < min || bytes >= 4 * min => Some(bytes >= min),
             _ => None,
         }
     }
@@ -235,7 +246,11 @@ impl<'de: 'a, 'a> Visitor<'de> for ListSeed<'_, 'a> {
     }
 
     fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(ListValue::Text(TextLen::Chars(v.chars().count())))
+        let chars = (v.len() > COUNTED_ABOVE).then(|| v.chars().count());
+        Ok(ListValue::Text(TextLen::Decoded {
+            bytes: v.len(),
+            chars,
+        }))
     }
 
     fn visit_unit<E>(self) -> Result<Self::Value, E> {
@@ -380,5 +395,45 @@ impl<'de: 'a, 'a> de::Deserialize<'de> for Name<'a> {
             }
         }
         deserializer.deserialize_identifier(NameVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lengths_are_characters_counted_only_when_they_decide() {
+        let accented = ValueView::Str("\u{e9}\u{e9}\u{e9}");
+        assert_eq!(accented.chars_if_over(3), Some(3), "6 bytes, 3 characters");
+        assert_eq!(accented.chars_if_over(10), Some(6), "short enough by its bytes");
+        assert_eq!(ValueView::Encoded(r#""a\u00e9\n""#).chars_if_over(2), Some(3));
+        assert_eq!(ValueView::Encoded(r#""ab""#).chars_if_over(2), Some(2));
+        let uncounted = ValueView::Len {
+            bytes: 100,
+            chars: None,
+        };
+        assert_eq!(uncounted.chars_if_over(200), Some(100));
+        assert_eq!(uncounted.chars_if_over(50), None, "cannot tell: no guess");
+        assert_eq!(uncounted.chars_at_least(200), Some(false));
+        assert_eq!(uncounted.chars_at_least(25), Some(true));
+        assert_eq!(uncounted.chars_at_least(30), None);
+        assert_eq!(accented.chars_at_least(3), Some(true));
+        assert_eq!(accented.chars_at_least(4), Some(false));
+        assert_eq!(ValueView::Kind(JsonKind::Null).chars_at_least(1), None);
+    }
+
+    #[test]
+    fn long_escaped_text_has_its_characters_counted_as_it_is_read() {
+        let text = format!("\"{}\\n\"", "\u{e9}".repeat(COUNTED_ABOVE));
+        let mut shape = Shape::default();
+        let mut de = serde_json::Deserializer::from_str(&text);
+        let value = de::DeserializeSeed::deserialize(ListSeed { shape: &mut shape }, &mut de).unwrap();
+        match value {
+            ListValue::Text(TextLen::Decoded { bytes, chars }) => {
+                assert_eq!((bytes, chars), (2 * COUNTED_ABOVE + 1, Some(COUNTED_ABOVE + 1)));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

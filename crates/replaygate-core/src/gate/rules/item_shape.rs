@@ -227,7 +227,10 @@ fn view<'v>(item: &'v Item<'_>, member: &'v Member<'_>) -> ValueView<'v> {
         MemberValue::InItem => item_value(item, &member.name),
         MemberValue::Raw(raw) => ValueView::of_raw(raw),
         MemberValue::List(ListValue::Text(TextLen::Borrowed(text))) => ValueView::Str(text),
-        MemberValue::List(ListValue::Text(TextLen::Chars(n))) => ValueView::Len(*n),
+        MemberValue::List(ListValue::Text(TextLen::Decoded { bytes, chars })) => ValueView::Len {
+            bytes: *bytes,
+            chars: *chars,
+        },
         MemberValue::List(ListValue::Parts(_)) => ValueView::Kind(crate::gate::JsonKind::Array),
         MemberValue::List(ListValue::Other(kind)) => ValueView::Kind(*kind),
     }
