@@ -75,7 +75,10 @@ pub enum ProfileError {
     },
 }
 
-static LOADED: LazyLock<Vec<(&'static str, Result<Arc<ItemProfile>, ProfileError>)>> = LazyLock::new(|| {
+/// A built-in profile as read: the profile, or why its file is not one.
+type Loaded = Result<Arc<ItemProfile>, ProfileError>;
+
+static LOADED: LazyLock<Vec<(&'static str, Loaded)>> = LazyLock::new(|| {
     BUILT_IN
         .iter()
         .map(|&(name, text)| (name, ItemProfile::from_json(name, text).map(Arc::new)))

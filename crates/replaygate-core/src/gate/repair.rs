@@ -237,8 +237,8 @@ mod tests {
     fn cut_item(item: &str, repairs: &[Repair]) -> String {
         let body = format!(r#"{{"input":[{item}]}}"#);
         let start = body.find('[').unwrap() + 1;
-        let spans = [start..start + item.len()];
-        let ranges = member_ranges(&body, &spans, repairs, &[]).unwrap();
+        let span: Range<usize> = start..start + item.len();
+        let ranges = member_ranges(&body, std::slice::from_ref(&span), repairs, &[]).unwrap();
         let mut out = String::new();
         let mut kept = 0;
         for r in ranges {

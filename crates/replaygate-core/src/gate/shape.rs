@@ -302,7 +302,7 @@ impl<'de: 'a, 'a> de::DeserializeSeed<'de> for PartSeed<'_, 'a> {
     }
 }
 
-impl<'de: 'a, 'a> PartSeed<'_, 'a> {
+impl<'a> PartSeed<'_, 'a> {
     fn not_an_object(self, kind: JsonKind) -> Part<'a> {
         let at = self.members.len() as u32;
         Part {
