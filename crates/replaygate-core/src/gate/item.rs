@@ -7,7 +7,7 @@ use serde_json::value::RawValue;
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use super::field::{member_names, read_once, Field, JsonKind, RawField};
-use super::shape::{ListSeed, ListValue, Member, MemberValue, Name, Shape};
+use super::shape::{read_list_raw, ListValue, Member, MemberValue, Name, Shape};
 
 /// The kind of an input item, as the rules see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -320,7 +320,8 @@ fn read_members<'de: 'a, 'a, A: MapAccess<'de>>(
             Key::EncryptedContent => read_once(&mut map, &mut m.encrypted_content, "encrypted_content")?,
             Key::Misspelled(name) => return Err(name.into_error()),
             Key::Other if name == "summary" => {
-                value = MemberValue::List(map.next_value_seed(ListSeed { shape: &mut *shape })?);
+                let raw: &'a RawValue = map.next_value()?;
+                value = MemberValue::List(read_list_raw(raw, shape).map_err(de::Error::custom)?);
                 m.others += 1;
             }
             Key::Other => {
@@ -343,7 +344,8 @@ fn read_list<'de: 'a, 'a, A: MapAccess<'de>>(
     if seen {
         return Err(de::Error::custom(format_args!("duplicate member `{key}`")));
     }
-    map.next_value_seed(ListSeed { shape })
+    let raw: &'a RawValue = map.next_value()?;
+    read_list_raw(raw, shape).map_err(de::Error::custom)
 }
 
 #[cfg(test)]

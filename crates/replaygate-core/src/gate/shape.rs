@@ -73,6 +73,8 @@ pub enum ListValue<'a> {
     Parts(Range<u32>),
     /// A string.
     Text(TextLen<'a>),
+    /// A string as written (quotes and escapes included), never decoded while reading.
+    Encoded(&'a str),
     /// Another kind of value.
     Other(JsonKind),
 }
@@ -218,6 +220,25 @@ pub fn item_value<'v>(item: &'v Item<'_>, name: &str) -> ValueView<'v> {
             None => ValueView::Absent,
         },
         _ => ValueView::Kind(JsonKind::Array),
+    }
+}
+
+/// Reads a part list member from its JSON text as written: a string is kept as written (its
+/// length is read only if a profile asks), and only an array is visited for its parts. Reading
+/// the member as a raw value first skips it as fast as any skipped member, and keeps long
+/// escaped strings (tool outputs full of JSON text) from being decoded.
+pub(crate) fn read_list_raw<'a>(
+    raw: &'a RawValue,
+    shape: &mut Shape<'a>,
+) -> Result<ListValue<'a>, serde_json::Error> {
+    match RawField::of_json(raw.get()) {
+        RawField::Str(encoded) => Ok(ListValue::Encoded(encoded)),
+        RawField::Other(JsonKind::Array) => {
+            let mut de = serde_json::Deserializer::from_str(raw.get());
+            de::DeserializeSeed::deserialize(ListSeed { shape }, &mut de)
+        }
+        RawField::Other(kind) => Ok(ListValue::Other(kind)),
+        RawField::Absent => Ok(ListValue::Other(JsonKind::Null)),
     }
 }
 

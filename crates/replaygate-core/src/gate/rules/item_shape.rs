@@ -231,6 +231,7 @@ fn view<'v>(item: &'v Item<'_>, member: &'v Member<'_>) -> ValueView<'v> {
             bytes: *bytes,
             chars: *chars,
         },
+        MemberValue::List(ListValue::Encoded(encoded)) => ValueView::Encoded(encoded),
         MemberValue::List(ListValue::Parts(_)) => ValueView::Kind(crate::gate::JsonKind::Array),
         MemberValue::List(ListValue::Other(kind)) => ValueView::Kind(*kind),
     }
