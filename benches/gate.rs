@@ -3,7 +3,8 @@
 //! For each body size: `floor` skips the whole body with `serde::de::IgnoredAny` (the least any
 //! JSON reader can do), `parse` is the gate's one-pass read alone, and `gate` is the whole
 //! check with one long-lived gate (warm schema cache). The project's goal: `gate` within 2x
-//! of `floor` at every size.
+//! of `floor` at every size. `gate_item_profile` is `gate` for a provider with the `openai` item
+//! profile (contract §5a), whose members checks ride the same one reading.
 //!
 //! Profile one case with e.g. `cargo bench --bench gate -- --profile-time 10 '1MiB/gate'`.
 
@@ -13,7 +14,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use replaygate::gate::{parse, Gate, ProviderProfile, Target};
+use replaygate::gate::{parse, Gate, ItemProfile, ProviderProfile, Target};
 use serde::de::IgnoredAny;
 
 const SIZES: &[(&str, usize)] = &[("16KiB", 16 << 10), ("256KiB", 256 << 10), ("1MiB", 1 << 20)];
@@ -22,11 +23,21 @@ fn gate_vs_floor(c: &mut Criterion) {
     let (gate, first_seen) = history::gates();
     let openai = ProviderProfile::own_namespace("openai");
     let target = Target::provider(&openai);
+    let profiled = ProviderProfile::own_namespace("openai").with_item_profile(Some(
+        ItemProfile::built_in("openai").expect("the built-in profile"),
+    ));
+    let profiled_target = Target::provider(&profiled);
     for &(label, size) in SIZES {
         let body = history::bench_body(size);
         // Outside the timed loop: the body is what it claims to be.
         let verdict = gate.check(&body, &target).expect("the body reads");
         assert!(verdict.is_allowed(), "{label}: {:#?}", verdict.violations);
+        let verdict = gate.check(&body, &profiled_target).expect("the body reads");
+        assert!(
+            verdict.violations.is_empty(),
+            "{label}: {:#?}",
+            verdict.violations
+        );
         serde_json::from_slice::<IgnoredAny>(&body).expect("the body is JSON");
         let items = parse(&body).expect("the body reads").items().len();
         eprintln!("{label}: a body of {} bytes with {items} items", body.len());
@@ -43,6 +54,9 @@ fn gate_vs_floor(c: &mut Criterion) {
         });
         group.bench_function("gate", |b| {
             b.iter(|| gate.check(black_box(&body), &target).unwrap())
+        });
+        group.bench_function("gate_item_profile", |b| {
+            b.iter(|| gate.check(black_box(&body), &profiled_target).unwrap())
         });
         group.bench_function("gate_first_seen", |b| {
             b.iter(|| first_seen.check(black_box(&body), &target).unwrap())

@@ -7,7 +7,9 @@ use serde::Serialize;
 
 use crate::cli::CheckArgs;
 use crate::config::Config;
-use crate::gate::{Gate, Policy, ProviderProfile, SchemaLimits, Target, Violation};
+use crate::gate::{
+    parse, strip, Gate, ItemProfile, Policy, ProviderProfile, SchemaLimits, Target, Violation,
+};
 use crate::proxy::teams::Teams;
 
 /// Every body was allowed.
@@ -50,8 +52,16 @@ fn check(
     let input = open(&args.input, stdin)?;
     let mut worst = EXIT_ALLOWED;
     let mut judge = |body: &[u8], origin: &str| -> Result<(), String> {
-        match gate.check(body, &target) {
-            Ok(verdict) => {
+        let judged = parse(body).and_then(|request| {
+            let verdict = gate.judge(&request, &target)?;
+            let forwarded = match args.repaired && verdict.is_allowed() {
+                true => strip::strip(body, &request, &verdict)?.map(|cut| cut.body),
+                false => None,
+            };
+            Ok((verdict, forwarded))
+        });
+        match judged {
+            Ok((verdict, forwarded)) => {
                 if !verdict.is_allowed() {
                     worst = worst.max(EXIT_VIOLATIONS);
                 }
@@ -61,7 +71,15 @@ fn check(
                     violations: &verdict.violations,
                 };
                 let line = serde_json::to_string(&printed).map_err(|e| e.to_string())?;
-                writeln!(out, "{line}").map_err(|e| e.to_string())
+                match (args.repaired, verdict.is_allowed()) {
+                    (false, _) => writeln!(out, "{line}"),
+                    (true, true) => {
+                        let forwarded = forwarded.as_deref().unwrap_or(body);
+                        out.write_all(forwarded).and_then(|()| writeln!(out))
+                    }
+                    (true, false) => writeln!(errors, "{line}"),
+                }
+                .map_err(|e| e.to_string())
             }
             Err(error) => {
                 worst = EXIT_ERROR;
@@ -91,6 +109,18 @@ fn check(
 /// The provider profile, schema limits and policy (the global one, or with `--team` that
 /// team's): from the configuration, or the bare slug with the defaults.
 fn profile(args: &CheckArgs) -> Result<(ProviderProfile, SchemaLimits, Policy), String> {
+    let (provider, limits, policy) = configured(args)?;
+    match &args.item_profile {
+        None => Ok((provider, limits, policy)),
+        Some(name) => {
+            let item_profile = ItemProfile::built_in(name).map_err(|e| e.to_string())?;
+            Ok((provider.with_item_profile(Some(item_profile)), limits, policy))
+        }
+    }
+}
+
+/// The provider profile, schema limits and policy the configuration (if any) gives.
+fn configured(args: &CheckArgs) -> Result<(ProviderProfile, SchemaLimits, Policy), String> {
     let Some(path) = &args.config else {
         return Ok((
             ProviderProfile::own_namespace(&args.provider),
@@ -118,7 +148,8 @@ fn profile(args: &CheckArgs) -> Result<(ProviderProfile, SchemaLimits, Policy), 
             .clone();
     }
     Ok((
-        ProviderProfile::new(&args.provider, provider.namespaces().iter().cloned()),
+        ProviderProfile::new(&args.provider, provider.namespaces().iter().cloned())
+            .with_item_profile(provider.item_profile.clone()),
         config.gate.schema_limits(),
         policy,
     ))

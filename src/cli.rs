@@ -83,6 +83,13 @@ pub struct CheckArgs {
     /// Judge under this team's policy (its rules, mode, tools and pinned schemas); needs --config.
     #[arg(long, value_name = "NAME", requires = "config")]
     pub team: Option<String>,
+    /// Apply this item profile (contract §5a), e.g. `openai`, instead of the provider's own.
+    #[arg(long, value_name = "NAME")]
+    pub item_profile: Option<String>,
+    /// Print each body as it would be forwarded (repaired members and stripped items cut out)
+    /// instead of its verdict; a refused body's verdict goes to standard error.
+    #[arg(long)]
+    pub repaired: bool,
     /// Read one body per line (JSON Lines) instead of one body.
     #[arg(long)]
     pub jsonl: bool,

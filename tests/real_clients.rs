@@ -80,7 +80,10 @@ fn every_real_client_body_passes_the_repo_configuration() {
     let policy = config.gate.policy();
     let gate = Gate::new(config.gate.schema_limits());
     for (name, provider) in &config.providers {
-        let profile = ProviderProfile::new(name, provider.namespaces().iter().cloned());
+        // With the item profile the repo sets (openai): only the Node stream helper's
+        // parsed_arguments are repaired, and a repair is allowed.
+        let profile = ProviderProfile::new(name, provider.namespaces().iter().cloned())
+            .with_item_profile(provider.item_profile.clone());
         let target = Target::new(&profile, &policy);
         for (origin, path, body) in corpus() {
             let Some(at) = items_at(&path) else { continue };

@@ -135,6 +135,8 @@ pub(super) struct ProviderEntry {
     pub(super) read_timeout: Duration,
     #[serde(default)]
     pub(super) encrypted_content_scope: EncryptedContentScope,
+    /// `item_profile`: the name of a built-in item profile (contract §5a).
+    pub(super) item_profile: Option<Spanned<String>>,
 }
 
 /// One `[[routes]]` entry.

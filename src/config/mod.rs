@@ -85,6 +85,9 @@ pub struct ProviderConfig {
     /// `encrypted_content_scope`: whether this provider's `encrypted_content` may be replayed to
     /// any of its models or only to the model that produced it.
     pub encrypted_content_scope: EncryptedContentScope,
+    /// `item_profile`: what the provider accepts in input items (contract §5a); `None`: no
+    /// item shape checks.
+    pub item_profile: Option<std::sync::Arc<crate::gate::ItemProfile>>,
 }
 
 impl ProviderConfig {

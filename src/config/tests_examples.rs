@@ -3,13 +3,14 @@
 use super::*;
 
 /// The keys an example provider block may set.
-const PROVIDER_KEYS: [&str; 6] = [
+const PROVIDER_KEYS: [&str; 7] = [
     "base_url",
     "auth",
     "namespaces",
     "connect_timeout_ms",
     "read_timeout_ms",
     "encrypted_content_scope",
+    "item_profile",
 ];
 
 /// Every `# [providers.NAME]` block of the file, uncommented: the table line and the

@@ -504,6 +504,13 @@ impl ProviderEntry {
                 .check_host(host.as_deref().unwrap_or_default())
                 .map_err(|message| Invalid::new(auth.span(), format!("provider {name:?}: {message}")))?;
         }
+        let item_profile = match self.item_profile {
+            None => None,
+            Some(profile) => Some(
+                crate::gate::ItemProfile::built_in(profile.get_ref())
+                    .map_err(|e| Invalid::new(profile.span(), format!("provider {name:?}: {e}")))?,
+            ),
+        };
         Ok(ProviderConfig {
             base_url,
             auth: self.auth.map(Spanned::into_inner).unwrap_or_default(),
@@ -511,6 +518,7 @@ impl ProviderEntry {
             connect_timeout: self.connect_timeout,
             read_timeout: self.read_timeout,
             encrypted_content_scope: self.encrypted_content_scope,
+            item_profile,
         })
     }
 }

@@ -79,7 +79,7 @@ pub enum RequestDecision {
     Monitored,
     /// Forwarded with items cut out.
     Stripped,
-    /// Forwarded with items repaired (no action repairs yet; the value is reserved).
+    /// Forwarded with members cut out of items (`repair`, contract §5a).
     Repaired,
     /// Refused by the proxy for another reason, or never answered (the client went away).
     Error,
@@ -107,6 +107,7 @@ impl RequestDecision {
             Decision::Rejected => RequestDecision::Rejected,
             Decision::Monitored => RequestDecision::Monitored,
             Decision::Stripped => RequestDecision::Stripped,
+            Decision::Repaired => RequestDecision::Repaired,
             Decision::Error => RequestDecision::Error,
         }
     }

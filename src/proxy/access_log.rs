@@ -25,6 +25,8 @@ pub enum Decision {
     Monitored,
     /// Forwarded with items cut out (`strip`).
     Stripped,
+    /// Forwarded with members cut out of items (`repair`).
+    Repaired,
     /// The proxy refused the request before or after gating (bad body, no route, upstream down).
     Error,
 }
@@ -37,6 +39,7 @@ impl Decision {
             Decision::Rejected => "rejected",
             Decision::Monitored => "monitored",
             Decision::Stripped => "stripped",
+            Decision::Repaired => "repaired",
             Decision::Error => "error",
         }
     }
@@ -126,6 +129,8 @@ impl AccessRecord {
             Decision::Rejected
         } else if !verdict.stripped.is_empty() {
             Decision::Stripped
+        } else if !verdict.repairs.is_empty() {
+            Decision::Repaired
         } else if verdict.monitored > 0 {
             Decision::Monitored
         } else {

@@ -12,6 +12,9 @@ pub const MONITORED_HEADER: &str = "x-replaygate-monitored";
 /// The response header naming the items cut from the forwarded body.
 pub const STRIPPED_HEADER: &str = "x-replaygate-stripped";
 
+/// The response header naming the members cut out of the forwarded items (contract §5a).
+pub const REPAIRED_HEADER: &str = "x-replaygate-repaired";
+
 /// The response header naming the foreign response whose recorded chain replaced the
 /// request's `previous_response_id` (contract §8, `carry_sessions`).
 pub const CARRIED_HEADER: &str = "x-replaygate-carried";
@@ -37,6 +40,28 @@ pub(super) fn stripped(member: &str, removed: &[usize], limit: usize) -> Option<
         .take(limit)
         .map(|index| format!("{member}[{index}]"));
     listed(STRIPPED_HEADER, names, removed.len().saturating_sub(limit))
+}
+
+/// `item_field@input[2].parsed_arguments`: the listed `repair` violations of a verdict whose
+/// items were not cut out whole (`removed`, ascending), at most `limit` named (then `+N`).
+pub(super) fn repaired(
+    verdict: &Verdict,
+    removed: &[usize],
+    limit: usize,
+) -> Option<(&'static str, HeaderValue)> {
+    let kept = |index: &Option<usize>| index.is_none_or(|i| removed.binary_search(&i).is_err());
+    let names: Vec<String> = verdict
+        .with_action(Action::Repair)
+        .filter(|violation| kept(&violation.index))
+        .map(|violation| format!("{}@{}", violation.reason, violation.param))
+        .collect();
+    let listed_count = names.len().min(limit);
+    let total = verdict.repairs.iter().filter(|r| kept(&Some(r.index))).count();
+    listed(
+        REPAIRED_HEADER,
+        names.into_iter().take(limit),
+        total.saturating_sub(listed_count),
+    )
 }
 
 /// `name: a,b,c` (and `,+more` when `more` were left out); `None` for an empty list.

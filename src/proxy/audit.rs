@@ -30,6 +30,8 @@ pub enum AuditDecision {
     Monitored,
     /// Forwarded with items cut out.
     Stripped,
+    /// Forwarded with members cut out of items.
+    Repaired,
 }
 
 impl AuditDecision {
@@ -39,6 +41,8 @@ impl AuditDecision {
             AuditDecision::Rejected
         } else if !verdict.stripped.is_empty() {
             AuditDecision::Stripped
+        } else if !verdict.repairs.is_empty() {
+            AuditDecision::Repaired
         } else if verdict.monitored > 0 {
             AuditDecision::Monitored
         } else {

@@ -143,12 +143,12 @@ impl Provider {
                 source,
             })?;
         Ok(Provider {
-            profile: ProviderProfile::new(name, config.namespaces().iter().cloned()).with_encrypted_scope(
-                match config.encrypted_content_scope {
+            profile: ProviderProfile::new(name, config.namespaces().iter().cloned())
+                .with_encrypted_scope(match config.encrypted_content_scope {
                     EncryptedContentScope::Provider => EncryptedScope::Provider,
                     EncryptedContentScope::Model => EncryptedScope::Model,
-                },
-            ),
+                })
+                .with_item_profile(config.item_profile.clone()),
             base_url,
             base,
             credential: Credential::resolve(&config.auth, env),

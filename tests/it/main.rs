@@ -4,6 +4,9 @@
 mod support;
 
 mod admin;
+mod item_profiles;
+mod item_profiles_cli;
+mod item_profiles_sdk;
 mod ledger;
 mod serve_reload;
 mod sigv4;

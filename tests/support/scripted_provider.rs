@@ -33,6 +33,8 @@ pub enum CallIds {
 /// What the provider remembers between requests.
 struct Script {
     call_ids: CallIds,
+    /// `(item type, member)` pairs it answers 400 `Unknown parameter` to, as OpenAI does.
+    refused: &'static [(&'static str, &'static str)],
     counter: AtomicU64,
     /// The call ids each response it answered made, by response id.
     calls_by_response: Mutex<HashMap<String, Vec<String>>>,
@@ -40,8 +42,17 @@ struct Script {
 
 /// Starts a scripted provider on 127.0.0.1:0.
 pub async fn start(call_ids: CallIds) -> Upstream {
+    start_refusing(call_ids, &[]).await
+}
+
+/// The members OpenAI refuses in replayed items with `400 Unknown parameter` (contract §5a).
+pub const OPENAI_REFUSED: &[(&str, &str)] = &[("function_call", "parsed_arguments"), ("reasoning", "status")];
+
+/// Starts a scripted provider that also refuses the `refused` members of input items.
+pub async fn start_refusing(call_ids: CallIds, refused: &'static [(&'static str, &'static str)]) -> Upstream {
     let script = Arc::new(Script {
         call_ids,
+        refused,
         counter: AtomicU64::new(0),
         calls_by_response: Mutex::new(HashMap::new()),
     });
@@ -57,6 +68,9 @@ impl Script {
         let Ok(request) = serde_json::from_slice::<Value>(body) else {
             return error(400, "input", "We could not parse the JSON body of your request.");
         };
+        if let Some((param, message)) = self.unknown_parameter(&request) {
+            return error(400, &param, &message);
+        }
         let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
         let item = match self.next_item(&request, n) {
             Ok(item) => item,
@@ -82,6 +96,21 @@ impl Script {
                 .insert("content-type", "application/json".parse().unwrap());
             answer
         }
+    }
+
+    /// The first refused member among the input items, as OpenAI names it.
+    fn unknown_parameter(&self, request: &Value) -> Option<(String, String)> {
+        let items = request["input"].as_array()?;
+        items.iter().enumerate().find_map(|(i, item)| {
+            self.refused
+                .iter()
+                .find(|(kind, member)| item["type"] == *kind && item.get(*member).is_some())
+                .map(|(_, member)| {
+                    let param = format!("input[{i}].{member}");
+                    let message = format!("Unknown parameter: '{param}'.");
+                    (param, message)
+                })
+        })
     }
 
     /// The one output item for this request, or the message of a 400.

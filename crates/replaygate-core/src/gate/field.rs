@@ -132,14 +132,22 @@ impl<'a> RawField<'a> {
 impl<'de: 'a, 'a> Deserialize<'de> for RawField<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let raw = <&'de serde_json::value::RawValue>::deserialize(deserializer)?.get();
-        Ok(match raw.as_bytes().first() {
+        Ok(RawField::of_json(raw))
+    }
+}
+
+impl<'a> RawField<'a> {
+    /// What a value's JSON text (as a `RawValue` holds it, without surrounding whitespace) is.
+    pub fn of_json(raw: &'a str) -> Self {
+        match raw.as_bytes().first() {
             Some(b'"') => RawField::Str(raw),
             Some(b'{') => RawField::Other(JsonKind::Object),
             Some(b'[') => RawField::Other(JsonKind::Array),
             Some(b't' | b'f') => RawField::Other(JsonKind::Boolean),
             Some(b'n') => RawField::Other(JsonKind::Null),
-            _ => RawField::Other(JsonKind::Number),
-        })
+            Some(_) => RawField::Other(JsonKind::Number),
+            None => RawField::Absent,
+        }
     }
 }
 
@@ -217,6 +225,22 @@ macro_rules! member_names {
             Other,
         }
 
+        impl $name {
+            /// The member called `v` (escapes decoded).
+            #[allow(dead_code)]
+            fn from_name(v: &str) -> Self {
+                match v {
+                    $($text => $name::$variant,)*
+                    _ => match $crate::gate::field::misspelling_of(v, &[$($text),*]) {
+                        Some(gated) => $name::Misspelled(
+                            $crate::gate::field::Misspelling::new(v, gated),
+                        ),
+                        None => $name::Other,
+                    },
+                }
+            }
+        }
+
         impl<'de> serde::Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
                 struct NameVisitor;
@@ -226,15 +250,7 @@ macro_rules! member_names {
                         f.write_str("a member name")
                     }
                     fn visit_str<E>(self, v: &str) -> Result<$name, E> {
-                        Ok(match v {
-                            $($text => $name::$variant,)*
-                            _ => match $crate::gate::field::misspelling_of(v, &[$($text),*]) {
-                                Some(gated) => $name::Misspelled(
-                                    $crate::gate::field::Misspelling::new(v, gated),
-                                ),
-                                None => $name::Other,
-                            },
-                        })
+                        Ok($name::from_name(v))
                     }
                 }
                 deserializer.deserialize_identifier(NameVisitor)

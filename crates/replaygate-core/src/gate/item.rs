@@ -7,6 +7,7 @@ use serde_json::value::RawValue;
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use super::field::{member_names, read_once, Field, JsonKind, RawField};
+use super::shape::{read_list_raw, ListValue, Member, MemberValue, Name, Shape};
 
 /// The kind of an input item, as the rules see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +56,9 @@ pub struct Item<'a> {
     /// `encrypted_content` (a reasoning or compaction item's provider-bound blob), its exact
     /// JSON text, null included; `None` when absent.
     pub encrypted_content: Option<Opaque<'a>>,
+    /// Where the item's members are in the request's [`Shape`] (every member, in the order
+    /// written), for item profiles.
+    pub members: std::ops::Range<u32>,
 }
 
 /// A member's exact JSON text, which debug output shows by its length only (it may be a
@@ -162,15 +166,15 @@ struct Members<'a> {
     status: Option<Field<'a>>,
     role: Option<Field<'a>>,
     arguments: Option<RawField<'a>>,
-    content: Option<IgnoredAny>,
-    output: Option<IgnoredAny>,
+    content: Option<ListValue<'a>>,
+    output: Option<ListValue<'a>>,
     tool_calls: Option<IgnoredAny>,
     encrypted_content: Option<Opaque<'a>>,
     others: usize,
 }
 
 impl<'a> Members<'a> {
-    fn into_item(self) -> Result<Item<'a>, &'static str> {
+    fn into_item(self, members: std::ops::Range<u32>) -> Result<Item<'a>, &'static str> {
         let kind = self.kind.unwrap_or_default();
         let id = self.id.unwrap_or_default();
         let role = self.role.unwrap_or_default();
@@ -207,6 +211,7 @@ impl<'a> Members<'a> {
             arguments: self.arguments.unwrap_or_default(),
             has_tool_calls: self.tool_calls.is_some(),
             encrypted_content: self.encrypted_content,
+            members,
         })
     }
 }
@@ -240,6 +245,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for Item<'a> {
 pub struct PushItem<'v, 'a> {
     /// The list the item is appended to.
     pub items: &'v mut Vec<Item<'a>>,
+    /// Where the item's member names (and its content parts) are recorded.
+    pub shape: &'v mut Shape<'a>,
 }
 
 impl<'de: 'a, 'a> DeserializeSeed<'de> for PushItem<'_, 'a> {
@@ -258,7 +265,8 @@ impl<'de: 'a, 'a> Visitor<'de> for PushItem<'_, 'a> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
-        let item = read_members(map)?.into_item().map_err(de::Error::custom)?;
+        let (members, at) = read_members(map, self.shape)?;
+        let item = members.into_item(at).map_err(de::Error::custom)?;
         self.items.push(item);
         Ok(())
     }
@@ -274,14 +282,23 @@ impl<'de> Visitor<'de> for ItemVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        read_members(map)?.into_item().map_err(de::Error::custom)
+        let mut shape = Shape::default();
+        let (members, at) = read_members(map, &mut shape)?;
+        members.into_item(at).map_err(de::Error::custom)
     }
 }
 
-fn read_members<'de, A: MapAccess<'de>>(mut map: A) -> Result<Members<'de>, A::Error> {
+/// Reads an item's members, recording every member's name in `shape` in the order written
+/// (the item's range there is returned with them).
+fn read_members<'de: 'a, 'a, A: MapAccess<'de>>(
+    mut map: A,
+    shape: &mut Shape<'a>,
+) -> Result<(Members<'a>, std::ops::Range<u32>), A::Error> {
     let mut m = Members::default();
-    while let Some(key) = map.next_key::<Key>()? {
-        match key {
+    let start = shape.item_members.len() as u32;
+    while let Some(Name(name)) = map.next_key::<Name<'a>>()? {
+        let mut value = MemberValue::InItem;
+        match Key::from_name(&name) {
             Key::Type => read_once(&mut map, &mut m.kind, "type")?,
             Key::Id => read_once(&mut map, &mut m.id, "id")?,
             Key::CallId => read_once(&mut map, &mut m.call_id, "call_id")?,
@@ -289,18 +306,46 @@ fn read_members<'de, A: MapAccess<'de>>(mut map: A) -> Result<Members<'de>, A::E
             Key::Status => read_once(&mut map, &mut m.status, "status")?,
             Key::Role => read_once(&mut map, &mut m.role, "role")?,
             Key::Arguments => read_once(&mut map, &mut m.arguments, "arguments")?,
-            Key::Content => read_once(&mut map, &mut m.content, "content")?,
-            Key::Output => read_once(&mut map, &mut m.output, "output")?,
+            Key::Content => {
+                let list = read_list(&mut map, m.content.is_some(), "content", shape)?;
+                value = MemberValue::List(list.clone());
+                m.content = Some(list);
+            }
+            Key::Output => {
+                let list = read_list(&mut map, m.output.is_some(), "output", shape)?;
+                value = MemberValue::List(list.clone());
+                m.output = Some(list);
+            }
             Key::ToolCalls => read_once(&mut map, &mut m.tool_calls, "tool_calls")?,
             Key::EncryptedContent => read_once(&mut map, &mut m.encrypted_content, "encrypted_content")?,
             Key::Misspelled(name) => return Err(name.into_error()),
+            Key::Other if name == "summary" => {
+                let raw: &'a RawValue = map.next_value()?;
+                value = MemberValue::List(read_list_raw(raw, shape).map_err(de::Error::custom)?);
+                m.others += 1;
+            }
             Key::Other => {
-                map.next_value::<IgnoredAny>()?;
+                value = MemberValue::Raw(map.next_value()?);
                 m.others += 1;
             }
         }
+        shape.item_members.push(Member { name, value });
     }
-    Ok(m)
+    Ok((m, start..shape.item_members.len() as u32))
+}
+
+/// Reads a part list member that the gate reads once (`content`, `output`).
+fn read_list<'de: 'a, 'a, A: MapAccess<'de>>(
+    map: &mut A,
+    seen: bool,
+    key: &str,
+    shape: &mut Shape<'a>,
+) -> Result<ListValue<'a>, A::Error> {
+    if seen {
+        return Err(de::Error::custom(format_args!("duplicate member `{key}`")));
+    }
+    let raw: &'a RawValue = map.next_value()?;
+    read_list_raw(raw, shape).map_err(de::Error::custom)
 }
 
 #[cfg(test)]

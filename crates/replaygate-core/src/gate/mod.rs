@@ -17,21 +17,29 @@
 //! kind it is, `rules` holds one small unit per rule, [`schema`] compiles and caches tool
 //! schemas, [`verdict`] is what comes out, [`strip`] cuts stripped items out of a body, and
 //! [`output`] is what the response side checks: the calls a provider produced.
+//! [`shape`] is every member name the reading met, which [`item_profile`]s check, and
+//! [`repair`] cuts repaired members out of a body.
 //! [`provenance`] is what the provenance ledger is asked and answers.
 
 mod field;
 pub mod item;
+pub mod item_profile;
 pub mod output;
 mod profile;
 pub mod provenance;
+pub mod repair;
 pub mod request;
 mod rules;
 pub mod schema;
+pub mod shape;
 pub mod strip;
+#[cfg(test)]
+mod tests_repair_props;
 mod tool_rules;
 pub mod verdict;
 
 pub use field::{misspelling_of, Field, JsonKind};
+pub use item_profile::{ItemProfile, ProfileError};
 pub use output::{OutputCall, ResponseViolation};
 pub use profile::{EncryptedScope, Policy, ProviderProfile, Target, DEFAULT_WORK_BUDGET};
 pub use provenance::{ChainFacts, LedgerQuery, Provenance, MAX_QUERY_KEYS};
@@ -40,7 +48,7 @@ pub use request::{
 };
 pub use schema::{SchemaCache, SchemaLimits};
 pub use tool_rules::{glob_set, PinnedSchema, ToolRules};
-pub use verdict::{Action, Reason, Verdict, Violation};
+pub use verdict::{Action, Reason, Repair, Verdict, Violation};
 
 /// The gate with its schema cache. Share one per process (it is `Send + Sync`).
 #[derive(Debug, Default)]

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::item_profile::ItemProfile;
 use super::provenance::Provenance;
 use super::tool_rules::ToolRules;
 use super::verdict::{Action, Reason};
@@ -15,6 +16,7 @@ pub struct ProviderProfile {
     name: String,
     namespaces: Vec<String>,
     encrypted_scope: EncryptedScope,
+    item_profile: Option<Arc<ItemProfile>>,
 }
 
 /// What a provider binds the `encrypted_content` of its reasoning and compaction items to
@@ -47,6 +49,7 @@ impl ProviderProfile {
             name: name.into(),
             namespaces: namespaces.into_iter().map(Into::into).collect(),
             encrypted_scope: EncryptedScope::default(),
+            item_profile: None,
         }
     }
 
@@ -57,6 +60,7 @@ impl ProviderProfile {
             namespaces: vec![name.clone()],
             name,
             encrypted_scope: EncryptedScope::default(),
+            item_profile: None,
         }
     }
 
@@ -66,6 +70,17 @@ impl ProviderProfile {
             encrypted_scope: scope,
             ..self
         }
+    }
+
+    /// The same provider with an item profile (contract §5a): its items' members are checked
+    /// against what the profile says the provider accepts.
+    pub fn with_item_profile(self, item_profile: Option<Arc<ItemProfile>>) -> Self {
+        Self { item_profile, ..self }
+    }
+
+    /// The provider's item profile, if it has one.
+    pub fn item_profile(&self) -> Option<&ItemProfile> {
+        self.item_profile.as_deref()
     }
 
     /// What this provider binds encrypted reasoning to.
@@ -147,8 +162,9 @@ impl Policy {
             .copied()
             .unwrap_or_else(|| reason.default_action());
         match action {
-            Action::Reject | Action::Strip if self.monitor_only => Action::Monitor,
+            Action::Reject | Action::Strip | Action::Repair if self.monitor_only => Action::Monitor,
             Action::Strip if !reason.is_strippable() => Action::Reject,
+            Action::Repair if !reason.is_repairable() => Action::Reject,
             action => action,
         }
     }
@@ -230,10 +246,10 @@ mod tests {
     fn unknown_tool_and_item_tampered_are_monitored_and_the_rest_rejected_by_default() {
         let policy = Policy::default();
         for reason in Reason::ALL {
-            let expected = if matches!(reason, Reason::UnknownTool | Reason::ItemTampered) {
-                Action::Monitor
-            } else {
-                Action::Reject
+            let expected = match reason {
+                Reason::UnknownTool | Reason::ItemTampered | Reason::ItemUnknownField => Action::Monitor,
+                Reason::ItemField => Action::Repair,
+                _ => Action::Reject,
             };
             assert_eq!(policy.action(reason), expected, "{reason}");
         }

@@ -10,6 +10,7 @@ use serde_json::value::RawValue;
 
 use super::field::{member_names, read_once, Field};
 use super::item::{Item, PushItem};
+use super::shape::Shape;
 
 /// A request body as the gate reads it.
 #[derive(Debug, Default)]
@@ -26,6 +27,8 @@ pub struct ParsedRequest<'a> {
     pub conversation: Field<'a>,
     /// The member the items were read from.
     pub at: ItemsAt,
+    /// The member names of the items and their content parts (what item profiles check).
+    pub shape: super::shape::Shape<'a>,
     /// The body text the request was read from.
     source: Source<'a>,
 }
@@ -376,10 +379,15 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
         let mut tools = None;
         let mut previous_response_id = None;
         let mut conversation = None;
+        let mut shape = Shape::default();
         while let Some(key) = map.next_key::<Key>()? {
             match key {
-                Key::Input if self.at == ItemsAt::Input => self.read_items(&mut map, &mut input)?,
-                Key::Items if self.at != ItemsAt::Input => self.read_items(&mut map, &mut input)?,
+                Key::Input if self.at == ItemsAt::Input => {
+                    self.read_items(&mut map, &mut input, &mut shape)?
+                }
+                Key::Items if self.at != ItemsAt::Input => {
+                    self.read_items(&mut map, &mut input, &mut shape)?
+                }
                 Key::Model => {
                     self.place.set(Place::Member("model"));
                     read_once(&mut map, &mut model, "model")?;
@@ -417,6 +425,7 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
             previous_response_id: previous_response_id.unwrap_or_default(),
             conversation: conversation.unwrap_or_default(),
             at: self.at,
+            shape,
             source: Source::default(),
         })
     }
@@ -428,6 +437,7 @@ impl RequestSeed<'_> {
         &self,
         map: &mut A,
         input: &mut Option<Input<'de>>,
+        shape: &mut Shape<'de>,
     ) -> Result<(), A::Error> {
         self.place.set(Place::Input(self.at));
         if input.is_some() {
@@ -440,18 +450,20 @@ impl RequestSeed<'_> {
             place: self.place,
             expected_items: self.expected_items,
             at: self.at,
+            shape,
         })?);
         Ok(())
     }
 }
 
-struct InputSeed<'p> {
+struct InputSeed<'p, 'de> {
     place: &'p Cell<Place>,
     expected_items: usize,
     at: ItemsAt,
+    shape: &'p mut Shape<'de>,
 }
 
-impl<'de> DeserializeSeed<'de> for InputSeed<'_> {
+impl<'de> DeserializeSeed<'de> for InputSeed<'_, 'de> {
     type Value = Input<'de>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
@@ -459,7 +471,7 @@ impl<'de> DeserializeSeed<'de> for InputSeed<'_> {
     }
 }
 
-impl<'de> Visitor<'de> for InputSeed<'_> {
+impl<'de> Visitor<'de> for InputSeed<'_, 'de> {
     type Value = Input<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -476,9 +488,14 @@ impl<'de> Visitor<'de> for InputSeed<'_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(self.expected_items));
+        self.shape.item_members.reserve(items.capacity() * 4);
         loop {
             self.place.set(Place::InputItem(self.at, items.len()));
-            if seq.next_element_seed(PushItem { items: &mut items })?.is_none() {
+            let item = PushItem {
+                items: &mut items,
+                shape: &mut *self.shape,
+            };
+            if seq.next_element_seed(item)?.is_none() {
                 break;
             }
             if items.len() > MAX_ITEMS {

@@ -27,21 +27,25 @@ use std::ops::Range;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
+use super::repair::member_ranges;
 use super::request::{BodyError, ItemsAt, ParsedRequest};
 use super::rules::for_each_answer;
-use super::verdict::Verdict;
+use super::verdict::{Repair, Verdict};
 
-/// A body with its stripped items cut out.
+/// A body with its stripped items and repaired members cut out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stripped {
     /// The body to forward.
     pub body: Vec<u8>,
     /// The positions, in the original items, of the items cut out: ascending, once each.
     pub removed: Vec<usize>,
+    /// The members cut out of the items that stay (contract §5a `repair`), in input order.
+    pub repaired: Vec<Repair>,
 }
 
-/// Cuts out of `body` the items `verdict` strips and the outputs paired with them; `None` when
-/// the verdict strips nothing (the body is forwarded as it is).
+/// Cuts out of `body` the items `verdict` strips and the outputs paired with them, and the
+/// members it repairs in the items that stay (see [`crate::gate::repair`]); `None` when the
+/// verdict strips and repairs nothing (the body is forwarded as it is).
 ///
 /// `request` must be `body` as read by [`crate::gate::parse_with`], and `verdict` its judgment.
 /// Whether a request with rejected violations is forwarded at all is the caller's decision.
@@ -50,7 +54,7 @@ pub fn strip(
     request: &ParsedRequest<'_>,
     verdict: &Verdict,
 ) -> Result<Option<Stripped>, BodyError> {
-    if verdict.stripped.is_empty() {
+    if verdict.stripped.is_empty() && verdict.repairs.is_empty() {
         return Ok(None);
     }
     let spans = item_spans(body, request.at)?;
@@ -62,8 +66,34 @@ pub fn strip(
         )));
     }
     let removed = items_to_cut(request, &verdict.stripped);
-    let body = cut(body, &spans, &removed);
-    Ok(Some(Stripped { body, removed }))
+    let text = simdutf8::basic::from_utf8(body).map_err(|_| not_the_request("the body is not UTF-8"))?;
+    let mut ranges: Vec<Range<usize>> = cut_ranges(&spans, &removed).collect();
+    ranges.extend(member_ranges(text, &spans, &verdict.repairs, &removed)?);
+    ranges.sort_unstable_by_key(|r| r.start);
+    let repaired = verdict
+        .repairs
+        .iter()
+        .filter(|r| removed.binary_search(&r.index).is_err())
+        .cloned()
+        .collect();
+    Ok(Some(Stripped {
+        body: cut_out(body, &ranges),
+        removed,
+        repaired,
+    }))
+}
+
+/// `body` without the byte `ranges` (ascending, disjoint).
+pub fn cut_out(body: &[u8], ranges: &[Range<usize>]) -> Vec<u8> {
+    let removed: usize = ranges.iter().map(|r| r.len()).sum();
+    let mut out = Vec::with_capacity(body.len() - removed);
+    let mut kept_from = 0;
+    for range in ranges {
+        out.extend_from_slice(&body[kept_from..range.start]);
+        kept_from = range.end;
+    }
+    out.extend_from_slice(&body[kept_from..]);
+    out
 }
 
 /// The positions of the items to cut: `stripped` (ascending, unique) and the partner of every
@@ -118,15 +148,8 @@ pub fn item_spans(body: &[u8], at: ItemsAt) -> Result<Vec<Range<usize>>, BodyErr
 /// cut out, each with one separating comma; every other byte is kept. `spans` are the items'
 /// spans from [`item_spans`].
 pub fn cut(body: &[u8], spans: &[Range<usize>], remove: &[usize]) -> Vec<u8> {
-    let removed: usize = cut_ranges(spans, remove).map(|r| r.len()).sum();
-    let mut out = Vec::with_capacity(body.len() - removed);
-    let mut kept_from = 0;
-    for range in cut_ranges(spans, remove) {
-        out.extend_from_slice(&body[kept_from..range.start]);
-        kept_from = range.end;
-    }
-    out.extend_from_slice(&body[kept_from..]);
-    out
+    let ranges: Vec<Range<usize>> = cut_ranges(spans, remove).collect();
+    cut_out(body, &ranges)
 }
 
 /// The byte ranges [`cut`] deletes, ascending and disjoint: one per run of consecutive removed

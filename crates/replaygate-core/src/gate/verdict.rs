@@ -44,11 +44,20 @@ pub enum Reason {
     ForeignItemReference,
     /// An item whose `id` the ledger recorded but whose digest differs from the recorded one.
     ItemTampered,
+    /// An item that breaks a value constraint of the provider's item profile (contract §5a): a
+    /// required member missing, a value of the wrong kind, too long, or not one it accepts.
+    ItemValue,
+    /// A member the item profile lists as refused on input (e.g. `parsed_arguments`).
+    ItemField,
+    /// A member the item profile neither accepts nor refuses.
+    ItemUnknownField,
+    /// A `function_call` that no output in `input` answers, followed later by a message.
+    CallWithoutOutput,
 }
 
 impl Reason {
     /// Every reason, in the contract's order.
-    pub const ALL: [Reason; 16] = [
+    pub const ALL: [Reason; 20] = [
         Reason::Namespaced,
         Reason::Status,
         Reason::ArgumentsType,
@@ -65,6 +74,10 @@ impl Reason {
         Reason::ForeignEncryptedContent,
         Reason::ForeignItemReference,
         Reason::ItemTampered,
+        Reason::ItemValue,
+        Reason::ItemField,
+        Reason::ItemUnknownField,
+        Reason::CallWithoutOutput,
     ];
 
     /// The reason called `code` on the wire.
@@ -77,9 +90,17 @@ impl Reason {
     /// re-serialise what it replays, so a changed digest is reported, not refused.
     pub fn default_action(self) -> Action {
         match self {
-            Reason::UnknownTool | Reason::ItemTampered => Action::Monitor,
+            Reason::UnknownTool | Reason::ItemTampered | Reason::ItemUnknownField => Action::Monitor,
+            Reason::ItemField => Action::Repair,
             _ => Action::Reject,
         }
+    }
+
+    /// Whether `repair` can cure the reason by cutting one member out of its item: only a
+    /// member the profile refuses or does not know (contract §5a); `repair` on any other
+    /// reason acts as `reject`.
+    pub fn is_repairable(self) -> bool {
+        matches!(self, Reason::ItemField | Reason::ItemUnknownField)
     }
 
     /// The reason code as it appears on the wire.
@@ -101,6 +122,10 @@ impl Reason {
             Reason::ForeignEncryptedContent => "foreign_encrypted_content",
             Reason::ForeignItemReference => "foreign_item_reference",
             Reason::ItemTampered => "item_tampered",
+            Reason::ItemValue => "item_value",
+            Reason::ItemField => "item_field",
+            Reason::ItemUnknownField => "item_unknown_field",
+            Reason::CallWithoutOutput => "call_without_output",
         }
     }
 
@@ -151,6 +176,9 @@ pub enum Action {
     /// The violating item (and the outputs paired with a removed call) is cut out of the
     /// forwarded bytes; the request goes on (contract §7).
     Strip,
+    /// The offending member (its value and one adjacent comma) is cut out of the forwarded
+    /// bytes; the request goes on (contract §5a).
+    Repair,
 }
 
 impl Action {
@@ -160,6 +188,7 @@ impl Action {
             Action::Reject => "reject",
             Action::Monitor => "monitor",
             Action::Strip => "strip",
+            Action::Repair => "repair",
         }
     }
 }
@@ -221,10 +250,36 @@ pub struct Verdict {
     /// How many violations each reason had with each action, listed or not, in the order the
     /// pairs first came up (what metrics count).
     pub tally: Vec<(Reason, Action, usize)>,
+    /// Every member with a `repair` violation (listed or not), in input order: what is cut
+    /// from the forwarded body (see [`crate::gate::repair`]).
+    pub repairs: Vec<Repair>,
+}
+
+/// A member to cut out of an item: `input[index].member`, or a member of one of the item's
+/// content parts, `input[index].content[part].member`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repair {
+    /// The item's position.
+    pub index: usize,
+    /// The part list and the part's position in it, when the member is a part's.
+    pub part: Option<(String, usize)>,
+    /// The member's name (escapes decoded).
+    pub member: String,
+}
+
+impl Repair {
+    /// The member's path inside its item: `parsed_arguments`, `content[0].parsed`.
+    pub fn path(&self) -> String {
+        match &self.part {
+            Some((list, part)) => format!("{list}[{part}].{}", self.member),
+            None => self.member.clone(),
+        }
+    }
 }
 
 impl Verdict {
-    /// True when no violation is a `reject`: the request may be forwarded unchanged.
+    /// True when no violation is a `reject`: the request may be forwarded (unchanged unless
+    /// something is stripped or repaired).
     pub fn is_allowed(&self) -> bool {
         self.rejected == 0
     }
@@ -245,6 +300,7 @@ impl Verdict {
             Action::Reject => self.rejected,
             Action::Monitor => self.monitored,
             Action::Strip => self.stripped.len(),
+            Action::Repair => self.repairs.len(),
         }
     }
 
@@ -252,7 +308,8 @@ impl Verdict {
     /// than `max_listed` of its action are listed: a body of 100,000 refused items builds 100.
     ///
     /// A `strip` violation also records `index`, its item's position (items are judged in
-    /// order, and an item has at most one violation, so the list stays ascending and unique).
+    /// order, and an item's several shape violations record it once, so the list stays
+    /// ascending and unique).
     pub fn push_with(
         &mut self,
         reason: Reason,
@@ -279,12 +336,17 @@ impl Verdict {
                 self.monitored
             }
             (Action::Strip, Some(index)) => {
-                self.stripped.push(index);
+                // An item with several shape findings is stripped once.
+                if self.stripped.last() != Some(&index) {
+                    self.stripped.push(index);
+                }
                 self.stripped.len()
             }
             (Action::Strip, None) => {
                 unreachable!("strip is resolved to reject for reasons about no item")
             }
+            // The caller recorded the member in `repairs` first.
+            (Action::Repair, _) => self.repairs.len(),
         };
         if count <= max_listed {
             self.violations.push(violation());

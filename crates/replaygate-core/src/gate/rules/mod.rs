@@ -14,10 +14,15 @@
 //! `item_tampered` (monitored by default) never hides a refusal of the same item. With
 //! provenance, an output whose call is not in `input` is paired with the calls the ledger
 //! recorded for the `previous_response_id` chain (`call_id_mismatch` when none matches).
+//!
+//! When the target provider has an item profile (contract §5a), an item that the rules above
+//! did not refuse or strip then gets its shape findings (`item_value`, else `item_field` and
+//! `item_unknown_field` per member in the order written), and `call_without_output` last.
 
 mod call_ids;
 mod chat_envelope;
 mod function_call;
+mod item_shape;
 mod namespace;
 pub(crate) mod output_calls;
 mod provenance;
@@ -25,12 +30,13 @@ mod team_tools;
 #[cfg(test)]
 mod tests_provenance;
 mod tools;
+mod unanswered;
 
 use super::item::{Item, ItemClass};
 use super::profile::Target;
 use super::request::{ItemsAt, ParsedRequest, WorkExceeded};
 use super::schema::SchemaCache;
-use super::verdict::{Reason, Verdict, Violation};
+use super::verdict::{Action, Reason, Repair, Verdict, Violation};
 
 pub(crate) use call_ids::for_each_answer;
 use call_ids::CallIndex;
@@ -163,6 +169,12 @@ pub fn judge(
             },
         );
     }
+    let item_profile = target.provider.item_profile();
+    let unanswered = match item_profile {
+        Some(profile) if profile.call_without_output().is_some() => unanswered::unanswered_calls(items),
+        _ => Vec::new(),
+    };
+    let mut shape_findings = Vec::new();
     for (index, item) in items.iter().enumerate() {
         // Pairing sees every item, so later outputs find their calls.
         let paired = pairing.pair(index, item);
@@ -179,21 +191,77 @@ pub fn judge(
             ItemClass::Reasoning | ItemClass::Compaction | ItemClass::ItemReference => None,
         };
         let finding = finding.or_else(|| provenance.as_ref()?.check(index, item));
+        // An item refused or stripped under section 5 gets no shape check (contract §5a); one
+        // only monitored still does, so a member its provider refuses is not sent.
+        let mut shape_checked = true;
         if let Some(finding) = finding {
             let action = policy.action(finding.reason);
+            shape_checked = action == Action::Monitor;
             verdict.push_with(finding.reason, action, Some(index), policy.max_listed, || {
                 violation(request.at, index, item, finding, action)
             });
         }
+        if let Some(profile) = item_profile.filter(|_| shape_checked) {
+            shape_findings.clear();
+            item_shape::check(item, &request.shape, profile, &mut shape_findings);
+            let valued = shape_findings
+                .first()
+                .is_some_and(|f| f.reason == Reason::ItemValue);
+            if !valued && unanswered.get(index).copied().unwrap_or(false) {
+                let source = profile.call_without_output().unwrap_or_default();
+                shape_findings.push(item_shape::ShapeFinding {
+                    reason: Reason::CallWithoutOutput,
+                    part: None,
+                    member: "call_id".to_owned(),
+                    message: unanswered::message(item, source),
+                });
+            }
+            for finding in shape_findings.drain(..) {
+                push_shape(&mut verdict, request.at, index, item, finding, policy);
+            }
+        }
     }
     Ok(verdict)
+}
+
+/// Counts (and lists, within the limit) one shape finding; a repaired member is recorded for
+/// the cut.
+fn push_shape(
+    verdict: &mut Verdict,
+    at: ItemsAt,
+    index: usize,
+    item: &Item<'_>,
+    finding: item_shape::ShapeFinding,
+    policy: &super::profile::Policy,
+) {
+    let action = policy.action(finding.reason);
+    if action == Action::Repair {
+        verdict.repairs.push(Repair {
+            index,
+            part: finding.part.clone(),
+            member: finding.member.clone(),
+        });
+    }
+    verdict.push_with(finding.reason, action, Some(index), policy.max_listed, || {
+        Violation {
+            index: Some(index),
+            item_type: item.type_name().to_owned(),
+            id: item.id().map(str::to_owned),
+            call_id: item.call_id().map(str::to_owned),
+            reason: finding.reason,
+            action,
+            param: format!("{}[{index}].{}", at.member(), finding.path()),
+            pointer: None,
+            message: finding.message,
+        }
+    });
 }
 
 fn tool_violation(
     tool: &super::request::Tool<'_>,
     position: usize,
     finding: Finding,
-    action: super::verdict::Action,
+    action: Action,
 ) -> Violation {
     Violation {
         index: None,
@@ -208,13 +276,7 @@ fn tool_violation(
     }
 }
 
-fn violation(
-    at: ItemsAt,
-    index: usize,
-    item: &Item<'_>,
-    finding: Finding,
-    action: super::verdict::Action,
-) -> Violation {
+fn violation(at: ItemsAt, index: usize, item: &Item<'_>, finding: Finding, action: Action) -> Violation {
     Violation {
         index: Some(index),
         item_type: item.type_name().to_owned(),

@@ -75,6 +75,7 @@ fn call_item<'c>(call: &'c OutputCall, encoded: Option<&'c str>) -> Item<'c> {
         arguments,
         has_tool_calls: false,
         encrypted_content: None,
+        members: 0..0,
     }
 }
 

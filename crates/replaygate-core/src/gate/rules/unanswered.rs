@@ -1,0 +1,33 @@
+//! `call_without_output` (contract §5a): a `function_call` that no output in `input` answers,
+//! followed later in `input` by a message. A new turn began without the call's output, which
+//! a provider with that rule in its item profile refuses.
+
+use super::for_each_answer;
+use crate::gate::item::{Item, ItemClass};
+
+/// For each item, whether it is a `function_call` left unanswered before a later message.
+pub(super) fn unanswered_calls(items: &[Item<'_>]) -> Vec<bool> {
+    let Some(last_message) = items.iter().rposition(|item| item.class == ItemClass::Message) else {
+        return Vec::new();
+    };
+    let mut flagged: Vec<bool> = items[..last_message]
+        .iter()
+        .map(|item| item.class == ItemClass::FunctionCall)
+        .collect();
+    for_each_answer(items, |_, call| {
+        if let Some(flag) = flagged.get_mut(call) {
+            *flag = false;
+        }
+    });
+    flagged
+}
+
+/// The message of a `call_without_output` finding.
+pub(super) fn message(item: &Item<'_>, source: &str) -> String {
+    match item.call_id() {
+        Some(call_id) => format!(
+            "function_call `{call_id}` has no output in input, and a later message starts a new turn ({source})"
+        ),
+        None => format!("this function_call has no output in input, and a later message starts a new turn ({source})"),
+    }
+}

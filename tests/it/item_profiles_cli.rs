@@ -1,0 +1,252 @@
+//! Item profiles offline (contract §5a): `replaygate check --item-profile` gives every §5a row
+//! on the twelve refusal vectors and the corpus, `--repaired` prints the bodies as they would be
+//! forwarded, and a provider naming an unknown profile is a configuration error at its line.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+use super::item_profiles::vectors;
+
+fn replaygate(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_replaygate"))
+        .args(args)
+        .env_remove("REPLAYGATE_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Err(error) = child.stdin.take().unwrap().write_all(stdin.as_bytes()) {
+        assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe, "{error}");
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn lines(text: &[u8]) -> Vec<Value> {
+    String::from_utf8(text.to_vec())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn check_gives_each_vector_its_profile_verdict_and_counts_ten_or_more_stopped() {
+    let cases = vectors();
+    let jsonl: String = cases
+        .iter()
+        .map(|case| format!("{}\n", serde_json::to_string(&case["body"]).unwrap()))
+        .collect();
+    let with = replaygate(
+        &[
+            "check",
+            "--provider",
+            "openai",
+            "--item-profile",
+            "openai",
+            "--jsonl",
+        ],
+        &jsonl,
+    );
+    assert_eq!(
+        with.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&with.stderr)
+    );
+    let without = replaygate(&["check", "--provider", "openai", "--jsonl"], &jsonl);
+    let (with, without) = (lines(&with.stdout), lines(&without.stdout));
+    let mut stopped = (0, 0);
+    for ((case, with), without) in cases.iter().zip(&with).zip(&without) {
+        let name = case["name"].as_str().unwrap();
+        let expected = &case["profile"];
+        let first = with["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["action"] != "monitor")
+            .unwrap_or_else(|| panic!("{name}: {with}"));
+        for key in ["reason", "action", "param"] {
+            assert_eq!(first[key], expected[key], "{name}: {with}");
+        }
+        assert_eq!(with["allowed"], expected["action"] != "reject", "{name}");
+        stopped.0 += 1;
+        let refused_without = without["allowed"] == false;
+        assert_eq!(refused_without, !case["v2"].is_null(), "{name}: {without}");
+        stopped.1 += usize::from(refused_without);
+    }
+    assert_eq!(stopped, (12, 5), "(with the profile, version 2 alone)");
+    eprintln!(
+        "refusal vectors stopped: {} of 12 with item profile openai, {} without",
+        stopped.0, stopped.1
+    );
+}
+
+#[test]
+fn repaired_prints_the_forwarded_bodies_and_sends_refused_verdicts_to_stderr() {
+    let node = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/corpus/openai-node-stream-full-history.jsonl"
+    ))
+    .unwrap();
+    let bodies: Vec<String> = node
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["path"].as_str().unwrap().ends_with("responses"))
+        .map(|r| serde_json::to_string(&r["body"]).unwrap())
+        .collect();
+    let refused = r#"{"model":"m","input":[{"type":"function_call_output","output":{"a":1},"call_id":"c"}]}"#;
+    let input = format!("{}\n{refused}\n", bodies.join("\n"));
+    let out = replaygate(
+        &[
+            "check",
+            "--provider",
+            "openai",
+            "--item-profile",
+            "openai",
+            "--repaired",
+            "--jsonl",
+            "-",
+        ],
+        &input,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let printed: Vec<&str> = printed.lines().collect();
+    assert_eq!(printed.len(), bodies.len(), "one forwarded body per allowed body");
+    for (sent, forwarded) in bodies.iter().zip(&printed) {
+        assert!(!forwarded.contains("parsed_arguments"), "{forwarded}");
+        if !sent.contains("parsed_arguments") {
+            assert_eq!(forwarded, sent);
+        }
+        // Still a body the profile allows with no repair left.
+        let again = replaygate(
+            &["check", "--provider", "openai", "--item-profile", "openai", "-"],
+            forwarded,
+        );
+        let verdict = &lines(&again.stdout)[0];
+        assert!(
+            verdict["violations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|v| v["action"] == "monitor"),
+            "{verdict}"
+        );
+    }
+    let errors = lines(&out.stderr);
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0]["violations"][0]["reason"], "call_id_mismatch");
+}
+
+#[test]
+fn every_row_of_the_profile_table_reads_offline() {
+    let rows = [
+        (
+            r#"{"input":[{"type":"reasoning","id":"rs_1","summary":[],"status":"completed"}]}"#,
+            "item_field",
+            "repair",
+            "input[0].status",
+            true,
+        ),
+        (
+            r#"{"input":[{"role":"assistant","content":[{"type":"output_text","text":"x","parsed":null}]}]}"#,
+            "item_unknown_field",
+            "monitor",
+            "input[0].content[0].parsed",
+            true,
+        ),
+        (
+            r#"{"input":[{"type":"function_call_output","call_id":"c","output":7}]}"#,
+            "call_id_mismatch",
+            "reject",
+            "input[0].call_id",
+            false,
+        ),
+        (
+            r#"{"previous_response_id":"resp_1","input":[{"type":"function_call_output","call_id":"c","output":7}]}"#,
+            "item_value",
+            "reject",
+            "input[0].output",
+            false,
+        ),
+        (
+            r#"{"input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"role":"user","content":"next"}]}"#,
+            "call_without_output",
+            "reject",
+            "input[0].call_id",
+            false,
+        ),
+    ];
+    for (body, reason, action, param, allowed) in rows {
+        let out = replaygate(
+            &["check", "--provider", "openai", "--item-profile", "openai"],
+            body,
+        );
+        let verdict = &lines(&out.stdout)[0];
+        let found = verdict["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["reason"] != "unknown_tool")
+            .unwrap_or_else(|| panic!("{body}: {verdict}"));
+        assert_eq!(
+            (&found["reason"], &found["action"], &found["param"]),
+            (&Value::from(reason), &Value::from(action), &Value::from(param)),
+            "{body}"
+        );
+        assert_eq!(verdict["allowed"], allowed, "{body}");
+        assert_eq!(out.status.code(), Some(if allowed { 0 } else { 1 }), "{body}");
+        // Without the flag (and without a config), no profile applies.
+        let plain = replaygate(&["check", "--provider", "openai"], body);
+        let plain = &lines(&plain.stdout)[0];
+        assert!(
+            plain["violations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|v| !v["reason"].as_str().unwrap().starts_with("item_")
+                    && v["reason"] != "call_without_output"),
+            "{plain}"
+        );
+    }
+}
+
+#[test]
+fn an_unknown_profile_is_a_clear_error() {
+    let out = replaygate(&["check", "--provider", "openai", "--item-profile", "nope"], "{}");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown item profile `nope`"));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("proxy.toml");
+    std::fs::write(
+        &path,
+        "[providers.openai]\nbase_url = \"https://api.openai.com/v1\"\nitem_profile = \"opnai\"\n",
+    )
+    .unwrap();
+    let out = replaygate(&["config", "check", "--config", path.to_str().unwrap()], "");
+    assert_eq!(out.status.code(), Some(2));
+    let errors = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        errors.contains("line 3, column 16") && errors.contains("unknown item profile `opnai`"),
+        "{errors}"
+    );
+}
+
+#[test]
+fn the_committed_profile_is_what_the_generator_makes() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/gen-item-profile");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg("--check")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
