@@ -7,6 +7,11 @@
 //! embedded in the binary and read once.
 
 use std::collections::HashMap;
+
+use foldhash::fast::RandomState;
+
+/// The profile's maps: looked up for every member of every item, so hashed with foldhash.
+type Map<V> = HashMap<String, V, RandomState>;
 use std::sync::{Arc, LazyLock};
 
 use super::field::JsonKind;
@@ -30,17 +35,17 @@ const BUILT_IN: &[(&str, &str)] = &[("openai", include_str!("../../profiles/open
 pub struct ItemProfile {
     name: String,
     source: String,
-    items: HashMap<String, Members>,
-    parts: HashMap<String, Members>,
+    items: Map<Members>,
+    parts: Map<Members>,
     call_without_output: Option<String>,
 }
 
 /// The members of one item type or content-part type.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Members {
-    accepted: HashMap<String, MemberRule>,
+    accepted: Map<MemberRule>,
     required: Vec<(String, String)>,
-    refused: HashMap<String, String>,
+    refused: Map<String>,
 }
 
 /// What a profile states about one accepted member's value.
@@ -104,7 +109,7 @@ impl ItemProfile {
             message,
         };
         let file: file::Profile = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
-        let mut items = HashMap::new();
+        let mut items = Map::default();
         for (kind, members) in file.items {
             if !PORTABLE_ITEM_TYPES.contains(&kind.as_str()) {
                 return Err(invalid(format!(
@@ -117,7 +122,7 @@ impl ItemProfile {
                 members.into_members(&format!("items.{kind}")).map_err(&invalid)?,
             );
         }
-        let mut parts = HashMap::new();
+        let mut parts = Map::default();
         for (kind, members) in file.parts {
             parts.insert(
                 kind.clone(),
@@ -289,7 +294,7 @@ mod file {
 
 impl file::Members {
     fn into_members(self, at: &str) -> Result<Members, String> {
-        let mut accepted = HashMap::new();
+        let mut accepted = Map::default();
         for (member, rule) in self.accepted {
             if rule.source.trim().is_empty() {
                 return Err(format!("{at}.accepted.{member} has no source"));

@@ -248,7 +248,7 @@ fn repeated_name<'m>(members: &'m [Member<'_>]) -> Option<&'m str> {
                 .then_some(m.name.as_ref())
         });
     }
-    let mut seen = HashSet::with_capacity(members.len());
+    let mut seen = HashSet::with_capacity_and_hasher(members.len(), foldhash::fast::RandomState::default());
     members
         .iter()
         .find(|m| !seen.insert(m.name.as_ref()))
