@@ -243,17 +243,8 @@ fn push_shape(
         });
     }
     verdict.push_with(finding.reason, action, Some(index), policy.max_listed, || {
-        Violation {
-            index: Some(index),
-            item_type: item.type_name().to_owned(),
-            id: item.id().map(str::to_owned),
-            call_id: item.call_id().map(str::to_owned),
-            reason: finding.reason,
-            action,
-            param: format!("{}[{index}].{}", at.member(), finding.path()),
-            pointer: None,
-            message: finding.message,
-        }
+        let param = format!("{}[{index}].{}", at.member(), finding.path());
+        item_violation(index, item, finding.reason, action, param, None, finding.message)
     });
 }
 
@@ -277,15 +268,37 @@ fn tool_violation(
 }
 
 fn violation(at: ItemsAt, index: usize, item: &Item<'_>, finding: Finding, action: Action) -> Violation {
+    let param = finding.param.render(at.member(), index);
+    item_violation(
+        index,
+        item,
+        finding.reason,
+        action,
+        param,
+        finding.pointer,
+        finding.message,
+    )
+}
+
+/// The violation of the item at `index`, named by `param`.
+fn item_violation(
+    index: usize,
+    item: &Item<'_>,
+    reason: Reason,
+    action: Action,
+    param: String,
+    pointer: Option<String>,
+    message: String,
+) -> Violation {
     Violation {
         index: Some(index),
         item_type: item.type_name().to_owned(),
         id: item.id().map(str::to_owned),
         call_id: item.call_id().map(str::to_owned),
-        reason: finding.reason,
+        reason,
         action,
-        param: finding.param.render(at.member(), index),
-        pointer: finding.pointer,
-        message: finding.message,
+        param,
+        pointer,
+        message,
     }
 }
