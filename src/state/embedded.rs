@@ -932,6 +932,39 @@ mod tests {
         assert_eq!(rows(&store, EXPIRY), 4);
     }
 
+    #[tokio::test]
+    async fn a_lookup_mixing_remembered_unknown_and_file_only_keys_keeps_their_order() {
+        let dir = tempfile::tempdir().unwrap();
+        EmbeddedStore::open_tuned(dir.path(), TUNING)
+            .unwrap()
+            .put_response(&response("resp_1", 1, 60))
+            .await
+            .unwrap();
+        // Reopened: resp_1 is only in the file, resp_2 is also remembered.
+        let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        store.put_response(&response("resp_2", 2, 60)).await.unwrap();
+        let ids = [
+            "fc_0123456789_resp_2",
+            "fc_0123456789_never",
+            "fc_0123456789_resp_1",
+        ]
+        .map(String::from);
+        let found = store.items_by_id(&ids).await.unwrap();
+        let owners: Vec<_> = found
+            .iter()
+            .map(|item| item.as_ref().map(|i| i.response_id.as_str()))
+            .collect();
+        assert_eq!(owners, [Some("resp_2"), None, Some("resp_1")]);
+        let found = store.items_by_digest(&[[9; 32], [1; 32], [2; 32]]).await.unwrap();
+        let owners: Vec<_> = found
+            .iter()
+            .map(|item| item.as_ref().map(|i| i.response_id.as_str()))
+            .collect();
+        assert_eq!(owners, [None, Some("resp_1"), Some("resp_2")]);
+        assert!(store.response("resp_1").await.unwrap().is_some());
+        assert!(store.response("resp_never").await.unwrap().is_none());
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_puts_all_land() {
         let dir = tempfile::tempdir().unwrap();
