@@ -1,26 +1,14 @@
 //! `replaygate check` as a user runs it: files and stdin, JSON Lines, configs, exit codes.
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn replaygate(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_replaygate"))
-        .args(args)
-        .env_remove("REPLAYGATE_CONFIG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    if let Err(error) = child.stdin.take().unwrap().write_all(stdin.as_bytes()) {
-        // A run that fails before reading its input (a bad config, a file argument) may have
-        // closed the pipe already.
-        assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe, "{error}");
-    }
-    child.wait_with_output().unwrap()
-}
+use support::cli::replaygate;
 
 fn lines(output: &Output) -> Vec<Value> {
     String::from_utf8(output.stdout.clone())

@@ -2,27 +2,13 @@
 //! on the twelve refusal vectors and the corpus, `--repaired` prints the bodies as they would be
 //! forwarded, and a provider naming an unknown profile is a configuration error at its line.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
 
-use super::item_profiles::vectors;
+use crate::support::cli::replaygate;
 
-fn replaygate(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_replaygate"))
-        .args(args)
-        .env_remove("REPLAYGATE_CONFIG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    if let Err(error) = child.stdin.take().unwrap().write_all(stdin.as_bytes()) {
-        assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe, "{error}");
-    }
-    child.wait_with_output().unwrap()
-}
+use super::item_profiles::vectors;
 
 fn lines(text: &[u8]) -> Vec<Value> {
     String::from_utf8(text.to_vec())

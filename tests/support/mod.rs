@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod log_capture;
 pub mod memory;
 pub mod proxy;
