@@ -5,31 +5,9 @@
 // JSON object a line, so the test can compare them with what the provider received. Exits non-zero
 // with a message on the first expectation that fails.
 
-import { writeFileSync } from 'node:fs';
 import OpenAI from 'openai';
 
-const WEATHER_TOOLS = [
-  {
-    type: 'function',
-    name: 'get_weather',
-    description: 'Get the current weather in a city.',
-    parameters: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['city'],
-      properties: { city: { type: 'string', description: 'City name' } },
-    },
-    strict: true,
-  },
-];
-
-class Failed extends Error {}
-
-function expect(condition, message) {
-  if (!condition) throw new Failed(message);
-}
-
-const show = (value) => JSON.stringify(value);
+import { expect, main, show, WEATHER_TOOLS } from './harness.mjs';
 
 /** Runs a get_weather call the way an application would: parse the arguments, answer. */
 function weather(call) {
@@ -135,30 +113,4 @@ async function run(client) {
   console.log('openai node sdk e2e: ok');
 }
 
-async function main([baseURL, sentLog]) {
-  const sent = [];
-  // Records each request's exact body as the SDK hands it to fetch, and the status answered.
-  const recordingFetch = async (url, init) => {
-    const response = await fetch(url, init);
-    expect(typeof init?.body === 'string', `request body is not text: ${typeof init?.body}`);
-    sent.push({ path: new URL(url).pathname, status: response.status, body: init.body });
-    return response;
-  };
-  const client = new OpenAI({
-    baseURL,
-    apiKey: 'sk-client-test',
-    maxRetries: 0,
-    timeout: 20_000,
-    fetch: recordingFetch,
-  });
-  try {
-    await run(client);
-  } catch (err) {
-    console.error(`FAILED: ${err instanceof Failed ? err.message : err?.stack ?? err}`);
-    process.exitCode = 1;
-  } finally {
-    writeFileSync(sentLog, sent.map((entry) => `${JSON.stringify(entry)}\n`).join(''));
-  }
-}
-
-await main(process.argv.slice(2));
+await main(process.argv.slice(2), run);

@@ -8,31 +8,7 @@
 // Writes every request sent (path, body as sent, status answered, the x-replaygate-repaired
 // header) to SENT_LOG, one JSON object a line. Exits non-zero on the first expectation that fails.
 
-import { writeFileSync } from 'node:fs';
-import OpenAI from 'openai';
-
-const WEATHER_TOOLS = [
-  {
-    type: 'function',
-    name: 'get_weather',
-    description: 'Get the current weather in a city.',
-    parameters: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['city'],
-      properties: { city: { type: 'string', description: 'City name' } },
-    },
-    strict: true,
-  },
-];
-
-class Failed extends Error {}
-
-function expect(condition, message) {
-  if (!condition) throw new Failed(message);
-}
-
-const show = (value) => JSON.stringify(value);
+import { expect, main, show, WEATHER_TOOLS } from './harness.mjs';
 
 async function run(client) {
   const input = [{ role: 'user', content: "What's the weather in Paris?" }];
@@ -63,34 +39,4 @@ async function run(client) {
   console.log(`node stream helper loop: ok (${parsedSeen} parsed_arguments replayed)`);
 }
 
-async function main([baseURL, sentLog]) {
-  const sent = [];
-  const recordingFetch = async (url, init) => {
-    const response = await fetch(url, init);
-    expect(typeof init?.body === 'string', `request body is not text: ${typeof init?.body}`);
-    sent.push({
-      path: new URL(url).pathname,
-      status: response.status,
-      body: init.body,
-      repaired: response.headers.get('x-replaygate-repaired'),
-    });
-    return response;
-  };
-  const client = new OpenAI({
-    baseURL,
-    apiKey: 'sk-client-test',
-    maxRetries: 0,
-    timeout: 20_000,
-    fetch: recordingFetch,
-  });
-  try {
-    await run(client);
-  } catch (err) {
-    console.error(`FAILED: ${err instanceof Failed ? err.message : err?.stack ?? err}`);
-    process.exitCode = 1;
-  } finally {
-    writeFileSync(sentLog, sent.map((entry) => `${JSON.stringify(entry)}\n`).join(''));
-  }
-}
-
-await main(process.argv.slice(2));
+await main(process.argv.slice(2), run, (response) => ({ repaired: response.headers.get('x-replaygate-repaired') }));
