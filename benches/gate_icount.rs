@@ -3,7 +3,7 @@
 //! while instruction counts repeat exactly. `bench/gate/icount.sh` runs it and prints the
 //! instructions per check.
 //!
-//!     gate_icount CASE BYTES TIMES     # CASE: floor, parse, gate or first_seen
+//!     gate_icount CASE BYTES TIMES     # CASE: floor, parse, gate, item_profile or first_seen
 //!
 //! Under `cargo bench` (which passes `--bench`) it does nothing.
 
@@ -11,7 +11,7 @@ mod history;
 
 use std::hint::black_box;
 
-use replaygate::gate::{parse, ProviderProfile, Target};
+use replaygate::gate::{parse, ItemProfile, ProviderProfile, Target};
 use serde::de::IgnoredAny;
 
 fn main() {
@@ -24,11 +24,16 @@ fn main() {
     let (gate, first_seen) = history::gates();
     let openai = ProviderProfile::own_namespace("openai");
     let target = Target::provider(&openai);
+    let profiled = ProviderProfile::own_namespace("openai").with_item_profile(Some(
+        ItemProfile::built_in("openai").expect("the built-in profile"),
+    ));
+    let profiled_target = Target::provider(&profiled);
     // The same bodies as the criterion benchmark, checked once before counting begins so the
     // schemas are compiled and the passes remembered.
     let body = history::bench_body(size);
     gate.check(&body, &target).expect("the body reads");
     first_seen.check(&body, &target).expect("the body reads");
+    gate.check(&body, &profiled_target).expect("the body reads");
     for _ in 0..times {
         match case.as_str() {
             "floor" => serde_json::from_slice::<IgnoredAny>(black_box(&body))
@@ -36,6 +41,7 @@ fn main() {
                 .unwrap(),
             "parse" => drop(black_box(parse(black_box(&body)).unwrap().items().len())),
             "gate" => drop(black_box(gate.check(black_box(&body), &target).unwrap())),
+            "item_profile" => drop(black_box(gate.check(black_box(&body), &profiled_target).unwrap())),
             "first_seen" => drop(black_box(first_seen.check(black_box(&body), &target).unwrap())),
             other => panic!("unknown case {other}"),
         }

@@ -17,7 +17,7 @@ echo "| body | case | instructions per check |"
 echo "| --- | --- | ---: |"
 for size in 16384 262144 1048576; do
   times=$(( 327680 / size > 0 ? 327680 / size : 1 ))
-  for case in floor parse gate first_seen; do
+  for case in floor parse gate item_profile first_seen; do
     base=$(count "$case" "$size" 0)
     total=$(count "$case" "$size" "$times")
     printf '| %s | %s | %s |\n' "$(( size / 1024 )) KiB" "$case" "$(( (total - base) / times ))"
