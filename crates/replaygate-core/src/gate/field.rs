@@ -121,8 +121,19 @@ impl<'a> RawField<'a> {
 
     /// Decodes a string's JSON text (borrowed when it has no escapes).
     pub fn decode(encoded: &'a str) -> Result<Cow<'a, str>, serde_json::Error> {
+        // The usual short string (a part's `type`, a role) has no escape and no control
+        // character: its text is what stands between the quotes, with no reader needed.
+        if let Some(inner) = encoded
+            .strip_prefix('"')
+            .and_then(|rest| rest.strip_suffix('"'))
+            .filter(|inner| inner.bytes().all(|b| b != b'\\' && b != b'"' && b >= 0x20))
+        {
+            return Ok(Cow::Borrowed(inner));
+        }
         let mut de = serde_json::Deserializer::from_str(encoded);
-        match Field::deserialize(&mut de)? {
+        let field = Field::deserialize(&mut de)?;
+        de.end()?;
+        match field {
             Field::Str(text) => Ok(text),
             _ => Err(de::Error::custom("not a JSON string")),
         }
@@ -390,6 +401,27 @@ mod tests {
             r#"{"a":1}"#
         );
         assert!(matches!(RawField::decode(r#""abc""#), Ok(Cow::Borrowed("abc"))));
+    }
+
+    #[test]
+    fn decoding_agrees_with_serde_json_with_and_without_escapes() {
+        for encoded in [
+            r#""""#,
+            r#""input_text""#,
+            "\"caf\u{e9} \u{1f680}\"",
+            r#""a\nb""#,
+            r#""\u00e9""#,
+            r#""tab\tin""#,
+            "\"raw\ttab\"",
+            "\"",
+            r#""a"b""#,
+            r#""unterminated"#,
+            "nope",
+        ] {
+            let ours = RawField::decode(encoded).map(Cow::into_owned).ok();
+            let theirs = serde_json::from_str::<String>(encoded).ok();
+            assert_eq!(ours, theirs, "{encoded:?}");
+        }
     }
 
     #[test]

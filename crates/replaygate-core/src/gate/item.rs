@@ -7,7 +7,7 @@ use serde_json::value::RawValue;
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use super::field::{member_names, read_once, Field, JsonKind, RawField};
-use super::shape::{read_list_raw, ListValue, Member, MemberValue, Name, Shape};
+use super::shape::{read_list_raw, KnownName, ListValue, Member, MemberValue, Name, Shape};
 
 /// The kind of an input item, as the rules see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -298,38 +298,69 @@ fn read_members<'de: 'a, 'a, A: MapAccess<'de>>(
     let start = shape.item_members.len() as u32;
     while let Some(Name(name)) = map.next_key::<Name<'a>>()? {
         let mut value = MemberValue::InItem;
-        match Key::from_name(&name) {
-            Key::Type => read_once(&mut map, &mut m.kind, "type")?,
-            Key::Id => read_once(&mut map, &mut m.id, "id")?,
-            Key::CallId => read_once(&mut map, &mut m.call_id, "call_id")?,
-            Key::Name => read_once(&mut map, &mut m.name, "name")?,
-            Key::Status => read_once(&mut map, &mut m.status, "status")?,
-            Key::Role => read_once(&mut map, &mut m.role, "role")?,
-            Key::Arguments => read_once(&mut map, &mut m.arguments, "arguments")?,
+        let known = match Key::from_name(&name) {
+            Key::Type => {
+                read_once(&mut map, &mut m.kind, "type")?;
+                KnownName::Type
+            }
+            Key::Id => {
+                read_once(&mut map, &mut m.id, "id")?;
+                KnownName::Id
+            }
+            Key::CallId => {
+                read_once(&mut map, &mut m.call_id, "call_id")?;
+                KnownName::CallId
+            }
+            Key::Name => {
+                read_once(&mut map, &mut m.name, "name")?;
+                KnownName::Name
+            }
+            Key::Status => {
+                read_once(&mut map, &mut m.status, "status")?;
+                KnownName::Status
+            }
+            Key::Role => {
+                read_once(&mut map, &mut m.role, "role")?;
+                KnownName::Role
+            }
+            Key::Arguments => {
+                read_once(&mut map, &mut m.arguments, "arguments")?;
+                KnownName::Arguments
+            }
             Key::Content => {
                 let list = read_list(&mut map, m.content.is_some(), "content", shape)?;
                 value = MemberValue::List(list.clone());
                 m.content = Some(list);
+                KnownName::Content
             }
             Key::Output => {
                 let list = read_list(&mut map, m.output.is_some(), "output", shape)?;
                 value = MemberValue::List(list.clone());
                 m.output = Some(list);
+                KnownName::Output
             }
-            Key::ToolCalls => read_once(&mut map, &mut m.tool_calls, "tool_calls")?,
-            Key::EncryptedContent => read_once(&mut map, &mut m.encrypted_content, "encrypted_content")?,
+            Key::ToolCalls => {
+                read_once(&mut map, &mut m.tool_calls, "tool_calls")?;
+                KnownName::ToolCalls
+            }
+            Key::EncryptedContent => {
+                read_once(&mut map, &mut m.encrypted_content, "encrypted_content")?;
+                KnownName::EncryptedContent
+            }
             Key::Misspelled(name) => return Err(name.into_error()),
             Key::Other if name == "summary" => {
                 let raw: &'a RawValue = map.next_value()?;
                 value = MemberValue::List(read_list_raw(raw, shape).map_err(de::Error::custom)?);
                 m.others += 1;
+                KnownName::Summary
             }
             Key::Other => {
                 value = MemberValue::Raw(map.next_value()?);
                 m.others += 1;
+                KnownName::Other
             }
-        }
-        shape.item_members.push(Member { name, value });
+        };
+        shape.item_members.push(Member { name, known, value });
     }
     Ok((m, start..shape.item_members.len() as u32))
 }

@@ -6,16 +6,11 @@
 //! `scripts/gen-item-profile` from the provider's OpenAPI document and its documented refusals,
 //! embedded in the binary and read once.
 
-use std::collections::HashMap;
-
-use foldhash::fast::RandomState;
-
-/// The profile's maps: looked up for every member of every item, so hashed with foldhash.
-type Map<V> = HashMap<String, V, RandomState>;
 use std::sync::{Arc, LazyLock};
 
 use super::field::JsonKind;
-use super::shape::ValueView;
+use super::name_table::NameTable;
+use super::shape::{KnownName, Member, ValueView};
 
 /// The item types a profile describes: the portable core (contract §5).
 pub const PORTABLE_ITEM_TYPES: [&str; 6] = [
@@ -35,28 +30,57 @@ const BUILT_IN: &[(&str, &str)] = &[("openai", include_str!("../../profiles/open
 pub struct ItemProfile {
     name: String,
     source: String,
-    items: Map<Members>,
-    parts: Map<Members>,
+    items: NameTable<Members>,
+    parts: NameTable<Members>,
     call_without_output: Option<String>,
 }
 
 /// The members of one item type or content-part type.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Members {
-    accepted: Map<MemberRule>,
+    /// The accepted and the refused members, in one table so a member is looked up once.
+    names: NameTable<MemberEntry>,
     required: Vec<(String, String)>,
-    refused: Map<String>,
+    /// Whether `type` written as the type's own name passes `type`'s rule (so the member that
+    /// chose this table needs no second look).
+    own_type_accepted: bool,
+    /// The required members as bits of their positions in `names`, when every one has a
+    /// position under 64 (see [`Members::entry_at`]).
+    required_bits: Option<u64>,
+    /// The position in `names` of each [`KnownName`] (by number; `u8::MAX`: not there).
+    by_known: [u8; KNOWN_SLOTS],
+}
+
+/// One slot per [`KnownName`], `Other` included.
+const KNOWN_SLOTS: usize = KnownName::NAMED.len() + 1;
+
+/// What a profile says of one member name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemberEntry {
+    /// Accepted on input, with what its value must be.
+    Accepted(MemberRule),
+    /// Refused on input: the source that says so.
+    Refused(String),
 }
 
 /// What a profile states about one accepted member's value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberRule {
     kinds: Option<Vec<JsonKind>>,
+    /// `kinds` as a set of [`kind_bit`]s (every bit when any kind is accepted).
+    kind_mask: u8,
+    /// Whether a string value has anything more to pass (a length, a set of values).
+    checks_text: bool,
     one_of: Option<Vec<String>>,
     max_length: Option<usize>,
     min_length: Option<usize>,
     parts: Option<Vec<String>>,
     source: String,
+}
+
+/// A JSON kind's bit in [`MemberRule::kind_mask`].
+fn kind_bit(kind: JsonKind) -> u8 {
+    1 << (kind as u8)
 }
 
 /// Why a profile could not be read.
@@ -109,7 +133,7 @@ impl ItemProfile {
             message,
         };
         let file: file::Profile = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
-        let mut items = Map::default();
+        let mut items = NameTable::default();
         for (kind, members) in file.items {
             if !PORTABLE_ITEM_TYPES.contains(&kind.as_str()) {
                 return Err(invalid(format!(
@@ -117,22 +141,18 @@ impl ItemProfile {
                     PORTABLE_ITEM_TYPES.join(", ")
                 )));
             }
-            items.insert(
-                kind.clone(),
-                members.into_members(&format!("items.{kind}")).map_err(&invalid)?,
-            );
+            let members = members.into_members(&format!("items.{kind}")).map_err(&invalid)?;
+            items.insert(&kind, members.with_own_type(&kind));
         }
-        let mut parts = Map::default();
+        let mut parts = NameTable::default();
         for (kind, members) in file.parts {
-            parts.insert(
-                kind.clone(),
-                members.into_members(&format!("parts.{kind}")).map_err(&invalid)?,
-            );
+            let members = members.into_members(&format!("parts.{kind}")).map_err(&invalid)?;
+            parts.insert(&kind, members.with_own_type(&kind));
         }
-        for (kind, members) in &items {
-            for (member, rule) in &members.accepted {
+        for (kind, members) in items.iter() {
+            for (member, rule) in members.accepted_rules() {
                 for part in rule.parts.iter().flatten() {
-                    if !parts.contains_key(part) {
+                    if !parts.contains(part) {
                         return Err(invalid(format!(
                             "items.{kind}.accepted.{member} lists part type `{part}`, which `parts` does not describe"
                         )));
@@ -183,14 +203,68 @@ impl ItemProfile {
 }
 
 impl Members {
+    /// What the profile says of a member name: accepted, refused, or nothing (`None`).
+    pub fn entry(&self, member: &str) -> Option<&MemberEntry> {
+        self.names.get(member)
+    }
+
+    /// What the profile says of a member name, with the name's position in the profile's
+    /// table (stable, below the number of names the type has).
+    pub fn entry_at(&self, member: &str) -> Option<(usize, &MemberEntry)> {
+        self.names.find(member)
+    }
+
+    /// [`Members::entry_at`] for a member as read: a name the reader told apart is found by
+    /// its number.
+    pub fn entry_of(&self, member: &Member<'_>) -> Option<(usize, &MemberEntry)> {
+        if member.known == KnownName::Other {
+            return self.names.find(&member.name);
+        }
+        match self.by_known[member.known as usize] {
+            u8::MAX => None,
+            at => Some((usize::from(at), self.names.value_at(usize::from(at)))),
+        }
+    }
+
+    /// The required members as a set of positions (`entry_at`'s), when they all fit in 64 bits.
+    pub fn required_bits(&self) -> Option<u64> {
+        self.required_bits
+    }
+
     /// The rule of an accepted member.
     pub fn accepted(&self, member: &str) -> Option<&MemberRule> {
-        self.accepted.get(member)
+        match self.entry(member)? {
+            MemberEntry::Accepted(rule) => Some(rule),
+            MemberEntry::Refused(_) => None,
+        }
     }
 
     /// The source of a refused member's refusal.
     pub fn refused(&self, member: &str) -> Option<&str> {
-        self.refused.get(member).map(String::as_str)
+        match self.entry(member)? {
+            MemberEntry::Refused(source) => Some(source),
+            MemberEntry::Accepted(_) => None,
+        }
+    }
+
+    /// Whether a `type` member whose value is this type's own name (as a string) is accepted:
+    /// the member that selected the table then needs no check of its own.
+    pub fn accepts_own_type(&self) -> bool {
+        self.own_type_accepted
+    }
+
+    fn with_own_type(mut self, kind: &str) -> Self {
+        self.own_type_accepted = self
+            .accepted("type")
+            .is_some_and(|rule| rule.problem(&ValueView::Str(kind)).is_none());
+        self
+    }
+
+    fn accepted_rules(&self) -> impl Iterator<Item = (&str, &MemberRule)> {
+        self.names.iter().filter_map(|(name, entry)| match entry {
+            MemberEntry::Accepted(rule) => Some((name, rule)),
+            MemberEntry::Refused(_) => None,
+        })
     }
 
     /// The required members, with their sources.
@@ -211,10 +285,19 @@ impl MemberRule {
     }
 
     /// What is wrong with `value` under this rule, if anything (a sentence fragment).
+    #[inline]
     pub fn problem(&self, value: &ValueView<'_>) -> Option<String> {
         let kind = value.kind()?;
-        if let Some(kinds) = &self.kinds {
-            if !kinds.contains(&kind) {
+        // The usual case, decided inline: a kind the rule accepts, with no text to check.
+        if self.kind_mask & kind_bit(kind) != 0 && (kind != JsonKind::String || !self.checks_text) {
+            return None;
+        }
+        self.problem_of(value, kind)
+    }
+
+    fn problem_of(&self, value: &ValueView<'_>, kind: JsonKind) -> Option<String> {
+        if self.kind_mask & kind_bit(kind) == 0 {
+            if let Some(kinds) = &self.kinds {
                 let names: Vec<&str> = kinds.iter().map(|k| k.with_article()).collect();
                 return Some(format!(
                     "is {}; it must be {}",
@@ -223,7 +306,7 @@ impl MemberRule {
                 ));
             }
         }
-        if kind != JsonKind::String {
+        if kind != JsonKind::String || !self.checks_text {
             return None;
         }
         if let Some(max) = self.max_length {
@@ -294,15 +377,18 @@ mod file {
 
 impl file::Members {
     fn into_members(self, at: &str) -> Result<Members, String> {
-        let mut accepted = Map::default();
+        if let Some(member) = self.refused.keys().find(|m| self.accepted.contains_key(*m)) {
+            return Err(format!("{at}: `{member}` is both accepted and refused"));
+        }
+        let mut names = NameTable::default();
         for (member, rule) in self.accepted {
             if rule.source.trim().is_empty() {
                 return Err(format!("{at}.accepted.{member} has no source"));
             }
             let kinds = match rule.types {
                 None => None,
-                Some(names) => Some(
-                    names
+                Some(type_names) => Some(
+                    type_names
                         .iter()
                         .map(|name| {
                             kind_named(name)
@@ -311,16 +397,24 @@ impl file::Members {
                         .collect::<Result<Vec<_>, _>>()?,
                 ),
             };
-            accepted.insert(
-                member,
-                MemberRule {
+            let kind_mask = match &kinds {
+                Some(kinds) => kinds.iter().fold(0, |mask, kind| mask | kind_bit(*kind)),
+                None => u8::MAX,
+            };
+            names.insert(
+                &member,
+                MemberEntry::Accepted(MemberRule {
                     kinds,
+                    kind_mask,
+                    checks_text: rule.one_of.is_some()
+                        || rule.max_length.is_some()
+                        || rule.min_length.is_some(),
                     one_of: rule.one_of,
                     max_length: rule.max_length,
                     min_length: rule.min_length,
                     parts: rule.parts,
                     source: rule.source,
-                },
+                }),
             );
         }
         for (member, source) in self.refused.iter().chain(&self.required) {
@@ -328,13 +422,28 @@ impl file::Members {
                 return Err(format!("{at}: `{member}` has no source"));
             }
         }
-        if let Some(member) = self.refused.keys().find(|m| accepted.contains_key(*m)) {
-            return Err(format!("{at}: `{member}` is both accepted and refused"));
+        for (member, source) in self.refused {
+            names.insert(&member, MemberEntry::Refused(source));
+        }
+        let required_bits = self
+            .required
+            .keys()
+            .try_fold(0u64, |bits, member| match names.find(member) {
+                Some((i, _)) if i < 64 => Some(bits | 1 << i),
+                _ => None,
+            });
+        let mut by_known = [u8::MAX; KNOWN_SLOTS];
+        for known in KnownName::NAMED {
+            if let Some((at, _)) = names.find(known.as_str()) {
+                by_known[known as usize] = u8::try_from(at).unwrap_or(u8::MAX);
+            }
         }
         Ok(Members {
-            accepted,
+            names,
+            by_known,
+            own_type_accepted: false,
+            required_bits,
             required: self.required.into_iter().collect(),
-            refused: self.refused.into_iter().collect(),
         })
     }
 }

@@ -24,6 +24,7 @@
 mod field;
 pub mod item;
 pub mod item_profile;
+mod name_table;
 pub mod output;
 mod profile;
 pub mod provenance;

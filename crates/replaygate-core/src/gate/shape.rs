@@ -51,8 +51,103 @@ fn range(r: &Range<u32>) -> Range<usize> {
 pub struct Member<'a> {
     /// The name, borrowed from the body unless it was written with escapes.
     pub name: Cow<'a, str>,
+    /// The name's number, when the reader told it apart as it read (profiles then look it up
+    /// by number instead of by its text).
+    pub known: KnownName,
     /// What was kept of the value.
     pub value: MemberValue<'a>,
+}
+
+/// Member names the readers tell apart as they read them (the item reader matches its own
+/// members' names anyway), numbered so a profile finds their entries without comparing text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KnownName {
+    /// Any other name.
+    Other,
+    /// `type`.
+    Type,
+    /// `id`.
+    Id,
+    /// `call_id`.
+    CallId,
+    /// `name`.
+    Name,
+    /// `status`.
+    Status,
+    /// `role`.
+    Role,
+    /// `arguments`.
+    Arguments,
+    /// `content`.
+    Content,
+    /// `output`.
+    Output,
+    /// `tool_calls`.
+    ToolCalls,
+    /// `encrypted_content`.
+    EncryptedContent,
+    /// `summary`.
+    Summary,
+    /// `text`.
+    Text,
+    /// `annotations`.
+    Annotations,
+    /// `logprobs`.
+    Logprobs,
+}
+
+impl KnownName {
+    /// Every name but [`KnownName::Other`], in number order.
+    pub const NAMED: [KnownName; 15] = [
+        KnownName::Type,
+        KnownName::Id,
+        KnownName::CallId,
+        KnownName::Name,
+        KnownName::Status,
+        KnownName::Role,
+        KnownName::Arguments,
+        KnownName::Content,
+        KnownName::Output,
+        KnownName::ToolCalls,
+        KnownName::EncryptedContent,
+        KnownName::Summary,
+        KnownName::Text,
+        KnownName::Annotations,
+        KnownName::Logprobs,
+    ];
+
+    /// The name's text (empty for [`KnownName::Other`]).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KnownName::Other => "",
+            KnownName::Type => "type",
+            KnownName::Id => "id",
+            KnownName::CallId => "call_id",
+            KnownName::Name => "name",
+            KnownName::Status => "status",
+            KnownName::Role => "role",
+            KnownName::Arguments => "arguments",
+            KnownName::Content => "content",
+            KnownName::Output => "output",
+            KnownName::ToolCalls => "tool_calls",
+            KnownName::EncryptedContent => "encrypted_content",
+            KnownName::Summary => "summary",
+            KnownName::Text => "text",
+            KnownName::Annotations => "annotations",
+            KnownName::Logprobs => "logprobs",
+        }
+    }
+
+    /// A content part's member name, told apart for the members of text parts.
+    fn of_part_member(name: &str) -> KnownName {
+        match name {
+            "type" => KnownName::Type,
+            "text" => KnownName::Text,
+            "annotations" => KnownName::Annotations,
+            "logprobs" => KnownName::Logprobs,
+            _ => KnownName::Other,
+        }
+    }
 }
 
 /// What the reading kept of a member's value.
@@ -202,20 +297,20 @@ impl ValueView<'_> {
 }
 
 /// The value of an item member the item reader keeps.
-pub fn item_value<'v>(item: &'v Item<'_>, name: &str) -> ValueView<'v> {
+pub fn item_value<'v>(item: &'v Item<'_>, name: KnownName) -> ValueView<'v> {
     match name {
-        "type" => ValueView::of_field(&item.kind),
-        "id" => ValueView::of_field(&item.id),
-        "call_id" => ValueView::of_field(&item.call_id),
-        "name" => ValueView::of_field(&item.name),
-        "status" => ValueView::of_field(&item.status),
-        "role" => ValueView::of_field(&item.role),
-        "arguments" => match item.arguments {
+        KnownName::Type => ValueView::of_field(&item.kind),
+        KnownName::Id => ValueView::of_field(&item.id),
+        KnownName::CallId => ValueView::of_field(&item.call_id),
+        KnownName::Name => ValueView::of_field(&item.name),
+        KnownName::Status => ValueView::of_field(&item.status),
+        KnownName::Role => ValueView::of_field(&item.role),
+        KnownName::Arguments => match item.arguments {
             RawField::Str(encoded) => ValueView::Encoded(encoded),
             RawField::Other(kind) => ValueView::Kind(kind),
             RawField::Absent => ValueView::Absent,
         },
-        "encrypted_content" => match &item.encrypted_content {
+        KnownName::EncryptedContent => match &item.encrypted_content {
             Some(raw) => ValueView::of_raw(raw.0),
             None => ValueView::Absent,
         },
@@ -385,6 +480,7 @@ impl<'de: 'a, 'a> Visitor<'de> for PartSeed<'_, 'a> {
                 };
             }
             self.members.push(Member {
+                known: KnownName::of_part_member(&name.0),
                 name: name.0,
                 value: MemberValue::Raw(raw),
             });
@@ -422,6 +518,21 @@ impl<'de: 'a, 'a> de::Deserialize<'de> for Name<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn known_names_are_numbered_in_order_and_spelled_once() {
+        for (i, known) in KnownName::NAMED.iter().enumerate() {
+            assert_eq!(*known as usize, i + 1, "{known:?}");
+            assert!(!known.as_str().is_empty());
+            let twice = KnownName::NAMED
+                .iter()
+                .filter(|k| k.as_str() == known.as_str())
+                .count();
+            assert_eq!(twice, 1, "{known:?}");
+        }
+        assert_eq!(KnownName::of_part_member("text"), KnownName::Text);
+        assert_eq!(KnownName::of_part_member("parsed"), KnownName::Other);
+    }
 
     #[test]
     fn lengths_are_characters_counted_only_when_they_decide() {

@@ -216,8 +216,10 @@ pub fn judge(
                     message: unanswered::message(item, source),
                 });
             }
-            for finding in shape_findings.drain(..) {
-                push_shape(&mut verdict, request.at, index, item, finding, policy);
+            if !shape_findings.is_empty() {
+                for finding in shape_findings.drain(..) {
+                    push_shape(&mut verdict, request.at, index, item, finding, policy);
+                }
             }
         }
     }
