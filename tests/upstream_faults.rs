@@ -152,6 +152,42 @@ async fn a_slow_drip_is_not_a_timeout_while_bytes_keep_coming() {
 }
 
 #[tokio::test]
+async fn a_stream_silent_past_the_read_timeout_ends_the_clients_stream_with_an_error() {
+    let (upstream, mut feeds) = Upstream::sse_feed().await;
+    let config = one_provider(&upstream.base_url(), "\"passthrough\"", "read_timeout_ms = 300");
+    let proxy = Proxy::start(&config, &[]).await;
+    let client = tokio::spawn({
+        let url = proxy.url("/v1/responses");
+        async move {
+            let response = reqwest::Client::new().post(url).body(BODY).send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            let mut stream = response.bytes_stream();
+            let first = stream.next().await.unwrap().unwrap();
+            let waited = Instant::now();
+            let end = stream.next().await;
+            (first, end.map(|chunk| chunk.map(|_| ())), waited.elapsed())
+        }
+    });
+    let feed = tokio::time::timeout(Duration::from_secs(5), feeds.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    feed.send(Bytes::from_static(EVENT)).await.unwrap();
+    // The provider keeps the stream open and says nothing more.
+    let (first, end, waited) = tokio::time::timeout(Duration::from_secs(5), client)
+        .await
+        .expect("the client's stream hung after the provider fell silent")
+        .unwrap();
+    assert_eq!(&first[..], EVENT);
+    assert!(
+        matches!(end, Some(Err(_))),
+        "a stream cut by the read timeout must end with an error, not like a complete answer: {end:?}"
+    );
+    assert!(waited >= Duration::from_millis(250), "cut after {waited:?}");
+    drop(feed);
+}
+
+#[tokio::test]
 async fn a_connect_timeout_gets_502() {
     // A listener whose accept queue is full and never drained: the kernel drops further SYNs,
     // so a connection attempt hangs until the proxy's connect timeout.

@@ -5,13 +5,14 @@ use super::teams::TeamError;
 /// Why the proxy could not be built from its configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    /// A provider's upstream client could not be built.
+    /// A provider's upstream client could not be built (its TLS settings: the platform's
+    /// trust store could not be read).
     #[error("provider `{provider}`: the upstream client could not be built: {source}")]
     Client {
         /// The provider.
         provider: String,
-        /// What the client builder said.
-        source: reqwest::Error,
+        /// What rustls said.
+        source: rustls::Error,
     },
     /// A provider's `base_url` is not a URL (the configuration's checks make this unreachable).
     #[error("provider `{provider}`: base_url is not a URL: {message}")]

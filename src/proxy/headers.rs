@@ -34,8 +34,18 @@ const CLIENT_CREDENTIALS: [&str; 8] = [
 /// gated for the method it has, so they never cross.
 const METHOD_OVERRIDES: [&str; 3] = ["x-http-method-override", "x-http-method", "x-method-override"];
 
+/// Whether [`strip_hop_by_hop`] removes `name` whatever `Connection` says.
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    name == header::UPGRADE || HOP_BY_HOP.contains(name)
+}
+
 /// Removes hop-by-hop headers, including any the `Connection` header names.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Most messages carry none (a name `Connection` lists goes only with `Connection`): one pass
+    // over the names costs less than a lookup for each listed name.
+    if !headers.keys().any(is_hop_by_hop) {
+        return;
+    }
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -56,12 +66,21 @@ pub fn upstream_request_headers(mut headers: HeaderMap, credential: &Credential)
     // The upstream client sets these for the bytes it actually sends.
     headers.remove(header::HOST);
     headers.remove(header::CONTENT_LENGTH);
-    headers.remove(header::EXPECT);
-    for name in METHOD_OVERRIDES {
-        headers.remove(name);
-    }
-    if credential.is_own() {
-        for name in CLIENT_CREDENTIALS {
+    // The rest are seldom there: one pass over the names finds them.
+    let own = credential.is_own();
+    let sigv4 = matches!(credential, Credential::SigV4(_));
+    let dropped = |name: &HeaderName| {
+        let name = name.as_str();
+        name == "expect"
+            || METHOD_OVERRIDES.contains(&name)
+            || (own && CLIENT_CREDENTIALS.contains(&name))
+            // Under SigV4 every `X-Amz-*` header goes (the client's date, token, payload hash, or
+            // any other signing input): replaygate writes the ones it signs, and sends no other.
+            || (sigv4 && name.starts_with("x-amz-"))
+    };
+    if headers.keys().any(dropped) {
+        let names: Vec<HeaderName> = headers.keys().filter(|name| dropped(name)).cloned().collect();
+        for name in names {
             headers.remove(name);
         }
     }
@@ -77,22 +96,9 @@ pub fn upstream_request_headers(mut headers: HeaderMap, credential: &Credential)
             headers.insert(name.clone(), value.clone());
         }
         // The signature's headers are added once the URL and the body are final.
-        Credential::SigV4(_) => strip_aws_signing(&mut headers),
+        Credential::SigV4(_) => {}
     }
     headers
-}
-
-/// Removes every `X-Amz-*` header (the client's date, token, payload hash, or any other
-/// signing input): under SigV4 replaygate writes the ones it signs, and sends no other.
-fn strip_aws_signing(headers: &mut HeaderMap) {
-    let names: Vec<HeaderName> = headers
-        .keys()
-        .filter(|name| name.as_str().starts_with("x-amz-"))
-        .cloned()
-        .collect();
-    for name in names {
-        headers.remove(name);
-    }
 }
 
 #[cfg(test)]
@@ -238,5 +244,36 @@ mod tests {
     fn none_sends_no_authorization() {
         let h = upstream_request_headers(client_headers(), &Credential::None);
         assert!(!h.contains_key("authorization"));
+    }
+
+    #[test]
+    fn each_listed_header_goes_even_alone() {
+        for name in [
+            "upgrade",
+            "te",
+            "trailer",
+            "keep-alive",
+            "proxy-connection",
+            "transfer-encoding",
+        ] {
+            let mut h = HeaderMap::new();
+            h.insert(name, HeaderValue::from_static("x"));
+            h.insert("content-type", HeaderValue::from_static("application/json"));
+            strip_hop_by_hop(&mut h);
+            assert_eq!(h.len(), 1, "{name}: {h:?}");
+        }
+        for name in ["expect", "x-http-method-override", "host", "content-length"] {
+            let mut h = HeaderMap::new();
+            h.insert(name, HeaderValue::from_static("x"));
+            h.insert("content-type", HeaderValue::from_static("application/json"));
+            let h = upstream_request_headers(h, &Credential::Passthrough);
+            assert_eq!(h.len(), 1, "{name}: {h:?}");
+        }
+        let mut h = HeaderMap::new();
+        h.insert("content-type", HeaderValue::from_static("application/json"));
+        h.insert("x-request-id", HeaderValue::from_static("1"));
+        let before = h.clone();
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h, before);
     }
 }

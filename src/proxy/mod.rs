@@ -26,6 +26,7 @@ pub mod snapshot;
 pub mod state;
 pub mod teams;
 pub mod upstream;
+pub mod upstream_client;
 pub mod websocket;
 pub mod workers;
 

@@ -3,10 +3,12 @@
 use std::fmt;
 use std::sync::Arc;
 
-use http::{HeaderName, HeaderValue};
+use http::uri::{Authority, InvalidUri, PathAndQuery, Scheme};
+use http::{HeaderName, HeaderValue, Uri};
 
 use super::build_error::BuildError;
 use super::sigv4::{Scope, Signer};
+use super::upstream_client::UpstreamClient;
 use crate::config::{Auth, EncryptedContentScope, ProviderConfig};
 use crate::gate::{EncryptedScope, ProviderProfile};
 
@@ -110,10 +112,13 @@ pub struct Provider {
     pub base_url: String,
     /// `base_url`, parsed once, so a request's URL need not be parsed from text.
     base: reqwest::Url,
+    /// The scheme, host and port of `base`, as a request's URI takes them.
+    scheme: Scheme,
+    authority: Authority,
     /// The provider's credential.
     pub credential: Credential,
     /// A pooled client used only for this provider.
-    pub client: reqwest::Client,
+    pub client: UpstreamClient,
     /// `connect_timeout`: also bounds the WebSocket mode's connection and handshake.
     pub connect_timeout: std::time::Duration,
 }
@@ -130,18 +135,16 @@ impl Provider {
             provider: name.to_owned(),
             message: e.to_string(),
         })?;
-        let client = reqwest::Client::builder()
-            .no_proxy()
-            .connect_timeout(config.connect_timeout)
-            .read_timeout(config.read_timeout)
-            .pool_idle_timeout(std::time::Duration::from_secs(90))
-            .tcp_nodelay(true)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|source| BuildError::Client {
+        let (scheme, authority) = uri_parts(&base).map_err(|message| BuildError::BaseUrl {
+            provider: name.to_owned(),
+            message,
+        })?;
+        let client = UpstreamClient::new(config.connect_timeout, config.read_timeout).map_err(|source| {
+            BuildError::Client {
                 provider: name.to_owned(),
                 source,
-            })?;
+            }
+        })?;
         Ok(Provider {
             profile: ProviderProfile::new(name, config.namespaces().iter().cloned())
                 .with_encrypted_scope(match config.encrypted_content_scope {
@@ -151,6 +154,8 @@ impl Provider {
                 .with_item_profile(config.item_profile.clone()),
             base_url,
             base,
+            scheme,
+            authority,
             credential: Credential::resolve(&config.auth, env),
             client,
             connect_timeout: config.connect_timeout,
@@ -170,6 +175,32 @@ impl Provider {
         url.set_query(query.filter(|query| !query.is_empty()));
         url
     }
+
+    /// The upstream URI for `path` (the part after `/v1`) and an optional query, without
+    /// parsing the base again: the base's scheme and authority as parsed, and the joined path
+    /// and query checked as a URI's path (the client's query is sent as it came).
+    pub fn uri(&self, path: &str, query: Option<&str>) -> Result<Uri, InvalidUri> {
+        let path_and_query = crate::routing::upstream_url(self.base.path(), path, query);
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(self.scheme.clone());
+        parts.authority = Some(self.authority.clone());
+        parts.path_and_query = Some(PathAndQuery::try_from(path_and_query)?);
+        Ok(Uri::from_parts(parts).expect("a scheme, an authority and a path make a URI"))
+    }
+}
+
+/// The scheme and authority (host, and port when not the scheme's default) of `base`, as a URI
+/// holds them; `Err` when the base's path is not one a URI can carry.
+fn uri_parts(base: &reqwest::Url) -> Result<(Scheme, Authority), String> {
+    let scheme = Scheme::try_from(base.scheme()).map_err(|e| e.to_string())?;
+    let host = base.host_str().ok_or("it has no host")?;
+    let authority = match base.port() {
+        Some(port) => Authority::try_from(format!("{host}:{port}")),
+        None => Authority::try_from(host),
+    }
+    .map_err(|e| e.to_string())?;
+    PathAndQuery::try_from(base.path()).map_err(|e| format!("its path: {e}"))?;
+    Ok((scheme, authority))
 }
 
 #[cfg(test)]
@@ -205,10 +236,12 @@ mod tests {
     #[test]
     fn urls_from_the_parsed_base_spell_what_the_text_join_does() {
         let config = crate::config::Config::from_toml(
-            "[providers.a]\nbase_url = \"https://api.example.com/v1/\"\n[providers.b]\nbase_url = \"http://127.0.0.1:9000\"\n",
+            "[providers.a]\nbase_url = \"https://api.example.com/v1/\"\n[providers.b]\nbase_url = \"http://127.0.0.1:9000\"\n\
+             [providers.c]\nbase_url = \"https://API.example.com:443/openai/v1\"\n\
+             [providers.d]\nbase_url = \"http://[::1]:8080/v1\"\n",
         )
         .unwrap();
-        for name in ["a", "b"] {
+        for name in ["a", "b", "c", "d"] {
             let provider = Provider::new(name, &config.providers[name], &env).unwrap();
             for (path, query) in [
                 ("/responses", None),
@@ -217,10 +250,9 @@ mod tests {
                 ("", None),
             ] {
                 let text = crate::routing::upstream_url(&provider.base_url, path, query);
-                assert_eq!(
-                    provider.url(path, query).as_str(),
-                    reqwest::Url::parse(&text).unwrap().as_str()
-                );
+                let parsed = reqwest::Url::parse(&text).unwrap();
+                assert_eq!(provider.url(path, query).as_str(), parsed.as_str());
+                assert_eq!(provider.uri(path, query).unwrap().to_string(), parsed.as_str());
             }
         }
     }

@@ -127,15 +127,19 @@ pub fn sign(
 }
 
 /// The `host` a client sends for `url`: the host, and the port when it is not the scheme's
-/// default (reqwest and hyper write it so).
+/// default (as hyper writes it from the request's URI).
 fn host_of(url: &str) -> Result<String, SignError> {
-    let parsed = reqwest::Url::parse(url).map_err(|_| SignError::NoHost(url.to_owned()))?;
-    let host = parsed
-        .host_str()
-        .ok_or_else(|| SignError::NoHost(url.to_owned()))?;
-    Ok(match parsed.port() {
-        Some(port) => format!("{host}:{port}"),
-        None => host.to_owned(),
+    let no_host = || SignError::NoHost(url.to_owned());
+    let uri: http::Uri = url.parse().map_err(|_| no_host())?;
+    let host = uri.host().filter(|host| !host.is_empty()).ok_or_else(no_host)?;
+    let default_port = match uri.scheme_str() {
+        Some("https" | "wss") => Some(443),
+        Some("http" | "ws") => Some(80),
+        _ => None,
+    };
+    Ok(match uri.port_u16() {
+        Some(port) if Some(port) != default_port => format!("{host}:{port}"),
+        _ => host.to_owned(),
     })
 }
 
@@ -218,24 +222,25 @@ impl Signer {
     pub async fn sign_now(
         &self,
         method: &Method,
-        url: &reqwest::Url,
+        url: &str,
         headers: &HeaderMap,
         body: &Bytes,
     ) -> Result<HeaderMap, SignFailure> {
         let credentials = self.credentials().await.map_err(SignFailure::Credentials)?;
         let content_type = content_type_of(headers);
-        let (method, url) = (method.as_str().to_owned(), url.as_str().to_owned());
+        let method = method.as_str();
         let now = SystemTime::now();
         if body.len() <= INLINE_HASH_BYTES {
             let request = Unsigned {
-                method: &method,
-                url: &url,
+                method,
+                url,
                 content_type: content_type.as_deref(),
                 body,
             };
             return sign(&request, &credentials, &self.scope, now).map_err(SignFailure::Request);
         }
         let (scope, body) = (self.scope.clone(), body.clone());
+        let (method, url) = (method.to_owned(), url.to_owned());
         tokio::task::spawn_blocking(move || {
             let request = Unsigned {
                 method: &method,

@@ -236,9 +236,8 @@ fn missing_keys_are_named() {
 
 fn signed_now(signer: &Signer) -> Result<HeaderMap, SignFailure> {
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    let url =
-        reqwest::Url::parse("https://bedrock-runtime.us-east-1.amazonaws.com/openai/v1/responses").unwrap();
-    runtime.block_on(signer.sign_now(&Method::POST, &url, &HeaderMap::new(), &Bytes::from_static(b"{}")))
+    let url = "https://bedrock-runtime.us-east-1.amazonaws.com/openai/v1/responses";
+    runtime.block_on(signer.sign_now(&Method::POST, url, &HeaderMap::new(), &Bytes::from_static(b"{}")))
 }
 
 #[test]

@@ -116,7 +116,7 @@ pub(super) async fn open(
     crate::telemetry::traceparent_to_provider(&mut headers);
     if let Credential::SigV4(signer) = &provider.credential {
         let mut signed = signer
-            .sign_now(&Method::GET, &url, &headers, &Bytes::new())
+            .sign_now(&Method::GET, url.as_str(), &headers, &Bytes::new())
             .await
             .map_err(|failure| match failure {
                 SignFailure::Credentials(reason) => unconfigured(reason),
