@@ -13,4 +13,5 @@ mod sigv4;
 mod teams;
 mod teams_reload;
 mod telemetry;
+mod tls_upstream;
 mod websocket;
