@@ -89,7 +89,7 @@ def classic(meta, sizes, rps, lat):
         out.append("| " + " | ".join(row) + " |")
     timed = [t for t in LATENCY_TARGETS if t in measured]
     if timed:
-        with_direct = "direct" in measured
+        with_direct = "direct" in measured and any(t.startswith("replaygate") for t in timed)
         out += ["", "Latency at a fixed rate with `--latency-correction`, p50 / p99 in ms"
                 + ("; *added* is replaygate's p99 minus direct's:" if with_direct else ":"), ""]
         head = ["body", "rate/s"]
@@ -109,15 +109,17 @@ def classic(meta, sizes, rps, lat):
     return out
 
 
-def peer(meta, sizes, lat, low):
+def peer(meta, sizes, rps, lat, low):
     """LiteLLM's latency at its rate, beside the others measured again at that rate."""
     if "litellm" not in meta["targets"]:
         return []
     timed = [t for t in LATENCY_TARGETS if t in meta["targets"]] + ["litellm"]
     rate = meta["litellm_rate"]
-    out = [f"Latency at LiteLLM's rate ({rate:,}/s for every body, under its saturation "
-           "throughput above), each target at that same rate with `--latency-correction`, "
-           "p50 / p99 in ms:", ""]
+    under = all(rate < rps[("litellm", s)] for s in sizes)
+    where = ("under its saturation throughput above" if under else
+             "not under its saturation throughput above, so its figures include a queue")
+    out = [f"Latency at LiteLLM's rate ({rate:,}/s for every body, {where}), each target at "
+           "that same rate with `--latency-correction`, p50 / p99 in ms:", ""]
     head = ["body", "rate/s"] + [name(t) for t in timed]
     out += ["| " + " | ".join(head) + " |", "| --- " + "| ---: " * (len(head) - 1) + "|"]
     for s in sizes:
@@ -238,7 +240,7 @@ def main():
         "",
     ]
     out += classic(meta, sizes, rps, lat)
-    lite = peer(meta, sizes, lat, low)
+    lite = peer(meta, sizes, rps, lat, low)
     if lite:
         out += [""] + lite
     lowered = [f"{SIZES.get(s, s)} at {meta['rates'][str(s)]}/s" for s in sizes if meta["rates"][str(s)] != 1000]
@@ -252,10 +254,10 @@ def main():
     warned = {v: n for v, n in meta.get("warnings", {}).items() if n}
     out += [
         "",
-        f"replaygate peak RSS (VmHWM over the whole run): {rss}."
-        + (f" LiteLLM peak RSS: {meta['litellm_rss_mib']} MiB." if meta.get("litellm_rss_mib") else "")
-        + (" Warnings logged: " + ", ".join(f"{n:,} ({v})" for v, n in warned.items()) + "."
-           if warned else ""),
+        ((f"replaygate peak RSS (VmHWM over the whole run): {rss}." if rss else "")
+         + (f" LiteLLM peak RSS: {meta['litellm_rss_mib']} MiB." if meta.get("litellm_rss_mib") else "")
+         + (" Warnings logged: " + ", ".join(f"{n:,} ({v})" for v, n in warned.items()) + "."
+            if warned else "")).strip(),
     ]
     bad = [f"{t} {s} {kind}: {problems(r)}"
            for kind, runs in (("saturation", sat), ("latency", lat), ("latency at LiteLLM's rate", low))
