@@ -2,23 +2,26 @@
 """Turns the load run's results into a markdown section: `report.py RESULTS_DIR`.
 
 RESULTS_DIR holds meta.json (written by bench/load/run) and one oha JSON report per target,
-body size and kind (`TARGET-SIZE-saturation.json`, `TARGET-SIZE-latency.json`). The targets are
+body size and kind (`TARGET-SIZE-saturation.json`, `TARGET-SIZE-latency.json`, and with LiteLLM
+measured `TARGET-SIZE-latency-litellm.json` for the others at LiteLLM's rate). The targets are
 those meta.json lists (a run limited by LOAD_TARGETS has fewer): the comparison with nginx
-covers the targets of it that were measured, and the ledger's table each ledger target beside
-replaygate with the ledger off, on the same bodies.
+covers the targets of it that were measured (LiteLLM among them), the ledger's table each ledger
+target beside replaygate with the ledger off, on the same bodies.
 """
 
 import json
 import sys
 from pathlib import Path
 
-TARGETS = ["direct", "nginx", "replaygate", "replaygate-info", "ungated"]
-# "ungated" (the proxy without the gate) is measured at saturation only.
+TARGETS = ["direct", "nginx", "replaygate", "replaygate-info", "ungated", "litellm"]
+# "ungated" (the proxy without the gate) is measured at saturation only; LiteLLM's latency at
+# its own, lower rate has a table of its own.
 LATENCY_TARGETS = TARGETS[:4]
 LEDGER_TARGETS = ["ledger-memory", "ledger-embedded", "ledger-redis"]
 NAMES = {"direct": "direct", "nginx": "nginx", "replaygate": "replaygate",
          "replaygate-info": "replaygate (info)", "ungated": "gate off",
-         "ledger-memory": "memory", "ledger-embedded": "embedded", "ledger-redis": "redis"}
+         "ledger-memory": "memory", "ledger-embedded": "embedded", "ledger-redis": "redis",
+         "litellm": "LiteLLM"}
 SIZES = {1024: "1 KiB", 16384: "16 KiB", 262144: "256 KiB", 1048576: "1 MiB"}
 
 
@@ -65,8 +68,10 @@ def classic(meta, sizes, rps, lat):
             head.append("vs nginx")
         if t == "replaygate" and "direct" in measured:
             head.append("vs direct")
-        if t not in ("direct", "nginx", "replaygate") and "nginx" in measured:
+        if t not in ("direct", "nginx", "replaygate", "litellm") and "nginx" in measured:
             head.append("vs nginx")
+        if t == "litellm" and "replaygate" in measured:
+            head.append("replaygate vs LiteLLM")
     out += ["| " + " | ".join(head) + " |", "| --- " + "| ---: " * (len(head) - 1) + "|"]
     for s in sizes:
         row = [SIZES.get(s, str(s))]
@@ -77,12 +82,14 @@ def classic(meta, sizes, rps, lat):
                 row.append(f"**{r / rps[('nginx', s)]:.2f}x**")
             if t == "replaygate" and "direct" in measured:
                 row.append(f"{r / rps[('direct', s)]:.2f}x")
-            if t not in ("direct", "nginx", "replaygate") and "nginx" in measured:
+            if t not in ("direct", "nginx", "replaygate", "litellm") and "nginx" in measured:
                 row.append(f"{r / rps[('nginx', s)]:.2f}x")
+            if t == "litellm" and "replaygate" in measured:
+                row.append(f"**{rps[('replaygate', s)] / r:.1f}x**")
         out.append("| " + " | ".join(row) + " |")
     timed = [t for t in LATENCY_TARGETS if t in measured]
     if timed:
-        with_direct = "direct" in measured
+        with_direct = "direct" in measured and any(t.startswith("replaygate") for t in timed)
         out += ["", "Latency at a fixed rate with `--latency-correction`, p50 / p99 in ms"
                 + ("; *added* is replaygate's p99 minus direct's:" if with_direct else ":"), ""]
         head = ["body", "rate/s"]
@@ -99,6 +106,28 @@ def classic(meta, sizes, rps, lat):
                 if with_direct and t.startswith("replaygate"):
                     row.append(ms(p[t]["p99"] - p["direct"]["p99"]))
             out.append("| " + " | ".join(row) + " |")
+    return out
+
+
+def peer(meta, sizes, rps, lat, low):
+    """LiteLLM's latency at its rate, beside the others measured again at that rate."""
+    if "litellm" not in meta["targets"]:
+        return []
+    timed = [t for t in LATENCY_TARGETS if t in meta["targets"]] + ["litellm"]
+    rate = meta["litellm_rate"]
+    under = all(rate < rps[("litellm", s)] for s in sizes)
+    where = ("under its saturation throughput above" if under else
+             "not under its saturation throughput above, so its figures include a queue")
+    out = [f"Latency at LiteLLM's rate ({rate:,}/s for every body, {where}), each target at "
+           "that same rate with `--latency-correction`, p50 / p99 in ms:", ""]
+    head = ["body", "rate/s"] + [name(t) for t in timed]
+    out += ["| " + " | ".join(head) + " |", "| --- " + "| ---: " * (len(head) - 1) + "|"]
+    for s in sizes:
+        row = [SIZES.get(s, str(s)), f"{rate:,}"]
+        for t in timed:
+            p = (lat if t == "litellm" else low)[(t, s)]["latencyPercentiles"]
+            row.append(f"{ms(p['p50'])} / {ms(p['p99'])}")
+        out.append("| " + " | ".join(row) + " |")
     return out
 
 
@@ -158,6 +187,8 @@ def main():
     sat = {(t, s): load(results, t, s, "saturation") for t in targets for s in sizes}
     lat = {(t, s): load(results, t, s, "latency") for t in targets for s in sizes
            if t.removesuffix("-cont") != "ungated"}
+    low = {(t, s): load(results, t, s, "latency-litellm") for t in targets for s in sizes
+           if "litellm" in targets and t in LATENCY_TARGETS}
     rps = {k: answered(r) for k, r in sat.items()}
 
     described = [
@@ -175,6 +206,12 @@ def main():
          "fsynced transaction per batch of records)"),
         ("ledger-redis", f"**redis** the same with a local redis-server {meta.get('redis', '')} "
          "(pinned with the proxies, no snapshots)"),
+        ("litellm", f"**LiteLLM** the LiteLLM proxy {meta.get('litellm', '')} (`litellm[proxy]` "
+         "from pip, one uvicorn worker, pinned with the proxies, no database, a master key "
+         "checked on each request, log level ERROR) passing the same bodies on its "
+         "`/v1/responses` route to the same upstream (model entry `openai/<model>` with "
+         "`api_base` the upstream); it parses the request and answers with its own "
+         "serialization of the upstream's response, not the upstream's bytes"),
     ]
     bases = {t.removesuffix("-cont") for t in targets}
     parts = [text for t, text in described if t in bases]
@@ -182,7 +219,9 @@ def main():
     out = [
         f"## Load, {meta['started']}",
         "",
-        f"Commit `{meta['commit']}`. {meta['cpu']}, {meta['cores']} cores, Linux {meta['kernel']}; "
+        f"Commit `{meta['commit']}`"
+        + (" (replaygate binary given with LOAD_BIN, not built by the run)" if meta.get("binary_given") else "")
+        + f". {meta['cpu']}, {meta['cores']} cores, Linux {meta['kernel']}; "
         f"nginx {meta['nginx']}, oha {meta['oha']}, rustc {meta['rustc']}, replaygate release build. "
         f"Pinning: {meta['pinning']}. 1-minute load average {meta['load_before']} before the run, "
         f"{meta['load_after']} after. Produced by `{meta.get('command', 'bench/load/run')}` "
@@ -201,6 +240,9 @@ def main():
         "",
     ]
     out += classic(meta, sizes, rps, lat)
+    lite = peer(meta, sizes, rps, lat, low)
+    if lite:
+        out += [""] + lite
     lowered = [f"{SIZES.get(s, s)} at {meta['rates'][str(s)]}/s" for s in sizes if meta["rates"][str(s)] != 1000]
     if lowered:
         out += ["", f"Rates below 1,000/s ({', '.join(lowered)}): 1,000/s of those bodies is beyond "
@@ -212,11 +254,13 @@ def main():
     warned = {v: n for v, n in meta.get("warnings", {}).items() if n}
     out += [
         "",
-        f"replaygate peak RSS (VmHWM over the whole run): {rss}."
-        + (" Warnings logged: " + ", ".join(f"{n:,} ({v})" for v, n in warned.items()) + "."
-           if warned else ""),
+        ((f"replaygate peak RSS (VmHWM over the whole run): {rss}." if rss else "")
+         + (f" LiteLLM peak RSS: {meta['litellm_rss_mib']} MiB." if meta.get("litellm_rss_mib") else "")
+         + (" Warnings logged: " + ", ".join(f"{n:,} ({v})" for v, n in warned.items()) + "."
+            if warned else "")).strip(),
     ]
-    bad = [f"{t} {s} {kind}: {problems(r)}" for kind, runs in (("saturation", sat), ("latency", lat))
+    bad = [f"{t} {s} {kind}: {problems(r)}"
+           for kind, runs in (("saturation", sat), ("latency", lat), ("latency at LiteLLM's rate", low))
            for (t, s), r in runs.items() if problems(r)]
     if bad:
         out.append("Non-200 answers or errors: " + ", ".join(bad) + ".")
