@@ -233,6 +233,27 @@ member_names! {
     }
 }
 
+impl Key {
+    /// The name's number for item profiles (`summary` and other names are [`KnownName::Other`]
+    /// here; the reader numbers `summary` where it reads it).
+    fn known_name(&self) -> KnownName {
+        match self {
+            Key::Type => KnownName::Type,
+            Key::Id => KnownName::Id,
+            Key::CallId => KnownName::CallId,
+            Key::Name => KnownName::Name,
+            Key::Status => KnownName::Status,
+            Key::Role => KnownName::Role,
+            Key::Arguments => KnownName::Arguments,
+            Key::Content => KnownName::Content,
+            Key::Output => KnownName::Output,
+            Key::ToolCalls => KnownName::ToolCalls,
+            Key::EncryptedContent => KnownName::EncryptedContent,
+            Key::Misspelled(_) | Key::Other => KnownName::Other,
+        }
+    }
+}
+
 impl<'de: 'a, 'a> Deserialize<'de> for Item<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_map(ItemVisitor)
@@ -298,68 +319,40 @@ fn read_members<'de: 'a, 'a, A: MapAccess<'de>>(
     let start = shape.item_members.len() as u32;
     while let Some(Name(name)) = map.next_key::<Name<'a>>()? {
         let mut value = MemberValue::InItem;
-        let known = match Key::from_name(&name) {
-            Key::Type => {
-                read_once(&mut map, &mut m.kind, "type")?;
-                KnownName::Type
-            }
-            Key::Id => {
-                read_once(&mut map, &mut m.id, "id")?;
-                KnownName::Id
-            }
-            Key::CallId => {
-                read_once(&mut map, &mut m.call_id, "call_id")?;
-                KnownName::CallId
-            }
-            Key::Name => {
-                read_once(&mut map, &mut m.name, "name")?;
-                KnownName::Name
-            }
-            Key::Status => {
-                read_once(&mut map, &mut m.status, "status")?;
-                KnownName::Status
-            }
-            Key::Role => {
-                read_once(&mut map, &mut m.role, "role")?;
-                KnownName::Role
-            }
-            Key::Arguments => {
-                read_once(&mut map, &mut m.arguments, "arguments")?;
-                KnownName::Arguments
-            }
+        let key = Key::from_name(&name);
+        let mut known = key.known_name();
+        match key {
+            Key::Type => read_once(&mut map, &mut m.kind, "type")?,
+            Key::Id => read_once(&mut map, &mut m.id, "id")?,
+            Key::CallId => read_once(&mut map, &mut m.call_id, "call_id")?,
+            Key::Name => read_once(&mut map, &mut m.name, "name")?,
+            Key::Status => read_once(&mut map, &mut m.status, "status")?,
+            Key::Role => read_once(&mut map, &mut m.role, "role")?,
+            Key::Arguments => read_once(&mut map, &mut m.arguments, "arguments")?,
             Key::Content => {
                 let list = read_list(&mut map, m.content.is_some(), "content", shape)?;
                 value = MemberValue::List(list.clone());
                 m.content = Some(list);
-                KnownName::Content
             }
             Key::Output => {
                 let list = read_list(&mut map, m.output.is_some(), "output", shape)?;
                 value = MemberValue::List(list.clone());
                 m.output = Some(list);
-                KnownName::Output
             }
-            Key::ToolCalls => {
-                read_once(&mut map, &mut m.tool_calls, "tool_calls")?;
-                KnownName::ToolCalls
-            }
-            Key::EncryptedContent => {
-                read_once(&mut map, &mut m.encrypted_content, "encrypted_content")?;
-                KnownName::EncryptedContent
-            }
+            Key::ToolCalls => read_once(&mut map, &mut m.tool_calls, "tool_calls")?,
+            Key::EncryptedContent => read_once(&mut map, &mut m.encrypted_content, "encrypted_content")?,
             Key::Misspelled(name) => return Err(name.into_error()),
             Key::Other if name == "summary" => {
                 let raw: &'a RawValue = map.next_value()?;
                 value = MemberValue::List(read_list_raw(raw, shape).map_err(de::Error::custom)?);
+                known = KnownName::Summary;
                 m.others += 1;
-                KnownName::Summary
             }
             Key::Other => {
                 value = MemberValue::Raw(map.next_value()?);
                 m.others += 1;
-                KnownName::Other
             }
-        };
+        }
         shape.item_members.push(Member { name, known, value });
     }
     Ok((m, start..shape.item_members.len() as u32))

@@ -45,7 +45,7 @@ pub struct Members {
     /// chose this table needs no second look).
     own_type_accepted: bool,
     /// The required members as bits of their positions in `names`, when every one has a
-    /// position under 64 (see [`Members::entry_at`]).
+    /// position under 64 (see [`Members::entry_of`]).
     required_bits: Option<u64>,
     /// The position in `names` of each [`KnownName`] (by number; `u8::MAX`: not there).
     by_known: [u8; KNOWN_SLOTS],
@@ -208,14 +208,9 @@ impl Members {
         self.names.get(member)
     }
 
-    /// What the profile says of a member name, with the name's position in the profile's
-    /// table (stable, below the number of names the type has).
-    pub fn entry_at(&self, member: &str) -> Option<(usize, &MemberEntry)> {
-        self.names.find(member)
-    }
-
-    /// [`Members::entry_at`] for a member as read: a name the reader told apart is found by
-    /// its number.
+    /// What the profile says of a member as read, with the name's position in the profile's
+    /// table (below the number of names the type has): a name the reader told apart is found
+    /// by its number, another by its text.
     pub fn entry_of(&self, member: &Member<'_>) -> Option<(usize, &MemberEntry)> {
         if member.known == KnownName::Other {
             return self.names.find(&member.name);
@@ -226,7 +221,7 @@ impl Members {
         }
     }
 
-    /// The required members as a set of positions (`entry_at`'s), when they all fit in 64 bits.
+    /// The required members as a set of positions (`entry_of`'s), when they all fit in 64 bits.
     pub fn required_bits(&self) -> Option<u64> {
         self.required_bits
     }
