@@ -7,7 +7,8 @@ them), and from bodies whose member names read as gated names.
 
 gate_check seeds are one byte choosing the provider and policy (selector % 3: 0 bedrock,
 1 openai, 2 any; selector // 3: policy bits, 1 = unknown_tool rejected) and the body;
-proxy_handle seeds are one byte choosing POST, a path, headers, a blank line and the body.
+proxy_handle seeds are one byte choosing POST, a path, headers, a blank line and the body;
+json_reader seeds are the bodies alone.
 The seeds are rewritten on every run (fuzz/seeds/ is not committed)."""
 
 import json
@@ -124,7 +125,8 @@ def misspelled_bodies():
 def main() -> None:
     gate = FUZZ / "seeds" / "gate_check"
     proxy = FUZZ / "seeds" / "proxy_handle"
-    for folder in (gate, proxy):
+    reader = FUZZ / "seeds" / "json_reader"
+    for folder in (gate, proxy, reader):
         folder.mkdir(parents=True, exist_ok=True)
     seeds = []  # (name, gate selector, proxy path, body bytes)
     for name, provider, bits, body in fixture_cases():
@@ -142,6 +144,7 @@ def main() -> None:
         path = path or PATHS[number % len(PATHS)]
         head = f"{path}\ncontent-type: application/json\n\n".encode()
         (proxy / f"{number:03}-{name}").write_bytes(b"\x00" + head + body)
+        (reader / f"{number:03}-{name}").write_bytes(body)
     print(f"{len(seeds)} seeds each in {gate.relative_to(FUZZ.parent)} and {proxy.relative_to(FUZZ.parent)}")
 
 

@@ -22,7 +22,7 @@ pub mod admin;
 pub mod check;
 pub mod cli;
 pub mod commands;
-pub use replaygate_core::{gate, ledger};
+pub use replaygate_core::{gate, json, ledger};
 pub mod config;
 pub mod error;
 pub mod keys;

@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 use proptest::prelude::*;
 use proptest::sample::{select, Index};
 use proptest::test_runner::TestCaseError;
+use replaygate::gate::request::parse_with_serde_json;
 use replaygate::gate::{
     parse, strip, Action, BodyError, Gate, ItemsAt, Policy, ProviderProfile, Reason, Target, Verdict,
 };
@@ -623,6 +624,74 @@ proptest! {
         {
             prop_assert_eq!(verdict.violations[0].reason, Reason::ToolSchemaInvalid);
         }
+    }
+}
+
+/// The gate's own JSON reader reads `body` as serde_json's reader would: the same request
+/// (every field, item and member name) or the same error code at the same parameter.
+fn reads_as_serde_json(body: &[u8]) -> Result<(), TestCaseError> {
+    let ours = parse(body);
+    let theirs = parse_with_serde_json(body, ItemsAt::Input);
+    match (&ours, &theirs) {
+        (Ok(a), Ok(b)) => prop_assert_eq!(format!("{a:?}"), format!("{b:?}")),
+        (Err(a), Err(b)) => prop_assert_eq!((a.code(), a.param()), (b.code(), b.param()), "{} / {}", a, b),
+        _ => prop_assert!(false, "ours {:?}, serde_json {:?}", ours, theirs),
+    }
+    Ok(())
+}
+
+/// `text` with one byte removed, replaced or inserted (a JSON-significant one), or cut there.
+fn broken(text: &[u8], at: Index, how: u8, byte: Index) -> Vec<u8> {
+    const PUT: &[u8] = b"\"\\{}[],:0-.eE tfnu\n\x01a\xff";
+    let mut bytes = text.to_vec();
+    if bytes.is_empty() {
+        return bytes;
+    }
+    let at = at.index(bytes.len());
+    let byte = PUT[byte.index(PUT.len())];
+    match how % 4 {
+        0 => drop(bytes.remove(at)),
+        1 => bytes[at] = byte,
+        2 => bytes.insert(at, byte),
+        _ => bytes.truncate(at),
+    }
+    bytes
+}
+
+proptest! {
+    #![proptest_config(config(1024))]
+
+    #[test]
+    fn generated_requests_read_as_serde_json_reads_them(
+        items in prop::collection::vec(prop_oneof![item_like(), call_like(), json_value()], 0..6),
+        with_tools in any::<bool>(),
+        pretty in any::<bool>(),
+    ) {
+        let mut body = json!({"model": "gpt-5", "input": items});
+        if with_tools {
+            body["tools"] = tools();
+        }
+        let text = if pretty { serde_json::to_vec_pretty(&body) } else { serde_json::to_vec(&body) };
+        reads_as_serde_json(&text.unwrap())?;
+    }
+
+    #[test]
+    fn broken_requests_are_refused_as_serde_json_refuses_them(
+        items in prop::collection::vec(prop_oneof![item_like(), call_like()], 1..5),
+        at in any::<Index>(),
+        how in any::<u8>(),
+        byte in any::<Index>(),
+    ) {
+        let body = json!({"model": "gpt-5", "tools": tools(), "input": items});
+        reads_as_serde_json(&broken(&bytes_of(&body), at, how, byte))?;
+    }
+
+    #[test]
+    fn arbitrary_bytes_after_a_prefix_read_as_serde_json_reads_them(
+        prefix in select(PREFIXES),
+        tail in prop::collection::vec(any::<u8>(), 0..256),
+    ) {
+        reads_as_serde_json(&[prefix, &tail[..]].concat())?;
     }
 }
 

@@ -6,6 +6,7 @@
 //! valid traffic, the worst bug a gateway can have.
 
 use replaygate::config::Config;
+use replaygate::gate::request::parse_with_serde_json;
 use replaygate::gate::{parse_with, Action, Gate, ItemsAt, Policy, ProviderProfile, Target, Verdict};
 use serde_json::Value;
 
@@ -111,6 +112,30 @@ fn the_strict_status_reading_still_refuses_what_version_1_refused() {
     let verdict = judge(&gate, ItemsAt::Input, &body, &Target::new(&openai, &policy));
     assert!(!verdict.is_allowed(), "{origin}");
     assert!(verdict.violations.iter().all(|v| v.reason.as_str() == "status"));
+}
+
+#[test]
+fn every_real_client_body_and_vector_reads_as_serde_json_reads_it() {
+    let mut bodies: Vec<(String, ItemsAt, Vec<u8>)> = corpus()
+        .into_iter()
+        .filter_map(|(origin, path, body)| {
+            let at = items_at(&path)?;
+            Some((origin.clone(), at, serde_json::to_vec_pretty(&body).unwrap()))
+        })
+        .collect();
+    for (n, case) in vectors().iter().enumerate() {
+        bodies.push((
+            format!("vector {n}"),
+            ItemsAt::Input,
+            serde_json::to_vec(&case["body"]).unwrap(),
+        ));
+    }
+    assert!(bodies.len() >= 100);
+    for (origin, at, bytes) in &bodies {
+        let ours = parse_with(bytes, *at).expect("a recorded body reads");
+        let theirs = parse_with_serde_json(bytes, *at).expect("a recorded body reads");
+        assert_eq!(format!("{ours:?}"), format!("{theirs:?}"), "{origin}");
+    }
 }
 
 fn vectors() -> Vec<Value> {

@@ -10,4 +10,5 @@
 #![warn(missing_docs, rust_2018_idioms)]
 
 pub mod gate;
+pub mod json;
 pub mod ledger;

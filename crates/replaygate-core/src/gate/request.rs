@@ -11,6 +11,7 @@ use serde_json::value::RawValue;
 use super::field::{member_names, read_once, Field};
 use super::item::{Item, PushItem};
 use super::shape::Shape;
+use crate::json;
 
 /// A request body as the gate reads it.
 #[derive(Debug, Default)]
@@ -245,29 +246,58 @@ pub fn parse_with(body: &[u8], at: ItemsAt) -> Result<ParsedRequest<'_>, BodyErr
         }
     };
     let place = Cell::new(Place::Body);
-    let mut de = serde_json::Deserializer::from_str(text);
+    let mut reader = json::Reader::new(text);
     let expected_items = (body.len() / BODY_BYTES_PER_ITEM).clamp(16, MAX_PRESIZED_ITEMS);
     let parsed = RequestSeed {
         place: &place,
         expected_items,
         at,
     }
-    .deserialize(&mut de)
-    .and_then(|request| de.end().map(|()| request));
-    let mut request = parsed.map_err(|e| body_error(e, place.get()))?;
+    .deserialize(&mut reader)
+    .and_then(|request| reader.end().map(|()| request));
+    let mut request = parsed.map_err(|e| body_error(e.category(), e.to_string(), place.get()))?;
     request.source = Source(text);
     Ok(request)
+}
+
+/// [`parse_with`] on serde_json's reader instead of the gate's own: the reference the
+/// differential tests and the `json_reader` fuzz target hold [`json::Reader`] to.
+#[doc(hidden)]
+pub fn parse_with_serde_json(body: &[u8], at: ItemsAt) -> Result<ParsedRequest<'_>, BodyError> {
+    let text = std::str::from_utf8(body).map_err(|_| BodyError::InvalidJson {
+        message: "the body is not UTF-8".into(),
+    })?;
+    let place = Cell::new(Place::Body);
+    let mut de = serde_json::Deserializer::from_str(text);
+    let parsed = RequestSeed {
+        place: &place,
+        expected_items: 16,
+        at,
+    }
+    .deserialize(&mut de)
+    .and_then(|request| de.end().map(|()| request));
+    let mut request = parsed.map_err(|e| body_error(category_of(&e), e.to_string(), place.get()))?;
+    request.source = Source(text);
+    Ok(request)
+}
+
+fn category_of(e: &serde_json::Error) -> json::Category {
+    match e.classify() {
+        serde_json::error::Category::Data => json::Category::Data,
+        serde_json::error::Category::Eof => json::Category::Eof,
+        serde_json::error::Category::Io | serde_json::error::Category::Syntax => json::Category::Syntax,
+    }
 }
 
 /// Reads a request's `tools` array on its own, from its JSON text (`null` reads as no tools):
 /// the response side checks a provider's calls against the tools the request declared.
 pub fn parse_tools(tools_json: &str) -> Result<Vec<Tool<'_>>, BodyError> {
     let place = Cell::new(Place::Tools);
-    let mut de = serde_json::Deserializer::from_str(tools_json);
+    let mut reader = json::Reader::new(tools_json);
     let parsed = ToolsSeed { place: &place }
-        .deserialize(&mut de)
-        .and_then(|tools| de.end().map(|()| tools));
-    parsed.map_err(|e| body_error(e, place.get()))
+        .deserialize(&mut reader)
+        .and_then(|tools| reader.end().map(|()| tools));
+    parsed.map_err(|e| body_error(e.category(), e.to_string(), place.get()))
 }
 
 /// A request's tools, owned: what the response side keeps of them to check the calls the
@@ -315,19 +345,16 @@ impl DeclaredTools {
     }
 }
 
-fn body_error(e: serde_json::Error, place: Place) -> BodyError {
-    use serde_json::error::Category;
-    match (e.classify(), place) {
-        (Category::Data, Place::Body) => BodyError::InvalidJson {
+fn body_error(category: json::Category, message: String, place: Place) -> BodyError {
+    match (category, place) {
+        (json::Category::Data, Place::Body) => BodyError::InvalidJson {
             message: "the request body must be a JSON object".into(),
         },
-        (Category::Data, place) => BodyError::InvalidInput {
+        (json::Category::Data, place) => BodyError::InvalidInput {
             param: place.to_string(),
-            message: e.to_string(),
+            message,
         },
-        (Category::Io | Category::Syntax | Category::Eof, _) => BodyError::InvalidJson {
-            message: e.to_string(),
-        },
+        (json::Category::Syntax | json::Category::Eof, _) => BodyError::InvalidJson { message },
     }
 }
 

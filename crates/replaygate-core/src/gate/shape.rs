@@ -325,12 +325,12 @@ pub fn item_value<'v>(item: &'v Item<'_>, name: KnownName) -> ValueView<'v> {
 pub(crate) fn read_list_raw<'a>(
     raw: &'a RawValue,
     shape: &mut Shape<'a>,
-) -> Result<ListValue<'a>, serde_json::Error> {
+) -> Result<ListValue<'a>, crate::json::Error> {
     match RawField::of_json(raw.get()) {
         RawField::Str(encoded) => Ok(ListValue::Encoded(encoded)),
         RawField::Other(JsonKind::Array) => {
-            let mut de = serde_json::Deserializer::from_str(raw.get());
-            de::DeserializeSeed::deserialize(ListSeed { shape }, &mut de)
+            let mut reader = crate::json::Reader::new(raw.get());
+            de::DeserializeSeed::deserialize(ListSeed { shape }, &mut reader)
         }
         RawField::Other(kind) => Ok(ListValue::Other(kind)),
         RawField::Absent => Ok(ListValue::Other(JsonKind::Null)),

@@ -1,0 +1,236 @@
+//! serde's side of the reader: the `Deserializer` over `&mut Reader`, its map and sequence
+//! access, and the protocol by which serde_json's `RawValue` takes a value's text.
+
+use serde::de::value::BorrowedStrDeserializer;
+use serde::de::{self, DeserializeSeed, IntoDeserializer, Visitor};
+use serde::forward_to_deserialize_any;
+
+use super::{Category, Error, Reader, Result, Str};
+
+/// The name under which serde_json's `RawValue` asks a deserializer for a value's text.
+const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
+
+impl<'de> Reader<'de> {
+    /// A number as serde_json gives it: a `u64`, an `i64` (negative), else an `f64`.
+    fn visit_number<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
+        let (text, integer) = self.number()?;
+        if integer {
+            if let Ok(n) = text.parse::<u64>() {
+                return visitor.visit_u64(n);
+            }
+            if text != "-0" {
+                if let Ok(n) = text.parse::<i64>() {
+                    return visitor.visit_i64(n);
+                }
+            }
+        }
+        match text.parse::<f64>() {
+            Ok(n) if n.is_finite() => visitor.visit_f64(n),
+            _ => Err(self.syntax("number out of range")),
+        }
+    }
+
+    fn end_container(&mut self, close: u8, eof: &str) -> Result<()> {
+        match self.peek() {
+            Some(b) if b == close => {
+                self.pos += 1;
+                Ok(())
+            }
+            Some(b',') => Err(self.syntax("trailing comma")),
+            Some(_) => Err(self.syntax("trailing characters")),
+            None => Err(self.eof(eof)),
+        }
+    }
+}
+
+impl<'de> de::Deserializer<'de> for &mut Reader<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        let value = match self.peek() {
+            Some(b'"') => {
+                self.pos += 1;
+                match self.string()? {
+                    Str::Borrowed(text) => visitor.visit_borrowed_str(text),
+                    Str::Decoded(text) => visitor.visit_str(text),
+                }
+            }
+            Some(b'{') => {
+                self.descend()?;
+                self.pos += 1;
+                let value = visitor.visit_map(Members {
+                    reader: self,
+                    first: true,
+                });
+                self.ascend();
+                let value = value?;
+                self.end_container(b'}', "EOF while parsing an object")
+                    .map(|()| value)
+            }
+            Some(b'[') => {
+                self.descend()?;
+                self.pos += 1;
+                let value = visitor.visit_seq(Elements {
+                    reader: self,
+                    first: true,
+                });
+                self.ascend();
+                let value = value?;
+                self.end_container(b']', "EOF while parsing a list")
+                    .map(|()| value)
+            }
+            Some(b't') => self.literal("true").and_then(|()| visitor.visit_bool(true)),
+            Some(b'f') => self.literal("false").and_then(|()| visitor.visit_bool(false)),
+            Some(b'n') => self.literal("null").and_then(|()| visitor.visit_unit()),
+            Some(b'-' | b'0'..=b'9') => self.visit_number(visitor),
+            Some(_) => return Err(self.syntax("expected value")),
+            None => return Err(self.eof("EOF while parsing a value")),
+        };
+        value.map_err(|e| self.placed(e))
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        if self.peek() == Some(b'n') {
+            self.literal("null")?;
+            return visitor.visit_none().map_err(|e| self.placed(e));
+        }
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.skip_value()?;
+        visitor.visit_unit().map_err(|e| self.placed(e))
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(self, name: &'static str, visitor: V) -> Result<V::Value> {
+        if name != RAW_VALUE_TOKEN {
+            return visitor.visit_newtype_struct(self);
+        }
+        self.peek();
+        let start = self.pos;
+        self.skip_value()?;
+        let raw = &self.text[start..self.pos];
+        visitor
+            .visit_map(RawValueText { raw: Some(raw) })
+            .map_err(|e| self.placed(e))
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value> {
+        // Unit variants, written as strings: the only enums the gate reads from a body.
+        match self.peek() {
+            Some(b'"') => {
+                self.pos += 1;
+                let value = match self.string()? {
+                    Str::Borrowed(text) => visitor.visit_enum(BorrowedStrDeserializer::<Error>::new(text)),
+                    Str::Decoded(text) => visitor.visit_enum(text.into_deserializer()),
+                };
+                value.map_err(|e| self.placed(e))
+            }
+            Some(_) => Err(self.error(Category::Data, "expected an enum variant written as a string")),
+            None => Err(self.eof("EOF while parsing a value")),
+        }
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf unit
+        unit_struct seq tuple tuple_struct map struct identifier
+    }
+}
+
+/// The members of an object being read by a visitor.
+struct Members<'r, 'de> {
+    reader: &'r mut Reader<'de>,
+    first: bool,
+}
+
+impl<'de> de::MapAccess<'de> for Members<'_, 'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+        let reader = &mut *self.reader;
+        match reader.peek() {
+            Some(b'}') => return Ok(None),
+            Some(b',') if !self.first => {
+                reader.pos += 1;
+            }
+            Some(_) if self.first => self.first = false,
+            Some(_) => return Err(reader.syntax("expected `,` or `}`")),
+            None => return Err(reader.eof("EOF while parsing an object")),
+        }
+        match reader.peek() {
+            Some(b'"') => {
+                reader.pos += 1;
+                let key = match reader.string()? {
+                    Str::Borrowed(name) => seed.deserialize(BorrowedStrDeserializer::<Error>::new(name)),
+                    Str::Decoded(name) => seed.deserialize(name.into_deserializer()),
+                };
+                key.map(Some).map_err(|e| reader.placed(e))
+            }
+            Some(b'}') => Err(reader.syntax("trailing comma")),
+            Some(_) => Err(reader.syntax("key must be a string")),
+            None => Err(reader.eof("EOF while parsing a value")),
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
+        self.reader.colon()?;
+        seed.deserialize(&mut *self.reader)
+    }
+}
+
+/// The elements of an array being read by a visitor.
+struct Elements<'r, 'de> {
+    reader: &'r mut Reader<'de>,
+    first: bool,
+}
+
+impl<'de> de::SeqAccess<'de> for Elements<'_, 'de> {
+    type Error = Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
+        let reader = &mut *self.reader;
+        match reader.peek() {
+            Some(b']') => return Ok(None),
+            Some(b',') if !self.first => {
+                reader.pos += 1;
+                if reader.peek() == Some(b']') {
+                    return Err(reader.syntax("trailing comma"));
+                }
+            }
+            Some(_) if self.first => self.first = false,
+            Some(_) => return Err(reader.syntax("expected `,` or `]`")),
+            None => return Err(reader.eof("EOF while parsing a list")),
+        }
+        seed.deserialize(&mut *reader).map(Some)
+    }
+}
+
+/// What serde_json's `RawValue` reads: a one-member map from its token to the value's text.
+struct RawValueText<'de> {
+    raw: Option<&'de str>,
+}
+
+impl<'de> de::MapAccess<'de> for RawValueText<'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+        if self.raw.is_none() {
+            return Ok(None);
+        }
+        seed.deserialize(BorrowedStrDeserializer::<Error>::new(RAW_VALUE_TOKEN))
+            .map(Some)
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
+        let raw = self
+            .raw
+            .take()
+            .ok_or_else(|| <Error as de::Error>::custom("a raw value is read once"))?;
+        seed.deserialize(BorrowedStrDeserializer::<Error>::new(raw))
+    }
+}
