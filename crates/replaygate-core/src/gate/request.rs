@@ -655,6 +655,33 @@ mod tests {
     }
 
     #[test]
+    fn a_million_open_brackets_anywhere_are_a_clean_refusal() {
+        let deep = "[".repeat(1_000_000);
+        for body in [
+            deep.clone(),
+            format!(r#"{{"input":{deep}"#),
+            format!(r#"{{"input":[{{"role":"user","content":{deep}"#),
+            format!(r#"{{"metadata":{deep}"#),
+            format!(r#"{{"input":[{{"type":"function_call","call_id":"c","arguments":{deep}"#),
+            format!(r#"{{"tools":[{{"type":"function","name":"f","parameters":{deep}"#),
+        ] {
+            // Not JSON (the text ends inside), or an array where an item must be an object.
+            let error = parse(body.as_bytes()).unwrap_err();
+            assert!(
+                ["invalid_json", "invalid_input"].contains(&error.code()),
+                "{error}"
+            );
+        }
+        // Closed again, in a member the gate skips: valid JSON, read without a deep stack.
+        let closed = format!(
+            r#"{{"metadata":{}{},"input":[]}}"#,
+            "[".repeat(1_000_000),
+            "]".repeat(1_000_000)
+        );
+        assert!(parse(closed.as_bytes()).is_ok());
+    }
+
+    #[test]
     fn reads_model_items_and_tools() {
         let body = br#"{"model":"gpt-5","stream":true,"input":[{"role":"user","content":"hi"},{"type":"function_call","name":"f","call_id":"c","arguments":"{}"}],
             "tools":[{"type":"function","name":"f","parameters":{"type":"object"}},{"type":"web_search"}]}"#;
