@@ -150,13 +150,29 @@ impl<'de> Reader<'de> {
     }
 
     /// Reads a string's contents (the reader just past its opening quote), decoding escapes.
+    #[inline]
     fn string(&mut self) -> Result<Str<'de, '_>> {
         let bytes = self.bytes();
         let start = self.pos;
+        let stop = scan::string_stop(bytes, start);
+        if bytes.get(stop) == Some(&b'"') {
+            self.pos = stop + 1;
+            return Ok(Str::Borrowed(&self.text[start..stop]));
+        }
+        self.string_from(start, stop)
+    }
+
+    /// [`Reader::string`] past its first run, which did not end the string: `start` is where
+    /// the contents began, `stop` where the run ended.
+    #[inline(never)]
+    fn string_from(&mut self, start: usize, mut stop: usize) -> Result<Str<'de, '_>> {
+        let bytes = self.bytes();
         let mut run_from = start;
         let mut decoded = false;
         loop {
-            let stop = scan::string_stop(bytes, run_from);
+            if run_from != start {
+                stop = scan::string_stop(bytes, run_from);
+            }
             match bytes.get(stop) {
                 Some(b'"') => {
                     self.pos = stop + 1;
@@ -262,11 +278,27 @@ impl<'de> Reader<'de> {
     /// Passes over a string's contents (the reader just past its opening quote) checking the
     /// grammar only: escapes must be escapes, `\u` four hex digits (unpaired surrogates pass,
     /// as serde_json passes them in what it skips).
+    #[inline]
     fn skip_string(&mut self) -> Result<()> {
         let bytes = self.bytes();
-        let mut at = self.pos;
+        let stop = scan::string_stop(bytes, self.pos);
+        if bytes.get(stop) == Some(&b'"') {
+            self.pos = stop + 1;
+            return Ok(());
+        }
+        self.skip_string_from(stop)
+    }
+
+    /// [`Reader::skip_string`] from `stop`, where its first run ended without ending the string.
+    #[inline(never)]
+    fn skip_string_from(&mut self, mut stop: usize) -> Result<()> {
+        let bytes = self.bytes();
+        let first = stop;
+        let mut at = stop;
         loop {
-            let stop = scan::string_stop(bytes, at);
+            if at != first {
+                stop = scan::string_stop(bytes, at);
+            }
             match bytes.get(stop) {
                 Some(b'"') => {
                     self.pos = stop + 1;
@@ -383,7 +415,12 @@ impl<'de> Reader<'de> {
         self.colon()
     }
 
+    #[inline]
     fn colon(&mut self) -> Result<()> {
+        if self.bytes().get(self.pos) == Some(&b':') {
+            self.pos += 1;
+            return Ok(());
+        }
         match self.peek() {
             Some(b':') => {
                 self.pos += 1;
