@@ -120,7 +120,7 @@ impl<'a> RawField<'a> {
     }
 
     /// Decodes a string's JSON text (borrowed when it has no escapes).
-    pub fn decode(encoded: &'a str) -> Result<Cow<'a, str>, serde_json::Error> {
+    pub fn decode(encoded: &'a str) -> Result<Cow<'a, str>, crate::json::Error> {
         // The usual short string (a part's `type`, a role) has no escape and no control
         // character: its text is what stands between the quotes, with no reader needed.
         if let Some(inner) = encoded
@@ -130,10 +130,7 @@ impl<'a> RawField<'a> {
         {
             return Ok(Cow::Borrowed(inner));
         }
-        let mut de = serde_json::Deserializer::from_str(encoded);
-        let field = Field::deserialize(&mut de)?;
-        de.end()?;
-        match field {
+        match crate::json::Reader::read::<Field<'a>>(encoded)? {
             Field::Str(text) => Ok(text),
             _ => Err(de::Error::custom("not a JSON string")),
         }

@@ -54,7 +54,7 @@ pub(super) fn check(item: &Item<'_>, cx: &mut CallContext<'_, '_>) -> Result<Opt
     if tool.is_some() && cx.schemas.has_passed(schema.as_deref(), encoded) {
         return Ok(None);
     }
-    let parsed = RawField::decode(encoded).and_then(|text| serde_json::from_str::<Value>(&text));
+    let parsed = RawField::decode(encoded).and_then(|text| crate::json::Reader::read::<Value>(&text));
     let arguments = match parsed {
         Ok(arguments) => arguments,
         Err(e) => {
