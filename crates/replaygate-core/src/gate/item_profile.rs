@@ -9,10 +9,12 @@
 use std::sync::{Arc, LazyLock};
 
 use super::field::JsonKind;
+use super::item::ItemClass;
 use super::name_table::NameTable;
 use super::shape::{KnownName, Member, ValueView};
 
-/// The item types a profile describes: the portable core (contract §5).
+/// The item types a profile describes: the portable core (contract §5), in the order of the
+/// [`ItemClass`]es that read them.
 pub const PORTABLE_ITEM_TYPES: [&str; 6] = [
     "message",
     "function_call",
@@ -31,6 +33,9 @@ pub struct ItemProfile {
     name: String,
     source: String,
     items: NameTable<Members>,
+    /// The position in `items` of each portable item class's table (`u8::MAX`: none), so an
+    /// item's table is found by its class, not by its type's text.
+    by_class: [u8; PORTABLE_ITEM_TYPES.len()],
     parts: NameTable<Members>,
     call_without_output: Option<String>,
 }
@@ -167,10 +172,15 @@ impl ItemProfile {
                 other => return Err(invalid(format!("unknown rule `{other}` in `rules`"))),
             }
         }
+        let by_class = PORTABLE_ITEM_TYPES.map(|kind| match items.find(kind) {
+            Some((at, _)) => u8::try_from(at).unwrap_or(u8::MAX),
+            None => u8::MAX,
+        });
         Ok(ItemProfile {
             name: name.to_owned(),
             source: file.source,
             items,
+            by_class,
             parts,
             call_without_output,
         })
@@ -189,6 +199,13 @@ impl ItemProfile {
     /// What the profile says of an item type (`None`: the type is not profiled).
     pub fn item(&self, kind: &str) -> Option<&Members> {
         self.items.get(kind)
+    }
+
+    /// What the profile says of the items of a class (`None`: an extension item, or a type the
+    /// profile does not describe); the same table as [`ItemProfile::item`] of the type's name.
+    pub fn item_of(&self, class: ItemClass) -> Option<&Members> {
+        let at = *self.by_class.get(portable_position(class)?)?;
+        (at != u8::MAX).then(|| self.items.value_at(usize::from(at)))
     }
 
     /// What the profile says of a content-part type.
@@ -443,6 +460,19 @@ impl file::Members {
     }
 }
 
+/// A portable class's position in [`PORTABLE_ITEM_TYPES`].
+fn portable_position(class: ItemClass) -> Option<usize> {
+    Some(match class {
+        ItemClass::Message => 0,
+        ItemClass::FunctionCall => 1,
+        ItemClass::FunctionCallOutput => 2,
+        ItemClass::Reasoning => 3,
+        ItemClass::Compaction => 4,
+        ItemClass::ItemReference => 5,
+        ItemClass::Extension => return None,
+    })
+}
+
 fn kind_named(name: &str) -> Option<JsonKind> {
     Some(match name {
         "string" => JsonKind::String,
@@ -480,6 +510,34 @@ mod tests {
         assert!(openai.part("output_text").unwrap().accepted("parsed").is_none());
         assert!(openai.call_without_output().is_some());
         assert!(openai.source().contains("f85dbe2"), "{}", openai.source());
+    }
+
+    #[test]
+    fn an_items_table_is_found_by_its_class_as_by_its_type_name() {
+        let openai = ItemProfile::built_in("openai").unwrap();
+        let classes = [
+            ItemClass::Message,
+            ItemClass::FunctionCall,
+            ItemClass::FunctionCallOutput,
+            ItemClass::Reasoning,
+            ItemClass::Compaction,
+            ItemClass::ItemReference,
+        ];
+        for (class, kind) in classes.into_iter().zip(PORTABLE_ITEM_TYPES) {
+            assert_eq!(
+                portable_position(class),
+                PORTABLE_ITEM_TYPES.iter().position(|k| *k == kind)
+            );
+            let by_class = openai.item_of(class).map(|t| t as *const Members);
+            let by_name = openai.item(kind).map(|t| t as *const Members);
+            assert!(by_class.is_some(), "{kind}");
+            assert_eq!(by_class, by_name, "{kind}");
+        }
+        assert!(openai.item_of(ItemClass::Extension).is_none());
+        let bare = r#"{"profile":"x","source":"s","items":{"reasoning":{"accepted":{},"required":{},"refused":{}}},"parts":{}}"#;
+        let bare = ItemProfile::from_json("x", bare).unwrap();
+        assert!(bare.item_of(ItemClass::Reasoning).is_some());
+        assert!(bare.item_of(ItemClass::Message).is_none());
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 
-use crate::gate::item::{Item, ItemClass};
+use crate::gate::item::Item;
 use crate::gate::item_profile::{ItemProfile, MemberEntry, MemberRule, Members};
 use crate::gate::shape::{item_value, KnownName, ListValue, Member, MemberValue, Shape, TextLen, ValueView};
 use crate::gate::verdict::Reason;
@@ -41,10 +41,7 @@ impl ShapeFinding {
 /// takes back the item's name findings and stands alone: a member written twice first, then a
 /// required member missing, then the first value that fails, in the order written.
 pub(crate) fn check(item: &Item<'_>, shape: &Shape<'_>, profile: &ItemProfile, out: &mut Vec<ShapeFinding>) {
-    if item.class == ItemClass::Extension {
-        return;
-    }
-    let Some(table) = profile.item(item.type_name()) else {
+    let Some(table) = profile.item_of(item.class) else {
         return;
     };
     let members = shape.members_of(item);
