@@ -15,7 +15,7 @@ use crate::gate::verdict::Reason;
 
 /// An earlier call, as pairing needs it.
 #[derive(Debug, Clone, Copy)]
-struct Call<'r> {
+pub(super) struct Call<'r> {
     index: usize,
     type_name: &'r str,
     is_function_call: bool,
@@ -47,7 +47,7 @@ pub(super) struct CallIndex<'r> {
 
 /// What pairing made of one item.
 #[derive(Debug, Clone, Copy)]
-enum Step<'r> {
+pub(super) enum Step<'r> {
     /// Neither a call nor an output.
     Neither,
     /// A call, sitting on `repeats` when that call with its `call_id` is still unanswered.
@@ -87,7 +87,24 @@ impl<'r> CallIndex<'r> {
     /// Pairs `item` (the item at `index`, taken in input order) and says what is wrong with its
     /// pairing, if anything. Every item goes through here, so later outputs see it.
     pub(super) fn pair(&mut self, index: usize, item: &'r Item<'_>) -> Option<Finding> {
-        match self.step(index, item) {
+        let step = self.step(index, item);
+        self.judge(item, step)
+    }
+
+    /// Pairs every item of `items` in input order before any is judged: each item's step, to
+    /// be judged in turn with [`CallIndex::judge`] (what [`CallIndex::pair`] does item by item),
+    /// for rules that must know which calls a later output answers.
+    pub(super) fn steps(&mut self, items: &'r [Item<'_>]) -> Vec<Step<'r>> {
+        items
+            .iter()
+            .enumerate()
+            .map(|(index, item)| self.step(index, item))
+            .collect()
+    }
+
+    /// What is wrong with the pairing `step` of `item`, if anything.
+    pub(super) fn judge(&self, item: &Item<'_>, step: Step<'r>) -> Option<Finding> {
+        match step {
             Step::Neither | Step::Call { repeats: None, .. } => None,
             Step::Call {
                 call_id,
@@ -199,6 +216,16 @@ impl<'r> CallIndex<'r> {
     }
 }
 
+impl Step<'_> {
+    /// The position of the call this step's output answered, if it answered one.
+    pub(super) fn answered_call(&self) -> Option<usize> {
+        match self {
+            Step::Answered { call, .. } => Some(call.index),
+            _ => None,
+        }
+    }
+}
+
 /// Replays the pairing of `items` and calls `answered(output, call)` for every output that
 /// answers a call, in input order, with both positions.
 pub(crate) fn for_each_answer(items: &[Item<'_>], mut answered: impl FnMut(usize, usize)) {
@@ -225,15 +252,25 @@ fn missing_call_id(item: &Item<'_>) -> String {
 mod tests {
     use super::*;
 
-    /// Pairs every item of `json` in order and returns each item's finding.
+    /// Pairs every item of `json` in order and returns each item's finding, the same whether
+    /// each item is paired and judged in turn or all are paired before any is judged.
     fn findings_with(json: &str, continues_stored_state: bool) -> Vec<Option<Reason>> {
         let items: Vec<Item<'_>> = serde_json::from_str(json).unwrap();
         let mut index = CallIndex::for_items(items.len(), continues_stored_state);
-        items
+        let in_turn: Vec<Option<Finding>> = items
             .iter()
             .enumerate()
-            .map(|(i, item)| index.pair(i, item).map(|f| f.reason))
-            .collect()
+            .map(|(i, item)| index.pair(i, item))
+            .collect();
+        let mut index = CallIndex::for_items(items.len(), continues_stored_state);
+        let steps = index.steps(&items);
+        let paired_first: Vec<Option<Finding>> = items
+            .iter()
+            .zip(steps)
+            .map(|(item, step)| index.judge(item, step))
+            .collect();
+        assert_eq!(in_turn, paired_first, "{json}");
+        in_turn.into_iter().map(|f| f.map(|f| f.reason)).collect()
     }
 
     fn findings(json: &str) -> Vec<Option<Reason>> {
@@ -313,6 +350,13 @@ mod tests {
         let mut pairs = Vec::new();
         for_each_answer(&items, |output, call| pairs.push((output, call)));
         assert_eq!(pairs, [(1, 0), (5, 3), (6, 2)]);
+        let steps = CallIndex::for_items(items.len(), false).steps(&items);
+        let answered: Vec<(usize, usize)> = steps
+            .iter()
+            .enumerate()
+            .filter_map(|(output, step)| Some((output, step.answered_call()?)))
+            .collect();
+        assert_eq!(answered, pairs, "the steps name the same answers");
     }
 
     #[test]

@@ -170,14 +170,22 @@ pub fn judge(
         );
     }
     let item_profile = target.provider.item_profile();
-    let unanswered = match item_profile {
-        Some(profile) if profile.call_without_output().is_some() => unanswered::unanswered_calls(items),
-        _ => Vec::new(),
+    // `call_without_output` must know, at a call, whether a later output answers it: then the
+    // items are paired first and judged after, from the same steps.
+    let steps = item_profile
+        .filter(|profile| profile.call_without_output().is_some())
+        .map(|_| pairing.steps(items));
+    let unanswered = match &steps {
+        Some(steps) => unanswered::unanswered_calls(items, steps),
+        None => Vec::new(),
     };
     let mut shape_findings = Vec::new();
     for (index, item) in items.iter().enumerate() {
         // Pairing sees every item, so later outputs find their calls.
-        let paired = pairing.pair(index, item);
+        let paired = match &steps {
+            Some(steps) => pairing.judge(item, steps[index]),
+            None => pairing.pair(index, item),
+        };
         let finding = match item.class {
             ItemClass::Message => chat_envelope::check(item),
             ItemClass::Extension => namespace::check(item, target.provider)

@@ -2,11 +2,12 @@
 //! followed later in `input` by a message. A new turn began without the call's output, which
 //! a provider with that rule in its item profile refuses.
 
-use super::for_each_answer;
+use super::call_ids::Step;
 use crate::gate::item::{Item, ItemClass};
 
-/// For each item, whether it is a `function_call` left unanswered before a later message.
-pub(super) fn unanswered_calls(items: &[Item<'_>]) -> Vec<bool> {
+/// For each item, whether it is a `function_call` left unanswered before a later message, told
+/// from the pairing `steps` of the items (one per item, in input order).
+pub(super) fn unanswered_calls(items: &[Item<'_>], steps: &[Step<'_>]) -> Vec<bool> {
     let Some(last_message) = items.iter().rposition(|item| item.class == ItemClass::Message) else {
         return Vec::new();
     };
@@ -14,11 +15,11 @@ pub(super) fn unanswered_calls(items: &[Item<'_>]) -> Vec<bool> {
         .iter()
         .map(|item| item.class == ItemClass::FunctionCall)
         .collect();
-    for_each_answer(items, |_, call| {
+    for call in steps.iter().filter_map(Step::answered_call) {
         if let Some(flag) = flagged.get_mut(call) {
             *flag = false;
         }
-    });
+    }
     flagged
 }
 
