@@ -5,8 +5,12 @@ Seeds come from tests/fixtures/seed-vectors.json and tests/fixtures/v2-vectors.j
 generated tool schemas whose `$ref`s would unfold exponentially (each with a call that fails
 them), and from bodies whose member names read as gated names.
 
-gate_check seeds are one byte choosing the provider and policy (selector % 3: 0 bedrock,
-1 openai, 2 any; selector // 3: policy bits, 1 = unknown_tool rejected) and the body;
+Seeds for the openai item profile come from tests/fixtures/refusal-vectors.json and every
+recorded real-client body in tests/fixtures/corpus/.
+
+gate_check seeds are one byte choosing the provider and policy (selector % 4: 0 bedrock,
+1 openai, 2 any, 3 openai with its item profile; selector // 4: policy bits, 1 = unknown_tool
+rejected) and the body;
 proxy_handle seeds are one byte choosing POST, a path, headers, a blank line and the body;
 json_reader seeds are the bodies alone.
 The seeds are rewritten on every run (fuzz/seeds/ is not committed)."""
@@ -17,6 +21,8 @@ import pathlib
 FUZZ = pathlib.Path(__file__).resolve().parent
 FIXTURES = FUZZ.parent / "tests" / "fixtures"
 PROVIDERS = {"bedrock": 0, "openai": 1}
+# The gate_check selector of openai with the openai item profile.
+PROFILED = 3
 PATHS = ["/v1/responses", "/bedrock/v1/responses", "/responses/compact"]
 # Policy bits of the gate_check selector (see fuzz_targets/gate_check.rs).
 UNKNOWN_TOOL_REJECTED = 1
@@ -31,6 +37,17 @@ def fixture_cases():
         for case in json.loads((FIXTURES / file).read_text())["cases"]:
             bits = UNKNOWN_TOOL_REJECTED if 'unknown_tool = "reject"' in case.get("config", "") else 0
             yield f"{stem}-{case['name']}", case.get("provider"), bits, case["body"]
+
+
+def profiled_cases():
+    """(name, body) of the refusal vectors and the real-client corpus, for the item profile."""
+    for case in json.loads((FIXTURES / "refusal-vectors.json").read_text())["cases"]:
+        yield f"refusal-{case['name']}", case["body"]
+    for file in sorted((FIXTURES / "corpus").glob("*.jsonl")):
+        for line in file.read_text().splitlines():
+            record = json.loads(line)
+            if isinstance(record.get("body"), dict):
+                yield f"corpus-{file.stem}-{record.get('turn', 0)}", record["body"]
 
 
 def doubling(reference, definition=lambda i, body: body, root=None, keyword="$ref"):
@@ -130,10 +147,12 @@ def main() -> None:
         folder.mkdir(parents=True, exist_ok=True)
     seeds = []  # (name, gate selector, proxy path, body bytes)
     for name, provider, bits, body in fixture_cases():
-        selector = PROVIDERS.get(provider, 2) + 3 * bits
+        selector = PROVIDERS.get(provider, 2) + 4 * bits
         raw = json.dumps(body, separators=(",", ":")).encode()
         path = "/bedrock/v1/responses" if provider == "bedrock" else None
         seeds.append((name, selector, path, raw))
+    for name, body in profiled_cases():
+        seeds.append((name, PROFILED, None, json.dumps(body, separators=(",", ":")).encode()))
     for name, schema, arguments in schema_shapes():
         raw = json.dumps(schema_body(schema, arguments), separators=(",", ":")).encode()
         seeds.append((f"schema-{name}", 1, None, raw))

@@ -3,9 +3,11 @@
 //!
 //! Beyond "never panics" (and, through libFuzzer's `-timeout` and `-rss_limit_mb`, "never
 //! takes long or much memory"): a body the gate can read gets a verdict whose violations are in
-//! input order, one per item at most, each pointing into `input` or `tools`, each with the
-//! policy's action for its reason, counted by action; the request is allowed exactly when no
-//! violation is a `reject`. Judging the same body again with the cache warm gives the same
+//! input order, one per item at most (without an item profile: with one, an item may have
+//! several shape findings), each pointing into `input` or `tools`, each with the policy's
+//! action for its reason, counted by action; the request is allowed exactly when no violation
+//! is a `reject`. What an allowed verdict strips or repairs is cut out of the body as the proxy
+//! would: the result is valid JSON made only of the body's bytes, and reads again. Judging the same body again with the cache warm gives the same
 //! verdict, and a body whose `input` (or first item's `type`) is renamed to a misspelling of
 //! it is refused as invalid input.
 
@@ -13,11 +15,12 @@
 
 use libfuzzer_sys::fuzz_target;
 use replaygate::gate::{
-    parse, Action, BodyError, Gate, Policy, ProviderProfile, Reason, SchemaLimits, Target, Verdict,
+    parse, strip, Action, BodyError, Gate, ItemProfile, Policy, ProviderProfile, Reason, SchemaLimits,
+    Target, Verdict,
 };
 use serde_json::Value;
 
-/// The policy the selector byte's bits above the provider choose (selector / 3).
+/// The policy the selector byte's bits above the provider choose (selector / 4).
 fn policy(bits: u8) -> Policy {
     let mut policy = Policy::default();
     policy.max_listed = 1_000_000;
@@ -42,21 +45,30 @@ fn policy(bits: u8) -> Policy {
     policy
 }
 
-fn check_verdict(verdict: &Verdict, items: usize, policy: &Policy) {
-    let mut previous = None;
+fn check_verdict(verdict: &Verdict, items: usize, policy: &Policy, profiled: bool) {
+    let mut previous: Option<usize> = None;
     for violation in &verdict.violations {
-        assert!(violation.index < items, "violation for a missing item");
+        let Some(index) = violation.index else {
+            // Findings about no item (declared tools, the previous response) come first.
+            assert!(previous.is_none(), "a finding about no item after an item's");
+            assert!(
+                violation.param.starts_with("tools[") || violation.param == "previous_response_id",
+                "param {} for no item",
+                violation.param
+            );
+            continue;
+        };
+        assert!(index < items, "violation for a missing item");
         assert!(
-            previous < Some(violation.index),
+            previous < Some(index) || (profiled && previous == Some(index)),
             "violations out of order or repeated"
         );
-        previous = Some(violation.index);
-        let own = format!("input[{}]", violation.index);
+        previous = Some(index);
+        let own = format!("input[{index}]");
         assert!(
             violation.param.starts_with(&own) || violation.param.starts_with("tools["),
-            "param {} for item {}",
-            violation.param,
-            violation.index
+            "param {} for item {index}",
+            violation.param
         );
         assert_eq!(
             violation.action,
@@ -78,6 +90,9 @@ fn check_verdict(verdict: &Verdict, items: usize, policy: &Policy) {
         verdict.monitored.min(policy.max_listed),
         "listed monitors"
     );
+    if profiled {
+        return;
+    }
     assert!(
         verdict.rejected + verdict.monitored <= items,
         "more violations than items"
@@ -86,6 +101,26 @@ fn check_verdict(verdict: &Verdict, items: usize, policy: &Policy) {
         assert_eq!(verdict.is_allowed(), rejects == 0);
         assert_eq!(verdict.violations.len(), verdict.rejected + verdict.monitored);
     }
+}
+
+/// The body as the proxy would forward it after the verdict's strips and repairs: valid JSON,
+/// the original's bytes in order with some left out, and a body the gate reads again.
+fn check_cut(body: &[u8], request: &replaygate::gate::ParsedRequest<'_>, verdict: &Verdict) {
+    let Some(cut) = strip::strip(body, request, verdict).expect("a verdict's own body cuts") else {
+        return;
+    };
+    if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(&cut.body) {
+        panic!(
+            "the cut left invalid JSON ({error}): {}",
+            String::from_utf8_lossy(&cut.body)
+        );
+    }
+    let mut original = body.iter();
+    assert!(
+        cut.body.iter().all(|b| original.any(|o| o == b)),
+        "the cut added or moved bytes"
+    );
+    assert!(parse(&cut.body).is_ok(), "the cut body no longer reads");
 }
 
 /// `body` with its top-level `input`, or its first item's `type`, renamed to `misspelling`;
@@ -121,12 +156,15 @@ fuzz_target!(|data: &[u8]| {
     let Some((&selector, body)) = data.split_first() else {
         return;
     };
-    let profile = match selector % 3 {
+    let profile = match selector % 4 {
         0 => ProviderProfile::own_namespace("bedrock"),
         1 => ProviderProfile::new("openai", ["openai"]),
-        _ => ProviderProfile::new("any", ["openai", "acme", "bedrock"]),
+        2 => ProviderProfile::new("any", ["openai", "acme", "bedrock"]),
+        _ => ProviderProfile::own_namespace("openai")
+            .with_item_profile(Some(ItemProfile::built_in("openai").expect("the built-in profile"))),
     };
-    let policy = policy(selector / 3);
+    let profiled = profile.item_profile().is_some();
+    let policy = policy(selector / 4);
     let target = Target::new(&profile, &policy);
     // A fresh gate per input, so a finding never depends on an earlier input's cached schema;
     // a small cache, so eviction runs too.
@@ -151,7 +189,10 @@ fuzz_target!(|data: &[u8]| {
     }
     let verdict = checked.unwrap();
     let request = parsed.unwrap();
-    check_verdict(&verdict, request.items().len(), &policy);
+    check_verdict(&verdict, request.items().len(), &policy, profiled);
+    if verdict.is_allowed() {
+        check_cut(body, &request, &verdict);
+    }
     // Calls remembered as passed, and schemas compiled once, change nothing.
     let again = gate.judge(&request, &target).expect("less work the second time");
     assert_eq!(again, verdict, "a warm cache changed the verdict");
