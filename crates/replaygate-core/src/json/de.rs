@@ -5,7 +5,7 @@ use serde::de::value::BorrowedStrDeserializer;
 use serde::de::{self, DeserializeSeed, IntoDeserializer, Visitor};
 use serde::forward_to_deserialize_any;
 
-use super::{Category, Container, Error, Reader, Result, Str};
+use super::{Category, Error, Reader, Result, Str};
 
 /// The name under which serde_json's `RawValue` asks a deserializer for a value's text.
 const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
@@ -153,8 +153,14 @@ impl<'de> de::MapAccess<'de> for Members<'_, 'de> {
 
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
         let reader = &mut *self.reader;
-        if !reader.next_in(Container::Object, &mut self.first)? {
-            return Ok(None);
+        match reader.peek() {
+            Some(b'}') => return Ok(None),
+            Some(b',') if !self.first => {
+                reader.pos += 1;
+            }
+            Some(_) if self.first => self.first = false,
+            Some(_) => return Err(reader.syntax("expected `,` or `}`")),
+            None => return Err(reader.eof("EOF while parsing an object")),
         }
         match reader.peek() {
             Some(b'"') => {
@@ -188,12 +194,17 @@ impl<'de> de::SeqAccess<'de> for Elements<'_, 'de> {
 
     fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
         let reader = &mut *self.reader;
-        let after_comma = !self.first;
-        if !reader.next_in(Container::Array, &mut self.first)? {
-            return Ok(None);
-        }
-        if after_comma && reader.peek() == Some(b']') {
-            return Err(reader.syntax("trailing comma"));
+        match reader.peek() {
+            Some(b']') => return Ok(None),
+            Some(b',') if !self.first => {
+                reader.pos += 1;
+                if reader.peek() == Some(b']') {
+                    return Err(reader.syntax("trailing comma"));
+                }
+            }
+            Some(_) if self.first => self.first = false,
+            Some(_) => return Err(reader.syntax("expected `,` or `]`")),
+            None => return Err(reader.eof("EOF while parsing a list")),
         }
         seed.deserialize(&mut *reader).map(Some)
     }

@@ -30,38 +30,8 @@ pub struct Reader<'de> {
     remaining_depth: u8,
     /// Decoded strings that had escapes.
     scratch: String,
-    /// The open arrays and objects of a value being skipped.
-    skipping: Vec<Container>,
-}
-
-/// An object or an array, as the reader passes from one member or element to the next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Container {
-    Object,
-    Array,
-}
-
-impl Container {
-    fn close(self) -> u8 {
-        match self {
-            Container::Object => b'}',
-            Container::Array => b']',
-        }
-    }
-
-    fn expected(self) -> &'static str {
-        match self {
-            Container::Object => "expected `,` or `}`",
-            Container::Array => "expected `,` or `]`",
-        }
-    }
-
-    fn eof(self) -> &'static str {
-        match self {
-            Container::Object => "EOF while parsing an object",
-            Container::Array => "EOF while parsing a list",
-        }
-    }
+    /// The open arrays (`false`) and objects (`true`) of a value being skipped.
+    skipping: Vec<bool>,
 }
 
 /// A string as read: borrowed from the text, or decoded into the reader's scratch.
@@ -372,7 +342,7 @@ impl<'de> Reader<'de> {
                     match self.peek() {
                         Some(b'}') => self.pos += 1,
                         _ => {
-                            self.skipping.push(Container::Object);
+                            self.skipping.push(true);
                             self.skip_key()?;
                             continue;
                         }
@@ -383,7 +353,7 @@ impl<'de> Reader<'de> {
                     match self.peek() {
                         Some(b']') => self.pos += 1,
                         _ => {
-                            self.skipping.push(Container::Array);
+                            self.skipping.push(false);
                             continue;
                         }
                     }
@@ -399,44 +369,30 @@ impl<'de> Reader<'de> {
             }
             // What follows it: the next element or member, or the end of enclosing values.
             loop {
-                let Some(&container) = self.skipping.last() else {
+                let Some(&in_object) = self.skipping.last() else {
                     return Ok(());
+                };
+                let (close, expected, eof) = if in_object {
+                    (b'}', "expected `,` or `}`", "EOF while parsing an object")
+                } else {
+                    (b']', "expected `,` or `]`", "EOF while parsing a list")
                 };
                 match self.peek() {
                     Some(b',') => {
                         self.pos += 1;
-                        if container == Container::Object {
+                        if in_object {
                             self.skip_key()?;
                         }
                         break;
                     }
-                    Some(b) if b == container.close() => {
+                    Some(b) if b == close => {
                         self.pos += 1;
                         self.skipping.pop();
                     }
-                    Some(_) => return Err(self.syntax(container.expected())),
-                    None => return Err(self.eof(container.eof())),
+                    Some(_) => return Err(self.syntax(expected)),
+                    None => return Err(self.eof(eof)),
                 }
             }
-        }
-    }
-
-    /// Moves past what comes before the next member or element of `container`: `true` when one
-    /// follows (the reader at it), `false` at the closing bracket (left to the caller). The
-    /// first has no comma before it; `first` is cleared once it is passed.
-    fn next_in(&mut self, container: Container, first: &mut bool) -> Result<bool> {
-        match self.peek() {
-            Some(b) if b == container.close() => Ok(false),
-            Some(b',') if !*first => {
-                self.pos += 1;
-                Ok(true)
-            }
-            Some(_) if *first => {
-                *first = false;
-                Ok(true)
-            }
-            Some(_) => Err(self.syntax(container.expected())),
-            None => Err(self.eof(container.eof())),
         }
     }
 
