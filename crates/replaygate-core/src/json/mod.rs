@@ -193,21 +193,17 @@ impl<'de> Reader<'de> {
                     self.scratch.push(c);
                     run_from = self.pos;
                 }
-                _ => return Err(self.string_stop_error(stop)),
+                Some(_) => {
+                    self.pos = stop;
+                    return Err(
+                        self.syntax("control character (\\u0000-\\u001F) found while parsing a string")
+                    );
+                }
+                None => {
+                    self.pos = bytes.len();
+                    return Err(self.eof("EOF while parsing a string"));
+                }
             }
-        }
-    }
-
-    /// The error where a string's run stopped on neither its closing quote nor a backslash: a
-    /// control character, or the end of the text.
-    #[cold]
-    fn string_stop_error(&mut self, stop: usize) -> Error {
-        if stop < self.text.len() {
-            self.pos = stop;
-            self.syntax("control character (\\u0000-\\u001F) found while parsing a string")
-        } else {
-            self.pos = self.text.len();
-            self.eof("EOF while parsing a string")
         }
     }
 
@@ -321,7 +317,16 @@ impl<'de> Reader<'de> {
                     }
                     at = self.pos;
                 }
-                _ => return Err(self.string_stop_error(stop)),
+                Some(_) => {
+                    self.pos = stop;
+                    return Err(
+                        self.syntax("control character (\\u0000-\\u001F) found while parsing a string")
+                    );
+                }
+                None => {
+                    self.pos = bytes.len();
+                    return Err(self.eof("EOF while parsing a string"));
+                }
             }
         }
     }
