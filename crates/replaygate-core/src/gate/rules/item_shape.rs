@@ -12,6 +12,8 @@ use crate::gate::item_profile::{ItemProfile, MemberEntry, MemberRule, Members};
 use crate::gate::shape::{item_value, KnownName, ListValue, Member, MemberValue, Shape, TextLen, ValueView};
 use crate::gate::verdict::Reason;
 
+use super::clean_shape;
+
 /// One shape finding about an item.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ShapeFinding {
@@ -36,14 +38,41 @@ impl ShapeFinding {
 /// The shape findings of `item` under `profile`, appended to `out`; none for an item type the
 /// profile does not describe (namespaced items, types outside the portable core).
 ///
-/// One walk over the members, each looked up once. A refused or unknown name is a finding where
-/// it stands. An accepted one has its value (and its parts) checked. An `item_value` problem
-/// takes back the item's name findings and stands alone: a member written twice first, then a
-/// required member missing, then the first value that fails, in the order written.
+/// A plainly clean item (the usual one) is told by [`clean_shape::is_clean`]; any other is
+/// checked in full by [`findings_of`].
 pub(crate) fn check(item: &Item<'_>, shape: &Shape<'_>, profile: &ItemProfile, out: &mut Vec<ShapeFinding>) {
     let Some(table) = profile.item_of(item.class) else {
         return;
     };
+    if clean_shape::is_clean(item, table, shape, profile) {
+        // Under test, every item the fast path passes is checked in full as well.
+        #[cfg(debug_assertions)]
+        {
+            let mut findings = Vec::new();
+            findings_of(item, table, shape, profile, &mut findings);
+            assert!(
+                findings.is_empty(),
+                "the fast path passed an item with findings: {findings:?}"
+            );
+        }
+        return;
+    }
+    findings_of(item, table, shape, profile, out);
+}
+
+/// [`check`] in full: the findings, with their paths and messages.
+///
+/// One walk over the members, each looked up once. A refused or unknown name is a finding where
+/// it stands. An accepted one has its value (and its parts) checked. An `item_value` problem
+/// takes back the item's name findings and stands alone: a member written twice first, then a
+/// required member missing, then the first value that fails, in the order written.
+pub(super) fn findings_of(
+    item: &Item<'_>,
+    table: &Members,
+    shape: &Shape<'_>,
+    profile: &ItemProfile,
+    out: &mut Vec<ShapeFinding>,
+) {
     let members = shape.members_of(item);
     let start = out.len();
     let own_type = table.accepts_own_type() && item.kind.as_str() == Some(item.type_name());
@@ -289,7 +318,7 @@ fn value_problem(member: impl Into<String>, part: Option<(String, usize)>, messa
 }
 
 /// How a member's value reads for a profile.
-fn view<'v>(item: &'v Item<'_>, member: &'v Member<'_>) -> ValueView<'v> {
+pub(super) fn view<'v>(item: &'v Item<'_>, member: &'v Member<'_>) -> ValueView<'v> {
     match &member.value {
         MemberValue::InItem => item_value(item, member.known),
         MemberValue::Raw(raw) => ValueView::of_raw(raw),

@@ -21,6 +21,7 @@
 
 mod call_ids;
 mod chat_envelope;
+mod clean_shape;
 mod function_call;
 mod item_shape;
 mod namespace;
