@@ -130,10 +130,7 @@ impl<'a> RawField<'a> {
         {
             return Ok(Cow::Borrowed(inner));
         }
-        match crate::json::Reader::read::<Field<'a>>(encoded)? {
-            Field::Str(text) => Ok(text),
-            _ => Err(de::Error::custom("not a JSON string")),
-        }
+        crate::json::Reader::read_string(encoded)
     }
 }
 
@@ -414,11 +411,31 @@ mod tests {
             r#""a"b""#,
             r#""unterminated"#,
             "nope",
+            " \"padded\\n\" ",
+            "\"a\\n\" x",
+            r#""\ud83d\ude80 and \"quotes\"""#,
+            r#""\ud83d""#,
+            r#""bad \q escape""#,
+            "1",
         ] {
             let ours = RawField::decode(encoded).map(Cow::into_owned).ok();
             let theirs = serde_json::from_str::<String>(encoded).ok();
             assert_eq!(ours, theirs, "{encoded:?}");
         }
+    }
+
+    #[test]
+    fn an_escaped_string_is_decoded_into_one_allocation_of_its_text_length() {
+        // A tool call's arguments: a long JSON text written as a JSON string.
+        let arguments =
+            serde_json::json!({"path": "src/main.rs", "lines": [1, 2, 3], "note": "x".repeat(4000)});
+        let encoded = serde_json::to_string(&arguments.to_string()).unwrap();
+        let Ok(Cow::Owned(decoded)) = RawField::decode(&encoded) else {
+            panic!("an escaped string decodes to an owned one");
+        };
+        assert_eq!(decoded, arguments.to_string());
+        // Allocated once, for the text's length, never grown by doubling.
+        assert_eq!(decoded.capacity(), encoded.len());
     }
 
     #[test]

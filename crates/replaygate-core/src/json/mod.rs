@@ -9,6 +9,8 @@
 //! skipped without recursion), so a million `[` is an error, never a deep stack. serde_json's
 //! raw values (`&RawValue`, `Box<RawValue>`) read through it.
 
+use std::borrow::Cow;
+
 mod de;
 mod error;
 mod scan;
@@ -66,6 +68,28 @@ impl<'de> Reader<'de> {
         let value = T::deserialize(&mut reader)?;
         reader.end()?;
         Ok(value)
+    }
+
+    /// Reads a text that is one JSON string and nothing else (serde_json's `from_str::<String>`
+    /// on it), decoding its escapes into a string allocated once: a JSON string decodes to no
+    /// more bytes than its text, so the decoded string never grows.
+    pub fn read_string(text: &'de str) -> Result<Cow<'de, str>> {
+        let mut reader = Reader::new(text);
+        match reader.peek() {
+            Some(b'"') => reader.pos += 1,
+            Some(_) => return Err(reader.syntax("expected a string")),
+            None => return Err(reader.eof("EOF while parsing a value")),
+        }
+        reader.scratch = String::with_capacity(text.len());
+        let borrowed = match reader.string()? {
+            Str::Borrowed(text) => Some(text),
+            Str::Decoded(_) => None,
+        };
+        reader.end()?;
+        Ok(match borrowed {
+            Some(text) => Cow::Borrowed(text),
+            None => Cow::Owned(std::mem::take(&mut reader.scratch)),
+        })
     }
 
     fn bytes(&self) -> &'de [u8] {
