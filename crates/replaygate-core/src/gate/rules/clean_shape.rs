@@ -10,14 +10,13 @@ use crate::gate::item::Item;
 use crate::gate::item_profile::{ItemProfile, MemberEntry, Members};
 use crate::gate::shape::{KnownName, ListValue, Member, MemberValue, Part, Shape};
 
-use super::item_shape::view;
+use super::item_shape::{type_needs_no_check, view};
 
 /// Whether `item`, whose class has the profile's `table`, is plainly clean: every member
 /// accepted and written once, every value passing its rule, every part list holding parts of
 /// accepted types with accepted members, no required member missing.
 pub(super) fn is_clean(item: &Item<'_>, table: &Members, shape: &Shape<'_>, profile: &ItemProfile) -> bool {
-    // The item's `type` chose its table: when it is a string, it is the table's own name.
-    let own_type = table.accepts_own_type() && item.kind.as_str().is_some();
+    let own_type = type_needs_no_check(item, table);
     let Some(seen) = members_clean(
         item,
         shape.members_of(item),
@@ -105,6 +104,7 @@ mod tests {
     use super::*;
     use crate::gate::request::{parse_with, ItemsAt};
     use crate::gate::rules::item_shape::{findings_of, ShapeFinding};
+    use crate::gate::rules::tests_corpus::corpus;
 
     /// For each item of `body` the profile describes: whether the fast path passes it, and the
     /// full check's findings.
@@ -130,31 +130,14 @@ mod tests {
 
     #[test]
     fn every_clean_item_of_the_real_client_corpus_takes_the_fast_path() {
-        let dir = format!("{}/../../tests/fixtures/corpus", env!("CARGO_MANIFEST_DIR"));
         let (mut clean, mut with_findings) = (0, 0);
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_none_or(|x| x != "jsonl") {
-                continue;
-            }
-            for line in std::fs::read_to_string(&path).unwrap().lines() {
-                let record: Value = serde_json::from_str(line).unwrap();
-                let at = match record["path"].as_str().unwrap_or_default().trim_end_matches('/') {
-                    p if p.ends_with("/responses") || p.ends_with("/responses/compact") => ItemsAt::Input,
-                    p if p.ends_with("/conversations") => ItemsAt::Items,
-                    p if p.ends_with("/items") => ItemsAt::AddedItems,
-                    _ => continue,
-                };
-                if !record["body"].is_object() {
-                    continue;
-                }
-                for (fast, findings) in both_ways(&record["body"].to_string(), at) {
-                    // The only findings in the corpus are the SDK-made members a profile
-                    // repairs; every other item must be told clean without the full check.
-                    assert_eq!(fast, findings.is_empty(), "{}: {findings:?}", path.display());
-                    clean += usize::from(fast);
-                    with_findings += usize::from(!fast);
-                }
+        for (origin, at, body) in corpus() {
+            for (fast, findings) in both_ways(&body, at) {
+                // The only findings in the corpus are the SDK-made members a profile repairs;
+                // every other item must be told clean without the full check.
+                assert_eq!(fast, findings.is_empty(), "{origin}: {findings:?}");
+                clean += usize::from(fast);
+                with_findings += usize::from(!fast);
             }
         }
         assert!(

@@ -60,6 +60,12 @@ pub(crate) fn check(item: &Item<'_>, shape: &Shape<'_>, profile: &ItemProfile, o
     findings_of(item, table, shape, profile, out);
 }
 
+/// Whether the item's `type` passes its table's rule already: it is a string, so it is the
+/// type that chose the table, and the profile accepts each type's own name.
+pub(super) fn type_needs_no_check(item: &Item<'_>, table: &Members) -> bool {
+    table.accepts_own_type() && item.kind.as_str().is_some()
+}
+
 /// [`check`] in full: the findings, with their paths and messages.
 ///
 /// One walk over the members, each looked up once. A refused or unknown name is a finding where
@@ -75,7 +81,7 @@ pub(super) fn findings_of(
 ) {
     let members = shape.members_of(item);
     let start = out.len();
-    let own_type = table.accepts_own_type() && item.kind.as_str() == Some(item.type_name());
+    let own_type = type_needs_no_check(item, table);
     let mut seen = Seen::new(members);
     let mut value_problem_at = None;
     for (i, member) in members.iter().enumerate() {

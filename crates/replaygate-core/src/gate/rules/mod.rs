@@ -29,6 +29,8 @@ pub(crate) mod output_calls;
 mod provenance;
 mod team_tools;
 #[cfg(test)]
+mod tests_corpus;
+#[cfg(test)]
 mod tests_provenance;
 mod tools;
 mod unanswered;
