@@ -321,43 +321,19 @@ impl MemberRule {
         kind != JsonKind::String || !self.checks_text || self.text_passes(value)
     }
 
-    /// [`MemberRule::passes`] for a string under a length or a set of values. A character
-    /// takes one to four bytes once decoded, and an escape writes at most six bytes for one.
+    /// [`MemberRule::passes`] for a string under a length or a set of values: lengths from the
+    /// string's bounds, values only on its text at hand (nothing is decoded or counted).
     fn text_passes(&self, value: &ValueView<'_>) -> bool {
-        // The most bytes the string can decode to: characters are no more.
-        let most = match *value {
-            ValueView::Str(text) => text.len(),
-            ValueView::Encoded(encoded) => encoded.len() - 2,
-            ValueView::Len { chars: Some(n), .. } => n,
-            ValueView::Len { bytes, chars: None } => bytes,
-            ValueView::Kind(_) | ValueView::Absent => return true,
-        };
-        if self.max_length.is_some_and(|max| most > max) {
-            return false;
-        }
-        if self.min_length.is_none() && self.one_of.is_none() {
-            return true;
-        }
-        // The fewest bytes it decodes to (characters are at least a quarter of them), and
-        // its exact text when that is at hand.
-        let (fewest, text) = match *value {
-            ValueView::Str(text) => (text.len(), Some(text)),
-            ValueView::Encoded(encoded) => {
-                let inner = &encoded[1..encoded.len() - 1];
-                match inner.contains('\\') {
-                    false => (inner.len(), Some(inner)),
-                    true => (inner.len() / 6, None),
-                }
-            }
-            ValueView::Len { chars: Some(n), .. } => (4 * n, None),
-            ValueView::Len { bytes, .. } => (bytes, None),
-            ValueView::Kind(_) | ValueView::Absent => return true,
-        };
-        self.min_length.is_none_or(|min| fewest >= 4 * min)
+        self.max_length
+            .is_none_or(|max| value.most_chars().is_none_or(|most| most <= max))
             && self
-                .one_of
-                .as_ref()
-                .is_none_or(|values| text.is_some_and(|text| values.iter().any(|v| v == text)))
+                .min_length
+                .is_none_or(|min| value.fewest_chars().is_none_or(|fewest| fewest >= min))
+            && self.one_of.as_ref().is_none_or(|values| {
+                value
+                    .plain_text()
+                    .is_some_and(|text| values.iter().any(|v| v == text))
+            })
     }
 
     fn problem_of(&self, value: &ValueView<'_>, kind: JsonKind) -> Option<String> {

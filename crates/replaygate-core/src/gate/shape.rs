@@ -262,37 +262,83 @@ impl<'v> ValueView<'v> {
         }
     }
 
+    /// The most characters a string can have, told without decoding it: a character takes at
+    /// least one byte, and an escape is written in more bytes than it decodes to. `None` for
+    /// another kind.
+    pub fn most_chars(&self) -> Option<usize> {
+        match *self {
+            ValueView::Str(text) => Some(text.len()),
+            ValueView::Encoded(encoded) => Some(encoded.len() - 2),
+            ValueView::Len { chars: Some(n), .. } => Some(n),
+            ValueView::Len { bytes, chars: None } => Some(bytes),
+            ValueView::Kind(_) | ValueView::Absent => None,
+        }
+    }
+
+    /// The fewest characters a string can have, told without decoding it: a character takes
+    /// at most four bytes once decoded, and an escape at most six bytes written for one.
+    /// `None` for another kind.
+    pub fn fewest_chars(&self) -> Option<usize> {
+        match *self {
+            ValueView::Str(text) => Some(text.len().div_ceil(4)),
+            ValueView::Encoded(encoded) => {
+                let inner = &encoded[1..encoded.len() - 1];
+                let fewest_bytes = match inner.contains('\\') {
+                    true => inner.len() / 6,
+                    false => inner.len(),
+                };
+                Some(fewest_bytes.div_ceil(4))
+            }
+            ValueView::Len { chars: Some(n), .. } => Some(n),
+            ValueView::Len { bytes, chars: None } => Some(bytes.div_ceil(4)),
+            ValueView::Kind(_) | ValueView::Absent => None,
+        }
+    }
+
+    /// A string's text when it is at hand without decoding (borrowed, or written without
+    /// escapes).
+    pub fn plain_text(&self) -> Option<&'v str> {
+        match *self {
+            ValueView::Str(text) => Some(text),
+            ValueView::Encoded(encoded) => {
+                Some(&encoded[1..encoded.len() - 1]).filter(|inner| !inner.contains('\\'))
+            }
+            _ => None,
+        }
+    }
+
+    /// The number of characters of a string, counted (decoding it if need be); `None` for
+    /// another kind, or a string known only by its length whose characters were not counted.
+    fn exact_chars(&self) -> Option<usize> {
+        match *self {
+            ValueView::Str(text) => Some(text.chars().count()),
+            ValueView::Encoded(encoded) => RawField::decode(encoded).ok().map(|text| text.chars().count()),
+            ValueView::Len { chars, .. } => chars,
+            ValueView::Kind(_) | ValueView::Absent => None,
+        }
+    }
+
     /// The number of characters of a string, computed only when it could pass `above`: a
     /// string whose written form is no longer than `above` is reported as that long at most.
     /// `None` for another kind, or when it cannot be told (a string whose characters were not
     /// counted and whose bytes pass `above`: no constraint is failed on a guess).
     pub fn chars_if_over(&self, above: usize) -> Option<usize> {
-        match *self {
-            ValueView::Str(text) if text.len() > above => Some(text.chars().count()),
-            ValueView::Str(text) => Some(text.len().min(above)),
-            ValueView::Encoded(encoded) if encoded.len() - 2 > above => {
-                RawField::decode(encoded).ok().map(|text| text.chars().count())
-            }
-            ValueView::Encoded(encoded) => Some((encoded.len() - 2).min(above)),
-            ValueView::Len { chars: Some(n), .. } => Some(n),
-            ValueView::Len { bytes, chars: None } if bytes <= above => Some(bytes),
-            _ => None,
+        match self.most_chars()? {
+            most if most <= above => Some(most),
+            _ => self.exact_chars(),
         }
     }
-}
 
-impl ValueView<'_> {
-    /// Whether a string has at least `min` characters (`None` for another kind).
+    /// Whether a string has at least `min` characters, counted only when its bounds do not
+    /// tell (`None` for another kind, or when it cannot be told).
     pub fn chars_at_least(&self, min: usize) -> Option<bool> {
-        let exact = |text: &str| text.chars().count() >= min;
-        match *self {
-            ValueView::Str(text) => Some(text.len() >= min && (text.len() >= 4 * min || exact(text))),
-            ValueView::Encoded(encoded) => RawField::decode(encoded).ok().map(|text| exact(&text)),
-            ValueView::Len { chars: Some(n), .. } => Some(n >= min),
-            // Fewer bytes than `min` is fewer characters; at least 4 bytes a character is more.
-            ValueView::Len { bytes, chars: None } if bytes < min || bytes >= 4 * min => Some(bytes >= min),
-            _ => None,
+        if self.fewest_chars()? >= min {
+            return Some(true);
         }
+        if self.most_chars()? < min {
+            return Some(false);
+        }
+        self.exact_chars().map(|n| n >= min)
     }
 }
 
