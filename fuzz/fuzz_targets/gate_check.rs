@@ -7,9 +7,11 @@
 //! several shape findings), each pointing into `input` or `tools`, each with the policy's
 //! action for its reason, counted by action; the request is allowed exactly when no violation
 //! is a `reject`. What an allowed verdict strips or repairs is cut out of the body as the proxy
-//! would: the result is valid JSON made only of the body's bytes, and reads again. Judging the same body again with the cache warm gives the same
-//! verdict, and a body whose `input` (or first item's `type`) is renamed to a misspelling of
-//! it is refused as invalid input.
+//! would: the result is valid JSON made only of the body's bytes, and reads again. Judging the
+//! same body again with the cache warm gives the same verdict, and a body whose `input` (or
+//! first item's `type`) is renamed to a misspelling of it is refused as invalid input. Built
+//! with debug assertions (`cargo fuzz run -a`), the item profile's fast path is also held to
+//! its full check on every item it passes.
 
 #![no_main]
 
