@@ -1,6 +1,6 @@
 //! A quicker read of the output items whose record needs only a few of their members
-//! (`function_call`, `reasoning`, `compaction`): those members are read borrowed from the
-//! answer, without building the item as a `Value`. An item it is not sure of (another type, a
+//! (`function_call`, `message`, `reasoning`, `compaction`): those members are read borrowed
+//! from the answer with the gate's reader, without building the item as a `Value`. An item it is not sure of (another type, a
 //! repeated member, a member of an unexpected kind, an id over the limit) is left to the full
 //! read, [`item_record_from_value`](super::item_record_from_value); where it answers, it
 //! answers as that read would (a test compares the two).
@@ -15,6 +15,7 @@ use super::canon::{put_bytes, put_str};
 use super::record::{ItemRecord, DOMAIN};
 use super::MAX_ID_BYTES;
 use crate::gate::{Field, JsonKind, OutputCall};
+use crate::json::Reader;
 
 /// An output item read the quick way: its record, and for a `function_call` its call.
 #[derive(Debug)]
@@ -58,6 +59,17 @@ struct Members<'a> {
     arguments: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "present")]
     encrypted_content: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    content: Option<&'a RawValue>,
+}
+
+/// The members of a message's content part that its text is made of.
+#[derive(Deserialize)]
+struct PartText<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    text: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    refusal: Option<&'a RawValue>,
 }
 
 /// A present member, `null` or not (`Option<&RawValue>` alone reads `null` as absent).
@@ -87,9 +99,16 @@ impl<'a> Member<'a> {
             // A JSON string without escapes is its own text.
             return Some(Member::Text(Cow::Borrowed(inner)));
         }
-        serde_json::from_str::<String>(text)
-            .ok()
-            .map(|text| Member::Text(Cow::Owned(text)))
+        Reader::read_string(text).ok().map(Member::Text)
+    }
+
+    /// A member that is a string: its text (`Some(None)`: another kind of value, or absent;
+    /// `None`: not JSON).
+    fn string(raw: Option<&'a RawValue>) -> Option<Option<Cow<'a, str>>> {
+        match raw {
+            Some(raw) if raw.get().starts_with('"') => Reader::read_string(raw.get()).ok().map(Some),
+            _ => Some(None),
+        }
     }
 
     /// The member as the digest encodes it.
@@ -132,12 +151,15 @@ pub(crate) fn quick_item(item: &str) -> Option<QuickItem> {
     if !item.trim_start().starts_with('{') {
         return None;
     }
-    let members: Members<'_> = serde_json::from_str(item).ok()?;
+    let members: Members<'_> = Reader::read(item).ok()?;
     let Member::Text(item_type) = Member::of(members.item_type)? else {
         return None;
     };
     let item_type = item_type.as_ref();
-    if !matches!(item_type, "function_call" | "reasoning" | "compaction") {
+    if !matches!(
+        item_type,
+        "function_call" | "message" | "reasoning" | "compaction"
+    ) {
         return None;
     }
     let id = Member::of(members.id)?.id()?;
@@ -158,6 +180,11 @@ pub(crate) fn quick_item(item: &str) -> Option<QuickItem> {
             name: name.text(),
             arguments: arguments.field(),
         });
+    } else if item_type == "message" {
+        match message_text(members.content)? {
+            Some(text) => put_str(&mut out, &text),
+            None => out.push(b'-'),
+        }
     } else {
         encrypted_content.put(&mut out);
     }
@@ -169,6 +196,35 @@ pub(crate) fn quick_item(item: &str) -> Option<QuickItem> {
         has_encrypted_content: !matches!(encrypted_content, Member::Absent | Member::Null),
     };
     Some(QuickItem { record, call })
+}
+
+/// A message's text as the digest takes it: `content` itself when it is a string, else the
+/// concatenation of each content part's string `text` (or, without one, its string
+/// `refusal`); `Some(None)` when `content` is absent or of another kind; `None` when the full
+/// read must decide (a part whose members repeat, or text that is not JSON).
+fn message_text(content: Option<&RawValue>) -> Option<Option<Cow<'_, str>>> {
+    let Some(content) = content else {
+        return Some(None);
+    };
+    let json = content.get();
+    if json.starts_with('"') {
+        return Member::string(Some(content));
+    }
+    if !json.starts_with('[') {
+        return Some(None);
+    }
+    let parts: Vec<&RawValue> = Reader::read(json).ok()?;
+    let mut text = String::new();
+    for part in parts {
+        if !part.get().starts_with('{') {
+            continue;
+        }
+        let members: PartText<'_> = Reader::read(part.get()).ok()?;
+        if let Some(part_text) = Member::string(members.text)?.or(Member::string(members.refusal)?) {
+            text.push_str(&part_text);
+        }
+    }
+    Some(Some(Cow::Owned(text)))
 }
 
 #[cfg(test)]
@@ -217,6 +273,11 @@ mod tests {
             r#"{"type":"compaction","encrypted_content":null}"#,
             r#" { "type" : "function_call", "name" : "f\u00e9", "arguments" : null, "call_id" : "c" } "#,
             r#"{"type":"reasoning","id":null,"summary":[]}"#,
+            r#"{"type":"message","content":"hi"}"#,
+            r#"{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"logprobs":[],"text":"I will read the pool."}]}"#,
+            r#"{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a\u00e9"},{"type":"refusal","refusal":"no"},7,{"type":"x","text":3,"refusal":"r"}]}"#,
+            r#"{"type":"message","content":null}"#,
+            r#"{"type":"message","content":{"text":"not a list"}}"#,
         ];
         for item in items {
             assert!(agrees(item).unwrap(), "{item} was left to the full read");
@@ -230,7 +291,7 @@ mod tests {
             "r".repeat(MAX_ID_BYTES + 1)
         );
         for item in [
-            r#"{"type":"message","content":"hi"}"#,
+            r#"{"type":"message","content":[{"text":"a","text":"b"}]}"#,
             r#"{"type":"function_call","type":"function_call","call_id":"c"}"#,
             r#"{"type":"function_call","arguments":{"a":1},"call_id":"c"}"#,
             r#"{"type":"function_call","name":7}"#,
@@ -256,6 +317,23 @@ mod tests {
         ]
     }
 
+    /// A message's `content` as answers write it: a list of parts with `text` or `refusal`
+    /// members of any kind, now and then something that is not a part.
+    fn content() -> impl Strategy<Value = Option<String>> {
+        let member = (prop_oneof![Just("text"), Just("refusal"), Just("type")], value());
+        let part = prop_oneof![
+            proptest::collection::vec(member, 0..4).prop_map(|members| {
+                let members: Vec<String> = members
+                    .into_iter()
+                    .filter_map(|(name, value)| Some(format!("\"{name}\":{}", value?)))
+                    .collect();
+                format!("{{{}}}", members.join(","))
+            }),
+            value().prop_map(|value| value.unwrap_or_else(|| "null".to_owned())),
+        ];
+        proptest::collection::vec(part, 0..4).prop_map(|parts| Some(format!("[{}]", parts.join(","))))
+    }
+
     proptest! {
         #[test]
         fn answers_only_as_the_full_read_does(
@@ -265,7 +343,8 @@ mod tests {
             ],
             members in proptest::collection::vec(
                 (prop_oneof![Just("id"), Just("call_id"), Just("name"), Just("arguments"),
-                    Just("encrypted_content"), Just("status"), Just("summary")], value()),
+                    Just("encrypted_content"), Just("status"), Just("summary"), Just("content")],
+                    prop_oneof![value(), content()]),
                 0..7,
             ),
             space in prop_oneof![Just(""), Just(" "), Just("\n ")],

@@ -43,6 +43,7 @@ use super::record::{item_record, item_record_from_value, ItemRecord, ResponseRec
 use super::sse::{push_capped, Framing};
 use super::MAX_ID_BYTES;
 use crate::gate::{Field, JsonKind, OutputCall};
+use crate::json::Reader;
 
 /// How the answer is encoded, from its `Content-Type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -382,8 +383,14 @@ struct EventData<'a> {
     output_index: Option<&'a RawValue>,
 }
 
+/// Reads `bytes` as one JSON value of type `T` with the gate's reader (`None`: not UTF-8, not
+/// JSON, or not a `T`).
+fn read_json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Option<T> {
+    Reader::read(simdutf8::basic::from_utf8(bytes).ok()?).ok()
+}
+
 fn json_record(body: &[u8], limits: &TapLimits, keep: Keep) -> Option<Tapped> {
-    let head: ResponseHead<'_> = serde_json::from_slice(body).ok()?;
+    let head: ResponseHead<'_> = read_json(body)?;
     if head.status.as_deref().is_some_and(|status| status != "completed") {
         return None;
     }
@@ -416,7 +423,7 @@ impl Facts {
         if self.completed || data.is_empty() || data == b"[DONE]" {
             return Ok(());
         }
-        let event: EventData<'_> = serde_json::from_slice(data).map_err(|_| GiveUp)?;
+        let event: EventData<'_> = read_json(data).ok_or(GiveUp)?;
         let kind = match &event.kind {
             Some(kind) => kind.as_ref(),
             None => match std::str::from_utf8(name) {
@@ -456,7 +463,7 @@ impl Facts {
     /// Takes the id and model of a response-state event's `response`.
     fn read_response(&mut self, response: Option<&RawValue>) -> Result<(), GiveUp> {
         let response = response.ok_or(GiveUp)?;
-        let head: ResponseHead<'_> = serde_json::from_str(response.get()).map_err(|_| GiveUp)?;
+        let head: ResponseHead<'_> = Reader::read(response.get()).map_err(|_| GiveUp)?;
         if let Some(id) = head.id {
             let id = checked_id(id).ok_or(GiveUp)?;
             match &self.id {
