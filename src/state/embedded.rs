@@ -76,6 +76,7 @@ use super::key_filter::KeyFilter;
 use super::recent::{Recent, Weights};
 use super::{now_unix, StoreError};
 use crate::ledger::{StoredItem, StoredResponse};
+use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult};
 use crate::proxy::rate_limit::{LocalRateLimiter, RateLimiter};
 
 /// The longest a committed batch waits to be made durable (written to disk with an fsync).
@@ -87,6 +88,8 @@ const FILE_NAME: &str = "ledger.redb";
 const WRITE_QUEUE: usize = 1024;
 /// The most write requests committed in one transaction.
 const MAX_BATCH: usize = 1024;
+/// How long the writer sleeps, after a request arrives, so more gather to commit with it.
+const LINGER: Duration = Duration::from_millis(2);
 /// The most expired index rows one sweep removes (one write transaction).
 const SWEEP_LIMIT: usize = 4096;
 /// How often the writer thread sweeps when the last sweep finished the job.
@@ -145,6 +148,8 @@ struct Tuning {
     /// zero makes every batch durable.
     durable_every: Duration,
     quick_repair: bool,
+    /// How long the writer gathers requests into one batch.
+    linger: Duration,
 }
 
 const TUNING: Tuning = Tuning {
@@ -153,18 +158,45 @@ const TUNING: Tuning = Tuning {
     sweep_every: SWEEP_EVERY,
     durable_every: DURABLE_EVERY,
     quick_repair: true,
+    linger: LINGER,
 };
 
 /// What the writer thread is asked to do.
 enum Command {
     Put {
         rows: Rows,
-        ack: oneshot::Sender<Result<(), StoreError>>,
+        ack: Ack,
     },
     Sweep {
         now: u64,
         ack: oneshot::Sender<Result<usize, StoreError>>,
     },
+}
+
+/// Who hears how a put's commit ended.
+enum Ack {
+    /// The caller, waiting for it.
+    Caller(oneshot::Sender<Result<(), StoreError>>),
+    /// Nobody waits: the ledger's counters count it (`record` `ok` or `error`).
+    Meter(LedgerMeter),
+}
+
+impl Ack {
+    fn send(self, result: &Result<(), StoreError>) {
+        match self {
+            Ack::Caller(caller) => {
+                let _ = caller.send(result.clone());
+            }
+            Ack::Meter(meter) => {
+                let counted = if result.is_ok() {
+                    LedgerResult::Ok
+                } else {
+                    LedgerResult::Error
+                };
+                meter.count(LedgerOp::Record, counted);
+            }
+        }
+    }
 }
 
 /// One response and its index entries, encoded by the caller.
@@ -229,18 +261,28 @@ impl EmbeddedStore {
     }
 
     pub(super) async fn put_response(&self, response: &StoredResponse) -> Result<(), StoreError> {
-        let (ack, weights) = self.enqueue_put(response)?;
-        ack.await.map_err(|_| writer_stopped())??;
+        let (ack, done) = oneshot::channel();
+        let weights = self.enqueue_put(response, Ack::Caller(ack))?;
+        done.await.map_err(|_| writer_stopped())??;
         self.inner.recent.remember(response, &weights);
         Ok(())
     }
 
-    /// Hands `response` to the writer thread without waiting for the commit; its keys are in
-    /// the filter from now on.
-    fn enqueue_put(
+    /// Queues `response` for the writer thread and remembers it, without waiting for the
+    /// commit: lookups find it from now on, and the writer counts the commit's outcome on
+    /// `meter`. A full queue fails at once.
+    pub(super) fn queue_response(
         &self,
         response: &StoredResponse,
-    ) -> Result<(oneshot::Receiver<Result<(), StoreError>>, Weights), StoreError> {
+        meter: LedgerMeter,
+    ) -> Result<(), StoreError> {
+        let weights = self.enqueue_put(response, Ack::Meter(meter))?;
+        self.inner.recent.remember(response, &weights);
+        Ok(())
+    }
+
+    /// Hands `response` to the writer thread; its keys are in the filter from now on.
+    fn enqueue_put(&self, response: &StoredResponse, ack: Ack) -> Result<Weights, StoreError> {
         let rows = Rows::encode(response)?;
         let weights = rows.weights();
         let keys = &self.inner.keys;
@@ -251,9 +293,8 @@ impl EmbeddedStore {
         rows.by_digest
             .iter()
             .for_each(|(digest, ..)| keys.insert(KIND_ITEM_BY_DIGEST, digest));
-        let (ack, done) = oneshot::channel();
         self.send(Command::Put { rows, ack })?;
-        Ok((done, weights))
+        Ok(weights)
     }
 
     fn send(&self, command: Command) -> Result<(), StoreError> {
@@ -497,7 +538,12 @@ fn write_loop(db: &Database, requests: &Receiver<Command>, tuning: Tuning) {
             }
         };
         let mut commands: Vec<Command> = first.into_iter().collect();
-        while commands.len() < MAX_BATCH {
+        // Sleeping, rather than waiting on the queue, lets requests gather without waking
+        // this thread for each one.
+        if !commands.is_empty() && !tuning.linger.is_zero() {
+            std::thread::sleep(tuning.linger);
+        }
+        while !commands.is_empty() && commands.len() < MAX_BATCH {
             match requests.try_recv() {
                 Ok(command) => commands.push(command),
                 Err(_) => break,
@@ -522,7 +568,7 @@ fn write_loop(db: &Database, requests: &Receiver<Command>, tuning: Tuning) {
                 Err(e) => tracing::warn!(error = %e, records = puts.len(), "ledger write failed"),
             }
             for (_, ack) in puts {
-                let _ = ack.send(result.clone());
+                ack.send(&result);
             }
         }
         for (now, ack) in sweeps {
@@ -933,6 +979,34 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_queued_record_is_found_at_once_counted_when_committed_and_kept_on_close() {
+        let dir = tempfile::tempdir().unwrap();
+        let metrics = crate::metrics::Metrics::new();
+        let meter = LedgerMeter::new(&metrics);
+        let stored = response("resp_q", 3, 60);
+        {
+            let store = EmbeddedStore::open(dir.path()).unwrap();
+            store.queue_response(&stored, meter.clone()).unwrap();
+            // Found before its commit: the next turn's lookup does not wait for the file.
+            assert_eq!(store.response("resp_q").await.unwrap(), Some(stored.clone()));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while meter.get(LedgerOp::Record, LedgerResult::Ok) == 0 {
+                assert!(Instant::now() < deadline, "the commit was never counted");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            assert_eq!(meter.get(LedgerOp::Record, LedgerResult::Error), 0);
+            store
+                .queue_response(&response("resp_last", 4, 60), meter.clone())
+                .unwrap();
+        }
+        // Closing waits for the writer, so a record queued last is in the file.
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        assert_eq!(store.response("resp_q").await.unwrap(), Some(stored));
+        assert!(store.response("resp_last").await.unwrap().is_some());
+        assert_eq!(meter.get(LedgerOp::Record, LedgerResult::Ok), 2);
+    }
+
+    #[tokio::test]
     async fn a_lookup_mixing_remembered_unknown_and_file_only_keys_keeps_their_order() {
         let dir = tempfile::tempdir().unwrap();
         EmbeddedStore::open_tuned(dir.path(), TUNING)
@@ -996,18 +1070,24 @@ mod tests {
         let store = tuned(dir.path(), 1, SWEEP_LIMIT, SWEEP_EVERY);
         // Holding the one write transaction stalls the writer thread.
         let blocker = store.inner.db.begin_write().unwrap();
-        let mut accepted = Vec::new();
+        let meter = LedgerMeter::new(&crate::metrics::Metrics::new());
+        let mut accepted = 0u64;
         let refused = loop {
-            assert!(accepted.len() <= MAX_BATCH + 1, "the queue never filled");
-            match store.enqueue_put(&response(&format!("resp_{}", accepted.len()), 1, 60)) {
-                Ok((ack, _)) => accepted.push(ack),
+            assert!(accepted <= MAX_BATCH as u64 + 1, "the queue never filled");
+            match store.queue_response(&response(&format!("resp_{accepted}"), 1, 60), meter.clone()) {
+                Ok(()) => accepted += 1,
                 Err(e) => break e,
             }
         };
         assert!(matches!(&refused, StoreError::Unavailable(m) if m == "write queue full"));
         drop(blocker);
-        for ack in accepted.drain(..) {
-            ack.await.unwrap().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while meter.get(LedgerOp::Record, LedgerResult::Ok) < accepted {
+            assert!(
+                Instant::now() < deadline,
+                "the queued records were not all committed"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
         assert!(store.response("resp_0").await.unwrap().is_some());
         store.put_response(&response("resp_after", 1, 60)).await.unwrap();

@@ -23,6 +23,16 @@ pub use embedded::EmbeddedStore;
 pub use memory::MemoryStore;
 
 use crate::ledger::{StoredItem, StoredResponse};
+use crate::metrics::LedgerMeter;
+
+/// How far [`StateStore::record_response`] took a record before it answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    /// Written: the caller counts it.
+    Written,
+    /// Queued for a writer that counts the outcome itself.
+    Queued,
+}
 
 /// The state backend could not answer.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -55,6 +65,24 @@ impl StateStore {
             StateStore::Memory(store) => store.put_response(response),
             StateStore::Redis(store) => store.put_response(response).await,
             StateStore::Embedded(store) => store.put_response(response).await,
+        }
+    }
+
+    /// [`StateStore::put_response`] as the ledger records an answer: `Ok` once every later
+    /// lookup in this process will find the response. The embedded store answers as soon as
+    /// its writer thread has the record queued ([`Recorded::Queued`]): the commit goes on
+    /// without the caller, and the writer counts its outcome on `meter`. The others answer
+    /// once the write is done ([`Recorded::Written`]), and the caller counts it.
+    pub async fn record_response(
+        &self,
+        response: &StoredResponse,
+        meter: &LedgerMeter,
+    ) -> Result<Recorded, StoreError> {
+        match self {
+            StateStore::Embedded(store) => store
+                .queue_response(response, meter.clone())
+                .map(|()| Recorded::Queued),
+            other => other.put_response(response).await.map(|()| Recorded::Written),
         }
     }
 

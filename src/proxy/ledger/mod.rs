@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::ledger::{StoredResponse, TapLimits};
 use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult};
-use crate::state::{StateStore, StoreError};
+use crate::state::{Recorded, StateStore, StoreError};
 
 /// How the ledger behaves (`[ledger]`).
 #[derive(Debug, Clone)]
@@ -86,13 +86,15 @@ impl Ledger {
     /// Writes a record, within the write timeout; a failure is counted and logged, never
     /// passed on (the answer it came from goes on unchanged).
     pub async fn write(&self, stored: StoredResponse) {
-        let outcome =
-            tokio::time::timeout(self.settings.write_timeout, self.store.put_response(&stored)).await;
+        let recording = self.store.record_response(&stored, &self.meter);
+        let outcome = tokio::time::timeout(self.settings.write_timeout, recording).await;
         let error = match outcome {
-            Ok(Ok(())) => {
+            Ok(Ok(Recorded::Written)) => {
                 self.count(LedgerOp::Record, LedgerResult::Ok);
                 return;
             }
+            // The store's writer counts the record once its commit ends.
+            Ok(Ok(Recorded::Queued)) => return,
             Ok(Err(error)) => error,
             Err(_) => StoreError::Unavailable(format!(
                 "the write did not finish within {} ms",
