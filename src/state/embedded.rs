@@ -11,9 +11,15 @@
 //!
 //! One writer thread owns every write transaction (redb has a single writer). Callers hand it
 //! their encoded rows through a bounded queue ([`WRITE_QUEUE`]). A full queue fails at once
-//! with [`StoreError::Unavailable`]`("write queue full")`, and the caller counts it as a dropped
-//! write. The thread puts every waiting record (up to [`MAX_BATCH`]) into one transaction, then
-//! acknowledges each caller. `put_response` returns once its batch is committed.
+//! with [`StoreError::Unavailable`]`("write queue full")`, which the ledger counts as a failed
+//! record. After a request arrives the thread sleeps [`LINGER`], so the requests behind it
+//! gather without waking it one by one, then puts every waiting record (up to [`MAX_BATCH`])
+//! into one transaction and tells each request's owner how it ended. `put_response` waits for
+//! that. `queue_response`, which the ledger records answers with, does not: the record is
+//! remembered ([`Recent`]) as it is queued, so lookups find it at once, and the writer counts
+//! the commit on the ledger's counters. No answer waits on the file, and the proxy's threads do
+//! not take turns for each record, which on one core cost more than the writes
+//! (docs/benchmarks.md, "the embedded store's queue").
 //!
 //! Durability: a batch commits without an fsync ([`Durability::None`]): it is visible to every
 //! read at once, and written to disk by the next durable commit ([`Durability::Immediate`]),
@@ -24,9 +30,8 @@
 //! restart after a clean shutdown keeps everything. Quick repair is on: each durable commit also
 //! records the allocator state, so reopening after a crash does not walk the whole file before
 //! the proxy can serve. Measured (optimised build, 2 loaded cores), 10,000 puts from 32 tasks:
-//! about 70 µs each with an fsync per batch, and the proxy spent some 110 µs more CPU per
-//! request recording into it than into memory (`bench/load/cpu-per-request`); see
-//! `measure_puts_and_lookups` for the figures with the chosen setting.
+//! about 70 µs each with an fsync per batch; see `measure_puts_and_lookups` for the figures
+//! with the chosen setting.
 //!
 //! # Reads
 //!
