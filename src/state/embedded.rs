@@ -548,7 +548,7 @@ fn write_loop(db: &Database, requests: &Receiver<Command>, tuning: Tuning) {
         if !commands.is_empty() && !tuning.linger.is_zero() {
             std::thread::sleep(tuning.linger);
         }
-        while !commands.is_empty() && commands.len() < MAX_BATCH {
+        while commands.len() < MAX_BATCH {
             match requests.try_recv() {
                 Ok(command) => commands.push(command),
                 Err(_) => break,
@@ -983,6 +983,15 @@ mod tests {
         assert_eq!(rows(&store, EXPIRY), 4);
     }
 
+    /// Waits (at most 10 s) until `meter` has counted `records` committed records.
+    async fn committed(meter: &LedgerMeter, records: u64) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while meter.get(LedgerOp::Record, LedgerResult::Ok) < records {
+            assert!(Instant::now() < deadline, "queued records were not all committed");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     #[tokio::test]
     async fn a_queued_record_is_found_at_once_counted_when_committed_and_kept_on_close() {
         let dir = tempfile::tempdir().unwrap();
@@ -994,11 +1003,7 @@ mod tests {
             store.queue_response(&stored, meter.clone()).unwrap();
             // Found before its commit: the next turn's lookup does not wait for the file.
             assert_eq!(store.response("resp_q").await.unwrap(), Some(stored.clone()));
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while meter.get(LedgerOp::Record, LedgerResult::Ok) == 0 {
-                assert!(Instant::now() < deadline, "the commit was never counted");
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            committed(&meter, 1).await;
             assert_eq!(meter.get(LedgerOp::Record, LedgerResult::Error), 0);
             store
                 .queue_response(&response("resp_last", 4, 60), meter.clone())
@@ -1086,14 +1091,7 @@ mod tests {
         };
         assert!(matches!(&refused, StoreError::Unavailable(m) if m == "write queue full"));
         drop(blocker);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while meter.get(LedgerOp::Record, LedgerResult::Ok) < accepted {
-            assert!(
-                Instant::now() < deadline,
-                "the queued records were not all committed"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        committed(&meter, accepted).await;
         assert!(store.response("resp_0").await.unwrap().is_some());
         store.put_response(&response("resp_after", 1, 60)).await.unwrap();
     }

@@ -84,7 +84,8 @@ impl Ledger {
     }
 
     /// Writes a record, within the write timeout; a failure is counted and logged, never
-    /// passed on (the answer it came from goes on unchanged).
+    /// passed on (the answer it came from goes on unchanged). A record the store queues
+    /// ([`Recorded::Queued`]) is counted, and a failed commit logged, by the store's writer.
     pub async fn write(&self, stored: StoredResponse) {
         let recording = self.store.record_response(&stored, &self.meter);
         let outcome = tokio::time::timeout(self.settings.write_timeout, recording).await;

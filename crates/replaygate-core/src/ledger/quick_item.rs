@@ -1,9 +1,9 @@
 //! A quicker read of the output items whose record needs only a few of their members
 //! (`function_call`, `message`, `reasoning`, `compaction`): those members are read borrowed
-//! from the answer with the gate's reader, without building the item as a `Value`. An item it is not sure of (another type, a
-//! repeated member, a member of an unexpected kind, an id over the limit) is left to the full
-//! read, [`item_record_from_value`](super::item_record_from_value); where it answers, it
-//! answers as that read would (a test compares the two).
+//! from the answer with the gate's reader, without building the item as a `Value`. An item it
+//! is not sure of (another type, a repeated member, a member of an unexpected kind, an id over
+//! the limit) is left to the full read, [`item_record_from_value`](super::item_record_from_value);
+//! where it answers, it answers as that read would (a test compares the two).
 
 use std::borrow::Cow;
 
@@ -90,24 +90,19 @@ impl<'a> Member<'a> {
         let Some(raw) = raw else {
             return Some(Member::Absent);
         };
-        let text = raw.get().trim();
-        if text == "null" {
-            return Some(Member::Null);
+        match raw.get().trim() {
+            "null" => Some(Member::Null),
+            // Borrowed unless written with escapes.
+            text if text.starts_with('"') => Reader::read_string(text).ok().map(Member::Text),
+            _ => None,
         }
-        let inner = text.strip_prefix('"')?.strip_suffix('"')?;
-        if !inner.contains('\\') {
-            // A JSON string without escapes is its own text.
-            return Some(Member::Text(Cow::Borrowed(inner)));
-        }
-        Reader::read_string(text).ok().map(Member::Text)
     }
 
-    /// A member that is a string: its text (`Some(None)`: another kind of value, or absent;
-    /// `None`: not JSON).
-    fn string(raw: Option<&'a RawValue>) -> Option<Option<Cow<'a, str>>> {
-        match raw {
-            Some(raw) if raw.get().starts_with('"') => Reader::read_string(raw.get()).ok().map(Some),
-            _ => Some(None),
+    /// The text of a member that is a string (`None`: absent, or another kind of value).
+    fn text_of(raw: Option<&'a RawValue>) -> Option<Cow<'a, str>> {
+        match Member::of(raw)? {
+            Member::Text(text) => Some(text),
+            Member::Absent | Member::Null => None,
         }
     }
 
@@ -198,20 +193,18 @@ pub(crate) fn quick_item(item: &str) -> Option<QuickItem> {
     Some(QuickItem { record, call })
 }
 
-/// A message's text as the digest takes it: `content` itself when it is a string, else the
+/// A message's text as the digest takes it, read as
+/// [`item_digest`](super::record::item_digest) reads it: `content` itself when it is a string, else the
 /// concatenation of each content part's string `text` (or, without one, its string
 /// `refusal`); `Some(None)` when `content` is absent or of another kind; `None` when the full
-/// read must decide (a part whose members repeat, or text that is not JSON).
+/// read must decide (a part whose members repeat).
 fn message_text(content: Option<&RawValue>) -> Option<Option<Cow<'_, str>>> {
     let Some(content) = content else {
         return Some(None);
     };
     let json = content.get();
-    if json.starts_with('"') {
-        return Member::string(Some(content));
-    }
     if !json.starts_with('[') {
-        return Some(None);
+        return Some(Member::text_of(Some(content)));
     }
     let parts: Vec<&RawValue> = Reader::read(json).ok()?;
     let mut text = String::new();
@@ -220,7 +213,7 @@ fn message_text(content: Option<&RawValue>) -> Option<Option<Cow<'_, str>>> {
             continue;
         }
         let members: PartText<'_> = Reader::read(part.get()).ok()?;
-        if let Some(part_text) = Member::string(members.text)?.or(Member::string(members.refusal)?) {
+        if let Some(part_text) = Member::text_of(members.text).or_else(|| Member::text_of(members.refusal)) {
             text.push_str(&part_text);
         }
     }

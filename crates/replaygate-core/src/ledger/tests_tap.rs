@@ -118,6 +118,21 @@ fn json_answers_that_are_not_completed_responses_are_not_recorded() {
 }
 
 #[test]
+fn answers_that_are_not_utf8_record_nothing() {
+    // An invalid byte inside a member the tap skips still makes the answer malformed.
+    let spoil = |answer: String| {
+        let mut bytes = answer.into_bytes();
+        let at = bytes.windows(9).rposition(|w| w == b"\"object\":").unwrap();
+        bytes.insert(at + 1, 0xff);
+        bytes
+    };
+    assert!(tap(AnswerKind::Json, &[json_answer().as_bytes()]).is_some());
+    assert_eq!(tap(AnswerKind::Json, &[&spoil(json_answer())]), None);
+    assert!(tap(AnswerKind::EventStream, &[sse_answer("\n").as_bytes()]).is_some());
+    assert_eq!(tap(AnswerKind::EventStream, &[&spoil(sse_answer("\n"))]), None);
+}
+
+#[test]
 fn a_compact_resource_without_status_is_recorded() {
     let answer = br#"{"id":"cmp_r1","object":"response.compaction","output":[{"type":"compaction","id":"cmp_1","encrypted_content":"e"},null],"created_at":1}"#;
     let record = tap(AnswerKind::Json, &[answer]).unwrap();
