@@ -409,6 +409,36 @@ async fn health_readiness_and_nothing_else() {
 }
 
 #[tokio::test]
+async fn the_embedded_stores_writer_counts_each_record_it_commits() {
+    // The embedded store (the default backend) takes a record without the answer waiting for
+    // its commit; the count comes from its writer thread, once the commit ends.
+    let upstream = Upstream::json(200, RESPONSE_JSON).await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = config(&upstream, "").replace(
+        "backend = \"memory\"",
+        &format!("backend = \"embedded\"\npath = \"{}\"", dir.path().display()),
+    );
+    assert!(text.contains("\"embedded\""), "{text}");
+    let mut proxy = Proxy::start(&text, &[]).await;
+    let admin = proxy.admin().await;
+    let before = scrape(admin).await;
+    for _ in 0..3 {
+        let (status, _) = post(&proxy, "/v1/responses", &[], r#"{"model":"gpt-5","input":"hi"}"#).await;
+        assert_eq!(status, 200);
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let deltas = loop {
+        let deltas = scrape(admin).await.counter_deltas(&before);
+        if deltas.get(&ledger("record", "ok")) == Some(&3.0) || tokio::time::Instant::now() > deadline {
+            break deltas;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(deltas.get(&ledger("record", "ok")), Some(&3.0), "{deltas:?}");
+    assert_eq!(deltas.get(&ledger("record", "error")), None, "{deltas:?}");
+}
+
+#[tokio::test]
 async fn a_state_backend_that_is_down_is_not_ready_and_its_ledger_errors_are_counted() {
     let upstream = Upstream::json(200, RESPONSE_JSON).await;
     let state = format!(
