@@ -8,10 +8,11 @@
 
 use std::sync::{Arc, LazyLock};
 
-use super::field::JsonKind;
+use super::field::{Field, JsonKind, RawField};
 use super::item::ItemClass;
 use super::name_table::NameTable;
 use super::shape::{KnownName, Member, ValueView};
+use super::text_set::TextSet;
 
 /// The item types a profile describes: the portable core (contract §5), in the order of the
 /// [`ItemClass`]es that read them.
@@ -54,6 +55,137 @@ pub struct Members {
     required_bits: Option<u64>,
     /// The position in `names` of each [`KnownName`] (by number; `u8::MAX`: not there).
     by_known: [u8; KNOWN_SLOTS],
+    /// Each [`KnownName`]'s rule compiled for the clean walk (by number).
+    known_rules: [KnownRule; KNOWN_SLOTS],
+}
+
+/// An accepted member the readers tell apart, compiled so the shape check's clean walk reads
+/// what its value must be by the name's number and tests the usual values inline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct KnownRule {
+    /// The member's bit among its table's positions; 0 when the walk must ask the table
+    /// instead (the name is not accepted there, or has no bit, or a rule not compiled here).
+    pub(crate) bit: u64,
+    /// The kinds accepted, as [`kind_bit`]s.
+    kinds: u8,
+    /// What a string must pass beyond its kind.
+    text: TextRule,
+    /// The member's position in its table (where a set of values is read from).
+    at: u8,
+}
+
+/// What a string must pass beyond its kind, in the forms [`KnownRule`] tests inline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum TextRule {
+    /// Nothing.
+    #[default]
+    Free,
+    /// Lengths, as the bounds in bytes that prove them: at most `most` bytes (a character
+    /// takes at least one), and at least `fewest_decoded` bytes decoded (at most four per
+    /// character) or `fewest_written` bytes written (at most twelve per character, as a
+    /// surrogate pair of `\u` escapes).
+    Lengths {
+        most: usize,
+        fewest_decoded: usize,
+        fewest_written: usize,
+    },
+    /// One of the rule's values, none of which holds a `\` or a `"` (so a value written
+    /// without escapes is compared as written).
+    OneOf,
+}
+
+impl KnownRule {
+    /// The compiled form of the rule at position `at` of a table, when it has one.
+    fn of(at: usize, rule: &MemberRule) -> Option<KnownRule> {
+        let bit = 1u64.checked_shl(u32::try_from(at).ok()?)?;
+        let fewest = |per_char: usize| match rule.min_length {
+            Some(min) if min > 0 => min.checked_mul(per_char).map(|bytes| bytes + 1 - per_char),
+            _ => Some(0),
+        };
+        let text = match (&rule.one_of, rule.max_length, rule.min_length) {
+            (None, None, None) => TextRule::Free,
+            (None, most, _) => TextRule::Lengths {
+                most: most.unwrap_or(usize::MAX),
+                fewest_decoded: fewest(4)?,
+                fewest_written: fewest(12)?,
+            },
+            (Some(values), None, None) if values.iter().all(|v| !v.contains(['\\', '"'])) => TextRule::OneOf,
+            _ => return None,
+        };
+        Some(KnownRule {
+            bit,
+            kinds: rule.kind_mask,
+            text,
+            at: u8::try_from(at).ok()?,
+        })
+    }
+
+    /// The member's position in its table.
+    pub(crate) fn at(&self) -> usize {
+        usize::from(self.at)
+    }
+
+    /// Whether a value of `kind` (not a string) plainly passes.
+    #[inline(always)]
+    pub(crate) fn kind_passes(&self, kind: JsonKind) -> bool {
+        self.kinds & kind_bit(kind) != 0
+    }
+
+    /// Whether a string, decoded, plainly passes (`table` is the rule's own).
+    #[inline(always)]
+    pub(crate) fn text_passes(&self, text: &str, table: &Members) -> bool {
+        if !self.kind_passes(JsonKind::String) {
+            return false;
+        }
+        match self.text {
+            TextRule::Free => true,
+            TextRule::Lengths {
+                most, fewest_decoded, ..
+            } => text.len() <= most && text.len() >= fewest_decoded,
+            TextRule::OneOf => table.one_of_at(self.at).contains(text),
+        }
+    }
+
+    /// Whether a string as written (quotes and escapes included) plainly passes.
+    #[inline(always)]
+    pub(crate) fn written_passes(&self, written: &str, table: &Members) -> bool {
+        if !self.kind_passes(JsonKind::String) {
+            return false;
+        }
+        let inner = written.len().saturating_sub(2);
+        match self.text {
+            TextRule::Free => true,
+            TextRule::Lengths {
+                most, fewest_written, ..
+            } => inner <= most && inner >= fewest_written,
+            TextRule::OneOf => {
+                let inner = written
+                    .get(1..written.len().saturating_sub(1))
+                    .unwrap_or_default();
+                table.one_of_at(self.at).contains(inner)
+            }
+        }
+    }
+
+    /// Whether a member's JSON text plainly passes.
+    #[inline(always)]
+    pub(crate) fn json_passes(&self, json: &str, table: &Members) -> bool {
+        match RawField::of_json(json) {
+            RawField::Str(written) => self.written_passes(written, table),
+            RawField::Other(kind) => self.kind_passes(kind),
+            RawField::Absent => true,
+        }
+    }
+
+    /// Whether a member the item reader keeps plainly passes.
+    #[inline(always)]
+    pub(crate) fn field_passes(&self, field: &Field<'_>, table: &Members) -> bool {
+        match field {
+            Field::Str(text) => self.text_passes(text, table),
+            Field::Other(kind) => self.kind_passes(*kind),
+            Field::Absent => true,
+        }
+    }
 }
 
 /// One slot per [`KnownName`], `Other` included.
@@ -61,6 +193,9 @@ const KNOWN_SLOTS: usize = KnownName::NAMED.len() + 1;
 
 /// What a profile says of one member name.
 #[derive(Debug, Clone, PartialEq, Eq)]
+// The entries sit in a table built once per profile and are read in place; a boxed rule
+// would cost the clean walk a pointer more per value set.
+#[allow(clippy::large_enum_variant)]
 pub enum MemberEntry {
     /// Accepted on input, with what its value must be.
     Accepted(MemberRule),
@@ -77,9 +212,15 @@ pub struct MemberRule {
     /// Whether a string value has anything more to pass (a length, a set of values).
     checks_text: bool,
     one_of: Option<Vec<String>>,
+    /// `one_of` as a set (empty when there is none).
+    one_of_set: TextSet,
     max_length: Option<usize>,
     min_length: Option<usize>,
     parts: Option<Vec<String>>,
+    /// `parts` as a set, and the position in the profile's part tables of each (`None`: not
+    /// described), in `parts`' order.
+    part_set: TextSet,
+    part_tables: Vec<Option<usize>>,
     source: String,
 }
 
@@ -165,6 +306,9 @@ impl ItemProfile {
                 }
             }
         }
+        for members in items.values_mut() {
+            members.set_part_tables(&parts);
+        }
         let mut call_without_output = None;
         for (rule, source) in file.rules {
             match rule.as_str() {
@@ -213,6 +357,11 @@ impl ItemProfile {
         self.parts.get(kind)
     }
 
+    /// The part table at a position [`MemberRule::part_table_of`] gave.
+    pub(crate) fn part_at(&self, at: usize) -> &Members {
+        self.parts.value_at(at)
+    }
+
     /// The source of the `call_without_output` rule, when the profile has it.
     pub fn call_without_output(&self) -> Option<&str> {
         self.call_without_output.as_deref()
@@ -236,6 +385,26 @@ impl Members {
             u8::MAX => None,
             at => Some((usize::from(at), self.names.value_at(usize::from(at)))),
         }
+    }
+
+    /// The compiled rule of a name the readers tell apart ([`KnownName::Other`]'s has no bit).
+    #[inline]
+    pub(crate) fn known_rule(&self, known: KnownName) -> &KnownRule {
+        &self.known_rules[known as usize]
+    }
+
+    /// The rule of the accepted member at `at` (a [`KnownRule`]'s position).
+    pub(crate) fn rule_at(&self, at: usize) -> Option<&MemberRule> {
+        match self.names.value_at(at) {
+            MemberEntry::Accepted(rule) => Some(rule),
+            MemberEntry::Refused(_) => None,
+        }
+    }
+
+    fn one_of_at(&self, at: u8) -> &TextSet {
+        static NONE: TextSet = TextSet::new();
+        self.rule_at(usize::from(at))
+            .map_or(&NONE, |rule| &rule.one_of_set)
     }
 
     /// The required members as a set of positions (`entry_of`'s), when they all fit in 64 bits.
@@ -272,6 +441,20 @@ impl Members {
         self
     }
 
+    /// Tells each part list rule where its part types' tables are among `parts`.
+    fn set_part_tables(&mut self, parts: &NameTable<Members>) {
+        for entry in self.names.values_mut() {
+            if let MemberEntry::Accepted(rule) = entry {
+                rule.part_tables = rule
+                    .parts
+                    .iter()
+                    .flatten()
+                    .map(|kind| parts.find(kind).map(|(at, _)| at))
+                    .collect();
+            }
+        }
+    }
+
     fn accepted_rules(&self) -> impl Iterator<Item = (&str, &MemberRule)> {
         self.names.iter().filter_map(|(name, entry)| match entry {
             MemberEntry::Accepted(rule) => Some((name, rule)),
@@ -289,6 +472,16 @@ impl MemberRule {
     /// The part types this member may hold, when it is a part list.
     pub fn parts(&self) -> Option<&[String]> {
         self.parts.as_deref()
+    }
+
+    /// The part table (its position among the profile's part tables) of a part type this
+    /// member may hold: `Some(None)` for an accepted type the profile does not describe,
+    /// `None` for a type not accepted here.
+    #[inline]
+    pub(crate) fn part_table_of(&self, kind: &str) -> Option<Option<usize>> {
+        self.part_set
+            .position(kind)
+            .map(|at| self.part_tables.get(at).copied().flatten())
     }
 
     /// Where the rule comes from.
@@ -450,9 +643,12 @@ impl file::Members {
                     checks_text: rule.one_of.is_some()
                         || rule.max_length.is_some()
                         || rule.min_length.is_some(),
+                    one_of_set: TextSet::of(rule.one_of.iter().flatten().map(String::as_str)),
                     one_of: rule.one_of,
                     max_length: rule.max_length,
                     min_length: rule.min_length,
+                    part_set: TextSet::of(rule.parts.iter().flatten().map(String::as_str)),
+                    part_tables: Vec::new(),
                     parts: rule.parts,
                     source: rule.source,
                 }),
@@ -474,14 +670,19 @@ impl file::Members {
                 _ => None,
             });
         let mut by_known = [u8::MAX; KNOWN_SLOTS];
+        let mut known_rules = [KnownRule::default(); KNOWN_SLOTS];
         for known in KnownName::NAMED {
-            if let Some((at, _)) = names.find(known.as_str()) {
+            if let Some((at, entry)) = names.find(known.as_str()) {
                 by_known[known as usize] = u8::try_from(at).unwrap_or(u8::MAX);
+                if let MemberEntry::Accepted(rule) = entry {
+                    known_rules[known as usize] = KnownRule::of(at, rule).unwrap_or_default();
+                }
             }
         }
         Ok(Members {
             names,
             by_known,
+            known_rules,
             own_type_accepted: false,
             required_bits,
             required: self.required.into_iter().collect(),
@@ -539,6 +740,53 @@ mod tests {
         assert!(openai.part("output_text").unwrap().accepted("parsed").is_none());
         assert!(openai.call_without_output().is_some());
         assert!(openai.source().contains("f85dbe2"), "{}", openai.source());
+    }
+
+    #[test]
+    fn compiled_rules_pass_only_what_their_rules_pass() {
+        let openai = ItemProfile::built_in("openai").unwrap();
+        let message = openai.item("message").unwrap();
+        let role = message.known_rule(KnownName::Role);
+        assert_ne!(role.bit, 0);
+        assert!(role.text_passes("user", message) && role.written_passes(r#""user""#, message));
+        assert!(!role.text_passes("usex", message) && !role.text_passes("use", message));
+        // Escaped text is not compared as written: the full rule decodes it.
+        assert!(!role.written_passes(r#""us\u0065r""#, message));
+        assert!(!role.kind_passes(JsonKind::Null) && !role.json_passes("null", message));
+        let output = openai.item("function_call_output").unwrap();
+        let call_id = output.known_rule(KnownName::CallId);
+        for (text, passes) in [
+            ("", false),
+            ("a", true),
+            (&"a".repeat(64), true),
+            (&"a".repeat(65), false),
+        ] {
+            assert_eq!(call_id.text_passes(text, output), passes, "{text}");
+            assert_eq!(
+                call_id.written_passes(&format!("\"{text}\""), output),
+                passes,
+                "{text}"
+            );
+        }
+        // 64 characters in 128 bytes: within the limit, but only counting tells.
+        assert!(!call_id.text_passes(&"é".repeat(64), output));
+        assert!(call_id.kind_passes(JsonKind::Null) && call_id.json_passes("null", output));
+        assert_eq!(output.known_rule(KnownName::Other).bit, 0);
+        assert_eq!(
+            openai
+                .item("reasoning")
+                .unwrap()
+                .known_rule(KnownName::Status)
+                .bit,
+            0,
+            "refused"
+        );
+        // A set with a value the walk cannot compare as written is left to the full rule.
+        let quoted = r#"{"profile":"x","source":"s","items":{"message":{"accepted":{"role":{"enum":["a\"b"],"source":"s"},"status":{"enum":["a"],"max_length":3,"source":"s"}},"required":{},"refused":{}}},"parts":{}}"#;
+        let quoted = ItemProfile::from_json("x", quoted).unwrap();
+        let table = quoted.item("message").unwrap();
+        assert_eq!(table.known_rule(KnownName::Role).bit, 0);
+        assert_eq!(table.known_rule(KnownName::Status).bit, 0);
     }
 
     #[test]

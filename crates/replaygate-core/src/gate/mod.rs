@@ -36,6 +36,7 @@ pub mod shape;
 pub mod strip;
 #[cfg(test)]
 mod tests_repair_props;
+mod text_set;
 mod tool_rules;
 pub mod verdict;
 

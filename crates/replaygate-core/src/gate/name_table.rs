@@ -115,6 +115,11 @@ impl<V> NameTable<V> {
         }
     }
 
+    /// The values, in insertion order, to change.
+    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        self.values.iter_mut()
+    }
+
     /// The names and values, in insertion order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
         self.names.iter().map(|n| &**n).zip(&self.values)

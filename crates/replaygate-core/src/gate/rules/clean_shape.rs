@@ -4,26 +4,48 @@
 //! Nearly every item a provider is sent is clean, and proving that needs none of what makes a
 //! finding (positions, paths, messages, characters counted, escapes decoded). This walk answers
 //! `true` only when [`super::item_shape::check`] would find nothing, and `false` whenever it
-//! might find something, which then goes to that check for its findings.
+//! might find something, which then goes to that check for its findings. The rules judge
+//! all the items of a request this way before they take them one by one.
 
+use crate::gate::field::{JsonKind, RawField};
 use crate::gate::item::Item;
-use crate::gate::item_profile::{ItemProfile, MemberEntry, Members};
-use crate::gate::shape::{KnownName, ListValue, Member, MemberValue, Part, Shape};
+use crate::gate::item_profile::{ItemProfile, KnownRule, MemberEntry, MemberRule, Members};
+use crate::gate::shape::{KnownName, ListValue, Member, MemberValue, Part, Shape, ValueView};
 
 use super::item_shape::{type_needs_no_check, view};
+
+/// Whether each of `items` is plainly clean under `profile` (an item of a type the profile
+/// does not describe is: there is nothing to check). All the items in one call, so what the
+/// walk sets up is set up once.
+pub(super) fn clean_items(items: &[Item<'_>], shape: &Shape<'_>, profile: &ItemProfile) -> Vec<bool> {
+    items
+        .iter()
+        .map(|item| {
+            let Some(table) = profile.item_of(item.class) else {
+                return true;
+            };
+            let clean = is_clean(item, table, shape, profile);
+            // Under test, every item the fast path passes is checked in full as well.
+            #[cfg(debug_assertions)]
+            if clean {
+                let mut findings = Vec::new();
+                super::item_shape::findings_of(item, table, shape, profile, &mut findings);
+                assert!(
+                    findings.is_empty(),
+                    "the fast path passed an item with findings: {findings:?}"
+                );
+            }
+            clean
+        })
+        .collect()
+}
 
 /// Whether `item`, whose class has the profile's `table`, is plainly clean: every member
 /// accepted and written once, every value passing its rule, every part list holding parts of
 /// accepted types with accepted members, no required member missing.
+#[inline]
 pub(super) fn is_clean(item: &Item<'_>, table: &Members, shape: &Shape<'_>, profile: &ItemProfile) -> bool {
-    let own_type = type_needs_no_check(item, table);
-    let Some(seen) = members_clean(
-        item,
-        shape.members_of(item),
-        table,
-        own_type,
-        Some((shape, profile)),
-    ) else {
+    let Some(seen) = members_clean(item, table, shape, profile) else {
         return false;
     };
     table
@@ -31,70 +53,147 @@ pub(super) fn is_clean(item: &Item<'_>, table: &Members, shape: &Shape<'_>, prof
         .is_some_and(|required| required & !seen == 0)
 }
 
-/// The members' positions in `table` as bits, when every member is accepted, written once and
-/// has a value its rule plainly passes (and, with `parts`, each part list is clean).
-#[inline]
-fn members_clean(
-    item: &Item<'_>,
-    members: &[Member<'_>],
-    table: &Members,
-    own_type: bool,
-    parts: Option<(&Shape<'_>, &ItemProfile)>,
-) -> Option<u64> {
+/// The item's members' positions in `table` as bits, when every member is accepted, written
+/// once and has a value its rule plainly passes, and each part list is clean.
+///
+/// A name the readers tell apart is checked by its compiled rule ([`KnownRule`]), inline;
+/// another name is looked up in the table and checked by its rule.
+#[inline(always)]
+fn members_clean(item: &Item<'_>, table: &Members, shape: &Shape<'_>, profile: &ItemProfile) -> Option<u64> {
+    let own_type = type_needs_no_check(item, table);
     let mut seen = 0u64;
-    for member in members {
-        let Some((at, MemberEntry::Accepted(rule))) = table.entry_of(member) else {
-            return None;
-        };
-        let bit = 1u64.checked_shl(u32::try_from(at).ok()?)?;
-        if seen & bit != 0 {
+    for member in shape.members_of(item) {
+        let known = table.known_rule(member.known);
+        if known.bit == 0 {
+            seen = looked_up_member_clean(item, member, table, seen, shape, profile)?;
+            continue;
+        }
+        if seen & known.bit != 0 {
             return None;
         }
-        seen |= bit;
+        seen |= known.bit;
         if own_type && member.known == KnownName::Type {
             continue;
         }
-        if !rule.passes(&view(item, member)) {
-            return None;
-        }
-        if let (Some((shape, profile)), Some(accepted), MemberValue::List(ListValue::Parts(range))) =
-            (parts, rule.parts(), &member.value)
-        {
-            if !parts_clean(item, shape.parts(range), accepted, shape, profile) {
-                return None;
+        let passes = match &member.value {
+            MemberValue::InItem => kept_member_passes(item, member, known, table),
+            MemberValue::Raw(raw) => known.json_passes(raw.get(), table),
+            MemberValue::List(ListValue::Encoded(written)) => known.written_passes(written, table),
+            MemberValue::List(ListValue::Other(kind)) => known.kind_passes(*kind),
+            MemberValue::List(ListValue::Parts(range)) => {
+                let rule = table.rule_at(known.at())?;
+                known.kind_passes(JsonKind::Array)
+                    && (rule.parts().is_none() || parts_clean(shape.parts(range), rule, shape, profile))
             }
+            MemberValue::List(ListValue::Text(_)) => {
+                let rule = table.rule_at(known.at())?;
+                rule.passes(&view(item, member))
+            }
+        };
+        if !passes {
+            return None;
         }
     }
     Some(seen)
 }
 
-/// Whether every part is an object of an accepted part type whose members are clean (a part
-/// has no required members, and its own part lists are not looked into).
-fn parts_clean(
+/// [`members_clean`] for a member the item reader keeps: its value read from the item.
+#[inline(always)]
+fn kept_member_passes(item: &Item<'_>, member: &Member<'_>, known: &KnownRule, table: &Members) -> bool {
+    // The member's field is chosen first and read at one place after (reading each field in
+    // its own arm has the compiler read them all before the walk begins).
+    let field = match member.known {
+        KnownName::Type => &item.kind,
+        KnownName::Id => &item.id,
+        KnownName::CallId => &item.call_id,
+        KnownName::Name => &item.name,
+        KnownName::Status => &item.status,
+        KnownName::Role => &item.role,
+        KnownName::Arguments => {
+            return match item.arguments {
+                RawField::Str(written) => known.written_passes(written, table),
+                RawField::Other(kind) => known.kind_passes(kind),
+                RawField::Absent => true,
+            }
+        }
+        _ => {
+            return table
+                .rule_at(known.at())
+                .is_some_and(|rule| rule.passes(&view(item, member)))
+        }
+    };
+    known.field_passes(field, table)
+}
+
+/// [`members_clean`] for a member without a compiled rule: found in the table by its name;
+/// `seen` with its bit added when it is accepted, new, and passes.
+#[cold]
+fn looked_up_member_clean(
     item: &Item<'_>,
-    parts: &[Part<'_>],
-    accepted: &[String],
+    member: &Member<'_>,
+    table: &Members,
+    seen: u64,
     shape: &Shape<'_>,
     profile: &ItemProfile,
-) -> bool {
+) -> Option<u64> {
+    let Some((at, MemberEntry::Accepted(rule))) = table.entry_of(member) else {
+        return None;
+    };
+    let bit = 1u64.checked_shl(u32::try_from(at).ok()?)?;
+    if seen & bit != 0 || !rule.passes(&view(item, member)) {
+        return None;
+    }
+    if let (Some(_), MemberValue::List(ListValue::Parts(range))) = (rule.parts(), &member.value) {
+        if !parts_clean(shape.parts(range), rule, shape, profile) {
+            return None;
+        }
+    }
+    Some(seen | bit)
+}
+
+/// Whether every part is an object of a type `rule` accepts whose members are clean (a part
+/// has no required members, and its own part lists are not looked into).
+#[inline(never)]
+fn parts_clean(parts: &[Part<'_>], rule: &MemberRule, shape: &Shape<'_>, profile: &ItemProfile) -> bool {
     parts.iter().all(|part| {
         let Some(kind) = part.kind.as_str().filter(|_| part.is_object) else {
             return false;
         };
-        if !accepted.iter().any(|p| p == kind) {
+        match rule.part_table_of(kind) {
+            None => false,
+            Some(None) => true,
+            Some(Some(at)) => part_members_clean(shape.members_of_part(part), profile.part_at(at)),
+        }
+    })
+}
+
+/// [`members_clean`] for a part's members, which the reading keeps as written.
+fn part_members_clean(members: &[Member<'_>], table: &Members) -> bool {
+    let own_type = table.accepts_own_type();
+    let mut seen = 0u64;
+    for member in members {
+        let MemberValue::Raw(raw) = &member.value else {
+            return false;
+        };
+        let known = table.known_rule(member.known);
+        let (bit, passes) = if known.bit == 0 {
+            let Some((at, MemberEntry::Accepted(rule))) = table.entry_of(member) else {
+                return false;
+            };
+            let Some(bit) = u32::try_from(at).ok().and_then(|at| 1u64.checked_shl(at)) else {
+                return false;
+            };
+            (bit, rule.passes(&ValueView::of_raw(raw)))
+        } else {
+            let skip = own_type && member.known == KnownName::Type;
+            (known.bit, skip || known.json_passes(raw.get(), table))
+        };
+        if !passes || seen & bit != 0 {
             return false;
         }
-        profile.part(kind).is_none_or(|table| {
-            members_clean(
-                item,
-                shape.members_of_part(part),
-                table,
-                table.accepts_own_type(),
-                None,
-            )
-            .is_some()
-        })
-    })
+        seen |= bit;
+    }
+    true
 }
 
 #[cfg(test)]
@@ -170,6 +269,14 @@ mod tests {
                 r#"{{"input":[{{"type":"function_call","call_id":"{call_id}","name":"f","arguments":"{{}}","status":{status}}}]}}"#
             )
         };
+        let message = |phase: &str| {
+            format!(r#"{{"input":[{{"type":"message","role":"assistant","phase":{phase},"content":"hi"}}]}}"#)
+        };
+        let output = |call_id: &str, text: &str| {
+            format!(
+                r#"{{"input":[{{"type":"function_call_output","call_id":"{call_id}","output":"{text}"}}]}}"#
+            )
+        };
         let e64 = "é".repeat(64);
         for (body, fast, clean) in [
             (call("call_1", r#""completed""#), true, true),
@@ -181,6 +288,16 @@ mod tests {
             (call("call_1", r#""\u0063ompleted""#), true, true),
             (call("call_1", r#""done""#), false, false),
             (call("call_1", "1"), false, false),
+            // A string kept as written: a value from a set compared as written, a length told
+            // from its written bytes.
+            (message(r#""commentary""#), true, true),
+            (message(r#""comm\u0065ntary""#), false, true),
+            (message(r#""Commentary""#), false, false),
+            (message("null"), true, true),
+            (message("7"), false, false),
+            (output("call_1", "o"), true, true),
+            (output("", "o"), false, false),
+            (output("call_1", &"o".repeat(10)), true, true),
         ] {
             let [(got_fast, findings)] = both_ways(&body, ItemsAt::Input).try_into().unwrap();
             assert_eq!(

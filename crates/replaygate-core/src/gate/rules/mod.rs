@@ -183,6 +183,12 @@ pub fn judge(
         None => Vec::new(),
     };
     let mut shape_findings = Vec::new();
+    // Nearly every item is plainly clean: told for all of them at once, and only the others
+    // are checked in full.
+    let clean = match item_profile {
+        Some(profile) => clean_shape::clean_items(items, &request.shape, profile),
+        None => Vec::new(),
+    };
     for (index, item) in items.iter().enumerate() {
         // Pairing sees every item, so later outputs find their calls.
         let paired = match &steps {
@@ -214,7 +220,9 @@ pub fn judge(
         }
         if let Some(profile) = item_profile.filter(|_| shape_checked) {
             shape_findings.clear();
-            item_shape::check(item, &request.shape, profile, &mut shape_findings);
+            if !clean.get(index).copied().unwrap_or(false) {
+                item_shape::check(item, &request.shape, profile, &mut shape_findings);
+            }
             let valued = shape_findings
                 .first()
                 .is_some_and(|f| f.reason == Reason::ItemValue);
