@@ -40,7 +40,10 @@ mod hex_digest {
     use serde::{de::Error, Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(digest: &[u8; 32], serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&hex::encode(digest))
+        // Written into a buffer on the stack: no allocation, no character at a time.
+        let mut text = [0u8; 64];
+        hex::encode_to_slice(digest, &mut text).map_err(serde::ser::Error::custom)?;
+        serializer.serialize_str(std::str::from_utf8(&text).map_err(serde::ser::Error::custom)?)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<[u8; 32], D::Error> {
@@ -147,6 +150,34 @@ fn message_text(parts: &[Value]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_digest_is_stored_as_64_lowercase_hex_digits_and_read_back() {
+        let mut digest = [0u8; 32];
+        for (i, byte) in digest.iter_mut().enumerate() {
+            *byte = (i as u8).wrapping_mul(37) ^ 0xa5;
+        }
+        let item = ItemRecord {
+            id: Some("fc_1".to_owned()),
+            item_type: "function_call".to_owned(),
+            call_id: None,
+            digest,
+            has_encrypted_content: false,
+        };
+        let stored = serde_json::to_value(&item).unwrap();
+        let text = stored["digest"].as_str().unwrap();
+        assert_eq!(text.len(), 64);
+        assert!(
+            text.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+            "{text}"
+        );
+        assert_eq!(&text[..4], "a580", "{text}");
+        let read: ItemRecord = serde_json::from_str(&stored.to_string()).unwrap();
+        assert_eq!(read, item);
+        let bad = stored.to_string().replace(text, "zz");
+        assert!(serde_json::from_str::<ItemRecord>(&bad).is_err());
+    }
 
     fn record(json: &str) -> Option<ItemRecord> {
         let raw: Box<RawValue> = serde_json::from_str(json).unwrap();
