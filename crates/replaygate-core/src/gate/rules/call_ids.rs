@@ -88,7 +88,7 @@ impl<'r> CallIndex<'r> {
     /// pairing, if anything. Every item goes through here, so later outputs see it.
     pub(super) fn pair(&mut self, index: usize, item: &'r Item<'_>) -> Option<Finding> {
         let step = self.step(index, item);
-        self.judge(item, step)
+        self.judge(item, &step)
     }
 
     /// Pairs every item of `items` in input order before any is judged: each item's step, to
@@ -103,8 +103,8 @@ impl<'r> CallIndex<'r> {
     }
 
     /// What is wrong with the pairing `step` of `item`, if anything.
-    pub(super) fn judge(&self, item: &Item<'_>, step: Step<'r>) -> Option<Finding> {
-        match step {
+    pub(super) fn judge(&self, item: &Item<'_>, step: &Step<'r>) -> Option<Finding> {
+        match *step {
             Step::Neither | Step::Call { repeats: None, .. } => None,
             Step::Call {
                 call_id,
@@ -267,7 +267,7 @@ mod tests {
         let paired_first: Vec<Option<Finding>> = items
             .iter()
             .zip(steps)
-            .map(|(item, step)| index.judge(item, step))
+            .map(|(item, step)| index.judge(item, &step))
             .collect();
         assert_eq!(in_turn, paired_first, "{json}");
         in_turn.into_iter().map(|f| f.map(|f| f.reason)).collect()

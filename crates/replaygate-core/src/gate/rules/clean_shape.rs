@@ -109,13 +109,7 @@ fn kept_member_passes(item: &Item<'_>, member: &Member<'_>, known: &KnownRule, t
         KnownName::Name => &item.name,
         KnownName::Status => &item.status,
         KnownName::Role => &item.role,
-        KnownName::Arguments => {
-            return match item.arguments {
-                RawField::Str(written) => known.written_passes(written, table),
-                RawField::Other(kind) => known.kind_passes(kind),
-                RawField::Absent => true,
-            }
-        }
+        KnownName::Arguments => return raw_field_passes(&item.arguments, known, table),
         _ => {
             return table
                 .rule_at(known.at())
@@ -123,6 +117,17 @@ fn kept_member_passes(item: &Item<'_>, member: &Member<'_>, known: &KnownRule, t
         }
     };
     known.field_passes(field, table)
+}
+
+/// [`kept_member_passes`] for `arguments`, kept as written. Out of line: inlined, the compiler
+/// prepares its test before the walk of every item, arguments or not.
+#[inline(never)]
+fn raw_field_passes(field: &RawField<'_>, known: &KnownRule, table: &Members) -> bool {
+    match *field {
+        RawField::Str(written) => known.written_passes(written, table),
+        RawField::Other(kind) => known.kind_passes(kind),
+        RawField::Absent => true,
+    }
 }
 
 /// [`members_clean`] for a member without a compiled rule: found in the table by its name;

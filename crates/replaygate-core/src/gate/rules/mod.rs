@@ -183,16 +183,22 @@ pub fn judge(
         None => Vec::new(),
     };
     let mut shape_findings = Vec::new();
-    // Nearly every item is plainly clean: told for all of them at once, and only the others
-    // are checked in full.
-    let clean = match item_profile {
-        Some(profile) => clean_shape::clean_items(items, &request.shape, profile),
+    // Nearly every item has nothing for the profile's rules to say (plainly clean, and not a
+    // call left unanswered): told for all of them at once; only the others are checked in full.
+    let quiet = match item_profile {
+        Some(profile) => {
+            let mut quiet = clean_shape::clean_items(items, &request.shape, profile);
+            for (quiet, unanswered) in quiet.iter_mut().zip(&unanswered) {
+                *quiet &= !unanswered;
+            }
+            quiet
+        }
         None => Vec::new(),
     };
     for (index, item) in items.iter().enumerate() {
         // Pairing sees every item, so later outputs find their calls.
         let paired = match &steps {
-            Some(steps) => pairing.judge(item, steps[index]),
+            Some(steps) => pairing.judge(item, &steps[index]),
             None => pairing.pair(index, item),
         };
         let finding = match item.class {
@@ -218,11 +224,10 @@ pub fn judge(
                 violation(request.at, index, item, finding, action)
             });
         }
-        if let Some(profile) = item_profile.filter(|_| shape_checked) {
+        let quiet = quiet.get(index).copied().unwrap_or(false);
+        if let Some(profile) = item_profile.filter(|_| shape_checked && !quiet) {
             shape_findings.clear();
-            if !clean.get(index).copied().unwrap_or(false) {
-                item_shape::check(item, &request.shape, profile, &mut shape_findings);
-            }
+            item_shape::check(item, &request.shape, profile, &mut shape_findings);
             let valued = shape_findings
                 .first()
                 .is_some_and(|f| f.reason == Reason::ItemValue);
