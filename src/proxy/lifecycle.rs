@@ -1,4 +1,4 @@
-//! The life of one request: the phases of [`super::phases`] in order (authenticate, route,
+//! The life of one request: the phases of `super::phases` in order (authenticate, route,
 //! limit the rate, read the body, judge, forward, answer) over the configuration snapshot the
 //! request started with, then the log phase: the access line, written when the answer's body
 //! ends.

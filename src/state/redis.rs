@@ -291,8 +291,8 @@ fn from_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreErr
 
 /// The GCRA of the `redis` backend, the same as the local limiter's (governor's
 /// `Quota::per_minute(n)`): one request per emission interval `T` = 60 s / n, and a burst of
-/// n (the tolerance is `T` × (n − 1)). KEYS[1] holds the theoretical arrival time (TAT), in
-/// microseconds of Redis server time; ARGV[1] is `T` and ARGV[2] the tolerance, in
+/// n (the tolerance is `T` × (n − 1)). `KEYS[1]` holds the theoretical arrival time (TAT), in
+/// microseconds of Redis server time; `ARGV[1]` is `T` and `ARGV[2]` the tolerance, in
 /// microseconds. Returns 0 when the request is counted, else how many microseconds until one
 /// would be (a refused request is not counted).
 pub const GCRA_SCRIPT: &str = r#"

@@ -2,10 +2,10 @@
 //! `/{provider}/v1/responses`) is proxied to the provider's WebSocket endpoint, and every
 //! `response.create` message on it is gated like a POST body.
 //!
-//! - [`handshake`]: recognising the upgrade, answering it, opening the provider's socket.
-//! - [`relay`]: the loop that carries messages both ways, judging the client's.
-//! - [`message`]: which client messages are judged, and the error events.
-//! - [`turns`]: the socket's memory of its earlier turns, which later messages continue.
+//! - `handshake`: recognising the upgrade, answering it, opening the provider's socket.
+//! - `relay`: the loop that carries messages both ways, judging the client's.
+//! - `message`: which client messages are judged, and the error events.
+//! - `turns`: the socket's memory of its earlier turns, which later messages continue.
 //!
 //! The upgrade is authenticated, rate limited and routed as a request is, and holds one
 //! in-flight permit for the socket's life. With a provider prefix the provider's socket is

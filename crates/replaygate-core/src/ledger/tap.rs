@@ -18,7 +18,7 @@
 //!   with an id seen; `response.failed`, `response.incomplete` or `error` first, or a stream
 //!   that ends before, record nothing. Events after the first terminal one are ignored.
 //! - Either way: an item that is not an object with a string `type` (see
-//!   [`item_record`](super::item_record)), more than [`TapLimits::max_items`] items, or an id,
+//!   [`super::item_record`]), more than [`TapLimits::max_items`] items, or an id,
 //!   model, item type or `call_id` longer than [`MAX_ID_BYTES`] record nothing: a record,
 //!   when made, holds every output item. A `null` item is skipped.
 //!

@@ -2,7 +2,7 @@
 //!
 //! Schemas come from clients, so they are compiled offline (a remote `$ref` is an error, never a
 //! fetch), with a linear-time regular-expression engine, under a size limit, and only when
-//! their unfolded size (see [`cost`]) is bounded. That size is also what validating against
+//! their unfolded size (see `cost`) is bounded. That size is also what validating against
 //! the schema costs in a request's work budget.
 
 mod cost;
@@ -139,7 +139,7 @@ fn compile(source: &str) -> Result<Compiled, String> {
     })
 }
 
-/// The most subschemas a tool schema may unfold to (see [`cost`]); real tool schemas unfold to
+/// The most subschemas a tool schema may unfold to (see `cost`); real tool schemas unfold to
 /// hundreds at most, and validating a value against this many takes about a millisecond.
 pub const MAX_UNFOLDED_SUBSCHEMAS: u64 = 20_000;
 
