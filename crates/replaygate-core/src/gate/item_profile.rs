@@ -99,7 +99,7 @@ impl KnownRule {
     fn of(at: usize, rule: &MemberRule) -> Option<KnownRule> {
         let bit = 1u64.checked_shl(u32::try_from(at).ok()?)?;
         let fewest = |per_char: usize| match rule.min_length {
-            Some(min) if min > 0 => min.checked_mul(per_char).map(|bytes| bytes + 1 - per_char),
+            Some(min) if min > 0 => min.checked_mul(per_char).map(|bytes| bytes - (per_char - 1)),
             _ => Some(0),
         };
         let text = match (&rule.one_of, rule.max_length, rule.min_length) {
@@ -781,12 +781,15 @@ mod tests {
             0,
             "refused"
         );
-        // A set with a value the walk cannot compare as written is left to the full rule.
-        let quoted = r#"{"profile":"x","source":"s","items":{"message":{"accepted":{"role":{"enum":["a\"b"],"source":"s"},"status":{"enum":["a"],"max_length":3,"source":"s"}},"required":{},"refused":{}}},"parts":{}}"#;
+        // A set with a value the walk cannot compare as written, or a set with a length, is
+        // left to the full rule.
+        let quoted = r#"{"profile":"x","source":"s","items":{"message":{"accepted":{"role":{"enum":["a\"b"],"source":"s"},"status":{"enum":["a"],"max_length":3,"source":"s"},"name":{"min_length":18446744073709551615,"source":"s"}},"required":{},"refused":{}}},"parts":{}}"#;
         let quoted = ItemProfile::from_json("x", quoted).unwrap();
         let table = quoted.item("message").unwrap();
         assert_eq!(table.known_rule(KnownName::Role).bit, 0);
         assert_eq!(table.known_rule(KnownName::Status).bit, 0);
+        // A length whose byte bound does not fit is left to the full rule too.
+        assert_eq!(table.known_rule(KnownName::Name).bit, 0);
     }
 
     #[test]
