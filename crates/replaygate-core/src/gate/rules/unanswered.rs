@@ -32,3 +32,37 @@ pub(super) fn message(item: &Item<'_>, source: &str) -> String {
         None => format!("this function_call has no output in input, and a later message starts a new turn ({source})"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::gate::verdict::Reason;
+    use crate::gate::{Gate, ItemProfile, ProviderProfile, Target};
+
+    fn reasons(input: &str) -> Vec<(Reason, Option<usize>)> {
+        let body = format!(
+            r#"{{"tools":[{{"type":"function","name":"f","parameters":{{"type":"object"}}}}],"input":[{input}]}}"#
+        );
+        let openai = ProviderProfile::own_namespace("openai")
+            .with_item_profile(Some(ItemProfile::built_in("openai").unwrap()));
+        let verdict = Gate::default()
+            .check(body.as_bytes(), &Target::provider(&openai))
+            .unwrap();
+        verdict.violations.iter().map(|v| (v.reason, v.index)).collect()
+    }
+
+    #[test]
+    fn a_clean_call_left_unanswered_before_a_new_turn_is_found() {
+        // The call itself has a clean shape: the fast path passes it, and the rule must still
+        // see that no output answers it.
+        let call = r#"{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}"#;
+        let output = r#"{"type":"function_call_output","call_id":"c","output":"ok"}"#;
+        let user = r#"{"role":"user","content":"next"}"#;
+        assert_eq!(
+            reasons(&format!("{call},{user}")),
+            [(Reason::CallWithoutOutput, Some(0))]
+        );
+        assert_eq!(reasons(&format!("{call},{output},{user}")), []);
+        // The last turn's call may still wait for its output.
+        assert_eq!(reasons(&format!("{user},{call}")), []);
+    }
+}
