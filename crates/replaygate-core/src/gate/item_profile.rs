@@ -306,8 +306,10 @@ impl ItemProfile {
                 }
             }
         }
-        for members in items.values_mut() {
-            members.set_part_tables(&parts);
+        // Every part list (of an item or of a part) knows where its part types' tables are.
+        let part_tables = parts.clone();
+        for members in items.values_mut().chain(parts.values_mut()) {
+            members.set_part_tables(&part_tables);
         }
         let mut call_without_output = None;
         for (rule, source) in file.rules {
@@ -522,10 +524,10 @@ impl MemberRule {
             && self
                 .min_length
                 .is_none_or(|min| value.fewest_chars().is_none_or(|fewest| fewest >= min))
-            && self.one_of.as_ref().is_none_or(|values| {
+            && self.one_of.as_ref().is_none_or(|_| {
                 value
                     .plain_text()
-                    .is_some_and(|text| values.iter().any(|v| v == text))
+                    .is_some_and(|text| self.one_of_set.contains(text))
             })
     }
 
@@ -555,7 +557,7 @@ impl MemberRule {
         }
         if let Some(values) = &self.one_of {
             if let Some(text) = value.text() {
-                if !values.iter().any(|v| *v == text) {
+                if !self.one_of_set.contains(&text) {
                     return Some(format!("is `{}`; it must be one of: {}", text, values.join(", ")));
                 }
             }

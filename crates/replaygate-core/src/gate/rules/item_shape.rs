@@ -245,7 +245,7 @@ fn check_parts(
                 ))
             }
         };
-        if !accepted_parts.iter().any(|p| p == kind) {
+        let Some(part_table) = rule.part_table_of(kind) else {
             return Some(value_problem(
                 "type",
                 at(),
@@ -256,8 +256,9 @@ fn check_parts(
                     accepted_parts.join(", ")
                 ),
             ));
-        }
-        let Some(part_table) = profile.part(kind) else {
+        };
+        // An accepted part type the profile does not describe has nothing more to check.
+        let Some(part_table) = part_table.map(|at| profile.part_at(at)) else {
             continue;
         };
         let part_members = shape.members_of_part(part);
