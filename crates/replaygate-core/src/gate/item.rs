@@ -59,6 +59,38 @@ pub struct Item<'a> {
     /// Where the item's members are in the request's [`Shape`] (every member, in the order
     /// written), for item profiles.
     pub members: std::ops::Range<u32>,
+    /// Whether the item's members are all kept here but its part lists, for item profiles.
+    pub layout: MemberLayout,
+}
+
+/// How an item's members were written, for the item profiles' clean walk: an item whose
+/// members are all kept in the [`Item`] (each written once, as the reader holds them to) is
+/// tested field by field, with only its part lists looked up among its members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberLayout {
+    /// A member is neither kept in the item nor a part list (another name, `summary`,
+    /// `tool_calls`): the walk looks at every member.
+    Mixed,
+    /// Every member is kept in the item but `content` and `output`, whose positions among
+    /// the item's members are these (`u8::MAX`: absent).
+    Kept {
+        /// The part lists' positions.
+        lists: [u8; 2],
+    },
+}
+
+impl MemberLayout {
+    /// The positions of a [`MemberLayout::Kept`] item's part lists among its members.
+    pub fn lists(&self) -> impl Iterator<Item = usize> + '_ {
+        let lists: &[u8] = match self {
+            MemberLayout::Mixed => &[],
+            MemberLayout::Kept { lists } => lists,
+        };
+        lists
+            .iter()
+            .filter(|&&at| at != u8::MAX)
+            .map(|&at| usize::from(at))
+    }
 }
 
 /// A member's exact JSON text, which debug output shows by its length only (it may be a
@@ -157,7 +189,6 @@ fn classify_type(kind: &str) -> ItemClass {
 }
 
 /// The members read from an item object, before it is classified.
-#[derive(Default)]
 struct Members<'a> {
     kind: Option<Field<'a>>,
     id: Option<Field<'a>>,
@@ -171,6 +202,29 @@ struct Members<'a> {
     tool_calls: Option<IgnoredAny>,
     encrypted_content: Option<Opaque<'a>>,
     others: usize,
+    /// Where `content` and `output` were written among the members (`u8::MAX`: not yet, or
+    /// past the 255th member).
+    lists: [u8; 2],
+}
+
+impl Default for Members<'_> {
+    fn default() -> Self {
+        Members {
+            kind: None,
+            id: None,
+            call_id: None,
+            name: None,
+            status: None,
+            role: None,
+            arguments: None,
+            content: None,
+            output: None,
+            tool_calls: None,
+            encrypted_content: None,
+            others: 0,
+            lists: [u8::MAX; 2],
+        }
+    }
 }
 
 impl<'a> Members<'a> {
@@ -200,6 +254,16 @@ impl<'a> Members<'a> {
             }
             Field::Other(_) => return Err("an item's `type` must be a string"),
         };
+        let kept = |list: &Option<ListValue<'_>>, at: u8| list.is_none() || at != u8::MAX;
+        let layout = if self.others == 0
+            && self.tool_calls.is_none()
+            && kept(&self.content, self.lists[0])
+            && kept(&self.output, self.lists[1])
+        {
+            MemberLayout::Kept { lists: self.lists }
+        } else {
+            MemberLayout::Mixed
+        };
         Ok(Item {
             class,
             kind,
@@ -212,6 +276,7 @@ impl<'a> Members<'a> {
             has_tool_calls: self.tool_calls.is_some(),
             encrypted_content: self.encrypted_content,
             members,
+            layout,
         })
     }
 }
@@ -333,11 +398,13 @@ fn read_members<'de: 'a, 'a, A: MapAccess<'de>>(
                 let list = read_list(&mut map, m.content.is_some(), "content", shape)?;
                 value = MemberValue::List(list.clone());
                 m.content = Some(list);
+                m.lists[0] = position(shape, start);
             }
             Key::Output => {
                 let list = read_list(&mut map, m.output.is_some(), "output", shape)?;
                 value = MemberValue::List(list.clone());
                 m.output = Some(list);
+                m.lists[1] = position(shape, start);
             }
             Key::ToolCalls => read_once(&mut map, &mut m.tool_calls, "tool_calls")?,
             Key::EncryptedContent => read_once(&mut map, &mut m.encrypted_content, "encrypted_content")?,
@@ -356,6 +423,12 @@ fn read_members<'de: 'a, 'a, A: MapAccess<'de>>(
         shape.item_members.push(Member { name, known, value });
     }
     Ok((m, start..shape.item_members.len() as u32))
+}
+
+/// The position among its item's members (which begin at `start`) of the member being read,
+/// `u8::MAX` past the 255th.
+fn position(shape: &Shape<'_>, start: u32) -> u8 {
+    u8::try_from(shape.item_members.len() as u32 - start).unwrap_or(u8::MAX)
 }
 
 /// Reads a part list member that the gate reads once (`content`, `output`).
@@ -454,6 +527,46 @@ mod tests {
             error(r#"{"type":"function_call","arguments":"{}","arguments":"{}"}"#)
                 .contains("duplicate member `arguments`")
         );
+    }
+
+    #[test]
+    fn every_member_kept_in_the_item_is_refused_when_written_twice() {
+        // The item profiles' clean walk of a `Kept` item counts on it.
+        for name in [
+            "type",
+            "id",
+            "call_id",
+            "name",
+            "status",
+            "role",
+            "arguments",
+            "content",
+            "output",
+            "tool_calls",
+            "encrypted_content",
+        ] {
+            let json = format!(r#"{{"type":"message","{name}":null,"{name}":null}}"#);
+            assert!(error(&json).contains("duplicate member"), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_layout_says_where_part_lists_are_when_every_other_member_is_kept() {
+        let message = item(r#"{"id":"m","type":"message","role":"user","content":[]}"#);
+        assert_eq!(message.layout, MemberLayout::Kept { lists: [3, u8::MAX] });
+        assert_eq!(message.layout.lists().collect::<Vec<_>>(), [3]);
+        let output = item(r#"{"output":"ok","type":"function_call_output","call_id":"c"}"#);
+        assert_eq!(output.layout, MemberLayout::Kept { lists: [u8::MAX, 0] });
+        let call = item(r#"{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}"#);
+        assert_eq!(call.layout, MemberLayout::Kept { lists: [u8::MAX; 2] });
+        assert_eq!(call.layout.lists().count(), 0);
+        for mixed in [
+            r#"{"type":"reasoning","id":"rs","summary":[]}"#,
+            r#"{"type":"function_call","call_id":"c","namespace":"n"}"#,
+            r#"{"role":"assistant","content":null,"tool_calls":[]}"#,
+        ] {
+            assert_eq!(item(mixed).layout, MemberLayout::Mixed, "{mixed}");
+        }
     }
 
     #[test]

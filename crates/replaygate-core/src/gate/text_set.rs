@@ -25,7 +25,7 @@ struct Words {
 }
 
 impl Words {
-    #[inline]
+    #[inline(always)]
     fn of(bytes: &[u8]) -> Option<Words> {
         let len = bytes.len();
         let (head, tail) = match len {
@@ -74,7 +74,7 @@ impl TextSet {
     }
 
     /// The position of `text` among the values the set was made of, if it is one of them.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn position(&self, text: &str) -> Option<usize> {
         match Words::of(text.as_bytes()) {
             Some(words) => self.short.iter().find(|(w, _)| *w == words).map(|(_, at)| *at),
@@ -83,7 +83,7 @@ impl TextSet {
     }
 
     /// Whether `text` is one of the set.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn contains(&self, text: &str) -> bool {
         self.position(text).is_some()
     }

@@ -7,8 +7,8 @@
 //! might find something, which then goes to that check for its findings. The rules judge
 //! all the items of a request this way before they take them one by one.
 
-use crate::gate::field::{JsonKind, RawField};
-use crate::gate::item::Item;
+use crate::gate::field::{Field, JsonKind, RawField};
+use crate::gate::item::{Item, MemberLayout};
 use crate::gate::item_profile::{ItemProfile, KnownRule, MemberEntry, MemberRule, Members};
 use crate::gate::shape::{KnownName, ListValue, Member, MemberValue, Part, Shape, ValueView};
 
@@ -56,10 +56,15 @@ pub(super) fn is_clean(item: &Item<'_>, table: &Members, shape: &Shape<'_>, prof
 /// The item's members' positions in `table` as bits, when every member is accepted, written
 /// once and has a value its rule plainly passes, and each part list is clean.
 ///
-/// A name the readers tell apart is checked by its compiled rule ([`KnownRule`]), inline;
-/// another name is looked up in the table and checked by its rule.
+/// An item whose members the reader all keeps ([`MemberLayout::Kept`]) is tested field by
+/// field ([`kept_members_clean`]); another is walked member by member, where a name the
+/// readers tell apart is checked by its compiled rule ([`KnownRule`]), inline, and another
+/// name is looked up in the table and checked by its rule.
 #[inline(always)]
 fn members_clean(item: &Item<'_>, table: &Members, shape: &Shape<'_>, profile: &ItemProfile) -> Option<u64> {
+    if let MemberLayout::Kept { .. } = item.layout {
+        return kept_members_clean(item, table, shape, profile);
+    }
     let own_type = type_needs_no_check(item, table);
     let mut seen = 0u64;
     for member in shape.members_of(item) {
@@ -78,23 +83,103 @@ fn members_clean(item: &Item<'_>, table: &Members, shape: &Shape<'_>, profile: &
         let passes = match &member.value {
             MemberValue::InItem => kept_member_passes(item, member, known, table),
             MemberValue::Raw(raw) => known.json_passes(raw.get(), table),
-            MemberValue::List(ListValue::Encoded(written)) => known.written_passes(written, table),
-            MemberValue::List(ListValue::Other(kind)) => known.kind_passes(*kind),
-            MemberValue::List(ListValue::Parts(range)) => {
-                let rule = table.rule_at(known.at())?;
-                known.kind_passes(JsonKind::Array)
-                    && (rule.parts().is_none() || parts_clean(shape.parts(range), rule, shape, profile))
-            }
-            MemberValue::List(ListValue::Text(_)) => {
-                let rule = table.rule_at(known.at())?;
-                rule.passes(&view(item, member))
-            }
+            MemberValue::List(list) => list_passes(item, member, list, known, table, shape, profile),
         };
         if !passes {
             return None;
         }
     }
     Some(seen)
+}
+
+/// [`members_clean`] for an item whose members are all kept in it but its part lists: each
+/// field present is tested where it is (the reader has refused any written twice), and only
+/// the part lists are read from the item's members. `None` also when a present member has no
+/// compiled rule; the full check then decides.
+#[inline(always)]
+fn kept_members_clean(
+    item: &Item<'_>,
+    table: &Members,
+    shape: &Shape<'_>,
+    profile: &ItemProfile,
+) -> Option<u64> {
+    let own_type = type_needs_no_check(item, table);
+    let rule = |name: KnownName| table.known_rule(name);
+    let mut seen = kept_field(&item.kind, rule(KnownName::Type), table, own_type)?;
+    seen |= kept_field(&item.id, rule(KnownName::Id), table, false)?;
+    seen |= kept_field(&item.call_id, rule(KnownName::CallId), table, false)?;
+    seen |= kept_field(&item.name, rule(KnownName::Name), table, false)?;
+    seen |= kept_field(&item.status, rule(KnownName::Status), table, false)?;
+    seen |= kept_field(&item.role, rule(KnownName::Role), table, false)?;
+    if item.arguments != RawField::Absent {
+        let known = table.known_rule(KnownName::Arguments);
+        if known.bit == 0 || !raw_field_passes(&item.arguments, known, table) {
+            return None;
+        }
+        seen |= known.bit;
+    }
+    if let Some(blob) = &item.encrypted_content {
+        let known = table.known_rule(KnownName::EncryptedContent);
+        if known.bit == 0 || !known.json_passes(blob.get(), table) {
+            return None;
+        }
+        seen |= known.bit;
+    }
+    let members = shape.members_of(item);
+    for at in item.layout.lists() {
+        let member = members.get(at)?;
+        let known = table.known_rule(member.known);
+        let MemberValue::List(list) = &member.value else {
+            return None;
+        };
+        if known.bit == 0 || !list_passes(item, member, list, known, table, shape, profile) {
+            return None;
+        }
+        seen |= known.bit;
+    }
+    Some(seen)
+}
+
+/// [`kept_members_clean`] for one field: its bit when it is present and plainly passes (0
+/// when absent); `skip_text` for the `type` that chose the table.
+#[inline(always)]
+fn kept_field(field: &Field<'_>, known: &KnownRule, table: &Members, skip_text: bool) -> Option<u64> {
+    // Absence tested on its own is one compare; in the match below it costs a decoding.
+    if matches!(field, Field::Absent) {
+        return Some(0);
+    }
+    let passes = known.bit != 0
+        && match field {
+            Field::Str(text) => skip_text || known.text_passes(text, table),
+            Field::Other(kind) => known.kind_passes(*kind),
+            Field::Absent => true,
+        };
+    passes.then_some(known.bit)
+}
+
+/// [`members_clean`] for a part list member (`content`, `output`, `summary`) whose name has a
+/// compiled rule.
+#[inline(always)]
+fn list_passes(
+    item: &Item<'_>,
+    member: &Member<'_>,
+    list: &ListValue<'_>,
+    known: &KnownRule,
+    table: &Members,
+    shape: &Shape<'_>,
+    profile: &ItemProfile,
+) -> bool {
+    match list {
+        ListValue::Encoded(written) => known.written_passes(written, table),
+        ListValue::Other(kind) => known.kind_passes(*kind),
+        ListValue::Parts(range) => table.rule_at(known.at()).is_some_and(|rule| {
+            known.kind_passes(JsonKind::Array)
+                && (rule.parts().is_none() || parts_clean(shape.parts(range), rule, shape, profile))
+        }),
+        ListValue::Text(_) => table
+            .rule_at(known.at())
+            .is_some_and(|rule| rule.passes(&view(item, member))),
+    }
 }
 
 /// [`members_clean`] for a member the item reader keeps: its value read from the item.

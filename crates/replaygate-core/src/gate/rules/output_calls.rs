@@ -8,7 +8,7 @@ use super::function_call::{self, CallContext};
 use super::tools::ToolIndex;
 use super::WorkMeter;
 use crate::gate::field::{Field, RawField};
-use crate::gate::item::{Item, ItemClass};
+use crate::gate::item::{Item, ItemClass, MemberLayout};
 use crate::gate::output::{OutputCall, ResponseViolation};
 use crate::gate::profile::Target;
 use crate::gate::request::{Tool, WorkExceeded};
@@ -76,6 +76,7 @@ fn call_item<'c>(call: &'c OutputCall, encoded: Option<&'c str>) -> Item<'c> {
         has_tool_calls: false,
         encrypted_content: None,
         members: 0..0,
+        layout: MemberLayout::Mixed,
     }
 }
 
