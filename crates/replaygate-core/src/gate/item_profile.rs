@@ -34,9 +34,9 @@ pub struct ItemProfile {
     name: String,
     source: String,
     items: NameTable<Members>,
-    /// The position in `items` of each portable item class's table (`u8::MAX`: none), so an
-    /// item's table is found by its class, not by its type's text.
-    by_class: [u8; PORTABLE_ITEM_TYPES.len()],
+    /// The position in `items` of each item class's table, at `class as usize` (`u8::MAX`:
+    /// none), so an item's table is found by its class, not by its type's text.
+    by_class: [u8; CLASS_SLOTS],
     parts: NameTable<Members>,
     call_without_output: Option<String>,
 }
@@ -318,10 +318,12 @@ impl ItemProfile {
                 other => return Err(invalid(format!("unknown rule `{other}` in `rules`"))),
             }
         }
-        let by_class = PORTABLE_ITEM_TYPES.map(|kind| match items.find(kind) {
-            Some((at, _)) => u8::try_from(at).unwrap_or(u8::MAX),
-            None => u8::MAX,
-        });
+        let mut by_class = [u8::MAX; CLASS_SLOTS];
+        for (class, kind) in PORTABLE_CLASSES.into_iter().zip(PORTABLE_ITEM_TYPES) {
+            if let Some((at, _)) = items.find(kind) {
+                by_class[class as usize] = u8::try_from(at).unwrap_or(u8::MAX);
+            }
+        }
         Ok(ItemProfile {
             name: name.to_owned(),
             source: file.source,
@@ -350,7 +352,7 @@ impl ItemProfile {
     /// What the profile says of the items of a class (`None`: an extension item, or a type the
     /// profile does not describe); the same table as [`ItemProfile::item`] of the type's name.
     pub fn item_of(&self, class: ItemClass) -> Option<&Members> {
-        let at = *self.by_class.get(portable_position(class)?)?;
+        let at = self.by_class[class as usize];
         (at != u8::MAX).then(|| self.items.value_at(usize::from(at)))
     }
 
@@ -692,18 +694,18 @@ impl file::Members {
     }
 }
 
-/// A portable class's position in [`PORTABLE_ITEM_TYPES`].
-fn portable_position(class: ItemClass) -> Option<usize> {
-    Some(match class {
-        ItemClass::Message => 0,
-        ItemClass::FunctionCall => 1,
-        ItemClass::FunctionCallOutput => 2,
-        ItemClass::Reasoning => 3,
-        ItemClass::Compaction => 4,
-        ItemClass::ItemReference => 5,
-        ItemClass::Extension => return None,
-    })
-}
+/// The classes of [`PORTABLE_ITEM_TYPES`], in its order.
+const PORTABLE_CLASSES: [ItemClass; PORTABLE_ITEM_TYPES.len()] = [
+    ItemClass::Message,
+    ItemClass::FunctionCall,
+    ItemClass::FunctionCallOutput,
+    ItemClass::Reasoning,
+    ItemClass::Compaction,
+    ItemClass::ItemReference,
+];
+
+/// One slot per [`ItemClass`].
+const CLASS_SLOTS: usize = ItemClass::Extension as usize + 1;
 
 fn kind_named(name: &str) -> Option<JsonKind> {
     Some(match name {
@@ -806,10 +808,6 @@ mod tests {
             ItemClass::ItemReference,
         ];
         for (class, kind) in classes.into_iter().zip(PORTABLE_ITEM_TYPES) {
-            assert_eq!(
-                portable_position(class),
-                PORTABLE_ITEM_TYPES.iter().position(|k| *k == kind)
-            );
             let by_class = openai.item_of(class).map(|t| t as *const Members);
             let by_name = openai.item(kind).map(|t| t as *const Members);
             assert!(by_class.is_some(), "{kind}");

@@ -13,16 +13,17 @@ use crate::gate::item_profile::{ItemProfile, KnownRule, MemberEntry, MemberRule,
 use crate::gate::shape::{KnownName, ListValue, Member, MemberValue, Part, Shape, ValueView};
 
 use super::item_shape::{type_needs_no_check, view};
+use super::ItemFlags;
 
-/// Whether each of `items` is plainly clean under `profile` (an item of a type the profile
-/// does not describe is: there is nothing to check). All the items in one call, so what the
-/// walk sets up is set up once.
-pub(super) fn clean_items(items: &[Item<'_>], shape: &Shape<'_>, profile: &ItemProfile) -> Vec<bool> {
+/// For each of `items`, whether it is plainly clean under `profile` (an item of a type the
+/// profile does not describe is: there is nothing to check), as [`ItemFlags::CLEAN`]. All the
+/// items in one call, so what the walk sets up is set up once.
+pub(super) fn clean_items(items: &[Item<'_>], shape: &Shape<'_>, profile: &ItemProfile) -> Vec<ItemFlags> {
     items
         .iter()
         .map(|item| {
             let Some(table) = profile.item_of(item.class) else {
-                return true;
+                return ItemFlags(ItemFlags::CLEAN);
             };
             let clean = is_clean(item, table, shape, profile);
             // Under test, every item the fast path passes is checked in full as well.
@@ -35,7 +36,7 @@ pub(super) fn clean_items(items: &[Item<'_>], shape: &Shape<'_>, profile: &ItemP
                     "the fast path passed an item with findings: {findings:?}"
                 );
             }
-            clean
+            ItemFlags(if clean { ItemFlags::CLEAN } else { 0 })
         })
         .collect()
 }

@@ -115,6 +115,29 @@ impl WorkMeter {
     }
 }
 
+/// What the item profile's rules know of an item before the items are taken one by one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct ItemFlags(u8);
+
+impl ItemFlags {
+    /// Plainly clean: the shape check's fast path passed it.
+    const CLEAN: u8 = 1;
+    /// A call a later output answers.
+    const ANSWERED: u8 = 2;
+    /// A call left unanswered before a later message (`call_without_output`).
+    const UNANSWERED: u8 = 4;
+
+    /// Whether the profile's rules have nothing to say of the item.
+    fn quiet(self) -> bool {
+        self.0 & (Self::CLEAN | Self::UNANSWERED) == Self::CLEAN
+    }
+
+    /// Whether the item is a call left unanswered before a later message.
+    fn unanswered(self) -> bool {
+        self.0 & Self::UNANSWERED != 0
+    }
+}
+
 /// Judges every item of `request` for `target`.
 pub fn judge(
     request: &ParsedRequest<'_>,
@@ -178,23 +201,19 @@ pub fn judge(
     let steps = item_profile
         .filter(|profile| profile.call_without_output().is_some())
         .map(|_| pairing.steps(items));
-    let unanswered = match &steps {
-        Some(steps) => unanswered::unanswered_calls(items, steps),
-        None => Vec::new(),
-    };
-    let mut shape_findings = Vec::new();
     // Nearly every item has nothing for the profile's rules to say (plainly clean, and not a
     // call left unanswered): told for all of them at once; only the others are checked in full.
-    let quiet = match item_profile {
+    let flags = match item_profile {
         Some(profile) => {
-            let mut quiet = clean_shape::clean_items(items, &request.shape, profile);
-            for (quiet, unanswered) in quiet.iter_mut().zip(&unanswered) {
-                *quiet &= !unanswered;
+            let mut flags = clean_shape::clean_items(items, &request.shape, profile);
+            if let Some(steps) = &steps {
+                unanswered::mark_unanswered(items, steps, &mut flags);
             }
-            quiet
+            flags
         }
         None => Vec::new(),
     };
+    let mut shape_findings = Vec::new();
     for (index, item) in items.iter().enumerate() {
         // Pairing sees every item, so later outputs find their calls.
         let paired = match &steps {
@@ -224,14 +243,14 @@ pub fn judge(
                 violation(request.at, index, item, finding, action)
             });
         }
-        let quiet = quiet.get(index).copied().unwrap_or(false);
-        if let Some(profile) = item_profile.filter(|_| shape_checked && !quiet) {
+        let flags = flags.get(index).copied().unwrap_or_default();
+        if let Some(profile) = item_profile.filter(|_| shape_checked && !flags.quiet()) {
             shape_findings.clear();
             item_shape::check(item, &request.shape, profile, &mut shape_findings);
             let valued = shape_findings
                 .first()
                 .is_some_and(|f| f.reason == Reason::ItemValue);
-            if !valued && unanswered.get(index).copied().unwrap_or(false) {
+            if !valued && flags.unanswered() {
                 let source = profile.call_without_output().unwrap_or_default();
                 shape_findings.push(item_shape::ShapeFinding {
                     reason: Reason::CallWithoutOutput,

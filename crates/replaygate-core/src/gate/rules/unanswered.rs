@@ -3,24 +3,25 @@
 //! a provider with that rule in its item profile refuses.
 
 use super::call_ids::Step;
+use super::ItemFlags;
 use crate::gate::item::{Item, ItemClass};
 
-/// For each item, whether it is a `function_call` left unanswered before a later message, told
-/// from the pairing `steps` of the items (one per item, in input order).
-pub(super) fn unanswered_calls(items: &[Item<'_>], steps: &[Step<'_>]) -> Vec<bool> {
+/// Marks in `flags` (one per item) each `function_call` left unanswered before a later
+/// message, told from the pairing `steps` of the items (one per item, in input order).
+pub(super) fn mark_unanswered(items: &[Item<'_>], steps: &[Step<'_>], flags: &mut [ItemFlags]) {
     let Some(last_message) = items.iter().rposition(|item| item.class == ItemClass::Message) else {
-        return Vec::new();
+        return;
     };
-    let mut flagged: Vec<bool> = items[..last_message]
-        .iter()
-        .map(|item| item.class == ItemClass::FunctionCall)
-        .collect();
     for call in steps.iter().filter_map(Step::answered_call) {
-        if let Some(flag) = flagged.get_mut(call) {
-            *flag = false;
+        if let Some(flag) = flags.get_mut(call) {
+            flag.0 |= ItemFlags::ANSWERED;
         }
     }
-    flagged
+    for (item, flag) in items[..last_message].iter().zip(flags) {
+        if item.class == ItemClass::FunctionCall && flag.0 & ItemFlags::ANSWERED == 0 {
+            flag.0 |= ItemFlags::UNANSWERED;
+        }
+    }
 }
 
 /// The message of a `call_without_output` finding.
