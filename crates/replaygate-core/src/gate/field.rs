@@ -231,6 +231,10 @@ macro_rules! member_names {
         }
 
         impl $name {
+            /// The names, as written.
+            #[allow(dead_code)]
+            const NAMES: &[&str] = &[$($text),*];
+
             /// The member called `v` (escapes decoded).
             #[allow(dead_code)]
             fn from_name(v: &str) -> Self {

@@ -176,7 +176,7 @@ impl<'a> Item<'a> {
     }
 }
 
-fn classify_type(kind: &str) -> ItemClass {
+pub(crate) fn classify_type(kind: &str) -> ItemClass {
     match kind {
         "message" => ItemClass::Message,
         "function_call" => ItemClass::FunctionCall,
@@ -532,19 +532,7 @@ mod tests {
     #[test]
     fn every_member_kept_in_the_item_is_refused_when_written_twice() {
         // The item profiles' clean walk of a `Kept` item counts on it.
-        for name in [
-            "type",
-            "id",
-            "call_id",
-            "name",
-            "status",
-            "role",
-            "arguments",
-            "content",
-            "output",
-            "tool_calls",
-            "encrypted_content",
-        ] {
+        for name in Key::NAMES {
             let json = format!(r#"{{"type":"message","{name}":null,"{name}":null}}"#);
             assert!(error(&json).contains("duplicate member"), "{name}");
         }

@@ -722,6 +722,7 @@ fn kind_named(name: &str) -> Option<JsonKind> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gate::item::classify_type;
 
     #[test]
     fn the_openai_profile_reads_and_says_what_the_contract_says() {
@@ -799,15 +800,8 @@ mod tests {
     #[test]
     fn an_items_table_is_found_by_its_class_as_by_its_type_name() {
         let openai = ItemProfile::built_in("openai").unwrap();
-        let classes = [
-            ItemClass::Message,
-            ItemClass::FunctionCall,
-            ItemClass::FunctionCallOutput,
-            ItemClass::Reasoning,
-            ItemClass::Compaction,
-            ItemClass::ItemReference,
-        ];
-        for (class, kind) in classes.into_iter().zip(PORTABLE_ITEM_TYPES) {
+        for (class, kind) in PORTABLE_CLASSES.into_iter().zip(PORTABLE_ITEM_TYPES) {
+            assert_eq!(classify_type(kind), class, "{kind}");
             let by_class = openai.item_of(class).map(|t| t as *const Members);
             let by_name = openai.item(kind).map(|t| t as *const Members);
             assert!(by_class.is_some(), "{kind}");
