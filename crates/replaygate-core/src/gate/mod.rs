@@ -40,7 +40,7 @@ mod text_set;
 mod tool_rules;
 pub mod verdict;
 
-pub use field::{misspelling_of, Field, JsonKind};
+pub use field::{misspelling_of, Field, JsonKind, Text};
 pub use item_profile::{ItemProfile, ProfileError};
 pub use output::{OutputCall, ResponseViolation};
 pub use profile::{EncryptedScope, Policy, ProviderProfile, Target, DEFAULT_WORK_BUDGET};

@@ -519,7 +519,7 @@ impl<'de: 'a, 'a> Visitor<'de> for PartSeed<'_, 'a> {
             if name.0 == "type" && kind == Field::Absent {
                 kind = match RawField::of_json(raw.get()) {
                     RawField::Str(encoded) => RawField::decode(encoded)
-                        .map(Field::Str)
+                        .map(|text| Field::Str(text.into()))
                         .unwrap_or(Field::Other(JsonKind::String)),
                     RawField::Other(other) => Field::Other(other),
                     RawField::Absent => Field::Absent,

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use super::canon::{put_bytes, put_str};
 use super::record::{ItemRecord, DOMAIN};
 use super::MAX_ID_BYTES;
-use crate::gate::{Field, JsonKind, OutputCall};
+use crate::gate::{Field, JsonKind, OutputCall, Text};
 use crate::json::Reader;
 
 /// An output item read the quick way: its record, and for a `function_call` its call.
@@ -135,7 +135,7 @@ impl<'a> Member<'a> {
         match self {
             Member::Absent => Field::Absent,
             Member::Null => Field::Other(JsonKind::Null),
-            Member::Text(text) => Field::Str(Cow::Owned(text.into_owned())),
+            Member::Text(text) => Field::Str(Text::Owned(text.into())),
         }
     }
 }
@@ -240,7 +240,7 @@ mod tests {
                 name: text("name"),
                 arguments: match value.get("arguments") {
                     None => Field::Absent,
-                    Some(Value::String(text)) => Field::Str(Cow::Owned(text.clone())),
+                    Some(Value::String(text)) => Field::Str(Text::Owned(text.as_str().into())),
                     Some(Value::Null) => Field::Other(JsonKind::Null),
                     Some(_) => Field::Other(JsonKind::Object),
                 },

@@ -42,7 +42,7 @@ use super::quick_item::quick_item;
 use super::record::{item_record, item_record_from_value, ItemRecord, ResponseRecord};
 use super::sse::{push_capped, Framing};
 use super::MAX_ID_BYTES;
-use crate::gate::{Field, JsonKind, OutputCall};
+use crate::gate::{Field, JsonKind, OutputCall, Text};
 use crate::json::Reader;
 
 /// How the answer is encoded, from its `Content-Type`.
@@ -328,7 +328,7 @@ fn output_call(index: usize, item: &Value) -> OutputCall {
     let text = |name: &str| item.get(name).and_then(Value::as_str).map(str::to_owned);
     let arguments = match item.get("arguments") {
         None => Field::Absent,
-        Some(Value::String(text)) => Field::Str(Cow::Owned(text.clone())),
+        Some(Value::String(text)) => Field::Str(Text::Owned(text.as_str().into())),
         Some(value) => Field::Other(json_kind(value)),
     };
     OutputCall {

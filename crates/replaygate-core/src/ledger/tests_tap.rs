@@ -2,10 +2,8 @@
 
 use proptest::prelude::*;
 
-use std::borrow::Cow;
-
 use super::{item_record, AnswerKind, ResponseRecord, Tap, TapLimits, Tapped, MAX_ID_BYTES};
-use crate::gate::{Field, Gate, JsonKind, OutputCall, ProviderProfile, Reason, Target};
+use crate::gate::{Field, Gate, JsonKind, OutputCall, ProviderProfile, Reason, Target, Text};
 
 const CALL: &str = r#"{"type":"function_call","id":"fc_1","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Paris\"}","status":"completed"}"#;
 const MESSAGE: &str = r#"{"type":"message","id":"msg_1","role":"assistant","status":"completed","content":[{"type":"output_text","text":"Done.","annotations":[]}]}"#;
@@ -371,7 +369,7 @@ fn weather_call(index: usize) -> OutputCall {
         index,
         call_id: Some("call_1".to_owned()),
         name: Some("get_weather".to_owned()),
-        arguments: Field::Str(Cow::Borrowed(r#"{"city":"Paris"}"#)),
+        arguments: Field::Str(Text::Borrowed(r#"{"city":"Paris"}"#)),
     }
 }
 

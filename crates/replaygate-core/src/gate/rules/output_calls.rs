@@ -2,12 +2,10 @@
 //! meets: the tool is one the team may call and the request declared, and the arguments parse
 //! and fit its schema. A produced call has no `status` to check.
 
-use std::borrow::Cow;
-
 use super::function_call::{self, CallContext};
 use super::tools::ToolIndex;
 use super::WorkMeter;
-use crate::gate::field::{Field, RawField};
+use crate::gate::field::{Field, RawField, Text};
 use crate::gate::item::{Item, ItemClass, MemberLayout};
 use crate::gate::output::{OutputCall, ResponseViolation};
 use crate::gate::profile::Target;
@@ -56,7 +54,7 @@ pub(crate) fn check(
 /// The call as the item rules read it.
 fn call_item<'c>(call: &'c OutputCall, encoded: Option<&'c str>) -> Item<'c> {
     let text = |value: &'c Option<String>| match value {
-        Some(text) => Field::Str(Cow::Borrowed(text)),
+        Some(text) => Field::Str(Text::Borrowed(text)),
         None => Field::Absent,
     };
     let arguments = match (&call.arguments, encoded) {
@@ -66,7 +64,7 @@ fn call_item<'c>(call: &'c OutputCall, encoded: Option<&'c str>) -> Item<'c> {
     };
     Item {
         class: ItemClass::FunctionCall,
-        kind: Field::Str(Cow::Borrowed("function_call")),
+        kind: Field::Str(Text::Borrowed("function_call")),
         id: Field::Absent,
         call_id: text(&call.call_id),
         name: text(&call.name),
@@ -106,7 +104,7 @@ mod tests {
             index,
             call_id: Some(format!("call_{index}")),
             name: Some(name.to_owned()),
-            arguments: Field::Str(Cow::Owned(arguments.to_owned())),
+            arguments: Field::Str(Text::Owned(arguments.into())),
         }
     }
 
