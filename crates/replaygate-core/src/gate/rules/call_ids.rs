@@ -43,11 +43,15 @@ pub(super) struct CallIndex<'r> {
     /// (contract §8); `None` when nothing tells, so an output whose call is not in `input`
     /// passes when the request continues stored state.
     stored_calls: Option<HashSet<&'r str>>,
+    /// Where the last turn begins (see [`CallIndex::with_last_turn`]); 0: not counted.
+    last_turn: usize,
+    /// How many `function_call`s before `last_turn` an output answered.
+    answered_before_last_turn: usize,
 }
 
 /// What pairing made of one item.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum Step<'r> {
+enum Step<'r> {
     /// Neither a call nor an output.
     Neither,
     /// A call, sitting on `repeats` when that call with its `call_id` is still unanswered.
@@ -75,6 +79,8 @@ impl<'r> CallIndex<'r> {
             by_id: HashMap::with_capacity_and_hasher(items / 2, RandomState::default()),
             continues_stored_state,
             stored_calls: None,
+            last_turn: 0,
+            answered_before_last_turn: 0,
         }
     }
 
@@ -84,6 +90,17 @@ impl<'r> CallIndex<'r> {
         Self { stored_calls, ..self }
     }
 
+    /// The same index, counting the `function_call`s before position `last_turn` that an
+    /// output answers ([`CallIndex::answered_before_last_turn`]), for `call_without_output`.
+    pub(super) fn with_last_turn(self, last_turn: usize) -> Self {
+        Self { last_turn, ..self }
+    }
+
+    /// How many `function_call`s before the last turn an output has answered so far.
+    pub(super) fn answered_before_last_turn(&self) -> usize {
+        self.answered_before_last_turn
+    }
+
     /// Pairs `item` (the item at `index`, taken in input order) and says what is wrong with its
     /// pairing, if anything. Every item goes through here, so later outputs see it.
     pub(super) fn pair(&mut self, index: usize, item: &'r Item<'_>) -> Option<Finding> {
@@ -91,19 +108,8 @@ impl<'r> CallIndex<'r> {
         self.judge(item, &step)
     }
 
-    /// Pairs every item of `items` in input order before any is judged: each item's step, to
-    /// be judged in turn with [`CallIndex::judge`] (what [`CallIndex::pair`] does item by item),
-    /// for rules that must know which calls a later output answers.
-    pub(super) fn steps(&mut self, items: &'r [Item<'_>]) -> Vec<Step<'r>> {
-        items
-            .iter()
-            .enumerate()
-            .map(|(index, item)| self.step(index, item))
-            .collect()
-    }
-
     /// What is wrong with the pairing `step` of `item`, if anything.
-    pub(super) fn judge(&self, item: &Item<'_>, step: &Step<'r>) -> Option<Finding> {
+    fn judge(&self, item: &Item<'_>, step: &Step<'r>) -> Option<Finding> {
         match *step {
             Step::Neither | Step::Call { repeats: None, .. } => None,
             Step::Call {
@@ -184,6 +190,9 @@ impl<'r> CallIndex<'r> {
         };
         calls.open = calls.under.pop();
         calls.answered = Some(call);
+        if call.is_function_call && call.index < self.last_turn {
+            self.answered_before_last_turn += 1;
+        }
         Step::Answered { call_id, call }
     }
 
@@ -216,16 +225,6 @@ impl<'r> CallIndex<'r> {
     }
 }
 
-impl Step<'_> {
-    /// The position of the call this step's output answered, if it answered one.
-    pub(super) fn answered_call(&self) -> Option<usize> {
-        match self {
-            Step::Answered { call, .. } => Some(call.index),
-            _ => None,
-        }
-    }
-}
-
 /// Replays the pairing of `items` and calls `answered(output, call)` for every output that
 /// answers a call, in input order, with both positions.
 pub(crate) fn for_each_answer(items: &[Item<'_>], mut answered: impl FnMut(usize, usize)) {
@@ -252,25 +251,15 @@ fn missing_call_id(item: &Item<'_>) -> String {
 mod tests {
     use super::*;
 
-    /// Pairs every item of `json` in order and returns each item's finding, the same whether
-    /// each item is paired and judged in turn or all are paired before any is judged.
+    /// Pairs every item of `json` in order and returns each item's finding.
     fn findings_with(json: &str, continues_stored_state: bool) -> Vec<Option<Reason>> {
         let items: Vec<Item<'_>> = serde_json::from_str(json).unwrap();
         let mut index = CallIndex::for_items(items.len(), continues_stored_state);
-        let in_turn: Vec<Option<Finding>> = items
+        items
             .iter()
             .enumerate()
-            .map(|(i, item)| index.pair(i, item))
-            .collect();
-        let mut index = CallIndex::for_items(items.len(), continues_stored_state);
-        let steps = index.steps(&items);
-        let paired_first: Vec<Option<Finding>> = items
-            .iter()
-            .zip(steps)
-            .map(|(item, step)| index.judge(item, &step))
-            .collect();
-        assert_eq!(in_turn, paired_first, "{json}");
-        in_turn.into_iter().map(|f| f.map(|f| f.reason)).collect()
+            .map(|(i, item)| index.pair(i, item).map(|f| f.reason))
+            .collect()
     }
 
     fn findings(json: &str) -> Vec<Option<Reason>> {
@@ -350,13 +339,19 @@ mod tests {
         let mut pairs = Vec::new();
         for_each_answer(&items, |output, call| pairs.push((output, call)));
         assert_eq!(pairs, [(1, 0), (5, 3), (6, 2)]);
-        let steps = CallIndex::for_items(items.len(), false).steps(&items);
-        let answered: Vec<(usize, usize)> = steps
-            .iter()
-            .enumerate()
-            .filter_map(|(output, step)| Some((output, step.answered_call()?)))
-            .collect();
-        assert_eq!(answered, pairs, "the steps name the same answers");
+        // The function_calls at 0 and 2 are answered (the custom_tool_call at 3 is no
+        // function_call); those before the last turn are counted.
+        for (last_turn, counted) in [(7, 2), (3, 2), (2, 1), (0, 0)] {
+            let mut index = CallIndex::for_items(items.len(), false).with_last_turn(last_turn);
+            for (at, item) in items.iter().enumerate() {
+                index.pair(at, item);
+            }
+            assert_eq!(
+                index.answered_before_last_turn(),
+                counted,
+                "last turn at {last_turn}"
+            );
+        }
     }
 
     #[test]

@@ -4,8 +4,7 @@
 //! Nearly every item a provider is sent is clean, and proving that needs none of what makes a
 //! finding (positions, paths, messages, characters counted, escapes decoded). This walk answers
 //! `true` only when [`super::item_shape::check`] would find nothing, and `false` whenever it
-//! might find something, which then goes to that check for its findings. The rules judge
-//! all the items of a request this way before they take them one by one.
+//! might find something, which then goes to that check for its findings.
 
 use crate::gate::field::{Field, JsonKind, RawField};
 use crate::gate::item::{Item, MemberLayout};
@@ -13,32 +12,26 @@ use crate::gate::item_profile::{ItemProfile, KnownRule, MemberEntry, MemberRule,
 use crate::gate::shape::{KnownName, ListValue, Member, MemberValue, Part, Shape, ValueView};
 
 use super::item_shape::{type_needs_no_check, view};
-use super::ItemFlags;
 
-/// For each of `items`, whether it is plainly clean under `profile` (an item of a type the
-/// profile does not describe is: there is nothing to check), as [`ItemFlags::CLEAN`]. All the
-/// items in one call, so what the walk sets up is set up once.
-pub(super) fn clean_items(items: &[Item<'_>], shape: &Shape<'_>, profile: &ItemProfile) -> Vec<ItemFlags> {
-    items
-        .iter()
-        .map(|item| {
-            let Some(table) = profile.item_of(item.class) else {
-                return ItemFlags(ItemFlags::CLEAN);
-            };
-            let clean = is_clean(item, table, shape, profile);
-            // Under test, every item the fast path passes is checked in full as well.
-            #[cfg(debug_assertions)]
-            if clean {
-                let mut findings = Vec::new();
-                super::item_shape::findings_of(item, table, shape, profile, &mut findings);
-                assert!(
-                    findings.is_empty(),
-                    "the fast path passed an item with findings: {findings:?}"
-                );
-            }
-            ItemFlags(if clean { ItemFlags::CLEAN } else { 0 })
-        })
-        .collect()
+/// Whether `item` is plainly clean under `profile` (an item of a type the profile does not
+/// describe is: there is nothing to check).
+#[inline]
+pub(super) fn clean_item(item: &Item<'_>, shape: &Shape<'_>, profile: &ItemProfile) -> bool {
+    let Some(table) = profile.item_of(item.class) else {
+        return true;
+    };
+    let clean = is_clean(item, table, shape, profile);
+    // Under test, every item the fast path passes is checked in full as well.
+    #[cfg(debug_assertions)]
+    if clean {
+        let mut findings = Vec::new();
+        super::item_shape::findings_of(item, table, shape, profile, &mut findings);
+        assert!(
+            findings.is_empty(),
+            "the fast path passed an item with findings: {findings:?}"
+        );
+    }
+    clean
 }
 
 /// Whether `item`, whose class has the profile's `table`, is plainly clean: every member

@@ -39,7 +39,7 @@ impl ShapeFinding {
 /// The shape findings of `item` under `profile`, appended to `out`; none for an item type the
 /// profile does not describe (namespaced items, types outside the portable core).
 ///
-/// The rules ask only for items [`clean_shape::clean_items`] did not pass (and for calls left
+/// The rules ask only for items [`clean_shape::clean_item`] did not pass (and for calls left
 /// unanswered); this is the check in full ([`findings_of`]).
 pub(crate) fn check(item: &Item<'_>, shape: &Shape<'_>, profile: &ItemProfile, out: &mut Vec<ShapeFinding>) {
     if let Some(table) = profile.item_of(item.class) {

@@ -115,36 +115,39 @@ impl WorkMeter {
     }
 }
 
-/// What the item profile's rules know of an item before the items are taken one by one.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct ItemFlags(u8);
-
-impl ItemFlags {
-    /// Plainly clean: the shape check's fast path passed it.
-    const CLEAN: u8 = 1;
-    /// A call a later output answers.
-    const ANSWERED: u8 = 2;
-    /// A call left unanswered before a later message (`call_without_output`).
-    const UNANSWERED: u8 = 4;
-
-    /// Whether the profile's rules have nothing to say of the item.
-    fn quiet(self) -> bool {
-        self.0 & (Self::CLEAN | Self::UNANSWERED) == Self::CLEAN
-    }
-
-    /// Whether the item is a call left unanswered before a later message.
-    fn unanswered(self) -> bool {
-        self.0 & Self::UNANSWERED != 0
-    }
-}
-
 /// Judges every item of `request` for `target`.
 pub fn judge(
     request: &ParsedRequest<'_>,
     target: &Target<'_>,
     schemas: &SchemaCache,
 ) -> Result<Verdict, WorkExceeded> {
+    // `call_without_output` must know, at a call, whether a later output answers it. The items
+    // are judged in one pass that counts the calls before the last message and the answers
+    // they get; in the rare request that leaves some unanswered, they are judged again, told
+    // which.
+    let (verdict, left_unanswered) = judge_items(request, target, schemas, None)?;
+    if !left_unanswered {
+        return Ok(verdict);
+    }
+    let unanswered = unanswered::unanswered_calls(request.items());
+    Ok(judge_items(request, target, schemas, Some(&unanswered))?.0)
+}
+
+/// [`judge`], told (`unanswered`, one flag per item) which calls `call_without_output` finds,
+/// or else counting them: the verdict, and whether the profile's `call_without_output` rule
+/// would find a call that `unanswered` did not name.
+fn judge_items(
+    request: &ParsedRequest<'_>,
+    target: &Target<'_>,
+    schemas: &SchemaCache,
+    unanswered: Option<&[bool]>,
+) -> Result<(Verdict, bool), WorkExceeded> {
     let items = request.items();
+    let item_profile = target.provider.item_profile();
+    let last_turn = match item_profile.and_then(|profile| profile.call_without_output()) {
+        Some(_) if unanswered.is_none() => unanswered::last_turn(items),
+        _ => 0,
+    };
     let policy = target.policy;
     let provenance = target
         .provenance
@@ -152,8 +155,10 @@ pub fn judge(
     let stored_calls = target
         .provenance
         .and_then(|provenance| provenance::stored_calls(request, provenance));
-    let mut pairing =
-        CallIndex::for_items(items.len(), request.continues_stored_state()).with_stored_calls(stored_calls);
+    let mut pairing = CallIndex::for_items(items.len(), request.continues_stored_state())
+        .with_stored_calls(stored_calls)
+        .with_last_turn(last_turn);
+    let mut calls_before_last_turn = 0;
     let mut tools = ToolIndex::new(&request.tools, policy.tools.as_deref());
     let mut work = WorkMeter::new(target.work_budget);
     let mut cx = CallContext {
@@ -195,40 +200,22 @@ pub fn judge(
             },
         );
     }
-    let item_profile = target.provider.item_profile();
-    // `call_without_output` must know, at a call, whether a later output answers it: then the
-    // items are paired first and judged after, from the same steps.
-    let steps = item_profile
-        .filter(|profile| profile.call_without_output().is_some())
-        .map(|_| pairing.steps(items));
-    // Nearly every item has nothing for the profile's rules to say (plainly clean, and not a
-    // call left unanswered): told for all of them at once; only the others are checked in full.
-    let flags = match item_profile {
-        Some(profile) => {
-            let mut flags = clean_shape::clean_items(items, &request.shape, profile);
-            if let Some(steps) = &steps {
-                unanswered::mark_unanswered(items, steps, &mut flags);
-            }
-            flags
-        }
-        None => Vec::new(),
-    };
     let mut shape_findings = Vec::new();
     for (index, item) in items.iter().enumerate() {
         // Pairing sees every item, so later outputs find their calls.
-        let paired = match &steps {
-            Some(steps) => pairing.judge(item, &steps[index]),
-            None => pairing.pair(index, item),
-        };
+        let paired = pairing.pair(index, item);
         let finding = match item.class {
             ItemClass::Message => chat_envelope::check(item),
             ItemClass::Extension => namespace::check(item, target.provider)
                 .or(paired)
                 .or_else(|| team_tools::check_custom_call(item, policy.tools.as_deref())),
-            ItemClass::FunctionCall => match paired {
-                Some(finding) => Some(finding),
-                None => function_call::check(item, &mut cx)?,
-            },
+            ItemClass::FunctionCall => {
+                calls_before_last_turn += usize::from(index < last_turn);
+                match paired {
+                    Some(finding) => Some(finding),
+                    None => function_call::check(item, &mut cx)?,
+                }
+            }
             ItemClass::FunctionCallOutput => paired,
             ItemClass::Reasoning | ItemClass::Compaction | ItemClass::ItemReference => None,
         };
@@ -243,30 +230,33 @@ pub fn judge(
                 violation(request.at, index, item, finding, action)
             });
         }
-        let flags = flags.get(index).copied().unwrap_or_default();
-        if let Some(profile) = item_profile.filter(|_| shape_checked && !flags.quiet()) {
-            shape_findings.clear();
-            item_shape::check(item, &request.shape, profile, &mut shape_findings);
-            let valued = shape_findings
-                .first()
-                .is_some_and(|f| f.reason == Reason::ItemValue);
-            if !valued && flags.unanswered() {
-                let source = profile.call_without_output().unwrap_or_default();
-                shape_findings.push(item_shape::ShapeFinding {
-                    reason: Reason::CallWithoutOutput,
-                    part: None,
-                    member: "call_id".to_owned(),
-                    message: unanswered::message(item, source),
-                });
-            }
-            if !shape_findings.is_empty() {
+        // Nearly every item has nothing for the profile's rules to say (plainly clean, and not
+        // a call left unanswered); only the others are checked in full.
+        if let Some(profile) = item_profile.filter(|_| shape_checked) {
+            let call_unanswered = unanswered.is_some_and(|calls| calls[index]);
+            if call_unanswered || !clean_shape::clean_item(item, &request.shape, profile) {
+                shape_findings.clear();
+                item_shape::check(item, &request.shape, profile, &mut shape_findings);
+                let valued = shape_findings
+                    .first()
+                    .is_some_and(|f| f.reason == Reason::ItemValue);
+                if !valued && call_unanswered {
+                    let source = profile.call_without_output().unwrap_or_default();
+                    shape_findings.push(item_shape::ShapeFinding {
+                        reason: Reason::CallWithoutOutput,
+                        part: None,
+                        member: "call_id".to_owned(),
+                        message: unanswered::message(item, source),
+                    });
+                }
                 for finding in shape_findings.drain(..) {
                     push_shape(&mut verdict, request.at, index, item, finding, policy);
                 }
             }
         }
     }
-    Ok(verdict)
+    let left_unanswered = calls_before_last_turn > pairing.answered_before_last_turn();
+    Ok((verdict, left_unanswered))
 }
 
 /// Counts (and lists, within the limit) one shape finding; a repaired member is recorded for

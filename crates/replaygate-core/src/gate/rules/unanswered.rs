@@ -2,26 +2,29 @@
 //! followed later in `input` by a message. A new turn began without the call's output, which
 //! a provider with that rule in its item profile refuses.
 
-use super::call_ids::Step;
-use super::ItemFlags;
+use super::call_ids::for_each_answer;
 use crate::gate::item::{Item, ItemClass};
 
-/// Marks in `flags` (one per item) each `function_call` left unanswered before a later
-/// message, told from the pairing `steps` of the items (one per item, in input order).
-pub(super) fn mark_unanswered(items: &[Item<'_>], steps: &[Step<'_>], flags: &mut [ItemFlags]) {
-    let Some(last_message) = items.iter().rposition(|item| item.class == ItemClass::Message) else {
-        return;
-    };
-    for call in steps.iter().filter_map(Step::answered_call) {
-        if let Some(flag) = flags.get_mut(call) {
-            flag.0 |= ItemFlags::ANSWERED;
-        }
-    }
-    for (item, flag) in items[..last_message].iter().zip(flags) {
-        if item.class == ItemClass::FunctionCall && flag.0 & ItemFlags::ANSWERED == 0 {
-            flag.0 |= ItemFlags::UNANSWERED;
-        }
-    }
+/// Where the last turn begins: the position of the last message in `items` (0 when there is
+/// none, so no call is before it). A call before it must have its output in `input`.
+pub(super) fn last_turn(items: &[Item<'_>]) -> usize {
+    items
+        .iter()
+        .rposition(|item| item.class == ItemClass::Message)
+        .unwrap_or(0)
+}
+
+/// For each item of `items`, whether it is a `function_call` left unanswered before a later
+/// message.
+pub(super) fn unanswered_calls(items: &[Item<'_>]) -> Vec<bool> {
+    let last_turn = last_turn(items);
+    let mut unanswered: Vec<bool> = items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| index < last_turn && item.class == ItemClass::FunctionCall)
+        .collect();
+    for_each_answer(items, |_, call| unanswered[call] = false);
+    unanswered
 }
 
 /// The message of a `call_without_output` finding.
