@@ -6,7 +6,7 @@ use serde_json::value::RawValue;
 
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
-use super::field::{member_names, read_once, Field, JsonKind, RawField};
+use super::field::{member_names, Field, JsonKind, RawField};
 use super::shape::{read_list_raw, KnownName, ListValue, Member, MemberValue, Name, Shape};
 
 /// The kind of an input item, as the rules see it.
@@ -61,6 +61,9 @@ pub struct Item<'a> {
     pub members: std::ops::Range<u32>,
     /// Whether the item's members are all kept here but its part lists, for item profiles.
     pub layout: MemberLayout,
+    /// The names of the members written, as a set of [`KnownName::bit`]s (any other name is
+    /// [`KnownName::Other`]'s), so a member's absence is told without reading its field.
+    pub present: u16,
 }
 
 /// How an item's members were written, for the item profiles' clean walk: an item whose
@@ -77,20 +80,6 @@ pub enum MemberLayout {
         /// The part lists' positions.
         lists: [u8; 2],
     },
-}
-
-impl MemberLayout {
-    /// The positions of a [`MemberLayout::Kept`] item's part lists among its members.
-    pub fn lists(&self) -> impl Iterator<Item = usize> + '_ {
-        let lists: &[u8] = match self {
-            MemberLayout::Mixed => &[],
-            MemberLayout::Kept { lists } => lists,
-        };
-        lists
-            .iter()
-            .filter(|&&at| at != u8::MAX)
-            .map(|&at| usize::from(at))
-    }
 }
 
 /// A member's exact JSON text, which debug output shows by its length only (it may be a
@@ -202,6 +191,8 @@ struct Members<'a> {
     tool_calls: Option<IgnoredAny>,
     encrypted_content: Option<Opaque<'a>>,
     others: usize,
+    /// The names read, as [`Item::present`] holds them.
+    present: u16,
     /// Where `content` and `output` were written among the members (`u8::MAX`: not yet, or
     /// past the 255th member).
     lists: [u8; 2],
@@ -222,6 +213,7 @@ impl Default for Members<'_> {
             tool_calls: None,
             encrypted_content: None,
             others: 0,
+            present: 0,
             lists: [u8::MAX; 2],
         }
     }
@@ -277,6 +269,7 @@ impl<'a> Members<'a> {
             encrypted_content: self.encrypted_content,
             members,
             layout,
+            present: self.present,
         })
     }
 }
@@ -387,42 +380,70 @@ fn read_members<'de: 'a, 'a, A: MapAccess<'de>>(
         let key = Key::from_name(&name);
         let mut known = key.known_name();
         match key {
-            Key::Type => read_once(&mut map, &mut m.kind, "type")?,
-            Key::Id => read_once(&mut map, &mut m.id, "id")?,
-            Key::CallId => read_once(&mut map, &mut m.call_id, "call_id")?,
-            Key::Name => read_once(&mut map, &mut m.name, "name")?,
-            Key::Status => read_once(&mut map, &mut m.status, "status")?,
-            Key::Role => read_once(&mut map, &mut m.role, "role")?,
-            Key::Arguments => read_once(&mut map, &mut m.arguments, "arguments")?,
+            Key::Type => read_kept(&mut map, &mut m.kind, known, &mut m.present)?,
+            Key::Id => read_kept(&mut map, &mut m.id, known, &mut m.present)?,
+            Key::CallId => read_kept(&mut map, &mut m.call_id, known, &mut m.present)?,
+            Key::Name => read_kept(&mut map, &mut m.name, known, &mut m.present)?,
+            Key::Status => read_kept(&mut map, &mut m.status, known, &mut m.present)?,
+            Key::Role => read_kept(&mut map, &mut m.role, known, &mut m.present)?,
+            Key::Arguments => read_kept(&mut map, &mut m.arguments, known, &mut m.present)?,
             Key::Content => {
                 let list = read_list(&mut map, m.content.is_some(), "content", shape)?;
                 value = MemberValue::List(list.clone());
                 m.content = Some(list);
                 m.lists[0] = position(shape, start);
+                m.present |= known.bit();
             }
             Key::Output => {
                 let list = read_list(&mut map, m.output.is_some(), "output", shape)?;
                 value = MemberValue::List(list.clone());
                 m.output = Some(list);
                 m.lists[1] = position(shape, start);
+                m.present |= known.bit();
             }
-            Key::ToolCalls => read_once(&mut map, &mut m.tool_calls, "tool_calls")?,
-            Key::EncryptedContent => read_once(&mut map, &mut m.encrypted_content, "encrypted_content")?,
+            Key::ToolCalls => read_kept(&mut map, &mut m.tool_calls, known, &mut m.present)?,
+            Key::EncryptedContent => read_kept(&mut map, &mut m.encrypted_content, known, &mut m.present)?,
             Key::Misspelled(name) => return Err(name.into_error()),
             Key::Other if name == "summary" => {
                 let raw: &'a RawValue = map.next_value()?;
                 value = MemberValue::List(read_list_raw(raw, shape).map_err(de::Error::custom)?);
                 known = KnownName::Summary;
                 m.others += 1;
+                m.present |= known.bit();
             }
             Key::Other => {
                 value = MemberValue::Raw(map.next_value()?);
                 m.others += 1;
+                m.present |= known.bit();
             }
         }
         shape.item_members.push(Member { name, known, value });
     }
     Ok((m, start..shape.item_members.len() as u32))
+}
+
+/// Reads the value of a member the item keeps into `slot`, adding its name to `present` (the
+/// names read so far), where a name written twice is refused.
+#[inline(always)]
+fn read_kept<'de, A, T>(
+    map: &mut A,
+    slot: &mut Option<T>,
+    name: KnownName,
+    present: &mut u16,
+) -> Result<(), A::Error>
+where
+    A: MapAccess<'de>,
+    T: Deserialize<'de>,
+{
+    if *present & name.bit() != 0 {
+        return Err(de::Error::custom(format_args!(
+            "duplicate member `{}`",
+            name.as_str()
+        )));
+    }
+    *present |= name.bit();
+    *slot = Some(map.next_value()?);
+    Ok(())
 }
 
 /// The position among its item's members (which begin at `start`) of the member being read,
@@ -542,12 +563,10 @@ mod tests {
     fn the_layout_says_where_part_lists_are_when_every_other_member_is_kept() {
         let message = item(r#"{"id":"m","type":"message","role":"user","content":[]}"#);
         assert_eq!(message.layout, MemberLayout::Kept { lists: [3, u8::MAX] });
-        assert_eq!(message.layout.lists().collect::<Vec<_>>(), [3]);
         let output = item(r#"{"output":"ok","type":"function_call_output","call_id":"c"}"#);
         assert_eq!(output.layout, MemberLayout::Kept { lists: [u8::MAX, 0] });
         let call = item(r#"{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}"#);
         assert_eq!(call.layout, MemberLayout::Kept { lists: [u8::MAX; 2] });
-        assert_eq!(call.layout.lists().count(), 0);
         for mixed in [
             r#"{"type":"reasoning","id":"rs","summary":[]}"#,
             r#"{"type":"function_call","call_id":"c","namespace":"n"}"#,
@@ -555,6 +574,39 @@ mod tests {
         ] {
             assert_eq!(item(mixed).layout, MemberLayout::Mixed, "{mixed}");
         }
+    }
+
+    #[test]
+    fn the_names_present_are_every_member_written_null_included() {
+        let names = |json: &str| {
+            let present = item(json).present;
+            let mut names: Vec<KnownName> = KnownName::NAMED
+                .into_iter()
+                .filter(|name| present & name.bit() != 0)
+                .collect();
+            if present & KnownName::Other.bit() != 0 {
+                names.push(KnownName::Other);
+            }
+            names
+        };
+        assert_eq!(
+            names(r#"{"type":"function_call","call_id":"c","name":"f","arguments":"{}","status":null}"#),
+            [
+                KnownName::Type,
+                KnownName::CallId,
+                KnownName::Name,
+                KnownName::Status,
+                KnownName::Arguments
+            ]
+        );
+        assert_eq!(
+            names(r#"{"role":"user","content":[],"phase":"final"}"#),
+            [KnownName::Role, KnownName::Content, KnownName::Other]
+        );
+        assert_eq!(
+            names(r#"{"type":"reasoning","summary":[],"encrypted_content":null}"#),
+            [KnownName::Type, KnownName::EncryptedContent, KnownName::Summary]
+        );
     }
 
     #[test]

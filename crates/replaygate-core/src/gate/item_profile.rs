@@ -57,6 +57,11 @@ pub struct Members {
     by_known: [u8; KNOWN_SLOTS],
     /// Each [`KnownName`]'s rule compiled for the clean walk (by number).
     known_rules: [KnownRule; KNOWN_SLOTS],
+    /// The names with a rule in `known_rules`, as a set of [`KnownName::bit`]s.
+    compiled_known: u16,
+    /// The required members as a set of [`KnownName::bit`]s, when every one is a
+    /// [`KnownName`].
+    required_known: Option<u16>,
 }
 
 /// An accepted member the readers tell apart, compiled so the shape check's clean walk reads
@@ -411,6 +416,20 @@ impl Members {
             .map_or(&NONE, |rule| &rule.one_of_set)
     }
 
+    /// The names with a rule compiled for the clean walk ([`Members::known_rule`]), as a set
+    /// of [`KnownName::bit`]s.
+    #[inline]
+    pub(crate) fn compiled_known(&self) -> u16 {
+        self.compiled_known
+    }
+
+    /// The required members as a set of [`KnownName::bit`]s, when they are all names the
+    /// readers tell apart.
+    #[inline]
+    pub(crate) fn required_known(&self) -> Option<u16> {
+        self.required_known
+    }
+
     /// The required members as a set of positions (`entry_of`'s), when they all fit in 64 bits.
     pub fn required_bits(&self) -> Option<u64> {
         self.required_bits
@@ -673,13 +692,23 @@ impl file::Members {
                 Some((i, _)) if i < 64 => Some(bits | 1 << i),
                 _ => None,
             });
+        let required_known = self.required.keys().try_fold(0u16, |bits, member| {
+            let known = KnownName::NAMED
+                .into_iter()
+                .find(|known| known.as_str() == member)?;
+            Some(bits | known.bit())
+        });
         let mut by_known = [u8::MAX; KNOWN_SLOTS];
         let mut known_rules = [KnownRule::default(); KNOWN_SLOTS];
+        let mut compiled_known = 0;
         for known in KnownName::NAMED {
             if let Some((at, entry)) = names.find(known.as_str()) {
                 by_known[known as usize] = u8::try_from(at).unwrap_or(u8::MAX);
                 if let MemberEntry::Accepted(rule) = entry {
                     known_rules[known as usize] = KnownRule::of(at, rule).unwrap_or_default();
+                    if known_rules[known as usize].bit != 0 {
+                        compiled_known |= known.bit();
+                    }
                 }
             }
         }
@@ -687,6 +716,8 @@ impl file::Members {
             names,
             by_known,
             known_rules,
+            compiled_known,
+            required_known,
             own_type_accepted: false,
             required_bits,
             required: self.required.into_iter().collect(),

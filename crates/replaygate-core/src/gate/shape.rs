@@ -96,6 +96,9 @@ pub enum KnownName {
     Logprobs,
 }
 
+// A set of names is a `u16`.
+const _: () = assert!(KnownName::NAMED.len() < 16);
+
 impl KnownName {
     /// Every name but [`KnownName::Other`], in number order.
     pub const NAMED: [KnownName; 15] = [
@@ -115,6 +118,12 @@ impl KnownName {
         KnownName::Annotations,
         KnownName::Logprobs,
     ];
+
+    /// The name's bit in a set of names ([`crate::gate::Item::present`]): bit `n` for the
+    /// name numbered `n`.
+    pub const fn bit(self) -> u16 {
+        1 << self as u16
+    }
 
     /// The name's text (empty for [`KnownName::Other`]).
     pub fn as_str(self) -> &'static str {

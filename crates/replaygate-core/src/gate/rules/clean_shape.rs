@@ -37,8 +37,14 @@ pub(super) fn clean_item(item: &Item<'_>, shape: &Shape<'_>, profile: &ItemProfi
 /// Whether `item`, whose class has the profile's `table`, is plainly clean: every member
 /// accepted and written once, every value passing its rule, every part list holding parts of
 /// accepted types with accepted members, no required member missing.
+///
+/// An item whose members the reader all keeps ([`MemberLayout::Kept`]) is tested field by
+/// field ([`kept_members_clean`]); another is walked member by member ([`members_clean`]).
 #[inline]
 pub(super) fn is_clean(item: &Item<'_>, table: &Members, shape: &Shape<'_>, profile: &ItemProfile) -> bool {
+    if let (MemberLayout::Kept { lists }, Some(required)) = (item.layout, table.required_known()) {
+        return kept_members_clean(item, lists, required, table, shape, profile);
+    }
     let Some(seen) = members_clean(item, table, shape, profile) else {
         return false;
     };
@@ -50,15 +56,10 @@ pub(super) fn is_clean(item: &Item<'_>, table: &Members, shape: &Shape<'_>, prof
 /// The item's members' positions in `table` as bits, when every member is accepted, written
 /// once and has a value its rule plainly passes, and each part list is clean.
 ///
-/// An item whose members the reader all keeps ([`MemberLayout::Kept`]) is tested field by
-/// field ([`kept_members_clean`]); another is walked member by member, where a name the
-/// readers tell apart is checked by its compiled rule ([`KnownRule`]), inline, and another
-/// name is looked up in the table and checked by its rule.
+/// A name the readers tell apart is checked by its compiled rule ([`KnownRule`]), inline;
+/// another name is looked up in the table and checked by its rule.
 #[inline(always)]
 fn members_clean(item: &Item<'_>, table: &Members, shape: &Shape<'_>, profile: &ItemProfile) -> Option<u64> {
-    if let MemberLayout::Kept { .. } = item.layout {
-        return kept_members_clean(item, table, shape, profile);
-    }
     let own_type = type_needs_no_check(item, table);
     let mut seen = 0u64;
     for member in shape.members_of(item) {
@@ -86,69 +87,77 @@ fn members_clean(item: &Item<'_>, table: &Members, shape: &Shape<'_>, profile: &
     Some(seen)
 }
 
-/// [`members_clean`] for an item whose members are all kept in it but its part lists: each
-/// field present is tested where it is (the reader has refused any written twice), and only
-/// the part lists are read from the item's members. `None` also when a present member has no
-/// compiled rule; the full check then decides.
+/// [`is_clean`] for an item whose members are all kept in it but its part lists (at `lists`
+/// among its members), when `table`'s `required` members are all names the readers tell
+/// apart: which members are present is told from [`Item::present`] (the reader has refused
+/// any written twice), each present field is tested where it is, and only the part lists are
+/// read from the item's members. `false` also when a present member has no compiled rule;
+/// the full check then decides.
 #[inline(always)]
 fn kept_members_clean(
     item: &Item<'_>,
+    lists: [u8; 2],
+    required: u16,
     table: &Members,
     shape: &Shape<'_>,
     profile: &ItemProfile,
-) -> Option<u64> {
-    let own_type = type_needs_no_check(item, table);
-    let rule = |name: KnownName| table.known_rule(name);
-    let mut seen = kept_field(&item.kind, rule(KnownName::Type), table, own_type)?;
-    seen |= kept_field(&item.id, rule(KnownName::Id), table, false)?;
-    seen |= kept_field(&item.call_id, rule(KnownName::CallId), table, false)?;
-    seen |= kept_field(&item.name, rule(KnownName::Name), table, false)?;
-    seen |= kept_field(&item.status, rule(KnownName::Status), table, false)?;
-    seen |= kept_field(&item.role, rule(KnownName::Role), table, false)?;
-    if item.arguments != RawField::Absent {
-        let known = table.known_rule(KnownName::Arguments);
-        if known.bit == 0 || !raw_field_passes(&item.arguments, known, table) {
-            return None;
-        }
-        seen |= known.bit;
+) -> bool {
+    let present = item.present;
+    if present & !table.compiled_known() != 0 || required & !present != 0 {
+        return false;
     }
-    if let Some(blob) = &item.encrypted_content {
-        let known = table.known_rule(KnownName::EncryptedContent);
-        if known.bit == 0 || !known.json_passes(blob.get(), table) {
-            return None;
-        }
-        seen |= known.bit;
-    }
-    let members = shape.members_of(item);
-    for at in item.layout.lists() {
-        let member = members.get(at)?;
-        let known = table.known_rule(member.known);
-        let MemberValue::List(list) = &member.value else {
-            return None;
-        };
-        if known.bit == 0 || !list_passes(item, member, list, known, table, shape, profile) {
-            return None;
-        }
-        seen |= known.bit;
-    }
-    Some(seen)
+    let has = |name: KnownName| present & name.bit() != 0;
+    (!has(KnownName::Type)
+        || type_needs_no_check(item, table)
+        || table.known_rule(KnownName::Type).field_passes(&item.kind, table))
+        && present_field_passes(present, &item.id, KnownName::Id, table)
+        && present_field_passes(present, &item.call_id, KnownName::CallId, table)
+        && present_field_passes(present, &item.name, KnownName::Name, table)
+        && present_field_passes(present, &item.status, KnownName::Status, table)
+        && present_field_passes(present, &item.role, KnownName::Role, table)
+        && (!has(KnownName::Arguments)
+            || raw_field_passes(&item.arguments, table.known_rule(KnownName::Arguments), table))
+        && (!has(KnownName::EncryptedContent)
+            || item.encrypted_content.is_some_and(|blob| {
+                table
+                    .known_rule(KnownName::EncryptedContent)
+                    .json_passes(blob.get(), table)
+            }))
+        && (!has(KnownName::Content) || kept_list_clean(item, lists[0], table, shape, profile))
+        && (!has(KnownName::Output) || kept_list_clean(item, lists[1], table, shape, profile))
 }
 
-/// [`kept_members_clean`] for one field: its bit when it is present and plainly passes (0
-/// when absent); `skip_text` for the `type` that chose the table.
+/// [`kept_members_clean`] for one field: whether it is absent (by `present`) or plainly
+/// passes its compiled rule.
 #[inline(always)]
-fn kept_field(field: &Field<'_>, known: &KnownRule, table: &Members, skip_text: bool) -> Option<u64> {
-    // Most of an item's fields are absent: that is told first, from the tag alone.
-    if matches!(field, Field::Absent) {
-        return Some(0);
-    }
-    let passes = known.bit != 0
-        && match field {
-            Field::Str(text) => skip_text || known.text_passes(text, table),
-            Field::Other(kind) => known.kind_passes(*kind),
-            Field::Absent => true,
-        };
-    passes.then_some(known.bit)
+fn present_field_passes(present: u16, field: &Field<'_>, name: KnownName, table: &Members) -> bool {
+    present & name.bit() == 0 || table.known_rule(name).field_passes(field, table)
+}
+
+/// [`kept_members_clean`] for the part list at position `at` among the item's members.
+#[inline(always)]
+fn kept_list_clean(
+    item: &Item<'_>,
+    at: u8,
+    table: &Members,
+    shape: &Shape<'_>,
+    profile: &ItemProfile,
+) -> bool {
+    let Some(member) = shape.members_of(item).get(usize::from(at)) else {
+        return false;
+    };
+    let MemberValue::List(list) = &member.value else {
+        return false;
+    };
+    list_passes(
+        item,
+        member,
+        list,
+        table.known_rule(member.known),
+        table,
+        shape,
+        profile,
+    )
 }
 
 /// [`members_clean`] for a part list member (`content`, `output`, `summary`) whose name has a

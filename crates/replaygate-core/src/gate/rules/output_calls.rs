@@ -11,6 +11,7 @@ use crate::gate::output::{OutputCall, ResponseViolation};
 use crate::gate::profile::Target;
 use crate::gate::request::{Tool, WorkExceeded};
 use crate::gate::schema::SchemaCache;
+use crate::gate::shape::KnownName;
 
 /// Checks every call against `tools` (the request's declared tools) and the target's tool
 /// rules, in order, within the target's work budget.
@@ -62,6 +63,11 @@ fn call_item<'c>(call: &'c OutputCall, encoded: Option<&'c str>) -> Item<'c> {
         (Field::Other(kind), None) => RawField::Other(*kind),
         (_, None) => RawField::Absent,
     };
+    let bit_if = |written: bool, name: KnownName| if written { name.bit() } else { 0 };
+    let present = KnownName::Type.bit()
+        | bit_if(call.call_id.is_some(), KnownName::CallId)
+        | bit_if(call.name.is_some(), KnownName::Name)
+        | bit_if(arguments != RawField::Absent, KnownName::Arguments);
     Item {
         class: ItemClass::FunctionCall,
         kind: Field::Str(Text::Borrowed("function_call")),
@@ -75,6 +81,7 @@ fn call_item<'c>(call: &'c OutputCall, encoded: Option<&'c str>) -> Item<'c> {
         encrypted_content: None,
         members: 0..0,
         layout: MemberLayout::Mixed,
+        present,
     }
 }
 
