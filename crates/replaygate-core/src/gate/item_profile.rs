@@ -11,7 +11,7 @@ use std::sync::{Arc, LazyLock};
 use super::field::{Field, JsonKind, RawField};
 use super::item::ItemClass;
 use super::name_table::NameTable;
-use super::shape::{KnownName, Member, ValueView};
+use super::shape::{KnownName, Member, Part, ValueView};
 use super::text_set::TextSet;
 
 /// The item types a profile describes: the portable core (contract §5), in the order of the
@@ -62,6 +62,12 @@ pub struct Members {
     /// The required members as a set of [`KnownName::bit`]s, when every one is a
     /// [`KnownName`].
     required_known: Option<u16>,
+    /// The names whose compiled rule passes every string, and those whose compiled rule
+    /// passes every array written in place (a part list's parts are not looked into), as sets
+    /// of [`KnownName::bit`]s.
+    any_string_known: u16,
+    /// See `any_string_known`.
+    any_array_known: u16,
 }
 
 /// An accepted member the readers tell apart, compiled so the shape check's clean walk reads
@@ -430,6 +436,21 @@ impl Members {
         self.required_known
     }
 
+    /// Whether a content part of this type plainly passes, told from the sets of its names
+    /// and of the names of its strings and arrays ([`Part`]'s): every name has a compiled
+    /// rule that passes every value of its kind, and `type` is the type's own. `false` when
+    /// only its members can tell.
+    #[inline]
+    pub(crate) fn passes_part_names(&self, part: &Part<'_>) -> bool {
+        let own_type = if self.own_type_accepted {
+            KnownName::Type.bit()
+        } else {
+            0
+        };
+        let plain = (part.strings & self.any_string_known) | (part.arrays & self.any_array_known) | own_type;
+        part.names & !(plain & self.compiled_known) == 0
+    }
+
     /// The required members as a set of positions (`entry_of`'s), when they all fit in 64 bits.
     pub fn required_bits(&self) -> Option<u64> {
         self.required_bits
@@ -700,14 +721,21 @@ impl file::Members {
         });
         let mut by_known = [u8::MAX; KNOWN_SLOTS];
         let mut known_rules = [KnownRule::default(); KNOWN_SLOTS];
-        let mut compiled_known = 0;
+        let (mut compiled_known, mut any_string_known, mut any_array_known) = (0, 0, 0);
         for known in KnownName::NAMED {
             if let Some((at, entry)) = names.find(known.as_str()) {
                 by_known[known as usize] = u8::try_from(at).unwrap_or(u8::MAX);
                 if let MemberEntry::Accepted(rule) = entry {
                     known_rules[known as usize] = KnownRule::of(at, rule).unwrap_or_default();
-                    if known_rules[known as usize].bit != 0 {
+                    let compiled = known_rules[known as usize];
+                    if compiled.bit != 0 {
                         compiled_known |= known.bit();
+                        if compiled.kind_passes(JsonKind::String) && compiled.text == TextRule::Free {
+                            any_string_known |= known.bit();
+                        }
+                        if compiled.kind_passes(JsonKind::Array) {
+                            any_array_known |= known.bit();
+                        }
                     }
                 }
             }
@@ -718,6 +746,8 @@ impl file::Members {
             known_rules,
             compiled_known,
             required_known,
+            any_string_known,
+            any_array_known,
             own_type_accepted: false,
             required_bits,
             required: self.required.into_iter().collect(),

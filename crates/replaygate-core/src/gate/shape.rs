@@ -211,6 +211,14 @@ pub struct Part<'a> {
     pub is_object: bool,
     /// Its members (`Shape::part_members[range]`).
     pub members: Range<u32>,
+    /// The names of its members, as a set of [`KnownName::bit`]s; a name written twice also
+    /// counts as another name ([`KnownName::Other`]), so that a check reading only the set
+    /// looks at the members themselves.
+    pub names: u16,
+    /// The names whose values are strings, and those whose values are arrays.
+    pub strings: u16,
+    /// See `strings`.
+    pub arrays: u16,
 }
 
 /// A value as a profile checks it: its JSON kind and, for a string, its text.
@@ -480,6 +488,9 @@ impl<'a> PartSeed<'_, 'a> {
             kind: Field::Other(kind),
             is_object: false,
             members: at..at,
+            names: 0,
+            strings: 0,
+            arrays: 0,
         }
     }
 }
@@ -523,8 +534,21 @@ impl<'de: 'a, 'a> Visitor<'de> for PartSeed<'_, 'a> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let start = self.members.len() as u32;
         let mut kind = Field::Absent;
+        let (mut names, mut strings, mut arrays) = (0u16, 0u16, 0u16);
         while let Some(name) = map.next_key::<Name<'de>>()? {
             let raw: &'de RawValue = map.next_value()?;
+            let known = KnownName::of_part_member(&name.0);
+            let bit = known.bit();
+            names |= if names & bit == 0 {
+                bit
+            } else {
+                KnownName::Other.bit()
+            };
+            match raw.get().as_bytes().first() {
+                Some(b'"') => strings |= bit,
+                Some(b'[') => arrays |= bit,
+                _ => {}
+            }
             if name.0 == "type" && kind == Field::Absent {
                 kind = match RawField::of_json(raw.get()) {
                     RawField::Str(encoded) => RawField::decode(encoded)
@@ -535,7 +559,7 @@ impl<'de: 'a, 'a> Visitor<'de> for PartSeed<'_, 'a> {
                 };
             }
             self.members.push(Member {
-                known: KnownName::of_part_member(&name.0),
+                known,
                 name: name.0,
                 value: MemberValue::Raw(raw),
             });
@@ -544,6 +568,9 @@ impl<'de: 'a, 'a> Visitor<'de> for PartSeed<'_, 'a> {
             kind,
             is_object: true,
             members: start..self.members.len() as u32,
+            names,
+            strings,
+            arrays,
         })
     }
 }

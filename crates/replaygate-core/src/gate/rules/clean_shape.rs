@@ -245,7 +245,8 @@ fn looked_up_member_clean(
 }
 
 /// Whether every part is an object of a type `rule` accepts whose members are clean (a part
-/// has no required members, and its own part lists are not looked into).
+/// has no required members, and its own part lists are not looked into): told from the
+/// part's sets of names where they suffice, else member by member.
 #[inline(never)]
 fn parts_clean(parts: &[Part<'_>], rule: &MemberRule, shape: &Shape<'_>, profile: &ItemProfile) -> bool {
     parts.iter().all(|part| {
@@ -255,7 +256,10 @@ fn parts_clean(parts: &[Part<'_>], rule: &MemberRule, shape: &Shape<'_>, profile
         match rule.part_table_of(kind) {
             None => false,
             Some(None) => true,
-            Some(Some(at)) => part_members_clean(shape.members_of_part(part), profile.part_at(at)),
+            Some(Some(at)) => {
+                let table = profile.part_at(at);
+                table.passes_part_names(part) || part_members_clean(shape.members_of_part(part), table)
+            }
         }
     })
 }
@@ -353,6 +357,36 @@ mod tests {
             }
         }
         assert!(refused >= 5, "{refused}");
+    }
+
+    #[test]
+    fn a_part_is_told_clean_from_its_names_only_when_they_suffice() {
+        let profile = ItemProfile::built_in("openai").unwrap();
+        let table = profile.part("output_text").unwrap();
+        for (parts, by_names, clean) in [
+            (r#"{"type":"output_text","text":"hi","annotations":[]}"#, true, true),
+            (r#"{"annotations":[],"logprobs":[],"text":"hi","type":"output_text"}"#, true, true),
+            // Written twice, of a kind its rule refuses, a name without a compiled rule.
+            (r#"{"type":"output_text","text":"hi","text":"again"}"#, false, false),
+            (r#"{"type":"output_text","text":5}"#, false, false),
+            (r#"{"type":"output_text","text":"hi","annotations":{}}"#, false, false),
+            (r#"{"type":"output_text","text":"hi","extra":1}"#, false, false),
+        ] {
+            let body = format!(r#"{{"input":[{{"role":"assistant","content":[{parts}]}}]}}"#);
+            let request = parse_with(body.as_bytes(), ItemsAt::Input).unwrap();
+            let [part] = request.shape.parts.as_slice() else {
+                panic!("{parts}: one part");
+            };
+            assert_eq!(table.passes_part_names(part), by_names, "{parts}");
+            let [(_, findings)] = both_ways(&body, ItemsAt::Input).try_into().unwrap();
+            assert_eq!(findings.is_empty(), clean, "{parts}: {findings:?}");
+        }
+        // A name its table accepts but the readers do not tell apart: the members decide.
+        let body = r#"{"input":[{"role":"user","content":[{"type":"input_text","text":"a","prompt_cache_breakpoint":null}]}]}"#;
+        let request = parse_with(body.as_bytes(), ItemsAt::Input).unwrap();
+        let table = profile.part("input_text").unwrap();
+        assert!(!table.passes_part_names(&request.shape.parts[0]));
+        assert_eq!(both_ways(body, ItemsAt::Input), [(true, Vec::new())]);
     }
 
     #[test]
