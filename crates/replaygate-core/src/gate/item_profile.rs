@@ -57,6 +57,9 @@ pub struct Members {
     by_known: [u8; KNOWN_SLOTS],
     /// Each [`KnownName`]'s rule compiled for the clean walk (by number).
     known_rules: [KnownRule; KNOWN_SLOTS],
+    /// The values a [`KnownName`]'s compiled rule accepts, when it is a set of values (by
+    /// number), kept here so the clean walk reads them without going through the table.
+    known_one_of: [TextSet; KNOWN_SLOTS],
     /// The names with a rule in `known_rules`, as a set of [`KnownName::bit`]s.
     compiled_known: u16,
     /// The required members as a set of [`KnownName::bit`]s, when every one is a
@@ -81,8 +84,10 @@ pub(crate) struct KnownRule {
     kinds: u8,
     /// What a string must pass beyond its kind.
     text: TextRule,
-    /// The member's position in its table (where a set of values is read from).
+    /// The member's position in its table.
     at: u8,
+    /// The member's name (where a set of values is read from: [`Members::known_one_of`]).
+    name: KnownName,
 }
 
 /// What a string must pass beyond its kind, in the forms [`KnownRule`] tests inline.
@@ -107,7 +112,7 @@ enum TextRule {
 
 impl KnownRule {
     /// The compiled form of the rule at position `at` of a table, when it has one.
-    fn of(at: usize, rule: &MemberRule) -> Option<KnownRule> {
+    fn of(at: usize, rule: &MemberRule, name: KnownName) -> Option<KnownRule> {
         let bit = 1u64.checked_shl(u32::try_from(at).ok()?)?;
         let fewest = |per_char: usize| match rule.min_length {
             Some(min) if min > 0 => min.checked_mul(per_char).map(|bytes| bytes - (per_char - 1)),
@@ -128,6 +133,7 @@ impl KnownRule {
             kinds: rule.kind_mask,
             text,
             at: u8::try_from(at).ok()?,
+            name,
         })
     }
 
@@ -153,7 +159,7 @@ impl KnownRule {
             TextRule::Lengths {
                 most, fewest_decoded, ..
             } => text.len() <= most && text.len() >= fewest_decoded,
-            TextRule::OneOf => table.one_of_at(self.at).contains(text),
+            TextRule::OneOf => table.known_one_of[self.name as usize].contains(text),
         }
     }
 
@@ -173,7 +179,7 @@ impl KnownRule {
                 let inner = written
                     .get(1..written.len().saturating_sub(1))
                     .unwrap_or_default();
-                table.one_of_at(self.at).contains(inner)
+                table.known_one_of[self.name as usize].contains(inner)
             }
         }
     }
@@ -191,10 +197,13 @@ impl KnownRule {
     /// Whether a member the item reader keeps plainly passes.
     #[inline(always)]
     pub(crate) fn field_passes(&self, field: &Field<'_>, table: &Members) -> bool {
+        // A string first: told from the text's own tag, without decoding `Field`'s.
+        if let Field::Str(text) = field {
+            return self.text_passes(text, table);
+        }
         match field {
-            Field::Str(text) => self.text_passes(text, table),
             Field::Other(kind) => self.kind_passes(*kind),
-            Field::Absent => true,
+            Field::Str(_) | Field::Absent => true,
         }
     }
 }
@@ -414,12 +423,6 @@ impl Members {
             MemberEntry::Accepted(rule) => Some(rule),
             MemberEntry::Refused(_) => None,
         }
-    }
-
-    fn one_of_at(&self, at: u8) -> &TextSet {
-        static NONE: TextSet = TextSet::new();
-        self.rule_at(usize::from(at))
-            .map_or(&NONE, |rule| &rule.one_of_set)
     }
 
     /// The names with a rule compiled for the clean walk ([`Members::known_rule`]), as a set
@@ -721,12 +724,14 @@ impl file::Members {
         });
         let mut by_known = [u8::MAX; KNOWN_SLOTS];
         let mut known_rules = [KnownRule::default(); KNOWN_SLOTS];
+        let mut known_one_of: [TextSet; KNOWN_SLOTS] = std::array::from_fn(|_| TextSet::new());
         let (mut compiled_known, mut any_string_known, mut any_array_known) = (0, 0, 0);
         for known in KnownName::NAMED {
             if let Some((at, entry)) = names.find(known.as_str()) {
                 by_known[known as usize] = u8::try_from(at).unwrap_or(u8::MAX);
                 if let MemberEntry::Accepted(rule) = entry {
-                    known_rules[known as usize] = KnownRule::of(at, rule).unwrap_or_default();
+                    known_rules[known as usize] = KnownRule::of(at, rule, known).unwrap_or_default();
+                    known_one_of[known as usize] = rule.one_of_set.clone();
                     let compiled = known_rules[known as usize];
                     if compiled.bit != 0 {
                         compiled_known |= known.bit();
@@ -744,6 +749,7 @@ impl file::Members {
             names,
             by_known,
             known_rules,
+            known_one_of,
             compiled_known,
             required_known,
             any_string_known,

@@ -60,9 +60,10 @@ pub struct Member<'a> {
 
 /// Member names the readers tell apart as they read them (the item reader matches its own
 /// members' names anyway), numbered so a profile finds their entries without comparing text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum KnownName {
     /// Any other name.
+    #[default]
     Other,
     /// `type`.
     Type,

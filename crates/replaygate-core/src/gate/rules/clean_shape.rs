@@ -364,12 +364,28 @@ mod tests {
         let profile = ItemProfile::built_in("openai").unwrap();
         let table = profile.part("output_text").unwrap();
         for (parts, by_names, clean) in [
-            (r#"{"type":"output_text","text":"hi","annotations":[]}"#, true, true),
-            (r#"{"annotations":[],"logprobs":[],"text":"hi","type":"output_text"}"#, true, true),
+            (
+                r#"{"type":"output_text","text":"hi","annotations":[]}"#,
+                true,
+                true,
+            ),
+            (
+                r#"{"annotations":[],"logprobs":[],"text":"hi","type":"output_text"}"#,
+                true,
+                true,
+            ),
             // Written twice, of a kind its rule refuses, a name without a compiled rule.
-            (r#"{"type":"output_text","text":"hi","text":"again"}"#, false, false),
+            (
+                r#"{"type":"output_text","text":"hi","text":"again"}"#,
+                false,
+                false,
+            ),
             (r#"{"type":"output_text","text":5}"#, false, false),
-            (r#"{"type":"output_text","text":"hi","annotations":{}}"#, false, false),
+            (
+                r#"{"type":"output_text","text":"hi","annotations":{}}"#,
+                false,
+                false,
+            ),
             (r#"{"type":"output_text","text":"hi","extra":1}"#, false, false),
         ] {
             let body = format!(r#"{{"input":[{{"role":"assistant","content":[{parts}]}}]}}"#);
