@@ -120,7 +120,7 @@ impl KnownName {
         KnownName::Logprobs,
     ];
 
-    /// The name's bit in a set of names ([`crate::gate::Item::present`]): bit `n` for the
+    /// The name's bit in a set of names ([`crate::gate::item::Item::present`]): bit `n` for the
     /// name numbered `n`.
     pub const fn bit(self) -> u16 {
         1 << self as u16
