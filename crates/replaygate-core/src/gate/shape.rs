@@ -545,9 +545,9 @@ impl<'de: 'a, 'a> Visitor<'de> for PartSeed<'_, 'a> {
             } else {
                 KnownName::Other.bit()
             };
-            match raw.get().as_bytes().first() {
-                Some(b'"') => strings |= bit,
-                Some(b'[') => arrays |= bit,
+            match RawField::of_json(raw.get()) {
+                RawField::Str(_) => strings |= bit,
+                RawField::Other(JsonKind::Array) => arrays |= bit,
                 _ => {}
             }
             if name.0 == "type" && kind == Field::Absent {
