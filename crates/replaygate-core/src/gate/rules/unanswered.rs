@@ -69,4 +69,23 @@ mod tests {
         // The last turn's call may still wait for its output.
         assert_eq!(reasons(&format!("{user},{call}")), []);
     }
+
+    #[test]
+    fn a_request_judged_again_for_an_unanswered_call_lists_each_violation_once_in_order() {
+        // The first pass finds the call unanswered only once all items are paired; the items
+        // are then judged again, and only that second verdict stands: the earlier items'
+        // violations once each, the call's shape finding before its `call_without_output`.
+        let stray = r#"{"type":"function_call_output","call_id":"nobody","output":"x"}"#;
+        let call =
+            r#"{"type":"function_call","call_id":"c","name":"f","arguments":"{}","parsed_arguments":{}}"#;
+        let user = r#"{"role":"user","content":"next"}"#;
+        assert_eq!(
+            reasons(&format!("{stray},{call},{user}")),
+            [
+                (Reason::CallIdMismatch, Some(0)),
+                (Reason::ItemField, Some(1)),
+                (Reason::CallWithoutOutput, Some(1))
+            ]
+        );
+    }
 }
