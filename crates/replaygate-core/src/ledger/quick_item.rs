@@ -7,8 +7,8 @@
 
 use std::borrow::Cow;
 
+use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
-use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
 use super::canon::{put_bytes, put_str};
@@ -44,65 +44,113 @@ impl CallMembers {
     }
 }
 
-/// The members a quick read looks at, each as its JSON text (`null` included).
+/// The members a quick read looks at, each read as it stands (a repeated one fails the read).
 #[derive(Deserialize)]
 struct Members<'a> {
-    #[serde(rename = "type", borrow, default, deserialize_with = "present")]
-    item_type: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    call_id: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    name: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    arguments: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    encrypted_content: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    content: Option<&'a RawValue>,
+    #[serde(rename = "type", borrow, default)]
+    item_type: Member<'a>,
+    #[serde(borrow, default)]
+    id: Member<'a>,
+    #[serde(borrow, default)]
+    call_id: Member<'a>,
+    #[serde(borrow, default)]
+    name: Member<'a>,
+    #[serde(borrow, default)]
+    arguments: Member<'a>,
+    #[serde(borrow, default)]
+    encrypted_content: Member<'a>,
+    #[serde(borrow, default)]
+    content: Content<'a>,
 }
 
 /// The members of a message's content part that its text is made of.
 #[derive(Deserialize)]
 struct PartText<'a> {
-    #[serde(borrow, default, deserialize_with = "present")]
-    text: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    refusal: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    text: Member<'a>,
+    #[serde(borrow, default)]
+    refusal: Member<'a>,
 }
 
-/// A present member, `null` or not (`Option<&RawValue>` alone reads `null` as absent).
-fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error> {
-    <&'de RawValue>::deserialize(deserializer).map(Some)
-}
-
-/// A member the quick read understands.
+/// A member as the quick read takes it: absent, `null`, a string, or another kind of value
+/// (which the quick read leaves to the full one).
+#[derive(Default)]
 enum Member<'a> {
+    #[default]
     Absent,
     Null,
     Text(Cow<'a, str>),
+    Other,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Member<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(MemberVisitor)
+    }
+}
+
+struct MemberVisitor;
+
+impl<'de> Visitor<'de> for MemberVisitor {
+    type Value = Member<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<Member<'de>, E> {
+        Ok(Member::Text(Cow::Borrowed(text)))
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Member<'de>, E> {
+        Ok(Member::Text(Cow::Owned(text.to_owned())))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Member<'de>, E> {
+        Ok(Member::Null)
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Member<'de>, E> {
+        Ok(Member::Other)
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Member<'de>, E> {
+        Ok(Member::Other)
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Member<'de>, E> {
+        Ok(Member::Other)
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Member<'de>, E> {
+        Ok(Member::Other)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Member<'de>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Member::Other)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Member<'de>, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Member::Other)
+    }
 }
 
 impl<'a> Member<'a> {
-    /// The member, or `None` when it is neither absent, `null` nor a string.
-    fn of(raw: Option<&'a RawValue>) -> Option<Member<'a>> {
-        let Some(raw) = raw else {
-            return Some(Member::Absent);
-        };
-        match raw.get().trim() {
-            "null" => Some(Member::Null),
-            // Borrowed unless written with escapes.
-            text if text.starts_with('"') => Reader::read_string(text).ok().map(Member::Text),
-            _ => None,
+    /// The member, or `None` when it is another kind of value than a string or `null`.
+    fn known(self) -> Option<Member<'a>> {
+        match self {
+            Member::Other => None,
+            known => Some(known),
         }
     }
 
     /// The text of a member that is a string (`None`: absent, or another kind of value).
-    fn text_of(raw: Option<&'a RawValue>) -> Option<Cow<'a, str>> {
-        match Member::of(raw)? {
+    fn into_text(self) -> Option<Cow<'a, str>> {
+        match self {
             Member::Text(text) => Some(text),
-            Member::Absent | Member::Null => None,
+            _ => None,
         }
     }
 
@@ -112,6 +160,7 @@ impl<'a> Member<'a> {
             Member::Absent => out.push(b'-'),
             Member::Null => out.push(b'n'),
             Member::Text(text) => put_str(out, text),
+            Member::Other => unreachable!("a member of another kind goes to the full read"),
         }
     }
 
@@ -120,7 +169,7 @@ impl<'a> Member<'a> {
         match self {
             Member::Absent | Member::Null => Some(None),
             Member::Text(id) if id.len() <= MAX_ID_BYTES => Some(Some(id.as_ref().to_owned())),
-            Member::Text(_) => None,
+            Member::Text(_) | Member::Other => None,
         }
     }
 
@@ -136,7 +185,140 @@ impl<'a> Member<'a> {
             Member::Absent => Field::Absent,
             Member::Null => Field::Other(JsonKind::Null),
             Member::Text(text) => Field::Str(Text::Owned(text.into())),
+            Member::Other => unreachable!("a member of another kind goes to the full read"),
         }
+    }
+}
+
+/// A message's `content` as the digest takes its text.
+#[derive(Default)]
+enum Content<'a> {
+    /// Absent, or of a kind that has no text (`null`, a number, an object).
+    #[default]
+    NoText,
+    /// A string, or the concatenated texts of a list of parts.
+    Text(Cow<'a, str>),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ContentVisitor)
+    }
+}
+
+struct ContentVisitor;
+
+impl<'de> Visitor<'de> for ContentVisitor {
+    type Value = Content<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<Content<'de>, E> {
+        Ok(Content::Text(Cow::Borrowed(text)))
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Content<'de>, E> {
+        Ok(Content::Text(Cow::Owned(text.to_owned())))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Content<'de>, E> {
+        Ok(Content::NoText)
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Content<'de>, E> {
+        Ok(Content::NoText)
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Content<'de>, E> {
+        Ok(Content::NoText)
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Content<'de>, E> {
+        Ok(Content::NoText)
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Content<'de>, E> {
+        Ok(Content::NoText)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Content<'de>, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Content::NoText)
+    }
+
+    /// A list of parts: each part's string `text`, or else its string `refusal`, in order;
+    /// elements that are not objects add nothing.
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content<'de>, A::Error> {
+        let mut text = String::new();
+        while let Some(part) = seq.next_element::<Part<'de>>()? {
+            if let Part::Object(part) = part {
+                if let Some(part_text) = part.text.into_text().or_else(|| part.refusal.into_text()) {
+                    text.push_str(&part_text);
+                }
+            }
+        }
+        Ok(Content::Text(Cow::Owned(text)))
+    }
+}
+
+/// An element of a message's content list.
+enum Part<'a> {
+    Object(PartText<'a>),
+    NotAnObject,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Part<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(PartVisitor)
+    }
+}
+
+struct PartVisitor;
+
+impl<'de> Visitor<'de> for PartVisitor {
+    type Value = Part<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Part<'de>, A::Error> {
+        PartText::deserialize(de::value::MapAccessDeserializer::new(map)).map(Part::Object)
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, _: &'de str) -> Result<Part<'de>, E> {
+        Ok(Part::NotAnObject)
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Part<'de>, E> {
+        Ok(Part::NotAnObject)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Part<'de>, E> {
+        Ok(Part::NotAnObject)
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Part<'de>, E> {
+        Ok(Part::NotAnObject)
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Part<'de>, E> {
+        Ok(Part::NotAnObject)
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Part<'de>, E> {
+        Ok(Part::NotAnObject)
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Part<'de>, E> {
+        Ok(Part::NotAnObject)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Part<'de>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Part::NotAnObject)
     }
 }
 
@@ -147,7 +329,7 @@ pub(crate) fn quick_item(item: &str) -> Option<QuickItem> {
         return None;
     }
     let members: Members<'_> = Reader::read(item).ok()?;
-    let Member::Text(item_type) = Member::of(members.item_type)? else {
+    let Member::Text(item_type) = members.item_type else {
         return None;
     };
     let item_type = item_type.as_ref();
@@ -157,16 +339,16 @@ pub(crate) fn quick_item(item: &str) -> Option<QuickItem> {
     ) {
         return None;
     }
-    let id = Member::of(members.id)?.id()?;
-    let call_id = Member::of(members.call_id)?;
-    let encrypted_content = Member::of(members.encrypted_content)?;
+    let id = members.id.id()?;
+    let call_id = members.call_id.known()?;
+    let encrypted_content = members.encrypted_content.known()?;
     let mut out = Vec::with_capacity(128);
     put_bytes(&mut out, DOMAIN);
     put_bytes(&mut out, item_type.as_bytes());
     let mut call = None;
     if item_type == "function_call" {
-        let name = Member::of(members.name)?;
-        let arguments = Member::of(members.arguments)?;
+        let name = members.name.known()?;
+        let arguments = members.arguments.known()?;
         name.put(&mut out);
         arguments.put(&mut out);
         call_id.put(&mut out);
@@ -176,9 +358,13 @@ pub(crate) fn quick_item(item: &str) -> Option<QuickItem> {
             arguments: arguments.field(),
         });
     } else if item_type == "message" {
-        match message_text(members.content)? {
-            Some(text) => put_str(&mut out, &text),
-            None => out.push(b'-'),
+        // A message's text as [`item_digest`](super::record::item_digest) reads it: `content`
+        // itself when it is a string, else the concatenation of each content part's string
+        // `text` (or, without one, its string `refusal`); absent when `content` is absent or
+        // of another kind.
+        match &members.content {
+            Content::Text(text) => put_str(&mut out, text),
+            Content::NoText => out.push(b'-'),
         }
     } else {
         encrypted_content.put(&mut out);
@@ -191,33 +377,6 @@ pub(crate) fn quick_item(item: &str) -> Option<QuickItem> {
         has_encrypted_content: !matches!(encrypted_content, Member::Absent | Member::Null),
     };
     Some(QuickItem { record, call })
-}
-
-/// A message's text as the digest takes it, read as
-/// [`item_digest`](super::record::item_digest) reads it: `content` itself when it is a string, else the
-/// concatenation of each content part's string `text` (or, without one, its string
-/// `refusal`); `Some(None)` when `content` is absent or of another kind; `None` when the full
-/// read must decide (a part whose members repeat).
-fn message_text(content: Option<&RawValue>) -> Option<Option<Cow<'_, str>>> {
-    let Some(content) = content else {
-        return Some(None);
-    };
-    let json = content.get();
-    if !json.starts_with('[') {
-        return Some(Member::text_of(Some(content)));
-    }
-    let parts: Vec<&RawValue> = Reader::read(json).ok()?;
-    let mut text = String::new();
-    for part in parts {
-        if !part.get().starts_with('{') {
-            continue;
-        }
-        let members: PartText<'_> = Reader::read(part.get()).ok()?;
-        if let Some(part_text) = Member::text_of(members.text).or_else(|| Member::text_of(members.refusal)) {
-            text.push_str(&part_text);
-        }
-    }
-    Some(Some(Cow::Owned(text)))
 }
 
 #[cfg(test)]
