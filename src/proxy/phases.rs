@@ -225,13 +225,13 @@ impl<'r> RequestContext<'r> {
             }
             None => judged.body.take().unwrap_or(body),
         };
-        let recording = self.recording(route, &judged, &body);
         let turn = self.socket.as_ref().map(|_| Turn {
             provider: judged.provider.clone(),
             model: judged.model.clone(),
             previous_response_id: judged.previous_response_id.clone(),
             input_call_ids: judged.input_call_ids.clone(),
         });
+        let recording = self.recording(route, &mut judged, &body);
         Ok(Decided {
             provider: self.snapshot.provider(&judged.provider)?.clone(),
             body,
@@ -270,8 +270,9 @@ impl<'r> RequestContext<'r> {
     }
 
     /// What the ledger will record of the answer to a judged request: only `/responses` and
-    /// `/responses/compact` answers are recorded (contract §8).
-    fn recording(&self, route: &PathRoute<'_>, judged: &Judged, body: &[u8]) -> Option<Recording> {
+    /// `/responses/compact` answers are recorded (contract §8). Takes what it records from
+    /// `judged` (its model, `previous_response_id` and input call ids) rather than copying it.
+    fn recording(&self, route: &PathRoute<'_>, judged: &mut Judged, body: &[u8]) -> Option<Recording> {
         let ledger = self.state.ledger.as_ref()?;
         if !matches!(route.upstream_path, "/responses" | "/responses/compact") {
             return None;
@@ -284,11 +285,11 @@ impl<'r> RequestContext<'r> {
         });
         Some(Recording {
             provider: judged.provider.clone(),
-            model: judged.model.clone(),
+            model: judged.model.take(),
             team: self.team.as_ref().map(|team| team.name.clone()),
-            previous_response_id: judged.previous_response_id.clone(),
+            previous_response_id: judged.previous_response_id.take(),
             input_items: ledger.settings.store_items.then(|| input_items(body)).flatten(),
-            input_call_ids: judged.input_call_ids.clone(),
+            input_call_ids: std::mem::take(&mut judged.input_call_ids),
             request_id: self.record.request_id.to_string(),
             calls_check,
             audit: self.state.audit.clone(),

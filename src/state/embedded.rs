@@ -80,7 +80,7 @@ use tokio::sync::oneshot;
 use super::key_filter::KeyFilter;
 use super::recent::{Recent, Weights};
 use super::{now_unix, StoreError};
-use crate::ledger::{StoredItem, StoredResponse};
+use crate::ledger::{ItemRecord, StoredItem, StoredResponse};
 use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult};
 use crate::proxy::rate_limit::{LocalRateLimiter, RateLimiter};
 
@@ -269,7 +269,7 @@ impl EmbeddedStore {
         let (ack, done) = oneshot::channel();
         let weights = self.enqueue_put(response, Ack::Caller(ack))?;
         done.await.map_err(|_| writer_stopped())??;
-        self.inner.recent.remember(response, &weights);
+        self.inner.recent.remember(response.clone(), &weights);
         Ok(())
     }
 
@@ -278,10 +278,10 @@ impl EmbeddedStore {
     /// `meter`. A full queue fails at once.
     pub(super) fn queue_response(
         &self,
-        response: &StoredResponse,
+        response: StoredResponse,
         meter: LedgerMeter,
     ) -> Result<(), StoreError> {
-        let weights = self.enqueue_put(response, Ack::Meter(meter))?;
+        let weights = self.enqueue_put(&response, Ack::Meter(meter))?;
         self.inner.recent.remember(response, &weights);
         Ok(())
     }
@@ -470,22 +470,64 @@ impl Rows {
     }
 
     fn encode(response: &StoredResponse) -> Result<Rows, StoreError> {
+        // Each row's buffer is sized from its texts once, rather than grown as it is written.
+        let owner = 64 + response.owner.provider.len() + response.owner.model.as_ref().map_or(0, String::len);
+        let item_len = |item: &ItemRecord| {
+            160 + item.id.as_ref().map_or(0, String::len)
+                + item.item_type.len()
+                + item.call_id.as_ref().map_or(0, String::len)
+        };
+        let content = response.content.as_ref().map_or(0, |content| {
+            content
+                .input
+                .iter()
+                .chain(&content.output)
+                .map(|text| text.len() + 8)
+                .sum()
+        });
+        let response_len = 256
+            + owner
+            + response.id.len()
+            + response.team.as_ref().map_or(0, String::len)
+            + response.previous_response_id.as_ref().map_or(0, String::len)
+            + response.items.iter().map(item_len).sum::<usize>()
+            + response
+                .input_call_ids
+                .iter()
+                .map(|id| id.len() + 4)
+                .sum::<usize>()
+            + content;
+        let stored_item_len =
+            |item: &StoredItem| 96 + owner + item.response_id.len() + item_len(&item.record);
         Ok(Rows {
-            response: (response.id.clone(), response.expires_unix, to_json(response)?),
+            response: (
+                response.id.clone(),
+                response.expires_unix,
+                to_json(response, response_len)?,
+            ),
             by_id: response
                 .by_id()
-                .map(|(id, item)| Ok((id.to_owned(), item.expires_unix, to_json(&item)?)))
+                .map(|(id, item)| {
+                    let json = to_json(&item, stored_item_len(&item))?;
+                    Ok((id.to_owned(), item.expires_unix, json))
+                })
                 .collect::<Result<_, StoreError>>()?,
             by_digest: response
                 .by_digest()
-                .map(|(digest, item)| Ok((digest, item.expires_unix, to_json(&item)?)))
+                .map(|(digest, item)| {
+                    let json = to_json(&item, stored_item_len(&item))?;
+                    Ok((digest, item.expires_unix, json))
+                })
                 .collect::<Result<_, StoreError>>()?,
         })
     }
 }
 
-fn to_json(value: &impl serde::Serialize) -> Result<Vec<u8>, StoreError> {
-    serde_json::to_vec(value).map_err(unavailable("encode a ledger record"))
+/// `value` as JSON, written into a buffer of `capacity` bytes (it grows if that is short).
+fn to_json(value: &impl serde::Serialize, capacity: usize) -> Result<Vec<u8>, StoreError> {
+    let mut json = Vec::with_capacity(capacity);
+    serde_json::to_writer(&mut json, value).map_err(unavailable("encode a ledger record"))?;
+    Ok(json)
 }
 
 /// The value of a stored entry, unless it is missing or expired at `now`.
@@ -1000,13 +1042,13 @@ mod tests {
         let stored = response("resp_q", 3, 60);
         {
             let store = EmbeddedStore::open(dir.path()).unwrap();
-            store.queue_response(&stored, meter.clone()).unwrap();
+            store.queue_response(stored.clone(), meter.clone()).unwrap();
             // Found before its commit: the next turn's lookup does not wait for the file.
             assert_eq!(store.response("resp_q").await.unwrap(), Some(stored.clone()));
             committed(&meter, 1).await;
             assert_eq!(meter.get(LedgerOp::Record, LedgerResult::Error), 0);
             store
-                .queue_response(&response("resp_last", 4, 60), meter.clone())
+                .queue_response(response("resp_last", 4, 60), meter.clone())
                 .unwrap();
         }
         // Closing waits for the writer, so a record queued last is in the file.
@@ -1084,7 +1126,7 @@ mod tests {
         let mut accepted = 0u64;
         let refused = loop {
             assert!(accepted <= MAX_BATCH as u64 + 1, "the queue never filled");
-            match store.queue_response(&response(&format!("resp_{accepted}"), 1, 60), meter.clone()) {
+            match store.queue_response(response(&format!("resp_{accepted}"), 1, 60), meter.clone()) {
                 Ok(()) => accepted += 1,
                 Err(e) => break e,
             }

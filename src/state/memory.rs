@@ -31,6 +31,11 @@ const SWEEP_EVERY: usize = 4096;
 
 impl MemoryStore {
     pub(super) fn put_response(&self, response: &StoredResponse) -> Result<(), StoreError> {
+        self.record_response(response.clone())
+    }
+
+    /// [`MemoryStore::put_response`], keeping `response` itself.
+    pub(super) fn record_response(&self, response: StoredResponse) -> Result<(), StoreError> {
         let mut maps = self.maps.lock().unwrap_or_else(|e| e.into_inner());
         for (id, item) in response.by_id() {
             maps.by_id.insert(id.to_owned(), item);
@@ -38,7 +43,7 @@ impl MemoryStore {
         for (digest, item) in response.by_digest() {
             maps.by_digest.insert(digest, item);
         }
-        maps.responses.insert(response.id.clone(), response.clone());
+        maps.responses.insert(response.id.clone(), response);
         maps.writes += 1;
         if maps.writes >= SWEEP_EVERY {
             maps.sweep(now_unix());

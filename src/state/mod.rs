@@ -73,16 +73,18 @@ impl StateStore {
     /// its writer thread has the record queued ([`Recorded::Queued`]): the commit goes on
     /// without the caller, and the writer counts its outcome on `meter`. The others answer
     /// once the write is done ([`Recorded::Written`]), and the caller counts it.
+    /// The response is taken, so the memory and embedded stores keep it without a copy.
     pub async fn record_response(
         &self,
-        response: &StoredResponse,
+        response: StoredResponse,
         meter: &LedgerMeter,
     ) -> Result<Recorded, StoreError> {
         match self {
             StateStore::Embedded(store) => store
                 .queue_response(response, meter.clone())
                 .map(|()| Recorded::Queued),
-            other => other.put_response(response).await.map(|()| Recorded::Written),
+            StateStore::Memory(store) => store.record_response(response).map(|()| Recorded::Written),
+            StateStore::Redis(store) => store.put_response(&response).await.map(|()| Recorded::Written),
         }
     }
 

@@ -68,7 +68,7 @@ impl Recent {
     }
 
     /// Remembers `response` and its index entries, just committed, with their encoded sizes.
-    pub fn remember(&self, response: &StoredResponse, weights: &Weights) {
+    pub fn remember(&self, response: StoredResponse, weights: &Weights) {
         let weight = |key_len: usize, len: usize| (key_len + len + 64) as u64;
         for ((id, item), len) in response.by_id().zip(&weights.by_id) {
             self.entries.insert(
@@ -88,11 +88,12 @@ impl Recent {
                 },
             );
         }
+        let weight = weight(response.id.len(), weights.response);
         self.entries.insert(
             RecentKey::Response(response.id.clone()),
             Held {
-                record: Record::Response(Arc::new(response.clone())),
-                weight: weight(response.id.len(), weights.response),
+                record: Record::Response(Arc::new(response)),
+                weight,
             },
         );
     }

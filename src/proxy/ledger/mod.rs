@@ -87,7 +87,9 @@ impl Ledger {
     /// passed on (the answer it came from goes on unchanged). A record the store queues
     /// ([`Recorded::Queued`]) is counted, and a failed commit logged, by the store's writer.
     pub async fn write(&self, stored: StoredResponse) {
-        let recording = self.store.record_response(&stored, &self.meter);
+        // Named in the warning of a failed write; the store keeps the record itself.
+        let (id, provider) = (stored.id.clone(), stored.owner.provider.clone());
+        let recording = self.store.record_response(stored, &self.meter);
         let outcome = tokio::time::timeout(self.settings.write_timeout, recording).await;
         let error = match outcome {
             Ok(Ok(Recorded::Written)) => {
@@ -104,8 +106,8 @@ impl Ledger {
         };
         self.count(LedgerOp::Record, LedgerResult::Error);
         tracing::warn!(
-            response_id = %stored.id,
-            provider = %stored.owner.provider,
+            response_id = %id,
+            provider = %provider,
             %error,
             "a ledger record was not written"
         );

@@ -31,6 +31,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use foldhash::fast::RandomState;
 use serde_json::{Map, Value};
 
 use super::item::{Item, ItemClass, Pairing};
@@ -72,7 +73,7 @@ impl LedgerQuery {
             .filter(|id| recordable(id))
             .map(str::to_owned);
         let items = request.items();
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::with_capacity_and_hasher(items.len(), RandomState::default());
         let mut item_ids = Vec::new();
         for resolved_elsewhere in [true, false] {
             for item in items {
@@ -90,7 +91,7 @@ impl LedgerQuery {
             }
         }
         let mut digests = Vec::new();
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::with_hasher(RandomState::default());
         for digest in items
             .iter()
             .filter(|item| carries_blobs(item))
