@@ -80,7 +80,7 @@ use tokio::sync::oneshot;
 use super::key_filter::KeyFilter;
 use super::recent::{Recent, Weights};
 use super::{now_unix, StoreError};
-use crate::ledger::{ItemRecord, StoredItem, StoredResponse};
+use crate::ledger::{StoredItem, StoredResponse};
 use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult};
 use crate::proxy::rate_limit::{LocalRateLimiter, RateLimiter};
 
@@ -288,7 +288,7 @@ impl EmbeddedStore {
 
     /// Hands `response` to the writer thread; its keys are in the filter from now on.
     fn enqueue_put(&self, response: &StoredResponse, ack: Ack) -> Result<Weights, StoreError> {
-        let rows = Rows::encode(response)?;
+        let rows = Rows::encode(response);
         let weights = rows.weights();
         let keys = &self.inner.keys;
         keys.insert(KIND_RESPONSE, rows.response.0.as_bytes());
@@ -469,65 +469,19 @@ impl Rows {
         }
     }
 
-    fn encode(response: &StoredResponse) -> Result<Rows, StoreError> {
-        // Each row's buffer is sized from its texts once, rather than grown as it is written.
-        let owner = 64 + response.owner.provider.len() + response.owner.model.as_ref().map_or(0, String::len);
-        let item_len = |item: &ItemRecord| {
-            160 + item.id.as_ref().map_or(0, String::len)
-                + item.item_type.len()
-                + item.call_id.as_ref().map_or(0, String::len)
-        };
-        let content = response.content.as_ref().map_or(0, |content| {
-            content
-                .input
-                .iter()
-                .chain(&content.output)
-                .map(|text| text.len() + 8)
-                .sum()
-        });
-        let response_len = 256
-            + owner
-            + response.id.len()
-            + response.team.as_ref().map_or(0, String::len)
-            + response.previous_response_id.as_ref().map_or(0, String::len)
-            + response.items.iter().map(item_len).sum::<usize>()
-            + response
-                .input_call_ids
-                .iter()
-                .map(|id| id.len() + 4)
-                .sum::<usize>()
-            + content;
-        let stored_item_len =
-            |item: &StoredItem| 96 + owner + item.response_id.len() + item_len(&item.record);
-        Ok(Rows {
-            response: (
-                response.id.clone(),
-                response.expires_unix,
-                to_json(response, response_len)?,
-            ),
+    fn encode(response: &StoredResponse) -> Rows {
+        Rows {
+            response: (response.id.clone(), response.expires_unix, response.to_json()),
             by_id: response
                 .by_id()
-                .map(|(id, item)| {
-                    let json = to_json(&item, stored_item_len(&item))?;
-                    Ok((id.to_owned(), item.expires_unix, json))
-                })
-                .collect::<Result<_, StoreError>>()?,
+                .map(|(id, item)| (id.to_owned(), item.expires_unix, item.to_json()))
+                .collect(),
             by_digest: response
                 .by_digest()
-                .map(|(digest, item)| {
-                    let json = to_json(&item, stored_item_len(&item))?;
-                    Ok((digest, item.expires_unix, json))
-                })
-                .collect::<Result<_, StoreError>>()?,
-        })
+                .map(|(digest, item)| (digest, item.expires_unix, item.to_json()))
+                .collect(),
+        }
     }
-}
-
-/// `value` as JSON, written into a buffer of `capacity` bytes (it grows if that is short).
-fn to_json(value: &impl serde::Serialize, capacity: usize) -> Result<Vec<u8>, StoreError> {
-    let mut json = Vec::with_capacity(capacity);
-    serde_json::to_writer(&mut json, value).map_err(unavailable("encode a ledger record"))?;
-    Ok(json)
 }
 
 /// The value of a stored entry, unless it is missing or expired at `now`.

@@ -98,14 +98,14 @@ impl RedisStore {
         pipe.atomic();
         pipe.cmd("SET")
             .arg(self.key("resp", &response.id))
-            .arg(to_json(response)?)
+            .arg(response.to_json())
             .arg("EX")
             .arg(ttl)
             .ignore();
         for (id, item) in response.by_id() {
             pipe.cmd("SET")
                 .arg(self.key("item", id))
-                .arg(to_json(&item)?)
+                .arg(item.to_json())
                 .arg("EX")
                 .arg(ttl)
                 .ignore();
@@ -113,7 +113,7 @@ impl RedisStore {
         for (digest, item) in response.by_digest() {
             pipe.cmd("SET")
                 .arg(self.key("digest", &hex::encode(digest)))
-                .arg(to_json(&item)?)
+                .arg(item.to_json())
                 .arg("EX")
                 .arg(ttl)
                 .ignore();
@@ -279,10 +279,6 @@ fn next_generation() -> u64 {
 
 fn unavailable(err: &RedisError) -> StoreError {
     StoreError::Unavailable(format!("redis: {err}"))
-}
-
-fn to_json<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
-    serde_json::to_vec(value).map_err(|err| StoreError::Corrupt(err.to_string()))
 }
 
 fn from_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {

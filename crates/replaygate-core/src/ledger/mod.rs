@@ -18,7 +18,7 @@
 //!
 //! Layout: [`record`] is what is kept and the item digest, `canon` the byte encoding digests
 //! are taken over, `sse` the event-stream framing, [`tap`] the incremental reader, [`stored`]
-//! what the store holds, and [`carry`] the rewrite that carries a session to another provider.
+//! what the store holds (`stored_json` its stored form, written directly), and [`carry`] the rewrite that carries a session to another provider.
 
 mod canon;
 pub mod carry;
@@ -26,6 +26,7 @@ mod quick_item;
 pub mod record;
 mod sse;
 pub mod stored;
+mod stored_json;
 pub mod tap;
 #[cfg(test)]
 mod tests_carry;
