@@ -111,7 +111,7 @@ async fn judge_with(
 ) -> Result<Judged, ApiError> {
     let budget = asker.snapshot.policy_of(asker.team.as_deref()).work_budget;
     if body.len() <= INLINE_BODY_BYTES {
-        let read = read_request(asker, prefix, at, body, &mut charset)?;
+        let read = read_request(state, asker, prefix, at, body, &mut charset)?;
         if let Facts::Ask(true) = facts {
             let query = LedgerQuery::of(&read.request);
             facts = match query.is_empty() {
@@ -329,7 +329,7 @@ fn judge_now(
     charset: &mut Result<(), ApiError>,
     facts: &Facts,
 ) -> Result<Step, ApiError> {
-    let read = read_request(asker, prefix, at, body, charset)?;
+    let read = read_request(state, asker, prefix, at, body, charset)?;
     if let Facts::Ask(true) = facts {
         let query = LedgerQuery::of(&read.request);
         if !query.is_empty() {
@@ -342,13 +342,19 @@ fn judge_now(
 /// Parses `body`, chooses its provider and checks that the asker's team may use it and the
 /// model. A charset error is taken out of `charset` and answered once the body has parsed.
 fn read_request<'b>(
+    state: &ProxyState,
     asker: &Asker,
     prefix: Option<&str>,
     at: ItemsAt,
     body: &'b [u8],
     charset: &mut Result<(), ApiError>,
 ) -> Result<Read<'b>, ApiError> {
-    let request = gate::parse_with(body, at)?;
+    // What the ledger judges (`item_tampered`) reads replayed items' texts where this one
+    // reading of the body noted them.
+    let request = match state.ledger.is_some() || asker.socket.is_some() {
+        true => gate::parse_noting_spans(body, at)?,
+        false => gate::parse_with(body, at)?,
+    };
     let name = asker.snapshot.router.choose_by(prefix, request.model())?;
     if let Some(team) = &asker.team {
         team.authorize_provider(name)?;

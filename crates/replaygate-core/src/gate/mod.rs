@@ -46,7 +46,8 @@ pub use output::{OutputCall, ResponseViolation};
 pub use profile::{EncryptedScope, Policy, ProviderProfile, Target, DEFAULT_WORK_BUDGET};
 pub use provenance::{ChainFacts, LedgerQuery, Provenance, MAX_QUERY_KEYS};
 pub use request::{
-    parse, parse_tools, parse_with, BodyError, DeclaredTools, ItemsAt, ParsedRequest, WorkExceeded, MAX_ITEMS,
+    parse, parse_noting_spans, parse_tools, parse_with, BodyError, DeclaredTools, ItemsAt, ParsedRequest,
+    WorkExceeded, MAX_ITEMS,
 };
 pub use schema::{SchemaCache, SchemaLimits};
 pub use tool_rules::{glob_set, PinnedSchema, ToolRules};

@@ -179,6 +179,15 @@ impl<'b> ItemTexts<'b> {
     /// The item texts of `body` as `request` read it; `None` when the body does not read back as
     /// the same items (a request not read from `body`).
     pub(crate) fn read(request: &ParsedRequest<'_>, body: &'b [u8]) -> Option<Self> {
+        if let Some(spans) = request.item_spans() {
+            // Noted by the one reading of this body.
+            if std::ptr::eq(request.body_text().as_bytes(), body) {
+                return Some(Self {
+                    body,
+                    spans: spans.to_vec(),
+                });
+            }
+        }
         let spans = item_spans(body, request.at).ok()?;
         (spans.len() == request.items().len()).then_some(Self { body, spans })
     }
@@ -245,6 +254,41 @@ mod tests {
         item_record_from_value(&serde_json::from_str(item).unwrap())
             .unwrap()
             .digest
+    }
+
+    #[test]
+    fn the_item_spans_the_one_reading_notes_are_those_a_second_reading_finds() {
+        let bodies = [
+            (
+                r#"{"model":"m","input":[{"type":"message","role":"user","content":"a"} , {"type":"function_call","id":"fc_1","call_id":"c","name":"f","arguments":"{\"x\":[1,{\"y\":\"]\"}]}"}]}"#,
+                ItemsAt::Input,
+            ),
+            (
+                r#"{ "input" : [ {"type":"message","role":"user","content":[{"type":"input_text","text":"}]"}]} ,
+                {"type":"function_call_output","call_id":"c","output":"ok"} ] , "tools":[{"type":"function","name":"f"}]}"#,
+                ItemsAt::Input,
+            ),
+            (
+                r#"{"in\u0070ut":[{"type":"reasoning","summary":[],"encrypted_content":"\u0041"}]}"#,
+                ItemsAt::Input,
+            ),
+            (r#"{"input":"just text"}"#, ItemsAt::Input),
+            (r#"{"model":"m"}"#, ItemsAt::Input),
+            (
+                r#"{"items":[{"type":"message","role":"user","content":[{"type":"input_text","text":"é"}]}]}"#,
+                ItemsAt::AddedItems,
+            ),
+        ];
+        for (body, at) in bodies {
+            let request = crate::gate::parse_noting_spans(body.as_bytes(), at).unwrap();
+            assert!(parse_with(body.as_bytes(), at).unwrap().item_spans().is_none());
+            let noted = request.item_spans().expect("the gate's reader notes the spans");
+            assert_eq!(noted, item_spans(body.as_bytes(), at).unwrap(), "{body}");
+            let texts = ItemTexts::read(&request, request.body_text().as_bytes()).unwrap();
+            for (index, span) in noted.iter().enumerate() {
+                assert_eq!(texts.get(index), Some(&body[span.clone()]));
+            }
+        }
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub struct ParsedRequest<'a> {
     pub shape: super::shape::Shape<'a>,
     /// The body text the request was read from.
     source: Source<'a>,
+    /// Where each item lies in the body, when the gate's reader noted it (one range per item).
+    item_spans: Option<Vec<std::ops::Range<usize>>>,
 }
 
 /// The text a request was read from, kept (a borrow, no copy) so that a rule needing an item's
@@ -90,6 +92,12 @@ impl<'a> ParsedRequest<'a> {
     /// [`parse_with`]).
     pub fn body_text(&self) -> &'a str {
         self.source.0
+    }
+
+    /// Where each item lies in [`body_text`](Self::body_text), as the one reading of the body
+    /// noted it; `None` when it was read otherwise.
+    pub fn item_spans(&self) -> Option<&[std::ops::Range<usize>]> {
+        self.item_spans.as_deref()
     }
 
     /// Whether the request continues state stored by the provider (`previous_response_id`,
@@ -234,6 +242,17 @@ pub fn parse(body: &[u8]) -> Result<ParsedRequest<'_>, BodyError> {
 /// JSON must be UTF-8, and members the gate skips are not otherwise checked for it, so the
 /// whole body is validated first (which also lets the reader skip its own per-string checks).
 pub fn parse_with(body: &[u8], at: ItemsAt) -> Result<ParsedRequest<'_>, BodyError> {
+    parse_inner(body, at, false)
+}
+
+/// [`parse_with`], also noting where each item lies in the body
+/// ([`ParsedRequest::item_spans`]), for the ledger's `item_tampered`, which digests a
+/// replayed item's whole text: a few instructions an item that [`parse_with`] does not spend.
+pub fn parse_noting_spans(body: &[u8], at: ItemsAt) -> Result<ParsedRequest<'_>, BodyError> {
+    parse_inner(body, at, true)
+}
+
+fn parse_inner(body: &[u8], at: ItemsAt, note_spans: bool) -> Result<ParsedRequest<'_>, BodyError> {
     // The SIMD check is several times faster on large bodies; the standard library's finds the
     // offset of the bad byte for the message.
     let text = match simdutf8::basic::from_utf8(body) {
@@ -248,15 +267,23 @@ pub fn parse_with(body: &[u8], at: ItemsAt) -> Result<ParsedRequest<'_>, BodyErr
     let place = Cell::new(Place::Body);
     let mut reader = json::Reader::new(text);
     let expected_items = (body.len() / BODY_BYTES_PER_ITEM).clamp(16, MAX_PRESIZED_ITEMS);
+    if note_spans {
+        reader.reserve_spans(expected_items);
+    }
     let parsed = RequestSeed {
         place: &place,
         expected_items,
         at,
+        note_spans,
     }
     .deserialize(&mut reader)
     .and_then(|request| reader.end().map(|()| request));
     let mut request = parsed.map_err(|e| body_error(e.category(), e.to_string(), place.get()))?;
     request.source = Source(text);
+    if note_spans {
+        let spans = reader.take_spans();
+        request.item_spans = (spans.len() == request.items().len()).then_some(spans);
+    }
     Ok(request)
 }
 
@@ -273,6 +300,7 @@ pub fn parse_with_serde_json(body: &[u8], at: ItemsAt) -> Result<ParsedRequest<'
         place: &place,
         expected_items: 16,
         at,
+        note_spans: false,
     }
     .deserialize(&mut de)
     .and_then(|request| de.end().map(|()| request));
@@ -383,6 +411,8 @@ struct RequestSeed<'p> {
     expected_items: usize,
     /// Which member holds the items.
     at: ItemsAt,
+    /// Whether to note where each item lies ([`json::Spanned`]).
+    note_spans: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for RequestSeed<'_> {
@@ -454,6 +484,7 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
             at: self.at,
             shape,
             source: Source::default(),
+            item_spans: None,
         })
     }
 }
@@ -477,6 +508,7 @@ impl RequestSeed<'_> {
             place: self.place,
             expected_items: self.expected_items,
             at: self.at,
+            note_spans: self.note_spans,
             shape,
         })?);
         Ok(())
@@ -487,6 +519,7 @@ struct InputSeed<'p, 'de> {
     place: &'p Cell<Place>,
     expected_items: usize,
     at: ItemsAt,
+    note_spans: bool,
     shape: &'p mut Shape<'de>,
 }
 
@@ -522,7 +555,12 @@ impl<'de> Visitor<'de> for InputSeed<'_, 'de> {
                 items: &mut items,
                 shape: &mut *self.shape,
             };
-            if seq.next_element_seed(item)?.is_none() {
+            // With `note_spans`, each item's place in the body is noted as it is read.
+            let read = match self.note_spans {
+                true => seq.next_element_seed(json::Spanned(item))?,
+                false => seq.next_element_seed(item)?,
+            };
+            if read.is_none() {
                 break;
             }
             if items.len() > MAX_ITEMS {

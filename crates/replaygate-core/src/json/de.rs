@@ -10,6 +10,40 @@ use super::{Category, Error, Reader, Result, Str};
 /// The name under which serde_json's `RawValue` asks a deserializer for a value's text.
 const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
+/// The newtype name [`Spanned`] asks for: the gate's reader notes where the value lies.
+const SPANNED_TOKEN: &str = "$replaygate::json::Spanned";
+
+/// A seed whose value's place in the text the gate's [`Reader`] notes
+/// ([`Reader::take_spans`]) as it reads it; any other deserializer reads the value as the seed
+/// alone would, and notes nothing.
+pub struct Spanned<S>(pub S);
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Spanned<S> {
+    type Value = S::Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> std::result::Result<S::Value, D::Error> {
+        deserializer.deserialize_newtype_struct(SPANNED_TOKEN, self)
+    }
+}
+
+impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for Spanned<S> {
+    type Value = S::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a value")
+    }
+
+    fn visit_newtype_struct<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> std::result::Result<S::Value, D::Error> {
+        self.0.deserialize(deserializer)
+    }
+}
+
 impl<'de> Reader<'de> {
     /// A number as serde_json gives it: a `u64`, an `i64` (negative), else an `f64`.
     fn visit_number<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
@@ -103,6 +137,13 @@ impl<'de> de::Deserializer<'de> for &mut Reader<'de> {
     }
 
     fn deserialize_newtype_struct<V: Visitor<'de>>(self, name: &'static str, visitor: V) -> Result<V::Value> {
+        if name == SPANNED_TOKEN {
+            self.peek();
+            let start = self.pos;
+            let value = visitor.visit_newtype_struct(&mut *self)?;
+            self.spans.push(start..self.pos);
+            return Ok(value);
+        }
         if name != RAW_VALUE_TOKEN {
             return visitor.visit_newtype_struct(self);
         }

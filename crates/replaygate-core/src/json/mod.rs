@@ -12,6 +12,7 @@
 use std::borrow::Cow;
 
 mod de;
+pub use de::Spanned;
 mod error;
 mod scan;
 
@@ -34,6 +35,8 @@ pub struct Reader<'de> {
     scratch: String,
     /// The open arrays (`false`) and objects (`true`) of a value being skipped.
     skipping: Vec<bool>,
+    /// Where each value read through [`Spanned`] lies in the text, in the order read.
+    spans: Vec<std::ops::Range<usize>>,
 }
 
 /// A string as read: borrowed from the text, or decoded into the reader's scratch.
@@ -51,7 +54,18 @@ impl<'de> Reader<'de> {
             remaining_depth: DEPTH,
             scratch: String::new(),
             skipping: Vec::new(),
+            spans: Vec::new(),
         }
+    }
+
+    /// Makes room for `count` spans, so noting them does not grow the list.
+    pub fn reserve_spans(&mut self, count: usize) {
+        self.spans.reserve(count);
+    }
+
+    /// Where each value read through [`Spanned`] lies in the text, in the order read.
+    pub fn take_spans(&mut self) -> Vec<std::ops::Range<usize>> {
+        std::mem::take(&mut self.spans)
     }
 
     /// Checks that only whitespace follows the value read.
