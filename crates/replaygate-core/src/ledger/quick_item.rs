@@ -83,57 +83,16 @@ enum Member<'a> {
     Other,
 }
 
+/// Read as the gate reads a member ([`Field`]'s deserializer), then told by kind.
 impl<'de: 'a, 'a> Deserialize<'de> for Member<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(MemberVisitor)
-    }
-}
-
-struct MemberVisitor;
-
-impl<'de> Visitor<'de> for MemberVisitor {
-    type Value = Member<'de>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<Member<'de>, E> {
-        Ok(Member::Text(Cow::Borrowed(text)))
-    }
-
-    fn visit_str<E: de::Error>(self, text: &str) -> Result<Member<'de>, E> {
-        Ok(Member::Text(Cow::Owned(text.to_owned())))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Member<'de>, E> {
-        Ok(Member::Null)
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Member<'de>, E> {
-        Ok(Member::Other)
-    }
-
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Member<'de>, E> {
-        Ok(Member::Other)
-    }
-
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Member<'de>, E> {
-        Ok(Member::Other)
-    }
-
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Member<'de>, E> {
-        Ok(Member::Other)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Member<'de>, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Member::Other)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Member<'de>, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Member::Other)
+        Ok(match Field::deserialize(deserializer)? {
+            Field::Absent => Member::Absent,
+            Field::Other(JsonKind::Null) => Member::Null,
+            Field::Str(Text::Borrowed(text)) => Member::Text(Cow::Borrowed(text)),
+            Field::Str(Text::Owned(text)) => Member::Text(Cow::Owned(text.into())),
+            Field::Other(_) => Member::Other,
+        })
     }
 }
 
