@@ -7,7 +7,7 @@ use serde_json::value::RawValue;
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use super::field::{member_names, Field, JsonKind, RawField};
-use super::shape::{read_list_raw, KnownName, ListValue, Member, MemberValue, Name, Shape};
+use super::shape::{KnownName, ListInPlace, ListValue, Member, MemberValue, Name, Shape};
 
 /// The kind of an input item, as the rules see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -405,8 +405,7 @@ fn read_members<'de: 'a, 'a, A: MapAccess<'de>>(
             Key::EncryptedContent => read_kept(&mut map, &mut m.encrypted_content, known, &mut m.present)?,
             Key::Misspelled(name) => return Err(name.into_error()),
             Key::Other if name == "summary" => {
-                let raw: &'a RawValue = map.next_value()?;
-                value = MemberValue::List(read_list_raw(raw, shape).map_err(de::Error::custom)?);
+                value = MemberValue::List(map.next_value_seed(ListInPlace { shape })?);
                 known = KnownName::Summary;
                 m.others += 1;
                 m.present |= known.bit();
@@ -462,8 +461,7 @@ fn read_list<'de: 'a, 'a, A: MapAccess<'de>>(
     if seen {
         return Err(de::Error::custom(format_args!("duplicate member `{key}`")));
     }
-    let raw: &'a RawValue = map.next_value()?;
-    read_list_raw(raw, shape).map_err(de::Error::custom)
+    map.next_value_seed(ListInPlace { shape })
 }
 
 #[cfg(test)]

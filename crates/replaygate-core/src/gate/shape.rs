@@ -383,9 +383,10 @@ pub fn item_value<'v>(item: &'v Item<'_>, name: KnownName) -> ValueView<'v> {
 }
 
 /// Reads a part list member from its JSON text as written: a string is kept as written (its
-/// length is read only if a profile asks), and only an array is visited for its parts. Reading
-/// the member as a raw value first skips it as fast as any skipped member, and keeps long
-/// escaped strings (tool outputs full of JSON text) from being decoded.
+/// length is read only if a profile asks), and only an array is visited for its parts. Taking a
+/// string as a raw value skips it as fast as any skipped member, and keeps long escaped
+/// strings (tool outputs full of JSON text) from being decoded. [`ListInPlace`] reads an array
+/// where it stands instead, with the gate's reader.
 pub(crate) fn read_list_raw<'a>(
     raw: &'a RawValue,
     shape: &mut Shape<'a>,
@@ -398,6 +399,37 @@ pub(crate) fn read_list_raw<'a>(
         }
         RawField::Other(kind) => Ok(ListValue::Other(kind)),
         RawField::Absent => Ok(ListValue::Other(JsonKind::Null)),
+    }
+}
+
+/// Reads a part list member where it stands in the body: an array is read in place (once), any
+/// other value taken as written and read as [`read_list_raw`] reads it.
+pub(crate) struct ListInPlace<'s, 'a> {
+    pub(crate) shape: &'s mut Shape<'a>,
+}
+
+impl<'de: 'a, 'a> de::DeserializeSeed<'de> for ListInPlace<'_, 'a> {
+    type Value = ListValue<'a>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        crate::json::array_in_place(deserializer, self)
+    }
+}
+
+impl<'de: 'a, 'a> Visitor<'de> for ListInPlace<'_, 'a> {
+    type Value = ListValue<'a>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        ListSeed { shape: self.shape }.visit_seq(seq)
+    }
+
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        let raw: &'de RawValue = de::Deserialize::deserialize(deserializer)?;
+        read_list_raw(raw, self.shape).map_err(de::Error::custom)
     }
 }
 

@@ -44,7 +44,37 @@ impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for Spanned<S> {
     }
 }
 
+/// The newtype name [`array_in_place`] asks for.
+const ARRAY_IN_PLACE_TOKEN: &str = "$replaygate::json::ArrayInPlace";
+
+/// Asks `deserializer` for a value that `visitor` reads in place when it is an array and takes
+/// as written otherwise. The gate's [`Reader`] hands an array to `visit_seq` as it reads it and
+/// any other value to `visit_newtype_struct`; any other deserializer hands every value to
+/// `visit_newtype_struct`, where the visitor takes the value's text as a `RawValue`. An array is
+/// so read once, not passed over as raw text first and read again.
+pub fn array_in_place<'de, D, V>(deserializer: D, visitor: V) -> std::result::Result<V::Value, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: Visitor<'de>,
+{
+    deserializer.deserialize_newtype_struct(ARRAY_IN_PLACE_TOKEN, visitor)
+}
+
 impl<'de> Reader<'de> {
+    /// Reads the array at the reader's position (its `[` next) with `visitor`.
+    fn visit_array<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
+        self.descend()?;
+        self.pos += 1;
+        let value = visitor.visit_seq(Elements {
+            reader: self,
+            first: true,
+        });
+        self.ascend();
+        let value = value?;
+        self.end_container(b']', "EOF while parsing a list")
+            .map(|()| value)
+    }
+
     /// A number as serde_json gives it: a `u64`, an `i64` (negative), else an `f64`.
     fn visit_number<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
         let (text, integer) = self.number()?;
@@ -101,18 +131,7 @@ impl<'de> de::Deserializer<'de> for &mut Reader<'de> {
                 self.end_container(b'}', "EOF while parsing an object")
                     .map(|()| value)
             }
-            Some(b'[') => {
-                self.descend()?;
-                self.pos += 1;
-                let value = visitor.visit_seq(Elements {
-                    reader: self,
-                    first: true,
-                });
-                self.ascend();
-                let value = value?;
-                self.end_container(b']', "EOF while parsing a list")
-                    .map(|()| value)
-            }
+            Some(b'[') => self.visit_array(visitor),
             Some(b't') => self.literal("true").and_then(|()| visitor.visit_bool(true)),
             Some(b'f') => self.literal("false").and_then(|()| visitor.visit_bool(false)),
             Some(b'n') => self.literal("null").and_then(|()| visitor.visit_unit()),
@@ -143,6 +162,12 @@ impl<'de> de::Deserializer<'de> for &mut Reader<'de> {
             let value = visitor.visit_newtype_struct(&mut *self)?;
             self.spans.push(start..self.pos);
             return Ok(value);
+        }
+        if name == ARRAY_IN_PLACE_TOKEN {
+            if self.peek() == Some(b'[') {
+                return self.visit_array(visitor).map_err(|e| self.placed(e));
+            }
+            return visitor.visit_newtype_struct(self);
         }
         if name != RAW_VALUE_TOKEN {
             return visitor.visit_newtype_struct(self);

@@ -12,7 +12,7 @@
 use std::borrow::Cow;
 
 mod de;
-pub use de::Spanned;
+pub use de::{array_in_place, Spanned};
 mod error;
 mod scan;
 

@@ -226,3 +226,120 @@ proptest! {
         agrees(&broken(serde_json::to_string(&value).unwrap(), at, how, byte));
     }
 }
+
+/// What [`super::array_in_place`] gives its visitor: `Ok(elements)` for an array read in
+/// place, `Err(text)` for a value handed over as written.
+struct InPlace;
+
+impl<'de> serde::de::DeserializeSeed<'de> for InPlace {
+    type Value = Result<Vec<Value>, String>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        super::array_in_place(deserializer, self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for InPlace {
+    type Value = Result<Vec<Value>, String>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a value")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut elements = Vec::new();
+        while let Some(element) = seq.next_element()? {
+            elements.push(element);
+        }
+        Ok(Ok(elements))
+    }
+
+    fn visit_newtype_struct<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        let raw: &RawValue = serde::Deserialize::deserialize(deserializer)?;
+        Ok(Err(raw.get().to_owned()))
+    }
+}
+
+/// Seeds a map's values with [`InPlace`].
+struct InPlaceMap;
+
+impl<'de> serde::de::DeserializeSeed<'de> for InPlaceMap {
+    type Value = std::collections::BTreeMap<String, Result<Vec<Value>, String>>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for InPlaceMap {
+    type Value = std::collections::BTreeMap<String, Result<Vec<Value>, String>>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut read = std::collections::BTreeMap::new();
+        while let Some(key) = map.next_key::<String>()? {
+            read.insert(key, map.next_value_seed(InPlace)?);
+        }
+        Ok(read)
+    }
+}
+
+/// Member `a` of `text` as [`InPlace`] reads it with the gate's reader.
+fn ours(text: &str) -> Result<Result<Vec<Value>, String>, String> {
+    use serde::de::DeserializeSeed;
+    let mut reader = Reader::new(text);
+    let mut map = InPlaceMap
+        .deserialize(&mut reader)
+        .and_then(|map| reader.end().map(|()| map))
+        .map_err(|e| e.to_string())?;
+    Ok(map.remove("a").unwrap())
+}
+
+/// Member `a` of `text` as [`InPlace`] reads it with serde_json.
+fn theirs(text: &str) -> Result<Result<Vec<Value>, String>, String> {
+    use serde::de::DeserializeSeed;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let mut map = InPlaceMap
+        .deserialize(&mut de)
+        .and_then(|map| de.end().map(|()| map))
+        .map_err(|e| e.to_string())?;
+    Ok(map.remove("a").unwrap())
+}
+
+#[test]
+fn an_array_is_read_in_place_and_any_other_value_taken_as_written() {
+    // The gate's reader reads an array in place; serde_json hands it over as written.
+    let text = r#"{"a": [1, "two", {"three": [3]}]}"#;
+    assert_eq!(
+        ours(text).unwrap(),
+        Ok(vec![1.into(), "two".into(), serde_json::json!({"three": [3]})])
+    );
+    assert_eq!(
+        theirs(text).unwrap(),
+        Err(r#"[1, "two", {"three": [3]}]"#.to_owned())
+    );
+    // Any other value, from either, as written (escapes kept).
+    for value in [r#""a\"b""#, "12.5", "null", r#"{"b": [1]}"#, "true"] {
+        let text = format!(r#"{{"a": {value}}}"#);
+        assert_eq!(ours(&text).unwrap(), Err(value.to_owned()), "{value}");
+        assert_eq!(theirs(&text).unwrap(), Err(value.to_owned()), "{value}");
+    }
+    // A broken array is refused, with the error's place in the whole text.
+    let error = ours("{\"a\": [1,\n 2,]}").unwrap_err();
+    assert!(
+        error.contains("trailing comma") && error.contains("line 2"),
+        "{error}"
+    );
+    assert!(theirs("{\"a\": [1,\n 2,]}").is_err());
+    // Nesting in place counts towards the depth limit as any other read does.
+    let deep = format!(r#"{{"a": {}{}}}"#, "[".repeat(127), "]".repeat(127));
+    assert!(ours(&deep).is_err());
+    let shallow = format!(r#"{{"a": {}{}}}"#, "[".repeat(120), "]".repeat(120));
+    assert!(ours(&shallow).is_ok());
+}
