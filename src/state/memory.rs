@@ -5,6 +5,8 @@ use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use foldhash::fast::RandomState;
+
 use super::{now_unix, StoreError};
 use crate::ledger::{StoredItem, StoredResponse};
 use crate::proxy::rate_limit::{LocalRateLimiter, RateLimiter};
@@ -16,13 +18,29 @@ pub struct MemoryStore {
     limiter: Arc<LocalRateLimiter>,
 }
 
+/// The records, each held once: the item indexes point into the response that holds the item.
 #[derive(Debug, Default)]
 struct Maps {
-    responses: HashMap<String, StoredResponse>,
-    by_id: HashMap<String, StoredItem>,
-    by_digest: HashMap<[u8; 32], StoredItem>,
+    responses: HashMap<String, Arc<StoredResponse>, RandomState>,
+    by_id: HashMap<Box<str>, ItemAt, RandomState>,
+    by_digest: HashMap<[u8; 32], ItemAt, RandomState>,
     /// Entries written since the last sweep.
     writes: usize,
+}
+
+/// An output item of a recorded response: the response, and the item's place in its `items`.
+#[derive(Debug)]
+struct ItemAt {
+    response: Arc<StoredResponse>,
+    index: usize,
+}
+
+impl ItemAt {
+    /// The item's index entry, unless it has expired at `now`.
+    fn live(&self, now: u64) -> Option<StoredItem> {
+        let response = &self.response;
+        (!response.is_expired(now)).then(|| response.stored_item(&response.items[self.index]))
+    }
 }
 
 /// A sweep of expired entries runs after this many writes and once the maps hold more
@@ -36,12 +54,19 @@ impl MemoryStore {
 
     /// [`MemoryStore::put_response`], keeping `response` itself.
     pub(super) fn record_response(&self, response: StoredResponse) -> Result<(), StoreError> {
+        let response = Arc::new(response);
         let mut maps = self.maps.lock().unwrap_or_else(|e| e.into_inner());
-        for (id, item) in response.by_id() {
-            maps.by_id.insert(id.to_owned(), item);
-        }
-        for (digest, item) in response.by_digest() {
-            maps.by_digest.insert(digest, item);
+        for (index, item) in response.items.iter().enumerate() {
+            let at = || ItemAt {
+                response: response.clone(),
+                index,
+            };
+            if let Some(id) = item.id.as_deref().filter(|id| crate::ledger::names_one_item(id)) {
+                maps.by_id.insert(id.into(), at());
+            }
+            if item.has_encrypted_content {
+                maps.by_digest.insert(item.digest, at());
+            }
         }
         maps.responses.insert(response.id.clone(), response);
         maps.writes += 1;
@@ -54,13 +79,20 @@ impl MemoryStore {
     pub(super) fn response(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
         let maps = self.maps.lock().unwrap_or_else(|e| e.into_inner());
         let now = now_unix();
-        Ok(maps.responses.get(id).filter(|r| !r.is_expired(now)).cloned())
+        Ok(maps
+            .responses
+            .get(id)
+            .filter(|r| !r.is_expired(now))
+            .map(|r| StoredResponse::clone(r)))
     }
 
     pub(super) fn items_by_id(&self, ids: &[String]) -> Result<Vec<Option<StoredItem>>, StoreError> {
         let maps = self.maps.lock().unwrap_or_else(|e| e.into_inner());
         let now = now_unix();
-        Ok(ids.iter().map(|id| live(maps.by_id.get(id), now)).collect())
+        Ok(ids
+            .iter()
+            .map(|id| maps.by_id.get(id.as_str()).and_then(|at| at.live(now)))
+            .collect())
     }
 
     pub(super) fn items_by_digest(
@@ -69,7 +101,10 @@ impl MemoryStore {
     ) -> Result<Vec<Option<StoredItem>>, StoreError> {
         let maps = self.maps.lock().unwrap_or_else(|e| e.into_inner());
         let now = now_unix();
-        Ok(digests.iter().map(|d| live(maps.by_digest.get(d), now)).collect())
+        Ok(digests
+            .iter()
+            .map(|d| maps.by_digest.get(d).and_then(|at| at.live(now)))
+            .collect())
     }
 
     pub(super) fn hit_rate(&self, key: &str, per_minute: NonZeroU32) -> Result<(), Duration> {
@@ -91,15 +126,11 @@ impl MemoryStore {
     }
 }
 
-fn live(item: Option<&StoredItem>, now: u64) -> Option<StoredItem> {
-    item.filter(|item| now < item.expires_unix).cloned()
-}
-
 impl Maps {
     fn sweep(&mut self, now: u64) {
         self.responses.retain(|_, r| !r.is_expired(now));
-        self.by_id.retain(|_, item| now < item.expires_unix);
-        self.by_digest.retain(|_, item| now < item.expires_unix);
+        self.by_id.retain(|_, at| !at.response.is_expired(now));
+        self.by_digest.retain(|_, at| !at.response.is_expired(now));
         self.writes = 0;
     }
 }
@@ -153,13 +184,19 @@ mod tests {
 
     #[test]
     fn a_sweep_forgets_expired_entries() {
-        let mut maps = Maps::default();
-        let stored = response("resp_old", -5);
-        maps.responses.insert(stored.id.clone(), stored.clone());
-        for (id, item) in stored.by_id() {
-            maps.by_id.insert(id.to_owned(), item);
-        }
+        let store = MemoryStore::default();
+        store.put_response(&response("resp_old", -5)).unwrap();
+        store.put_response(&response("resp_new", 60)).unwrap();
+        let mut maps = store.maps.lock().unwrap();
+        assert_eq!(
+            (maps.responses.len(), maps.by_id.len(), maps.by_digest.len()),
+            (2, 2, 1)
+        );
         maps.sweep(now_unix());
-        assert!(maps.responses.is_empty() && maps.by_id.is_empty());
+        assert_eq!(
+            (maps.responses.len(), maps.by_id.len(), maps.by_digest.len()),
+            (1, 1, 1)
+        );
+        assert!(maps.responses.contains_key("resp_new") && maps.by_id.contains_key("rs_0123456789_resp_new"));
     }
 }

@@ -108,7 +108,8 @@ impl StoredResponse {
             .map(|item| (item.digest, self.stored_item(item)))
     }
 
-    fn stored_item(&self, item: &ItemRecord) -> StoredItem {
+    /// The index entry of `item`, one of this response's output items.
+    pub fn stored_item(&self, item: &ItemRecord) -> StoredItem {
         StoredItem {
             response_id: self.id.clone(),
             owner: self.owner.clone(),
