@@ -2,6 +2,8 @@
 
 use std::collections::HashSet;
 
+use foldhash::fast::RandomState;
+
 use super::Ledger;
 use crate::gate::{ChainFacts, LedgerQuery, Provenance};
 use crate::ledger::StoredResponse;
@@ -59,9 +61,9 @@ impl Ledger {
         let Some(first) = self.store.response(id).await? else {
             return Ok(None);
         };
-        let mut missing: HashSet<&str> = wanted.iter().map(String::as_str).collect();
+        let mut missing: HashSet<&str, RandomState> = wanted.iter().map(String::as_str).collect();
         let mut call_ids = Vec::new();
-        let mut take_calls = |response: &StoredResponse, missing: &mut HashSet<&str>| {
+        let mut take_calls = |response: &StoredResponse, missing: &mut HashSet<&str, RandomState>| {
             for call_id in calls_of(response) {
                 missing.remove(call_id);
                 call_ids.push(call_id.to_owned());

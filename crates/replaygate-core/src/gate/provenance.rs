@@ -129,10 +129,10 @@ pub struct Provenance {
     /// The response `previous_response_id` names, when the ledger recorded it.
     pub previous: Option<ChainFacts>,
     /// The recorded items, by item `id` (the ids of the query that the store knows).
-    pub items: HashMap<String, StoredItem>,
+    pub items: HashMap<String, StoredItem, RandomState>,
     /// The recorded reasoning and compaction items, by the digest of their `encrypted_content`
     /// (the digests of the query that the store knows).
-    pub encrypted: HashMap<[u8; 32], StoredItem>,
+    pub encrypted: HashMap<[u8; 32], StoredItem, RandomState>,
 }
 
 /// What the ledger knows of a `previous_response_id` chain.
@@ -216,8 +216,15 @@ pub(crate) fn blob_digest(item: &Item<'_>) -> Option<[u8; 32]> {
 }
 
 /// The ledger digest of a whole item ([`item_digest`] over its members), `None` when its text
-/// is not an object.
+/// is not an object. The usual items (a `function_call`, `message`, `reasoning` or
+/// `compaction` with its `type` written) are read borrowed, as the tap reads them, not built
+/// as a `Value`; the two reads give the same digest.
 pub(crate) fn whole_digest(item: &Item<'_>, text: &str) -> Option<[u8; 32]> {
+    if let Some(quick) = crate::ledger::quick_item(text) {
+        if quick.record.item_type == item.type_name() {
+            return Some(quick.record.digest);
+        }
+    }
     let value: Value = serde_json::from_str(text).ok()?;
     Some(item_digest(item.type_name(), value.as_object()?))
 }
@@ -226,7 +233,7 @@ pub(crate) fn whole_digest(item: &Item<'_>, text: &str) -> Option<[u8; 32]> {
 fn unpaired_call_ids(items: &[Item<'_>]) -> Vec<String> {
     let mut answered = vec![false; items.len()];
     super::rules::for_each_answer(items, |output, _| answered[output] = true);
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::with_hasher(RandomState::default());
     items
         .iter()
         .zip(answered)
@@ -409,6 +416,40 @@ mod tests {
         assert_eq!(
             whole_digest(&item, message),
             Some(recorded_digest(r#"{"type":"message","content":"hi"}"#))
+        );
+    }
+
+    #[test]
+    fn the_quick_whole_digest_is_the_digest_of_the_item_as_a_value() {
+        let long_id = format!(
+            r#"{{"type":"message","id":"{}","content":"hi"}}"#,
+            "m".repeat(300)
+        );
+        let texts = [
+            r#"{"type":"function_call","call_id":"c\u0031","name":"f","arguments":"{\"a\":[1, 2]}"}"#,
+            r#"{"type":"function_call","name":"f","arguments":{"a":1},"call_id":"c1"}"#,
+            r#"{"type":"function_call","name":null,"call_id":"c1"}"#,
+            r#"{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a"},{"type":"refusal","refusal":"b"},7]}"#,
+            r#"{"type":"message","content":{"text":"x"}}"#,
+            r#"{"type":"reasoning","id":"rs_0123456789abcdef","summary":[],"encrypted_content":"blob=="}"#,
+            r#"{"type":"compaction","encrypted_content":null}"#,
+            r#"{"type":"web_search_call","id":"ws_0123456789abcdef","status":"completed","action":{"q":"x"}}"#,
+            r#"{"role":"user","content":"no type written"}"#,
+            long_id.as_str(),
+        ];
+        for text in texts {
+            let item: Item<'_> = serde_json::from_str(text).unwrap();
+            let value: Value = serde_json::from_str(text).unwrap();
+            let expected = item_digest(item.type_name(), value.as_object().unwrap());
+            assert_eq!(whole_digest(&item, text), Some(expected), "{text}");
+        }
+        // A text whose `type` is not the item's as the gate read it goes the full way.
+        let item: Item<'_> = serde_json::from_str(r#"{"type":"message","content":"hi"}"#).unwrap();
+        let other = r#"{"type":"reasoning","encrypted_content":"e"}"#;
+        let value: Value = serde_json::from_str(other).unwrap();
+        assert_eq!(
+            whole_digest(&item, other),
+            Some(item_digest("message", value.as_object().unwrap()))
         );
     }
 }

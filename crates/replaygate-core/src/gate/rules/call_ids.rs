@@ -42,7 +42,7 @@ pub(super) struct CallIndex<'r> {
     /// The `call_id`s of the calls stored state holds, when the provenance ledger knows them
     /// (contract §8); `None` when nothing tells, so an output whose call is not in `input`
     /// passes when the request continues stored state.
-    stored_calls: Option<HashSet<&'r str>>,
+    stored_calls: Option<HashSet<&'r str, RandomState>>,
     /// Where the last turn begins (see [`CallIndex::with_last_turn`]); 0: not counted.
     last_turn: usize,
     /// How many `function_call`s before `last_turn` an output answered.
@@ -86,7 +86,7 @@ impl<'r> CallIndex<'r> {
 
     /// The same index, told which calls stored state holds (`None`: unknown): an output that
     /// pairs with no call in `input` then passes only when its `call_id` is one of them.
-    pub(super) fn with_stored_calls(self, stored_calls: Option<HashSet<&'r str>>) -> Self {
+    pub(super) fn with_stored_calls(self, stored_calls: Option<HashSet<&'r str, RandomState>>) -> Self {
         Self { stored_calls, ..self }
     }
 

@@ -20,6 +20,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use foldhash::fast::RandomState;
+
 use super::{Finding, Param};
 use crate::gate::item::{Item, ItemClass};
 use crate::gate::profile::{EncryptedScope, ProviderProfile};
@@ -46,9 +48,9 @@ pub(super) struct ProvenanceRules<'p> {
     /// The request's `model`, for providers that bind reasoning to the model.
     model: Option<&'p str>,
     /// The facts of the items that need them, by position.
-    facts: HashMap<usize, ItemFacts>,
+    facts: HashMap<usize, ItemFacts, RandomState>,
     /// Recorded ids that occur more than once among the request's items: not judged.
-    repeated: HashSet<&'p str>,
+    repeated: HashSet<&'p str, RandomState>,
 }
 
 impl<'p> ProvenanceRules<'p> {
@@ -78,7 +80,7 @@ impl<'p> ProvenanceRules<'p> {
             })
             .map(|(index, _)| index)
             .collect();
-        let mut facts = HashMap::with_capacity(wanted.len());
+        let mut facts = HashMap::with_capacity_and_hasher(wanted.len(), RandomState::default());
         // Only an item judged by its whole digest (`item_tampered`) needs its text, found by a
         // second reading of the body; a blob's digest comes from the request's one parse.
         let texts = match wanted.iter().any(|&index| !carries_blobs(&items[index])) {
@@ -232,9 +234,9 @@ fn recorded<'p>(provenance: &'p Provenance, item: &Item<'_>) -> Option<&'p Store
 
 /// The recorded ids that occur more than once among `items` (nothing is hashed when the ledger
 /// recorded none of the request's ids).
-fn repeated_ids<'p>(items: &[Item<'_>], provenance: &'p Provenance) -> HashSet<&'p str> {
-    let mut seen = HashSet::new();
-    let mut repeated = HashSet::new();
+fn repeated_ids<'p>(items: &[Item<'_>], provenance: &'p Provenance) -> HashSet<&'p str, RandomState> {
+    let mut seen = HashSet::with_hasher(RandomState::default());
+    let mut repeated = HashSet::with_hasher(RandomState::default());
     for item in items {
         if let Some((id, _)) = item.id().and_then(|id| provenance.items.get_key_value(id)) {
             if !seen.insert(id.as_str()) {
@@ -274,7 +276,7 @@ fn tampered(item: &Item<'_>, stored: &StoredItem, digest: [u8; 32]) -> Option<Fi
 pub(super) fn stored_calls<'p>(
     request: &ParsedRequest<'_>,
     provenance: &'p Provenance,
-) -> Option<HashSet<&'p str>> {
+) -> Option<HashSet<&'p str, RandomState>> {
     let chain = provenance.previous.as_ref().filter(|chain| chain.complete)?;
     if request.at != ItemsAt::Input
         || request.previous_response_id.as_str().is_none()
@@ -282,7 +284,7 @@ pub(super) fn stored_calls<'p>(
     {
         return None;
     }
-    let mut calls: HashSet<&str> = chain.call_ids.iter().map(String::as_str).collect();
+    let mut calls: HashSet<&str, RandomState> = chain.call_ids.iter().map(String::as_str).collect();
     for item in request.items() {
         if item.class == ItemClass::ItemReference {
             let stored = recorded(provenance, item)?;
