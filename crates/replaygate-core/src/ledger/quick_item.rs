@@ -6,8 +6,9 @@
 //! where it answers, it answers as that read would (a test compares the two).
 
 use std::borrow::Cow;
+use std::marker::PhantomData;
 
-use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use sha2::{Digest, Sha256};
 
@@ -15,7 +16,7 @@ use super::canon::{put_bytes, put_str};
 use super::record::{ItemRecord, DOMAIN};
 use super::MAX_ID_BYTES;
 use crate::gate::{Field, JsonKind, OutputCall, Text};
-use crate::json::Reader;
+use crate::json::{Reader, Spanned};
 
 /// An output item read the quick way: its record, and for a `function_call` its call.
 #[derive(Debug)]
@@ -288,54 +289,82 @@ pub(crate) fn quick_item(item: &str) -> Option<QuickItem> {
         return None;
     }
     let members: Members<'_> = Reader::read(item).ok()?;
-    let Member::Text(item_type) = members.item_type else {
-        return None;
-    };
-    let item_type = item_type.as_ref();
-    if !matches!(
-        item_type,
-        "function_call" | "message" | "reasoning" | "compaction"
-    ) {
-        return None;
+    members.quick()
+}
+
+/// An output item read in place, as part of the whole answer: its members as [`quick_item`]
+/// reads them, read through [`Spanned`] so the reader notes where the item lies. Reading an
+/// item that is not an object, or has a member twice, fails (the answer is then read the
+/// two-pass way, where [`quick_item`] turns that item over to the full read).
+pub(crate) struct ItemInPlace<'a>(Members<'a>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for ItemInPlace<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Spanned(PhantomData::<Members<'a>>)
+            .deserialize(deserializer)
+            .map(ItemInPlace)
     }
-    let id = members.id.id()?;
-    let call_id = members.call_id.known()?;
-    let encrypted_content = members.encrypted_content.known()?;
-    let mut out = Vec::with_capacity(128);
-    put_bytes(&mut out, DOMAIN);
-    put_bytes(&mut out, item_type.as_bytes());
-    let mut call = None;
-    if item_type == "function_call" {
-        let name = members.name.known()?;
-        let arguments = members.arguments.known()?;
-        name.put(&mut out);
-        arguments.put(&mut out);
-        call_id.put(&mut out);
-        call = Some(CallMembers {
-            call_id: call_id.text(),
-            name: name.text(),
-            arguments: arguments.field(),
-        });
-    } else if item_type == "message" {
-        // A message's text as [`item_digest`](super::record::item_digest) reads it: `content`
-        // itself when it is a string, else the concatenation of each content part's string
-        // `text` (or, without one, its string `refusal`); absent when `content` is absent or
-        // of another kind.
-        match &members.content {
-            Content::Text(text) => put_str(&mut out, text),
-            Content::NoText => out.push(b'-'),
+}
+
+impl ItemInPlace<'_> {
+    /// [`quick_item`] of the item's text.
+    pub fn quick(self) -> Option<QuickItem> {
+        self.0.quick()
+    }
+}
+
+impl Members<'_> {
+    /// The quick read of an item with these members (see [`quick_item`]).
+    fn quick(self) -> Option<QuickItem> {
+        let Member::Text(item_type) = self.item_type else {
+            return None;
+        };
+        let item_type = item_type.as_ref();
+        if !matches!(
+            item_type,
+            "function_call" | "message" | "reasoning" | "compaction"
+        ) {
+            return None;
         }
-    } else {
-        encrypted_content.put(&mut out);
+        let id = self.id.id()?;
+        let call_id = self.call_id.known()?;
+        let encrypted_content = self.encrypted_content.known()?;
+        let mut out = Vec::with_capacity(128);
+        put_bytes(&mut out, DOMAIN);
+        put_bytes(&mut out, item_type.as_bytes());
+        let mut call = None;
+        if item_type == "function_call" {
+            let name = self.name.known()?;
+            let arguments = self.arguments.known()?;
+            name.put(&mut out);
+            arguments.put(&mut out);
+            call_id.put(&mut out);
+            call = Some(CallMembers {
+                call_id: call_id.text(),
+                name: name.text(),
+                arguments: arguments.field(),
+            });
+        } else if item_type == "message" {
+            // A message's text as [`item_digest`](super::record::item_digest) reads it: `content`
+            // itself when it is a string, else the concatenation of each content part's string
+            // `text` (or, without one, its string `refusal`); absent when `content` is absent or
+            // of another kind.
+            match &self.content {
+                Content::Text(text) => put_str(&mut out, text),
+                Content::NoText => out.push(b'-'),
+            }
+        } else {
+            encrypted_content.put(&mut out);
+        }
+        let record = ItemRecord {
+            id,
+            item_type: item_type.to_owned(),
+            call_id: call_id.id()?,
+            digest: Sha256::digest(&out).into(),
+            has_encrypted_content: !matches!(encrypted_content, Member::Absent | Member::Null),
+        };
+        Some(QuickItem { record, call })
     }
-    let record = ItemRecord {
-        id,
-        item_type: item_type.to_owned(),
-        call_id: call_id.id()?,
-        digest: Sha256::digest(&out).into(),
-        has_encrypted_content: !matches!(encrypted_content, Member::Absent | Member::Null),
-    };
-    Some(QuickItem { record, call })
 }
 
 #[cfg(test)]

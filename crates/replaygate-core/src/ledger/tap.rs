@@ -38,8 +38,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::quick_item::quick_item;
-use super::record::{item_record, item_record_from_value, ItemRecord, ResponseRecord};
+use super::quick_item::{quick_item, ItemInPlace};
+use super::record::{item_record_from_value, ItemRecord, ResponseRecord};
 use super::sse::{push_capped, Framing};
 use super::MAX_ID_BYTES;
 use crate::gate::{Field, JsonKind, OutputCall, Text};
@@ -282,23 +282,43 @@ impl Kept {
     /// Reads the output item at `index`: its record, and what `keep` asks of it while the
     /// kept texts stay within `cap` bytes. `None` when the item cannot be recorded.
     fn read(&mut self, item: &RawValue, index: usize, keep: Keep, cap: usize) -> Option<ItemRecord> {
+        self.read_with(item.get(), None, index, keep, cap)
+    }
+
+    /// [`Kept::read`] of the item with JSON text `item`, whose members were read in place
+    /// when `in_place` holds them.
+    fn read_with(
+        &mut self,
+        item: &str,
+        in_place: Option<ItemInPlace<'_>>,
+        index: usize,
+        keep: Keep,
+        cap: usize,
+    ) -> Option<ItemRecord> {
+        let quick = match in_place {
+            Some(members) => members.quick(),
+            None => quick_item(item),
+        };
         if !(keep.calls || keep.items) || self.spilled {
-            return item_record(item);
+            return match quick {
+                Some(quick) => Some(quick.record),
+                None => item_record_from_value(&serde_json::from_str(item).ok()?),
+            };
         }
-        let (record, call) = match quick_item(item.get()) {
+        let (record, call) = match quick {
             Some(quick) => (
                 quick.record,
                 quick.call.filter(|_| keep.calls).map(|call| call.at(index)),
             ),
             None => {
-                let value: Value = serde_json::from_str(item.get()).ok()?;
+                let value: Value = serde_json::from_str(item).ok()?;
                 let record = item_record_from_value(&value)?;
                 let call =
                     (keep.calls && record.item_type == "function_call").then(|| output_call(index, &value));
                 (record, call)
             }
         };
-        let text = keep.items.then(|| item.get());
+        let text = keep.items.then_some(item);
         let added = call.as_ref().map_or(0, call_bytes) + text.map_or(0, str::len);
         if self.bytes + added > cap {
             *self = Kept {
@@ -356,18 +376,23 @@ fn call_bytes(call: &OutputCall) -> usize {
     call.call_id.as_deref().map_or(0, str::len) + call.name.as_deref().map_or(0, str::len) + arguments
 }
 
-/// The members of a response object the ledger reads.
+/// The members of a response object the ledger reads, each output item read as an `O`: as raw
+/// text ([`RawItem`]) or in place ([`ItemInPlace`]).
 #[derive(Deserialize)]
-struct ResponseHead<'a> {
+#[serde(bound(deserialize = "'de: 'a, O: Deserialize<'de>"))]
+struct ResponseHead<'a, O> {
     #[serde(borrow, default)]
     id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     model: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     status: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    output: Option<Vec<Option<&'a RawValue>>>,
+    #[serde(default)]
+    output: Option<Vec<O>>,
 }
+
+/// An output item as raw text (`None`: `null`).
+type RawItem<'a> = Option<&'a RawValue>;
 
 /// The members of an event's data the ledger reads.
 #[derive(Deserialize)]
@@ -389,26 +414,101 @@ fn read_json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Option<T> {
     Reader::read(simdutf8::basic::from_utf8(bytes).ok()?).ok()
 }
 
+/// The record of a JSON answer, read in one pass when it can be.
 fn json_record(body: &[u8], limits: &TapLimits, keep: Keep) -> Option<Tapped> {
-    let head: ResponseHead<'_> = read_json(body)?;
-    if head.status.as_deref().is_some_and(|status| status != "completed") {
-        return None;
+    let text = simdutf8::basic::from_utf8(body).ok()?;
+    match json_record_in_place(text, limits, keep) {
+        Ok(tapped) => tapped,
+        Err(NotInPlace) => json_record_two_pass(body, limits, keep),
     }
-    let id = checked_id(head.id?)?;
-    let model = match head.model {
-        Some(model) => Some(checked_id(model)?),
-        None => None,
+}
+
+/// The answer could not be read in one pass (an output item that is not an object or has a
+/// member twice, or a text that is not JSON): the two-pass read decides.
+struct NotInPlace;
+
+/// [`json_record`] in one pass over the answer: each output item's members are read where the
+/// item stands, and its text (for the full read of an item the quick read is unsure of, and
+/// for `store_items`) is the span the reader noted. Where it answers, it answers as
+/// [`json_record_two_pass`] does.
+fn json_record_in_place(text: &str, limits: &TapLimits, keep: Keep) -> Result<Option<Tapped>, NotInPlace> {
+    let mut reader = Reader::new(text);
+    let ResponseHead::<'_, ItemInPlace<'_>> {
+        id,
+        model,
+        status,
+        output,
+    } = Deserialize::deserialize(&mut reader)
+        .and_then(|head| reader.end().map(|()| head))
+        .map_err(|_| NotInPlace)?;
+    let spans = reader.take_spans();
+    let Some(output) = output else {
+        return Ok(None);
     };
-    let output = head.output?;
-    if output.len() > limits.max_items {
-        return None;
+    if spans.len() != output.len() {
+        return Err(NotInPlace);
     }
-    let mut kept = Kept::default();
+    let count = output.len();
+    let items = output
+        .into_iter()
+        .zip(spans)
+        .enumerate()
+        .map(|(index, (item, span))| (index, &text[span], Some(item)));
+    Ok(answer_record(
+        id,
+        model,
+        status.as_deref(),
+        count,
+        items,
+        limits,
+        keep,
+    ))
+}
+
+/// [`json_record`] the two-pass way: the answer's head read with each output item as raw
+/// text, then each item read on its own.
+fn json_record_two_pass(body: &[u8], limits: &TapLimits, keep: Keep) -> Option<Tapped> {
+    let ResponseHead::<'_, RawItem<'_>> {
+        id,
+        model,
+        status,
+        output,
+    } = read_json(body)?;
+    let output = output?;
+    let count = output.len();
     let items = output
         .into_iter()
         .enumerate()
-        .filter_map(|(index, item)| Some((index, item?)))
-        .map(|(index, item)| kept.read(item, index, keep, limits.max_json_bytes))
+        .filter_map(|(index, item)| Some((index, item?.get(), None)));
+    answer_record(id, model, status.as_deref(), count, items, limits, keep)
+}
+
+/// The record of a completed answer with this `id`, `model` and `status`, and `count` output
+/// items (`null` ones included), each given with its index, its JSON text and, when it was
+/// read in place, its members. `None` when the answer cannot be recorded.
+fn answer_record<'a>(
+    id: Option<Cow<'_, str>>,
+    model: Option<Cow<'_, str>>,
+    status: Option<&str>,
+    count: usize,
+    items: impl Iterator<Item = (usize, &'a str, Option<ItemInPlace<'a>>)>,
+    limits: &TapLimits,
+    keep: Keep,
+) -> Option<Tapped> {
+    if status.is_some_and(|status| status != "completed") {
+        return None;
+    }
+    let id = checked_id(id?)?;
+    let model = match model {
+        Some(model) => Some(checked_id(model)?),
+        None => None,
+    };
+    if count > limits.max_items {
+        return None;
+    }
+    let mut kept = Kept::default();
+    let items = items
+        .map(|(index, text, in_place)| kept.read_with(text, in_place, index, keep, limits.max_json_bytes))
         .collect::<Option<Vec<_>>>()?;
     Some(kept.into_tapped(ResponseRecord { id, model, items }, keep))
 }
@@ -463,7 +563,7 @@ impl Facts {
     /// Takes the id and model of a response-state event's `response`.
     fn read_response(&mut self, response: Option<&RawValue>) -> Result<(), GiveUp> {
         let response = response.ok_or(GiveUp)?;
-        let head: ResponseHead<'_> = Reader::read(response.get()).map_err(|_| GiveUp)?;
+        let head: ResponseHead<'_, RawItem<'_>> = Reader::read(response.get()).map_err(|_| GiveUp)?;
         if let Some(id) = head.id {
             let id = checked_id(id).ok_or(GiveUp)?;
             match &self.id {
@@ -476,5 +576,74 @@ impl Facts {
             self.model = Some(checked_id(model).ok_or(GiveUp)?);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use proptest::sample::select;
+
+    use super::*;
+
+    const ITEMS: &[&str] = &[
+        r#"{"type":"function_call","id":"fc_0123456789abcdef","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Paris\"}","status":"completed"}"#,
+        r#"{"type":"function_call","call_id":"c\u0031","name":null,"arguments":{"a":1}}"#,
+        r#"{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"Do\"ne."},{"type":"refusal","refusal":"no"},3]}"#,
+        r#"{"type":"message","content":"plain"}"#,
+        r#"{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"s"}],"encrypted_content":"gAAAAB"}"#,
+        r#"{"type":"compaction","encrypted_content":null}"#,
+        r#"{"type":"web_search_call","id":"ws_1","status":"completed","action":{"query":"q"}}"#,
+        r#"{"type":"message","content":"a","content":"b"}"#,
+        r#"{"id":"no_type"}"#,
+        r#"{"type":"reasoning","id":"rs_2","encrypted_content":[[[["deep"]]]]}"#,
+        "null",
+        "5",
+        r#""text""#,
+    ];
+
+    /// An answer made of these parts, with each item as written in `ITEMS`.
+    fn answer(id: &str, status: &str, model: &str, items: Option<&[&str]>) -> String {
+        let mut members = vec![r#""object":"response""#.to_owned()];
+        for (name, value) in [("id", id), ("status", status), ("model", model)] {
+            if !value.is_empty() {
+                members.push(format!(r#""{name}":{value}"#));
+            }
+        }
+        if let Some(items) = items {
+            members.push(format!(r#""output":[{}]"#, items.join(",")));
+        }
+        members.push(r#""usage":{"input_tokens":1,"output_tokens":2}"#.to_owned());
+        format!("{{{}}}", members.join(","))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+        /// Where the one-pass read answers, it answers as the two-pass read does; it answers
+        /// every answer whose members are of the kinds it reads and whose items are all objects
+        /// with no member written twice.
+        #[test]
+        fn the_one_pass_read_records_what_the_two_pass_read_records(
+            id in select(&[r#""resp_1""#, r#""""#, "7", ""][..]),
+            status in select(&[r#""completed""#, r#""incomplete""#, ""][..]),
+            model in select(&[r#""gpt-5""#, "null", ""][..]),
+            items in proptest::option::of(prop::collection::vec(select(ITEMS), 0..6)),
+            calls in any::<bool>(),
+            kept_items in any::<bool>(),
+            max_items in 1..8usize,
+            max_json_bytes in select(&[64usize, 100_000][..]),
+        ) {
+            let text = answer(id, status, model, items.as_deref());
+            let limits = TapLimits { max_items, max_json_bytes, ..TapLimits::default() };
+            let keep = Keep { calls, items: kept_items };
+            let two_pass = json_record_two_pass(text.as_bytes(), &limits, keep);
+            let readable = id != "7" && items.iter().flatten().all(|item| item.starts_with('{') && !item.contains(r#""content":"a","content""#));
+            match json_record_in_place(&text, &limits, keep) {
+                Ok(one_pass) => prop_assert_eq!(&one_pass, &two_pass, "{}", text),
+                Err(NotInPlace) => prop_assert!(!readable, "{}", text),
+            }
+            prop_assert_eq!(json_record(text.as_bytes(), &limits, keep), two_pass);
+        }
     }
 }
