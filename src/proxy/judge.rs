@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::ledger::carry;
 use super::snapshot::Snapshot;
@@ -70,8 +71,12 @@ pub(super) struct Asker {
 enum Step {
     /// The request is judged.
     Judged(Box<Judged>),
-    /// The ledger must be asked about these ids first; the request goes to this provider.
+    /// The ledger must be asked about these ids first (no thread may wait for it); the request
+    /// goes to this provider.
     Ask(LedgerQuery, String),
+    /// The ledger was asked about the query's ids and the request may be carried: the request
+    /// goes to this provider, and the ledger knows these facts.
+    Carry(LedgerQuery, String, Arc<Provenance>),
 }
 
 /// Parses `body` (a request whose path named provider `prefix`, if any, and whose items are
@@ -83,8 +88,10 @@ enum Step {
 /// `charset` is the outcome of the head's charset check, answered once the body has parsed
 /// (the contract answers 400 before 415) and before any item is judged.
 ///
-/// A body judged on the worker is parsed once: the parsed request waits for the ledger's
-/// answer. A body judged on the blocking pool is parsed there, once to ask and once to judge.
+/// A body is parsed once: on the worker the parsed request waits for the ledger's answer; on
+/// the blocking pool the thread that parsed it waits for the answer. A request that may be
+/// carried is parsed again there when its session turns out not to be carried, and so is one
+/// that found `JUDGE_WAITS` threads waiting already.
 pub(super) async fn judge(
     state: &Arc<ProxyState>,
     asker: &Asker,
@@ -132,11 +139,15 @@ async fn judge_with(
             done => return done,
         }
     }
-    let (query, provider) = match pooled(state, asker, prefix, at, body, budget, &mut charset, facts).await? {
-        Step::Judged(judged) => return Ok(*judged),
-        Step::Ask(query, provider) => (query, provider),
-    };
-    let known = ask(state, asker, &query).await?;
+    let (query, provider, known) =
+        match pooled(state, asker, prefix, at, body, budget, &mut charset, facts).await? {
+            Step::Judged(judged) => return Ok(*judged),
+            Step::Carry(query, provider, known) => (query, provider, known),
+            Step::Ask(query, provider) => {
+                let known = ask(state, asker, &query).await?;
+                (query, provider, known)
+            }
+        };
     if let Some(judged) = carry_session(state, asker, prefix, at, body, &provider, &known, &query).await? {
         return Ok(judged);
     }
@@ -237,7 +248,9 @@ async fn carry_session(
 fn judged_of(step: Step) -> Judged {
     match step {
         Step::Judged(judged) => *judged,
-        Step::Ask(..) => unreachable!("a judgment with the ledger's facts does not ask again"),
+        Step::Ask(..) | Step::Carry(..) => {
+            unreachable!("a judgment with the ledger's facts does not ask again")
+        }
     }
 }
 
@@ -294,8 +307,8 @@ async fn pooled(
     let (state, prefix, body) = (state.clone(), prefix.map(str::to_owned), body.clone());
     let asker = asker.clone();
     let mut owned_charset = std::mem::replace(charset, Ok(()));
+    let runtime = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
-        let _permit = permit;
         judge_now(
             &state,
             &asker,
@@ -304,7 +317,9 @@ async fn pooled(
             &body,
             budget,
             &mut owned_charset,
-            &facts,
+            facts,
+            &runtime,
+            permit,
         )
     })
     .await
@@ -316,8 +331,10 @@ async fn pooled(
     })
 }
 
-/// The judge phase's work, on whatever thread calls it: reads the request and judges it, or
-/// stops at the question it must ask the ledger first.
+/// The judge phase's work on a blocking-pool thread, holding a judge's `permit`: reads the
+/// request, asks the ledger about the ids it names (waiting for `runtime`, the worker's, to
+/// answer, without the permit), and judges it, or stops with the ledger's facts when the
+/// request may be carried to its provider.
 #[allow(clippy::too_many_arguments)]
 fn judge_now(
     state: &ProxyState,
@@ -327,16 +344,41 @@ fn judge_now(
     body: &[u8],
     work_budget: u64,
     charset: &mut Result<(), ApiError>,
-    facts: &Facts,
+    mut facts: Facts,
+    runtime: &tokio::runtime::Handle,
+    permit: OwnedSemaphorePermit,
 ) -> Result<Step, ApiError> {
+    let mut permit = Some(permit);
     let read = read_request(state, asker, prefix, at, body, charset)?;
     if let Facts::Ask(true) = facts {
         let query = LedgerQuery::of(&read.request);
         if !query.is_empty() {
-            return Ok(Step::Ask(query, read.provider));
+            let Ok(waiting) = state.judge_waits.clone().try_acquire_owned() else {
+                return Ok(Step::Ask(query, read.provider));
+            };
+            // A slow store holds up this request alone, not a judge's place.
+            drop(permit.take());
+            let known = runtime.block_on(ask(state, asker, &query));
+            drop(waiting);
+            let known = known?;
+            permit = Some(
+                runtime
+                    .block_on(state.judges.clone().acquire_owned())
+                    .expect("the judge permits are never closed"),
+            );
+            let carry = state
+                .ledger
+                .as_ref()
+                .is_some_and(|ledger| carry::may_carry(ledger, &read.provider, &known));
+            if carry && query.previous_response_id.is_some() {
+                return Ok(Step::Carry(query, read.provider, known));
+            }
+            facts = Facts::Asked(Some(known));
         }
     }
-    decide(state, asker, &read, body, work_budget, facts).map(|judged| Step::Judged(Box::new(judged)))
+    let judged = decide(state, asker, &read, body, work_budget, &facts);
+    drop(permit);
+    judged.map(|judged| Step::Judged(Box::new(judged)))
 }
 
 /// Parses `body`, chooses its provider and checks that the asker's team may use it and the
@@ -422,4 +464,96 @@ fn input_call_ids(request: &gate::ParsedRequest<'_>) -> Vec<String> {
             _ => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::state::JUDGE_WAITS;
+    use super::*;
+    use crate::config::Config;
+    use crate::ledger::{ItemRecord, Owner, ResponseRecord, StoredResponse};
+
+    /// A state with the ledger on the memory backend, which recorded `resp_openai_1` as an
+    /// answer of `openai`.
+    async fn state_with_a_recorded_answer() -> Arc<ProxyState> {
+        let config = Config::from_toml(
+            "default_provider = \"openai\"\n[state]\nbackend = \"memory\"\n[ledger]\nenabled = true\n\
+             [providers.openai]\nbase_url = \"http://127.0.0.1:9\"\nauth = \"none\"\n\
+             [providers.bedrock]\nbase_url = \"http://127.0.0.1:9\"\nauth = \"none\"\n",
+        )
+        .unwrap();
+        let state = Arc::new(ProxyState::for_workers(&config, &|_| None, 1).unwrap().remove(0));
+        let record = ResponseRecord {
+            id: "resp_openai_1".into(),
+            model: Some("gpt-5".into()),
+            items: vec![ItemRecord {
+                id: Some("msg_0123456789abcdef".into()),
+                item_type: "message".into(),
+                call_id: None,
+                digest: [1; 32],
+                has_encrypted_content: false,
+            }],
+        };
+        let owner = Owner {
+            provider: "openai".into(),
+            model: Some("gpt-5".into()),
+        };
+        let stored = StoredResponse::new(record, owner, None, None, crate::state::now_unix(), 3600);
+        state.store.put_response(&stored).await.unwrap();
+        state
+    }
+
+    /// A body over 64 KiB, so judged on the blocking pool, continuing `resp_openai_1`.
+    fn large_continuation() -> Bytes {
+        let body = serde_json::json!({
+            "model": "m",
+            "previous_response_id": "resp_openai_1",
+            "instructions": "Be brief. ".repeat(8_000),
+            "input": "next",
+        });
+        Bytes::from(body.to_string())
+    }
+
+    async fn judged(state: &Arc<ProxyState>, provider: &str, body: &Bytes) -> Judged {
+        let asker = Asker {
+            snapshot: state.snapshot(),
+            team: None,
+            socket: None,
+        };
+        judge(state, &asker, Some(provider), ItemsAt::Input, body, Ok(()))
+            .await
+            .unwrap()
+    }
+
+    fn reasons(judged: &Judged) -> Vec<String> {
+        judged
+            .verdict
+            .violations
+            .iter()
+            .map(|v| v.reason.to_string())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_large_body_is_judged_with_the_ledgers_facts_whether_or_not_a_thread_may_wait() {
+        let state = state_with_a_recorded_answer().await;
+        let body = large_continuation();
+        // A thread may wait: the one that read the body asks the ledger.
+        let waited = judged(&state, "bedrock", &body).await;
+        assert_eq!(reasons(&waited), ["foreign_previous_response"]);
+        assert_eq!(
+            reasons(&judged(&state, "openai", &body).await),
+            Vec::<String>::new()
+        );
+        // Every waiting place taken: the worker asks, and the body is read again to be judged.
+        let taken = state
+            .judge_waits
+            .clone()
+            .try_acquire_many_owned(JUDGE_WAITS as u32)
+            .unwrap();
+        let asked = judged(&state, "bedrock", &body).await;
+        assert_eq!(reasons(&asked), ["foreign_previous_response"]);
+        drop(taken);
+        assert_eq!(state.judge_waits.available_permits(), JUDGE_WAITS);
+    }
 }

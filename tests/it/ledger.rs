@@ -774,3 +774,68 @@ async fn a_compacted_answer_is_recorded_like_a_response() {
     let continuation = json!({"model": "m", "previous_response_id": counted.body["id"], "input": "next"});
     assert_eq!(post(&s.proxy, "bedrock", continuation).await.status, 200);
 }
+
+/// `body` grown past the size judged on the worker (64 KiB), so it is judged on the blocking
+/// pool, where the thread that read it waits for the ledger's answer.
+fn judged_on_the_pool(mut body: Value) -> Value {
+    body["instructions"] = json!("Be brief. ".repeat(8_000));
+    body
+}
+
+#[tokio::test]
+async fn a_large_body_is_judged_with_the_ledgers_facts_on_the_blocking_pool() {
+    let s = setup("store_items = true\ncarry_sessions = true", "").await;
+    let turn1 = post(&s.proxy, "openai", judged_on_the_pool(first_turn("gpt-5", false))).await;
+    assert_eq!(turn1.status, 200, "{}", turn1.body);
+    let call_id = call_id_of(&turn1);
+    let replay = |output: Vec<Value>| {
+        let mut input = output;
+        input.push(json!({"type": "function_call_output", "call_id": call_id, "output": "sunny"}));
+        judged_on_the_pool(
+            json!({"model": "gpt-5", "input": input, "tools": serde_json::from_str::<Value>(TOOLS).unwrap()}),
+        )
+    };
+    let mut output = output_of(&turn1);
+    let faithful = post(&s.proxy, "openai", replay(output.clone())).await;
+    assert_eq!(faithful.status, 200, "{}", faithful.body);
+    assert!(faithful.headers.get("x-replaygate-monitored").is_none());
+    output[1]["arguments"] = json!(r#"{"city":"Lyon"}"#);
+    let tampered = post(&s.proxy, "openai", replay(output)).await;
+    assert_eq!(
+        tampered.headers["x-replaygate-monitored"],
+        "item_tampered@input[1]"
+    );
+    // A continuation sent to another provider is carried there, large as it is.
+    let id1 = turn1.body["id"].as_str().unwrap().to_owned();
+    let turn2 = post(
+        &s.proxy,
+        "bedrock",
+        judged_on_the_pool(
+            json!({"model": "openai.gpt-oss-120b", "previous_response_id": id1,
+            "tools": serde_json::from_str::<Value>(TOOLS).unwrap(),
+            "input": [{"type": "function_call_output", "call_id": call_id_of(&turn1), "output": "sunny"}]}),
+        ),
+    )
+    .await;
+    assert_eq!(turn2.status, 200, "{}", turn2.body);
+    assert_eq!(turn2.headers["x-replaygate-carried"], id1.as_str());
+    // Without carrying, it is refused, and an unknown id passes.
+    let plain = setup("", "").await;
+    let turn1 = post(
+        &plain.proxy,
+        "openai",
+        judged_on_the_pool(first_turn("gpt-5", false)),
+    )
+    .await;
+    let next =
+        |id: Value| judged_on_the_pool(json!({"model": "m", "previous_response_id": id, "input": "next"}));
+    let refused = post(&plain.proxy, "bedrock", next(turn1.body["id"].clone())).await;
+    assert_eq!(code_of(&refused), "foreign_previous_response");
+    let unknown = post(
+        &plain.proxy,
+        "bedrock",
+        next(json!("resp_never_recorded_0123456789")),
+    )
+    .await;
+    assert_eq!(unknown.status, 200, "{}", unknown.body);
+}

@@ -35,11 +35,7 @@ pub(crate) async fn carried(
     facts: &Arc<Provenance>,
     previous_response_id: Option<&str>,
 ) -> Result<Option<Carried>, ApiError> {
-    let foreign = facts
-        .previous
-        .as_ref()
-        .is_some_and(|previous| previous.owner.provider != provider);
-    let (true, true, Some(from)) = (ledger.settings.carry_sessions, foreign, previous_response_id) else {
+    let Some(from) = previous_response_id.filter(|_| may_carry(ledger, provider, facts)) else {
         return Ok(None);
     };
     let carried = carry(ledger, provider, body, facts, from.to_owned()).await;
@@ -54,6 +50,17 @@ pub(crate) async fn carried(
         Err(_) if ledger.settings.allow_unavailable => Ok(None),
         Err(error) => Err(ApiError::LedgerUnavailable(error.to_string())),
     }
+}
+
+/// Whether a request bound for `provider`, with these facts, is one [`carried`] tries to
+/// carry: `carry_sessions` is on and its `previous_response_id` was recorded for another
+/// provider.
+pub(crate) fn may_carry(ledger: &Ledger, provider: &str, facts: &Provenance) -> bool {
+    ledger.settings.carry_sessions
+        && facts
+            .previous
+            .as_ref()
+            .is_some_and(|previous| previous.owner.provider != provider)
 }
 
 /// The rewritten request, when the chain of `from` can be carried to `provider`.
