@@ -4,6 +4,7 @@
 
 mod batch;
 mod otlp;
+mod plain_fields;
 mod propagation;
 mod request_span;
 
@@ -65,7 +66,8 @@ fn filter(log: &LogConfig) -> EnvFilter {
         .unwrap_or_else(|_| EnvFilter::new("info"))
 }
 
-/// The log's lines as a layer, filtered by [`filter`]: text, or JSON lines in which a line
+/// The log's lines as a layer, filtered by [`filter`]: text (without colours, its fields
+/// written by [`plain_fields`], the same text for less work), or JSON lines in which a line
 /// logged inside a request carries the request's span as `span`
 /// (`{"name": "request", "request_id": ..., ...}`); the access line is written outside it.
 pub(crate) fn log_layer<S, W>(log: &LogConfig, writer: W, colors: bool) -> Box<dyn Layer<S> + Send + Sync>
@@ -82,7 +84,12 @@ where
             .with_span_list(false)
             .with_filter(filter(log))
             .boxed(),
-        LogFormat::Text => lines.with_ansi(colors).with_filter(filter(log)).boxed(),
+        LogFormat::Text if colors => lines.with_ansi(true).with_filter(filter(log)).boxed(),
+        LogFormat::Text => lines
+            .with_ansi(false)
+            .fmt_fields(plain_fields::PlainFields)
+            .with_filter(filter(log))
+            .boxed(),
     }
 }
 
