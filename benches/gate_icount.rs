@@ -3,7 +3,10 @@
 //! while instruction counts repeat exactly. `bench/gate/icount.sh` runs it and prints the
 //! instructions per check.
 //!
-//!     gate_icount CASE BYTES TIMES     # CASE: floor, parse, gate, item_profile or first_seen
+//!     gate_icount CASE BYTES TIMES     # CASE: floor, reader, parse, gate, item_profile or first_seen
+//!
+//! `floor` is serde_json passing over the body (`IgnoredAny`); `reader` is the gate's own reader
+//! doing the same, the least any reading of the body by the gate can cost.
 //!
 //! Under `cargo bench` (which passes `--bench`) it does nothing.
 
@@ -39,6 +42,12 @@ fn main() {
             "floor" => serde_json::from_slice::<IgnoredAny>(black_box(&body))
                 .map(drop)
                 .unwrap(),
+            "reader" => {
+                let text = simdutf8::basic::from_utf8(black_box(&body)).unwrap();
+                drop(black_box(
+                    replaygate::json::Reader::read::<IgnoredAny>(text).unwrap(),
+                ))
+            }
             "parse" => drop(black_box(parse(black_box(&body)).unwrap().items().len())),
             "gate" => drop(black_box(gate.check(black_box(&body), &target).unwrap())),
             "item_profile" => drop(black_box(gate.check(black_box(&body), &profiled_target).unwrap())),

@@ -5,7 +5,7 @@
 # single check moved by 1.5%), so each size is checked at least eight times per run.
 # Compare two commits by running it in a worktree of each.
 #
-#   bench/gate/icount.sh            # needs valgrind
+#   bench/gate/icount.sh            # needs valgrind; CASES="gate reader" for some cases only
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 command -v valgrind >/dev/null || { echo "icount.sh needs valgrind" >&2; exit 1; }
@@ -19,7 +19,7 @@ echo "| body | case | instructions per check |"
 echo "| --- | --- | ---: |"
 for size in 16384 262144 1048576; do
   times=$(( 327680 / size > 8 ? 327680 / size : 8 ))
-  for case in floor parse gate item_profile first_seen; do
+  for case in ${CASES:-floor reader parse gate item_profile first_seen}; do
     base=$(count "$case" "$size" 0)
     total=$(count "$case" "$size" "$times")
     printf '| %s | %s | %s |\n' "$(( size / 1024 )) KiB" "$case" "$(( (total - base) / times ))"
