@@ -66,11 +66,21 @@ fn filter(log: &LogConfig) -> EnvFilter {
         .unwrap_or_else(|_| EnvFilter::new("info"))
 }
 
-/// The log's lines as a layer, filtered by [`filter`]: text (without colours, its fields
-/// written by [`plain_fields`], the same text for less work), or JSON lines in which a line
-/// logged inside a request carries the request's span as `span`
-/// (`{"name": "request", "request_id": ..., ...}`); the access line is written outside it.
+/// The log's lines as a layer, filtered by [`filter`], for a subscriber that has other layers
+/// (the span export) beside it: see [`lines_layer`].
 pub(crate) fn log_layer<S, W>(log: &LogConfig, writer: W, colors: bool) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    lines_layer(log, writer, colors).with_filter(filter(log)).boxed()
+}
+
+/// The log's lines as a layer, unfiltered: text (without colours, its fields written by
+/// [`plain_fields`], the same text for less work), or JSON lines in which a line logged inside
+/// a request carries the request's span as `span` (`{"name": "request", "request_id": ...,
+/// ...}`); the access line is written outside it.
+fn lines_layer<S, W>(log: &LogConfig, writer: W, colors: bool) -> Box<dyn Layer<S> + Send + Sync>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
@@ -82,25 +92,28 @@ where
             .flatten_event(true)
             .with_current_span(true)
             .with_span_list(false)
-            .with_filter(filter(log))
             .boxed(),
-        LogFormat::Text if colors => lines.with_ansi(true).with_filter(filter(log)).boxed(),
+        LogFormat::Text if colors => lines.with_ansi(true).boxed(),
         LogFormat::Text => lines
             .with_ansi(false)
             .fmt_fields(plain_fields::PlainFields)
-            .with_filter(filter(log))
             .boxed(),
     }
 }
 
 /// Installs the process's log subscriber, writing to `writer`, without span export. Does
 /// nothing if one is already installed.
+///
+/// With the log the only layer, [`filter`] filters the whole subscriber rather than the one
+/// layer: the same lines, without a per-layer filter's bookkeeping each time a request's span
+/// is entered or left (several times a request).
 pub fn install<W>(log: &LogConfig, writer: W, colors: bool)
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
     let _ = tracing_subscriber::registry()
-        .with(log_layer(log, writer, colors))
+        .with(filter(log))
+        .with(lines_layer(log, writer, colors))
         .try_init();
 }
 
