@@ -104,9 +104,9 @@ where
 /// Installs the process's log subscriber, writing to `writer`, without span export. Does
 /// nothing if one is already installed.
 ///
-/// With the log the only layer, [`filter`] filters the whole subscriber rather than the one
-/// layer: the same lines, without a per-layer filter's bookkeeping each time a request's span
-/// is entered or left (several times a request).
+/// With the log the only layer, its filter (`RUST_LOG`, else `[log] level`) filters the whole
+/// subscriber rather than the one layer: the same lines, without a per-layer filter's
+/// bookkeeping each time a request's span is entered or left (several times a request).
 pub fn install<W>(log: &LogConfig, writer: W, colors: bool)
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
