@@ -46,17 +46,23 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     if !headers.keys().any(is_hop_by_hop) {
         return;
     }
-    let named: Vec<HeaderName> = headers
+    let listed: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .filter_map(|name| HeaderName::try_from(name.trim()).ok())
         .collect();
-    for name in named.iter().chain(HOP_BY_HOP.iter()) {
+    // Removed by name, each removal a lookup: only the names the message has (usually
+    // `Connection` alone, with `Keep-Alive` at most), not every name that could be there.
+    let present: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| is_hop_by_hop(name) || listed.contains(name))
+        .cloned()
+        .collect();
+    for name in &present {
         headers.remove(name);
     }
-    headers.remove(header::UPGRADE);
 }
 
 /// The headers to send upstream: the client's, less hop-by-hop and framing headers, with the
@@ -275,5 +281,26 @@ mod tests {
         let before = h.clone();
         strip_hop_by_hop(&mut h);
         assert_eq!(h, before);
+    }
+
+    #[test]
+    fn every_value_of_a_named_header_goes_and_the_rest_stays() {
+        let mut h = HeaderMap::new();
+        h.append("Connection", HeaderValue::from_static("keep-alive, X-Trace"));
+        h.append("connection", HeaderValue::from_static(" x-hop ,close"));
+        h.append("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.append("x-trace", HeaderValue::from_static("1"));
+        h.append("x-trace", HeaderValue::from_static("2"));
+        h.append("x-hop", HeaderValue::from_static("3"));
+        h.append("te", HeaderValue::from_static("trailers"));
+        h.append("upgrade", HeaderValue::from_static("websocket"));
+        h.append("x-kept", HeaderValue::from_static("a"));
+        h.append("x-kept", HeaderValue::from_static("b"));
+        h.insert("content-type", HeaderValue::from_static("application/json"));
+        strip_hop_by_hop(&mut h);
+        let mut names: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["content-type", "x-kept"], "{h:?}");
+        assert_eq!(h.get_all("x-kept").iter().count(), 2);
     }
 }
