@@ -39,11 +39,7 @@ async fn no_key_reaches_the_logs_at_any_level() {
 
     let (streaming, mut feeds) = Upstream::sse_feed().await;
     let plain = Upstream::json(200, RESPONSE_JSON).await;
-    let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let dead_port = support::closed_port::closed_port();
     let config = format!(
         r#"default_provider = "openai"
 [providers.openai]

@@ -158,13 +158,19 @@ async fn an_unset_key_gets_503_naming_the_variable_while_the_gate_keeps_working(
 }
 
 #[tokio::test]
+async fn the_closed_port_refuses_connections_and_no_listener_can_take_it() {
+    let port = support::closed_port::closed_port();
+    let refused = tokio::net::TcpStream::connect(("127.0.0.1", port)).await;
+    assert_eq!(
+        refused.map(drop).map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::ConnectionRefused)
+    );
+    assert!(std::net::TcpListener::bind(("127.0.0.1", port)).is_err());
+}
+
+#[tokio::test]
 async fn an_unreachable_upstream_gets_502() {
-    // Bind and drop a listener to get a port nothing listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = support::closed_port::closed_port();
     let proxy = Proxy::start(
         &one_provider(&format!("http://127.0.0.1:{port}/v1"), "\"passthrough\"", ""),
         &[],

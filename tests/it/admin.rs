@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::teams::{bearer, key_entry, PAY_KEY};
+use crate::support::closed_port::closed_port;
 use crate::support::proxy::Proxy;
-use crate::support::redis_server::free_port;
 use crate::support::upstream::{Upstream, RESPONSE_JSON};
 
 /// One scrape: every sample by its series (`name{labels}`), checked line by line.
@@ -123,11 +123,6 @@ async fn post(proxy: &Proxy, path: &str, headers: &[(&str, &str)], body: &str) -
         .unwrap();
     let status = response.status().as_u16();
     (status, response.bytes().await.unwrap().to_vec())
-}
-
-/// A loopback port nothing listens on.
-fn closed_port() -> u16 {
-    free_port()
 }
 
 /// `openai` at `upstream`, `down` at a closed port, the ledger on in memory, and `extra`.

@@ -507,7 +507,7 @@ async fn calls_that_do_not_fit_the_tools_are_flagged_logged_and_audited() {
 async fn a_store_that_is_down_refuses_the_requests_that_need_it_unless_allowed() {
     let openai = provider("openai", false).await;
     let bedrock = provider("bedrock", false).await;
-    let port = crate::support::redis_server::free_port();
+    let port = crate::support::closed_port::closed_port();
     let state = format!("backend = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\ntimeout = \"200ms\"");
     let proxy = Proxy::start(&config(&openai, &bedrock, &state, "", ""), &[]).await;
     // A turn that names no id needs no lookup: it is answered (its record is lost).

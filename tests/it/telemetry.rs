@@ -18,6 +18,7 @@ use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 use serde_json::Value;
 
 use super::teams::{key_entry, PAY_KEY};
+use crate::support::closed_port::closed_port;
 use crate::support::proxy::{one_provider, Proxy};
 use crate::support::serve::Serve;
 use crate::support::upstream::{json_response, Received, Upstream, RESPONSE_JSON};
@@ -222,11 +223,8 @@ async fn without_an_endpoint_the_clients_trace_headers_pass_unchanged() {
 
 #[tokio::test]
 async fn a_collector_that_is_down_costs_dropped_spans_and_one_log_line() {
-    // A port nothing listens on: bound, then closed.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    // A port nothing listens on.
+    let closed = format!("127.0.0.1:{}", closed_port());
     let upstream = Upstream::json(200, RESPONSE_JSON).await;
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(
@@ -274,10 +272,7 @@ async fn a_warning_logged_inside_a_request_names_it() {
     let dir = tempfile::tempdir().unwrap();
     // Redis on a port nothing listens on: the team's rate cannot be counted (a warning, and the
     // request goes on), nor the answer recorded in the ledger (another, while the body streams).
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let closed = format!("127.0.0.1:{}", closed_port());
     let config = write_config(
         dir.path(),
         &one_provider(

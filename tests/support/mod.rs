@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod closed_port;
 pub mod log_capture;
 pub mod memory;
 pub mod proxy;

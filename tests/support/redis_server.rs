@@ -71,7 +71,8 @@ impl Drop for RedisServer {
     }
 }
 
-/// A loopback port nothing listens on (free when asked).
+/// A free loopback port, for a server to listen on (for a port that must stay closed, see
+/// `closed_port`).
 pub fn free_port() -> u16 {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .and_then(|listener| listener.local_addr())
