@@ -3,6 +3,8 @@
 //! request carries; and, with `[telemetry] otlp_endpoint`, the OTLP export of those spans.
 
 mod batch;
+#[cfg(test)]
+mod memory_lines;
 mod otlp;
 mod plain_fields;
 mod propagation;
@@ -111,10 +113,21 @@ pub fn install<W>(log: &LogConfig, writer: W, colors: bool)
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    let _ = tracing_subscriber::registry()
+    let _ = log_subscriber(log, writer, colors).try_init();
+}
+
+/// The subscriber [`install`] installs.
+pub(crate) fn log_subscriber<W>(
+    log: &LogConfig,
+    writer: W,
+    colors: bool,
+) -> impl Subscriber + Send + Sync + 'static
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    tracing_subscriber::registry()
         .with(filter(log))
         .with(lines_layer(log, writer, colors))
-        .try_init();
 }
 
 /// Installs the log subscriber as [`install`] does, and the layer that exports request spans

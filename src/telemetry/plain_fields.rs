@@ -125,25 +125,10 @@ impl VisitFmt for PlainVisitor<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
-    use std::sync::{Arc, Mutex};
+    use crate::telemetry::memory_lines::MemoryLines;
     use tracing_subscriber::fmt::format::DefaultFields;
     use tracing_subscriber::fmt::FormatFields;
     use tracing_subscriber::layer::SubscriberExt;
-
-    /// Log lines written to memory.
-    #[derive(Clone, Default)]
-    struct Lines(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Lines {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
 
     #[derive(Debug)]
     struct Cause;
@@ -177,7 +162,7 @@ mod tests {
     where
         N: for<'w> FormatFields<'w> + Send + Sync + 'static,
     {
-        let lines = Lines::default();
+        let lines = MemoryLines::default();
         let sink = lines.clone();
         let layer = tracing_subscriber::fmt::layer()
             .with_writer(move || sink.clone())
@@ -222,8 +207,7 @@ mod tests {
             let inner = tracing::warn_span!("inner", step = 2, label = "x y");
             inner.in_scope(|| tracing::warn!(done = true));
         });
-        let text = lines.0.lock().unwrap().clone();
-        String::from_utf8(text).unwrap()
+        lines.text()
     }
 
     #[test]

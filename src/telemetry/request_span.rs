@@ -112,45 +112,26 @@ impl RequestSpan {
 mod tests {
     use super::*;
     use crate::config::{LogConfig, LogFormat};
-    use std::io::Write;
-    use std::sync::{Arc, Mutex};
-
-    /// Log lines written to memory.
-    #[derive(Clone, Default)]
-    struct Lines(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Lines {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl Lines {
-        fn text(&self) -> String {
-            String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-        }
-    }
+    use crate::telemetry::memory_lines::MemoryLines as Lines;
 
     /// Logs, through `subscriber`, a warning inside a request span that learned its team and
     /// provider, then the access line outside it.
-    fn log_a_request(subscriber: impl tracing::Subscriber + Send + Sync) {
-        tracing::subscriber::with_default(subscriber, || {
+    fn log_a_request(subscriber: impl Into<tracing::Dispatch>) {
+        tracing::dispatcher::with_default(&subscriber.into(), || {
             let span = RequestSpan::start("req-7", &Method::POST, "/v1/responses", &HeaderMap::new());
             span.team("payments");
             span.provider("openai");
-            span.span()
-                .in_scope(|| tracing::warn!("the team's rate could not be counted"));
+            span.span().in_scope(|| {
+                tracing::warn!("the team's rate could not be counted");
+                tracing::info!("a line the level leaves out");
+            });
             tracing::info!(target: "replaygate::access", request_id = "req-7", "request");
         });
     }
 
-    /// The process's log subscriber as `install` builds it (the same layer), at `warn` with
-    /// the access log at `info`.
-    fn logged_as<W>(format: LogFormat, writer: W) -> impl tracing::Subscriber + Send + Sync
+    /// The process's log subscriber at `warn` with the access log at `info`: as `install`
+    /// builds it, or, `exporting`, the log layer the exporting subscriber has beside the export.
+    fn logged_as<W>(format: LogFormat, writer: W, exporting: bool) -> tracing::Dispatch
     where
         W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
     {
@@ -159,32 +140,47 @@ mod tests {
             format,
             level: "warn,replaygate::access=info".into(),
         };
-        tracing_subscriber::registry().with(crate::telemetry::log_layer(&log, writer, false))
+        if exporting {
+            tracing::Dispatch::new(
+                tracing_subscriber::registry().with(crate::telemetry::log_layer(&log, writer, false)),
+            )
+        } else {
+            tracing::Dispatch::new(crate::telemetry::log_subscriber(&log, writer, false))
+        }
     }
 
     #[test]
     fn a_text_line_logged_inside_a_request_names_it() {
-        let lines = Lines::default();
-        let sink = lines.clone();
-        log_a_request(logged_as(LogFormat::Text, move || sink.clone()));
-        let text = lines.text();
-        let mut lines = text.lines();
-        let warning = lines.next().unwrap();
-        assert!(
-            warning.contains(
-                "request{request_id=req-7 method=POST path=/v1/responses team=payments provider=openai}: "
-            ),
-            "{warning}"
-        );
-        let access = lines.next().unwrap();
-        assert!(!access.contains("request{"), "{access}");
+        for exporting in [false, true] {
+            let lines = Lines::default();
+            let sink = lines.clone();
+            log_a_request(logged_as(LogFormat::Text, move || sink.clone(), exporting));
+            let text = lines.text();
+            assert_eq!(text.lines().count(), 2, "{text}");
+            let mut lines = text.lines();
+            let warning = lines.next().unwrap();
+            assert!(
+                warning.contains(
+                    "request{request_id=req-7 method=POST path=/v1/responses team=payments provider=openai}: "
+                ),
+                "{warning}"
+            );
+            let access = lines.next().unwrap();
+            assert!(!access.contains("request{"), "{access}");
+        }
     }
 
     #[test]
     fn a_json_line_logged_inside_a_request_carries_its_span() {
+        for exporting in [false, true] {
+            a_json_line_carries_its_span(exporting);
+        }
+    }
+
+    fn a_json_line_carries_its_span(exporting: bool) {
         let lines = Lines::default();
         let sink = lines.clone();
-        log_a_request(logged_as(LogFormat::Json, move || sink.clone()));
+        log_a_request(logged_as(LogFormat::Json, move || sink.clone(), exporting));
         let text = lines.text();
         let parsed: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         assert_eq!(parsed.len(), 2, "{text}");
