@@ -75,6 +75,20 @@ impl<'de> Reader<'de> {
             .map(|()| value)
     }
 
+    /// Reads the object at the reader's position (its `{` next) with `visitor`.
+    fn visit_object<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
+        self.descend()?;
+        self.pos += 1;
+        let value = visitor.visit_map(Members {
+            reader: self,
+            first: true,
+        });
+        self.ascend();
+        let value = value?;
+        self.end_container(b'}', "EOF while parsing an object")
+            .map(|()| value)
+    }
+
     /// A number as serde_json gives it: a `u64`, an `i64` (negative), else an `f64`.
     fn visit_number<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
         let (text, integer) = self.number()?;
@@ -119,18 +133,7 @@ impl<'de> de::Deserializer<'de> for &mut Reader<'de> {
                     Str::Decoded(text) => visitor.visit_str(text),
                 }
             }
-            Some(b'{') => {
-                self.descend()?;
-                self.pos += 1;
-                let value = visitor.visit_map(Members {
-                    reader: self,
-                    first: true,
-                });
-                self.ascend();
-                let value = value?;
-                self.end_container(b'}', "EOF while parsing an object")
-                    .map(|()| value)
-            }
+            Some(b'{') => self.visit_object(visitor),
             Some(b'[') => self.visit_array(visitor),
             Some(b't') => self.literal("true").and_then(|()| visitor.visit_bool(true)),
             Some(b'f') => self.literal("false").and_then(|()| visitor.visit_bool(false)),
