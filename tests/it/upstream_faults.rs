@@ -4,7 +4,7 @@
 //!
 //! (Refused connections and a provider that never answers are in `proxy_answers.rs`.)
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! Client faults, driven over raw TCP: a client that goes away mid-stream, one that stops
 //! reading, one that stalls its body, and one that never finishes its request head.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

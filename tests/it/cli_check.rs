@@ -1,7 +1,6 @@
 //! `replaygate check` as a user runs it: files and stdin, JSON Lines, configs, exit codes.
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::process::{Command, Output};

@@ -5,7 +5,7 @@
 //! The proxy here runs on the test's single-threaded runtime, as a worker does, so a judgment
 //! made on that thread would hold up everything else until it ended.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! Every refusal of the contract's answer table, each in the OpenAI error envelope.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! rejected ones answered 422 (at most `max_violations_listed` of them), actions and the strict
 //! status reading set in `[gate]`, and a request too costly to judge refused whole.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::proxy::{one_provider, Proxy};

@@ -1,7 +1,7 @@
 //! Allowed requests reach the provider byte for byte, with the right credential, and the
 //! provider's answer comes back as it was sent.
 
-mod support;
+use crate::support;
 
 use support::proxy::{one_provider, Proxy};
 use support::upstream::{json_response, Upstream, RESPONSE_JSON};

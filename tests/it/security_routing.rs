@@ -4,7 +4,7 @@
 //!
 //! (The basic cases are in `proxy_forwarding.rs` and `proxy_routing.rs`.)
 
-mod support;
+use crate::support;
 
 use support::proxy::{raw_request, Proxy};
 use support::upstream::{Upstream, RESPONSE_JSON};

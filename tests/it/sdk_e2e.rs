@@ -11,7 +11,7 @@
 //! Needs `python3` with the packages in `tests/e2e/requirements.txt`, and `node` (>= 18) with
 //! `npm ci` run in `tests/e2e/node` (`scripts/test` installs both).
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Output;

@@ -1,7 +1,7 @@
 //! Graceful shutdown through `run()`'s shutdown future: the listener closes at once, in-flight
 //! streams finish within the grace period, and whatever outlives it is cut so `run()` returns.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

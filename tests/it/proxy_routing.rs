@@ -1,6 +1,6 @@
 //! Routing (contract §4): model globs, provider prefixes, the default, compact, other paths.
 
-mod support;
+use crate::support;
 
 use support::proxy::{raw_request, Proxy};
 use support::upstream::{Upstream, RESPONSE_JSON};

@@ -2,7 +2,7 @@
 //! the read buffer) are answered in the OpenAI envelope, never with an empty body; also on a
 //! keep-alive connection after a request that was served.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -6,7 +6,7 @@
 
 #![cfg(unix)]
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@ use replaygate::gate::{Gate, ProviderProfile, Target, Verdict};
 use serde_json::Value;
 
 fn cases() -> Vec<Value> {
-    let text = include_str!("fixtures/seed-vectors.json");
+    let text = include_str!("../fixtures/seed-vectors.json");
     let doc: Value = serde_json::from_str(text).expect("fixture parses");
     doc["cases"].as_array().expect("cases").clone()
 }

@@ -1,6 +1,6 @@
 //! Streams: SSE events reach the client one by one, as the provider sends them.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! (Body size and read timeouts are in `bad_input.rs`, `client_faults.rs` and
 //! `proxy_answers.rs`; upstream timeouts in `upstream_faults.rs`.)
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

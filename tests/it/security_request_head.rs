@@ -4,7 +4,7 @@
 //! The refusals are sent as raw bytes, since an HTTP library would normalise a lowercase `post`,
 //! drop a `GET` body or merge two `Content-Type` headers.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::proxy::{raw_request, Proxy};

@@ -77,7 +77,7 @@ fn every_real_client_body_passes_without_a_violation_for_openai_and_bedrock() {
 
 #[test]
 fn every_real_client_body_passes_the_repo_configuration() {
-    let config = Config::from_toml(include_str!("../proxy.toml")).unwrap();
+    let config = Config::from_toml(include_str!("../../proxy.toml")).unwrap();
     let policy = config.gate.policy();
     let gate = Gate::new(config.gate.schema_limits());
     for (name, provider) in &config.providers {
@@ -139,7 +139,7 @@ fn every_real_client_body_and_vector_reads_as_serde_json_reads_it() {
 }
 
 fn vectors() -> Vec<Value> {
-    let doc: Value = serde_json::from_str(include_str!("fixtures/v2-vectors.json")).unwrap();
+    let doc: Value = serde_json::from_str(include_str!("../fixtures/v2-vectors.json")).unwrap();
     doc["cases"].as_array().unwrap().clone()
 }
 
