@@ -13,13 +13,16 @@ import json
 import sys
 from pathlib import Path
 
-TARGETS = ["direct", "nginx", "replaygate", "replaygate-info", "ungated", "litellm"]
-# "ungated" (the proxy without the gate) is measured at saturation only; LiteLLM's latency at
+TARGETS = ["direct", "nginx", "replaygate", "replaygate-info", "ungated", "hyper", "litellm"]
+# "ungated" (the proxy without the gate) and "hyper" (a bare hyper proxy) are measured at
+# saturation only.
+SATURATION_ONLY = {"ungated", "hyper"}
+# LiteLLM's latency at
 # its own, lower rate has a table of its own.
 LATENCY_TARGETS = TARGETS[:4]
 LEDGER_TARGETS = ["ledger-memory", "ledger-embedded", "ledger-redis"]
 NAMES = {"direct": "direct", "nginx": "nginx", "replaygate": "replaygate",
-         "replaygate-info": "replaygate (info)", "ungated": "gate off",
+         "replaygate-info": "replaygate (info)", "ungated": "gate off", "hyper": "bare hyper",
          "ledger-memory": "memory", "ledger-embedded": "embedded", "ledger-redis": "redis",
          "litellm": "LiteLLM"}
 SIZES = {1024: "1 KiB", 16384: "16 KiB", 262144: "256 KiB", 1048576: "1 MiB"}
@@ -186,7 +189,7 @@ def main():
     targets = meta["targets"]
     sat = {(t, s): load(results, t, s, "saturation") for t in targets for s in sizes}
     lat = {(t, s): load(results, t, s, "latency") for t in targets for s in sizes
-           if t.removesuffix("-cont") != "ungated"}
+           if t.removesuffix("-cont") not in SATURATION_ONLY}
     low = {(t, s): load(results, t, s, "latency-litellm") for t in targets for s in sizes
            if "litellm" in targets and t in LATENCY_TARGETS}
     rps = {k: answered(r) for k, r in sat.items()}
@@ -200,6 +203,10 @@ def main():
          "written to a file"),
         ("ungated", "**gate off** the warn-level replaygate on a path it forwards without gating "
          "(`/v1/chat/completions`, same body): what the proxy costs without the gate"),
+        ("hyper", "**bare hyper** the least a proxy built on hyper does "
+         "(`examples/bare_hyper_proxy.rs`: hyper's server and hyper-util's pooled client on one "
+         "single-threaded runtime, the body read whole and sent on, the answer streamed, nothing "
+         "else): the ceiling of replaygate's stack"),
         ("ledger-memory", "**memory** the warn-level replaygate with the ledger on and "
          '`[state] backend = "memory"`'),
         ("ledger-embedded", "**embedded** the same with the embedded store (a redb file, one "
