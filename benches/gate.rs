@@ -1,7 +1,8 @@
 //! The gate's cost against the floor of merely reading the same bytes as JSON.
 //!
 //! For each body size: `floor` skips the whole body with `serde::de::IgnoredAny` (the least any
-//! JSON reader can do), `parse` is the gate's one-pass read alone, and `gate` is the whole
+//! JSON reader can do), `reader` is the gate's own reader doing the same (UTF-8 checked first,
+//! as the gate does), `parse` is the gate's one-pass read alone, and `gate` is the whole
 //! check with one long-lived gate (warm schema cache). The project's goal: `gate` within 2x
 //! of `floor` at every size. `gate_item_profile` is `gate` for a provider with the `openai` item
 //! profile (contract §5a), whose members checks ride the same one reading.
@@ -48,6 +49,12 @@ fn gate_vs_floor(c: &mut Criterion) {
         group.measurement_time(Duration::from_secs(if size >= 1 << 20 { 10 } else { 5 }));
         group.bench_function("floor", |b| {
             b.iter(|| serde_json::from_slice::<IgnoredAny>(black_box(&body)).unwrap())
+        });
+        group.bench_function("reader", |b| {
+            b.iter(|| {
+                let text = simdutf8::basic::from_utf8(black_box(&body)).unwrap();
+                replaygate::json::Reader::read::<IgnoredAny>(text).unwrap()
+            })
         });
         group.bench_function("parse", |b| {
             b.iter(|| parse(black_box(&body)).unwrap().items().len())
