@@ -15,10 +15,8 @@ from pathlib import Path
 
 TARGETS = ["direct", "nginx", "replaygate", "replaygate-info", "ungated", "hyper", "litellm"]
 # "ungated" (the proxy without the gate) and "hyper" (a bare hyper proxy) are measured at
-# saturation only.
+# saturation only; LiteLLM's latency at its own, lower rate has a table of its own.
 SATURATION_ONLY = {"ungated", "hyper"}
-# LiteLLM's latency at
-# its own, lower rate has a table of its own.
 LATENCY_TARGETS = TARGETS[:4]
 LEDGER_TARGETS = ["ledger-memory", "ledger-embedded", "ledger-redis"]
 NAMES = {"direct": "direct", "nginx": "nginx", "replaygate": "replaygate",
