@@ -309,6 +309,32 @@ pub fn parse_with_serde_json(body: &[u8], at: ItemsAt) -> Result<ParsedRequest<'
     Ok(request)
 }
 
+/// Whether `ours` (from [`parse`]) and `reference` (from [`parse_with_serde_json`]) refuse a
+/// body the same way: the same code at the same parameter, with one difference by design. The
+/// reference takes a part list (`content`, `output`, `summary`) as written and reads it again
+/// on its own, so a part's member name that cannot be decoded (a surrogate escape without its
+/// pair, which skipping passes and decoding refuses) is refused at its item by the reference,
+/// and as the body's JSON by the gate's reader, which meets the name where it stands; the
+/// reader's message is the same but for its position.
+#[doc(hidden)]
+pub fn same_refusal(ours: &BodyError, reference: &BodyError) -> bool {
+    if (ours.code(), ours.param()) == (reference.code(), reference.param()) {
+        return true;
+    }
+    let (BodyError::InvalidJson { message: ours }, BodyError::InvalidInput { message: theirs, .. }) =
+        (ours, reference)
+    else {
+        return false;
+    };
+    let unplaced = |message: &str| message.split(" at line ").next().unwrap_or_default().to_owned();
+    let message = unplaced(ours);
+    message == unplaced(theirs)
+        && matches!(
+            message.as_str(),
+            "unexpected end of hex escape" | "lone leading surrogate in hex escape"
+        )
+}
+
 fn category_of(e: &serde_json::Error) -> json::Category {
     match e.classify() {
         serde_json::error::Category::Data => json::Category::Data,
@@ -894,6 +920,68 @@ mod tests {
     fn syntax_errors_inside_items_stay_invalid_json() {
         let err = parse(br#"{"input":[{"role":"user","content":"a}]}"#).unwrap_err();
         assert_eq!(err.code(), "invalid_json");
+    }
+
+    #[test]
+    fn an_undecodable_part_member_name_is_the_bodys_json_and_the_same_refusal_as_the_reference() {
+        // A surrogate escape without its pair in a content part's member name: skipping passes
+        // it, decoding a name refuses it (found by the json_reader fuzz target).
+        for name in [r"annotation\ud800s", r"\udc00", r"x\ud800\u0041"] {
+            let body = format!(
+                r#"{{"input":[{{"type":"message","role":"assistant","content":[{{"{name}":[],"type":"output_text","text":"done"}}]}}]}}"#
+            );
+            let ours = parse(body.as_bytes()).unwrap_err();
+            assert_eq!(
+                (ours.code(), ours.param()),
+                ("invalid_json", None),
+                "{name}: {ours}"
+            );
+            let reference = parse_with_serde_json(body.as_bytes(), ItemsAt::Input).unwrap_err();
+            assert_eq!(
+                (reference.code(), reference.param()),
+                ("invalid_input", Some("input[0]"))
+            );
+            assert!(same_refusal(&ours, &reference), "{name}: {ours} / {reference}");
+        }
+    }
+
+    #[test]
+    fn other_differences_are_not_the_same_refusal() {
+        let invalid_json = |message: &str| BodyError::InvalidJson {
+            message: message.into(),
+        };
+        let invalid_input = |param: &str, message: &str| BodyError::InvalidInput {
+            param: param.into(),
+            message: message.into(),
+        };
+        let escape = "unexpected end of hex escape at line 1 column 9";
+        assert!(same_refusal(
+            &invalid_json(escape),
+            &invalid_json("EOF at line 1 column 2")
+        ));
+        assert!(same_refusal(
+            &invalid_input("input[1]", "a"),
+            &invalid_input("input[1]", "b")
+        ));
+        assert!(!same_refusal(
+            &invalid_input("input[1]", "a"),
+            &invalid_input("input[2]", "a")
+        ));
+        assert!(!same_refusal(
+            &invalid_input("input[0]", escape),
+            &invalid_json(escape)
+        ));
+        assert!(!same_refusal(
+            &invalid_json("expected `,` or `}` at line 1 column 9"),
+            &invalid_input("input[0]", "expected `,` or `}` at line 1 column 3")
+        ));
+        assert!(!same_refusal(
+            &invalid_json(escape),
+            &invalid_input(
+                "input[0]",
+                "lone leading surrogate in hex escape at line 1 column 3"
+            )
+        ));
     }
 
     #[test]
