@@ -46,18 +46,19 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     if !headers.keys().any(is_hop_by_hop) {
         return;
     }
-    let listed: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::try_from(name.trim()).ok())
-        .collect();
     // Removed by name, each removal a lookup: only the names the message has (usually
     // `Connection` alone, with `Keep-Alive` at most), not every name that could be there.
+    let connection = headers.get_all(header::CONNECTION);
+    let listed = |name: &HeaderName| {
+        connection
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|token| token.trim().eq_ignore_ascii_case(name.as_str()))
+    };
     let present: Vec<HeaderName> = headers
         .keys()
-        .filter(|name| is_hop_by_hop(name) || listed.contains(name))
+        .filter(|name| is_hop_by_hop(name) || listed(name))
         .cloned()
         .collect();
     for name in &present {
