@@ -4,11 +4,12 @@
 
 use std::cell::Cell;
 use std::fmt;
+use std::ops::Range;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::field::{member_names, read_once, Field};
+use super::field::{member_names, read_once, Field, JsonKind, Text};
 use super::item::{Item, PushItem};
 use super::shape::Shape;
 use crate::json;
@@ -133,8 +134,8 @@ pub struct Tool<'a> {
     pub kind: Field<'a>,
     /// `name`.
     pub name: Field<'a>,
-    /// `parameters`, its exact bytes; `None` when absent or null.
-    pub parameters: Option<&'a RawValue>,
+    /// `parameters`, its exact JSON text; `None` when absent or null.
+    pub parameters: Option<&'a str>,
 }
 
 impl Tool<'_> {
@@ -351,47 +352,90 @@ pub fn parse_tools(tools_json: &str) -> Result<Vec<Tool<'_>>, BodyError> {
 }
 
 /// A request's tools, owned: what the response side keeps of them to check the calls the
-/// answer produces, without a second pass over the body or a copy of its text.
+/// answer produces, without a second pass over the body. Their texts (types, names, parameter
+/// schemas) are copied into one buffer, so keeping them costs two allocations however many
+/// tools the request declares.
 #[derive(Debug, Clone, Default)]
-pub struct DeclaredTools(Vec<DeclaredTool>);
+pub struct DeclaredTools {
+    /// Every kept text, one after another.
+    text: String,
+    tools: Vec<DeclaredTool>,
+}
 
 #[derive(Debug, Clone)]
 struct DeclaredTool {
-    kind: Field<'static>,
-    name: Field<'static>,
-    parameters: Option<Box<RawValue>>,
+    kind: KeptField,
+    name: KeptField,
+    /// Where the `parameters` text lies in the buffer.
+    parameters: Option<Range<usize>>,
+}
+
+/// A [`Field`] whose string lies in the buffer of [`DeclaredTools`].
+#[derive(Debug, Clone)]
+enum KeptField {
+    Absent,
+    Str(Range<usize>),
+    Other(JsonKind),
+}
+
+/// Appends `part` to `text`; where it lies there.
+fn keep(part: &str, text: &mut String) -> Range<usize> {
+    let start = text.len();
+    text.push_str(part);
+    start..text.len()
+}
+
+impl KeptField {
+    /// `field`, its string appended to `text`.
+    fn of(field: &Field<'_>, text: &mut String) -> KeptField {
+        match field {
+            Field::Absent => KeptField::Absent,
+            Field::Str(part) => KeptField::Str(keep(part, text)),
+            Field::Other(kind) => KeptField::Other(*kind),
+        }
+    }
 }
 
 impl DeclaredTools {
     /// The owned form of `tools`, as [`parse`] read them.
     pub fn of(tools: &[Tool<'_>]) -> DeclaredTools {
-        DeclaredTools(
-            tools
-                .iter()
-                .map(|tool| DeclaredTool {
-                    kind: tool.kind.to_owned_field(),
-                    name: tool.name.to_owned_field(),
-                    parameters: tool.parameters.map(ToOwned::to_owned),
-                })
-                .collect(),
-        )
+        let field_len = |field: &Field<'_>| field.as_str().map_or(0, str::len);
+        let len = tools
+            .iter()
+            .map(|tool| field_len(&tool.kind) + field_len(&tool.name) + tool.parameters.map_or(0, str::len))
+            .sum();
+        let mut text = String::with_capacity(len);
+        let tools = tools
+            .iter()
+            .map(|tool| DeclaredTool {
+                kind: KeptField::of(&tool.kind, &mut text),
+                name: KeptField::of(&tool.name, &mut text),
+                parameters: tool.parameters.map(|part| keep(part, &mut text)),
+            })
+            .collect();
+        DeclaredTools { text, tools }
     }
 
     /// The tools, as the gate's rules read them.
     pub fn tools(&self) -> Vec<Tool<'_>> {
-        self.0
+        let field = |kept: &KeptField| match kept {
+            KeptField::Absent => Field::Absent,
+            KeptField::Str(range) => Field::Str(Text::Borrowed(&self.text[range.clone()])),
+            KeptField::Other(kind) => Field::Other(*kind),
+        };
+        self.tools
             .iter()
             .map(|tool| Tool {
-                kind: tool.kind.clone(),
-                name: tool.name.clone(),
-                parameters: tool.parameters.as_deref(),
+                kind: field(&tool.kind),
+                name: field(&tool.name),
+                parameters: tool.parameters.clone().map(|range| &self.text[range]),
             })
             .collect()
     }
 
     /// Whether the request declared no tools.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.tools.is_empty()
     }
 }
 
@@ -663,7 +707,7 @@ impl<'de> Visitor<'de> for ToolSeed {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut kind = None;
         let mut name = None;
-        let mut parameters: Option<Option<&'de RawValue>> = None;
+        let mut parameters: Option<Option<&'de str>> = None;
         while let Some(key) = map.next_key::<ToolKey>()? {
             match key {
                 ToolKey::Type => read_once(&mut map, &mut kind, "type")?,
@@ -673,7 +717,7 @@ impl<'de> Visitor<'de> for ToolSeed {
                         return Err(de::Error::custom("duplicate member `parameters`"));
                     }
                     let raw: &'de RawValue = map.next_value()?;
-                    parameters = Some((raw.get() != "null").then_some(raw));
+                    parameters = Some((raw.get() != "null").then_some(raw.get()));
                 }
                 ToolKey::Misspelled(name) => return Err(name.into_error()),
                 ToolKey::Other => {
@@ -706,7 +750,7 @@ mod tests {
         for (a, b) in request.tools.iter().zip(&again) {
             assert_eq!(a.kind, b.kind);
             assert_eq!(a.name, b.name);
-            assert_eq!(a.parameters.map(|p| p.get()), b.parameters.map(|p| p.get()));
+            assert_eq!(a.parameters, b.parameters);
         }
         assert_eq!(again[0].name.as_str(), Some("f\u{e9}\"q"));
         assert_eq!(again[3].kind, Field::Other(crate::gate::JsonKind::Number));
@@ -749,7 +793,7 @@ mod tests {
         assert_eq!(req.model(), Some("gpt-5"));
         assert_eq!(req.items().len(), 2);
         assert_eq!(req.tools.len(), 2);
-        assert_eq!(req.tools[0].parameters.unwrap().get(), r#"{"type":"object"}"#);
+        assert_eq!(req.tools[0].parameters.unwrap(), r#"{"type":"object"}"#);
         assert!(req.tools[0].is_function() && !req.tools[1].is_function());
     }
 

@@ -23,6 +23,8 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 /// How deep visitors may nest arrays and objects (serde_json's limit: the 128th level fails).
 const DEPTH: u8 = 128;
+/// What the buffer of decoded strings holds from the first string with an escape on.
+const SCRATCH_BYTES: usize = 256;
 
 /// Reads one JSON text; pass `&mut reader` to a `Deserialize` or `DeserializeSeed`, then call
 /// [`Reader::end`].
@@ -223,6 +225,9 @@ impl<'de> Reader<'de> {
                 Some(b'\\') => {
                     if !decoded {
                         self.scratch.clear();
+                        // One allocation for the usual decoded string (a call's arguments)
+                        // rather than a doubling from eight bytes up.
+                        self.scratch.reserve(SCRATCH_BYTES);
                         decoded = true;
                     }
                     self.scratch.push_str(&self.text[run_from..stop]);

@@ -26,9 +26,7 @@ fn check_one(name: &str, tool: &Tool<'_>, rules: &ToolRules) -> Option<Finding> 
         return Some(not_allowed(name, Param::Tool, "declare"));
     }
     let pinned = rules.pinned(name).filter(|_| tool.is_function())?;
-    let declared = tool
-        .parameters
-        .map(|raw| serde_json::from_str::<Value>(raw.get()));
+    let declared = tool.parameters.map(serde_json::from_str::<Value>);
     let same = match (declared, &pinned.value) {
         (None, None) => true,
         (Some(Ok(declared)), Some(pinned)) => declared == *pinned,

@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use foldhash::fast::RandomState;
-use serde_json::value::RawValue;
 
 use super::WorkMeter;
 use crate::gate::request::{Tool, WorkExceeded};
@@ -79,7 +78,7 @@ impl<'r> ToolIndex<'r> {
         let position = *by_name.get(name)?;
         Some(FunctionTool {
             source: ToolSource::Declared(position),
-            parameters: tools[position].parameters.map(RawValue::get),
+            parameters: tools[position].parameters,
         })
     }
 
