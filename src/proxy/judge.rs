@@ -20,6 +20,7 @@ use super::teams::Team;
 use super::websocket::SocketTurns;
 use crate::error::ApiError;
 use crate::gate::{self, ItemsAt, LedgerQuery, Provenance, Target, Verdict};
+use crate::ledger::CallIds;
 
 /// Bodies up to this size are judged on the worker first (parsing 64 KiB takes some 50 µs).
 const INLINE_BODY_BYTES: usize = 64 * 1024;
@@ -52,7 +53,7 @@ pub(super) struct Judged {
     /// produces are checked against them.
     pub tools: Option<Arc<gate::DeclaredTools>>,
     /// The `call_id`s of the calls the request puts in its items (when the ledger is on).
-    pub input_call_ids: Vec<String>,
+    pub input_call_ids: CallIds,
 }
 
 /// Who is asking, under which configuration: what the judge phase judges a request for.
@@ -449,21 +450,23 @@ fn decide(
             .then(|| Arc::new(gate::DeclaredTools::of(&request.tools))),
         input_call_ids: match ledger_on {
             true => input_call_ids(request),
-            false => Vec::new(),
+            false => CallIds::default(),
         },
     })
 }
 
 /// The `call_id`s of the calls among a request's items.
-fn input_call_ids(request: &gate::ParsedRequest<'_>) -> Vec<String> {
-    request
-        .items()
-        .iter()
-        .filter_map(|item| match item.pairing() {
-            gate::item::Pairing::Call(call_id) => Some(call_id.to_owned()),
+fn input_call_ids(request: &gate::ParsedRequest<'_>) -> CallIds {
+    let calls = || {
+        request.items().iter().filter_map(|item| match item.pairing() {
+            gate::item::Pairing::Call(call_id) => Some(call_id),
             _ => None,
         })
-        .collect()
+    };
+    let (count, bytes) = calls().fold((0, 0), |(count, bytes), id| (count + 1, bytes + id.len()));
+    let mut ids = CallIds::with_capacity(count, bytes);
+    calls().for_each(|id| ids.push(id));
+    ids
 }
 
 #[cfg(test)]

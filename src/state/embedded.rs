@@ -807,7 +807,7 @@ mod tests {
         let now = now_unix();
         let item = |prefix: &str, item_type: &str, encrypted: bool, digest: u8| ItemRecord {
             id: Some(format!("{prefix}_0123456789_{id}")),
-            item_type: item_type.into(),
+            item_type: item_type.to_owned().into(),
             call_id: (!encrypted).then(|| format!("call_{id}")),
             digest: [digest; 32],
             has_encrypted_content: encrypted,
@@ -881,7 +881,7 @@ mod tests {
         assert!(found[0].is_none());
         let item = found[1].as_ref().unwrap();
         assert_eq!(
-            (item.record.item_type.as_str(), item.owner.provider.as_str()),
+            (&*item.record.item_type, item.owner.provider.as_str()),
             ("reasoning", "openai")
         );
     }

@@ -129,5 +129,5 @@ fn calls_of(response: &StoredResponse) -> impl Iterator<Item = &str> {
         .iter()
         .filter(|item| !item.item_type.ends_with("_output"))
         .filter_map(|item| item.call_id.as_deref())
-        .chain(response.input_call_ids.iter().map(String::as_str))
+        .chain(response.input_call_ids.iter())
 }

@@ -9,6 +9,8 @@ pub mod recording;
 
 use std::time::Duration;
 
+use futures_util::FutureExt;
+
 use crate::ledger::{StoredResponse, TapLimits};
 use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult};
 use crate::state::{Recorded, StateStore, StoreError};
@@ -89,8 +91,13 @@ impl Ledger {
     pub async fn write(&self, stored: StoredResponse) {
         // Named in the warning of a failed write; the store keeps the record itself.
         let (id, provider) = (stored.id.clone(), stored.owner.provider.clone());
-        let recording = self.store.record_response(stored, &self.meter);
-        let outcome = tokio::time::timeout(self.settings.write_timeout, recording).await;
+        let mut recording = std::pin::pin!(self.store.record_response(stored, &self.meter));
+        // The memory and embedded stores answer at once (the embedded one queues the record):
+        // a timer is armed only for a write that has to wait.
+        let outcome = match recording.as_mut().now_or_never() {
+            Some(done) => Ok(done),
+            None => tokio::time::timeout(self.settings.write_timeout, recording).await,
+        };
         let error = match outcome {
             Ok(Ok(Recorded::Written)) => {
                 self.count(LedgerOp::Record, LedgerResult::Ok);

@@ -22,7 +22,7 @@ use http_body_util::BodyExt;
 use super::Ledger;
 use crate::error::ApiError;
 use crate::gate::{DeclaredTools, Gate, OutputCall, ResponseViolation, Target};
-use crate::ledger::{AnswerKind, Owner, StoredContent, StoredResponse, Tap, Tapped};
+use crate::ledger::{AnswerKind, CallIds, Owner, StoredContent, StoredResponse, Tap, Tapped};
 use crate::metrics::{LedgerOp, LedgerResult, Meters};
 use crate::proxy::audit::{AuditLog, ResponseAuditLine};
 use crate::proxy::body::{BoxError, ProxyBody};
@@ -45,7 +45,7 @@ pub struct Recording {
     /// The request's input items as JSON texts, with `store_items` only.
     pub input_items: Option<Vec<String>>,
     /// The `call_id`s of the calls the request put in its items.
-    pub input_call_ids: Vec<String>,
+    pub input_call_ids: CallIds,
     /// The request's `request_id`, for the log line of the calls the check flags.
     pub request_id: String,
     /// The request's tools, to check the function calls the provider produces against.
@@ -357,9 +357,7 @@ pub async fn record(
             });
         }
     };
-    let mut tap = ledger.tap(AnswerKind::Json, &recording);
-    tap.feed(&bytes);
-    if let Some(tapped) = tap.finish_kept() {
+    if let Some(tapped) = ledger.tap(AnswerKind::Json, &recording).finish_whole(&bytes) {
         let violations = recording.check_calls(&tapped);
         recording.report(&tapped.record.id, &violations);
         // At most `max_violations_listed` named, then `+N`, as the monitored header.

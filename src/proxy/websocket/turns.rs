@@ -10,7 +10,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
 
 use crate::gate::ChainFacts;
-use crate::ledger::{Owner, ResponseRecord, Tap};
+use crate::ledger::{CallIds, Owner, ResponseRecord, Tap};
 use crate::proxy::ledger::recording::Recording;
 
 /// The most responses a socket remembers; the oldest are forgotten first.
@@ -26,7 +26,7 @@ pub(crate) struct Turn {
     /// The response it continues.
     pub previous_response_id: Option<String>,
     /// The `call_id`s of the calls among its input items.
-    pub input_call_ids: Vec<String>,
+    pub input_call_ids: CallIds,
 }
 
 /// A response the provider produced on the socket.
@@ -91,7 +91,9 @@ impl SocketTurns {
                 provider: turn.provider.clone(),
                 model: turn.model.clone().or_else(|| record.model.clone()),
             },
-            call_ids: calls.chain(turn.input_call_ids.iter().cloned()).collect(),
+            call_ids: calls
+                .chain(turn.input_call_ids.iter().map(str::to_owned))
+                .collect(),
         };
         let mut remembered = self.remembered.lock().unwrap_or_else(PoisonError::into_inner);
         if remembered.by_id.insert(record.id.clone(), produced).is_none() {
@@ -138,7 +140,7 @@ mod tests {
             provider: "openai".into(),
             model: Some("gpt-5".into()),
             previous_response_id: previous.map(str::to_owned),
-            input_call_ids: input_calls.iter().map(|id| id.to_string()).collect(),
+            input_call_ids: input_calls.iter().collect(),
         }
     }
 
@@ -150,7 +152,7 @@ mod tests {
                 .iter()
                 .map(|(kind, call_id)| ItemRecord {
                     id: None,
-                    item_type: kind.to_string(),
+                    item_type: kind.to_string().into(),
                     call_id: Some(call_id.to_string()),
                     digest: [0; 32],
                     has_encrypted_content: false,

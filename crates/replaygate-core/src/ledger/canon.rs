@@ -17,41 +17,69 @@
 //! escapes of the JSON text therefore never change the encoding.
 
 use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// Where an encoding goes: a buffer, or straight into the hasher that digests it (no buffer
+/// to allocate and grow per item).
+pub(crate) trait Sink {
+    /// Appends `bytes`.
+    fn put(&mut self, bytes: &[u8]);
+}
+
+impl Sink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+impl Sink for Sha256 {
+    fn put(&mut self, bytes: &[u8]) {
+        self.update(bytes);
+    }
+}
 
 /// Appends `bytes` preceded by their length.
-pub(crate) fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.extend_from_slice(&(bytes.len() as u64).to_be_bytes());
-    out.extend_from_slice(bytes);
+pub(crate) fn put_bytes(out: &mut impl Sink, bytes: &[u8]) {
+    out.put(&(bytes.len() as u64).to_be_bytes());
+    out.put(bytes);
 }
 
 /// Appends a string value (`s` and its length-prefixed bytes).
-pub(crate) fn put_str(out: &mut Vec<u8>, text: &str) {
-    out.push(b's');
+pub(crate) fn put_str(out: &mut impl Sink, text: &str) {
+    out.put(b"s");
     put_bytes(out, text.as_bytes());
 }
 
+/// Appends a string value made of `parts`, concatenated, without joining them first.
+pub(crate) fn put_str_parts<'t>(out: &mut impl Sink, parts: impl Iterator<Item = &'t str> + Clone) {
+    let len: usize = parts.clone().map(str::len).sum();
+    out.put(b"s");
+    out.put(&(len as u64).to_be_bytes());
+    parts.for_each(|part| out.put(part.as_bytes()));
+}
+
 /// Appends a value that may be absent.
-pub(crate) fn put_opt(out: &mut Vec<u8>, value: Option<&Value>) {
+pub(crate) fn put_opt(out: &mut impl Sink, value: Option<&Value>) {
     match value {
-        None => out.push(b'-'),
+        None => out.put(b"-"),
         Some(value) => put_value(out, value),
     }
 }
 
 /// Appends one JSON value.
-pub(crate) fn put_value(out: &mut Vec<u8>, value: &Value) {
+pub(crate) fn put_value(out: &mut impl Sink, value: &Value) {
     match value {
-        Value::Null => out.push(b'n'),
-        Value::Bool(true) => out.push(b't'),
-        Value::Bool(false) => out.push(b'f'),
+        Value::Null => out.put(b"n"),
+        Value::Bool(true) => out.put(b"t"),
+        Value::Bool(false) => out.put(b"f"),
         Value::Number(number) => {
-            out.push(b'd');
+            out.put(b"d");
             put_bytes(out, number.to_string().as_bytes());
         }
         Value::String(text) => put_str(out, text),
         Value::Array(values) => {
-            out.push(b'a');
-            out.extend_from_slice(&(values.len() as u64).to_be_bytes());
+            out.put(b"a");
+            out.put(&(values.len() as u64).to_be_bytes());
             for value in values {
                 put_value(out, value);
             }
@@ -61,11 +89,11 @@ pub(crate) fn put_value(out: &mut Vec<u8>, value: &Value) {
 }
 
 /// Appends an object made of `members` (any order; they are sorted here).
-pub(crate) fn put_members<'v>(out: &mut Vec<u8>, members: impl Iterator<Item = (&'v String, &'v Value)>) {
+pub(crate) fn put_members<'v>(out: &mut impl Sink, members: impl Iterator<Item = (&'v String, &'v Value)>) {
     let mut members: Vec<_> = members.collect();
     members.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-    out.push(b'o');
-    out.extend_from_slice(&(members.len() as u64).to_be_bytes());
+    out.put(b"o");
+    out.put(&(members.len() as u64).to_be_bytes());
     for (name, value) in members {
         put_bytes(out, name.as_bytes());
         put_value(out, value);

@@ -20,6 +20,7 @@
 //! are taken over, `sse` the event-stream framing, [`tap`] the incremental reader, [`stored`]
 //! what the store holds (`stored_json` its stored form, written directly), and [`carry`] the rewrite that carries a session to another provider.
 
+mod call_ids;
 mod canon;
 pub mod carry;
 mod quick_item;
@@ -33,6 +34,7 @@ mod tests_carry;
 #[cfg(test)]
 mod tests_tap;
 
+pub use call_ids::CallIds;
 pub use carry::{carried_body, input_items, CarriedTurn, CarryError};
 pub(crate) use quick_item::quick_item;
 pub use record::{item_digest, item_record, item_record_from_value, ItemRecord, ResponseRecord};

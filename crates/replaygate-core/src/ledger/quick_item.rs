@@ -12,8 +12,8 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 use serde::{Deserialize, Deserializer};
 use sha2::{Digest, Sha256};
 
-use super::canon::{put_bytes, put_str};
-use super::record::{ItemRecord, DOMAIN};
+use super::canon::{put_bytes, put_str, Sink};
+use super::record::{type_name, ItemRecord, DOMAIN};
 use super::MAX_ID_BYTES;
 use crate::gate::{Field, JsonKind, OutputCall, Text};
 use crate::json::{Reader, Spanned};
@@ -115,10 +115,10 @@ impl<'a> Member<'a> {
     }
 
     /// The member as the digest encodes it.
-    fn put(&self, out: &mut Vec<u8>) {
+    fn put(&self, out: &mut impl Sink) {
         match self {
-            Member::Absent => out.push(b'-'),
-            Member::Null => out.push(b'n'),
+            Member::Absent => out.put(b"-"),
+            Member::Null => out.put(b"n"),
             Member::Text(text) => put_str(out, text),
             Member::Other => unreachable!("a member of another kind goes to the full read"),
         }
@@ -209,17 +209,21 @@ impl<'de> Visitor<'de> for ContentVisitor {
     }
 
     /// A list of parts: each part's string `text`, or else its string `refusal`, in order;
-    /// elements that are not objects add nothing.
+    /// elements that are not objects add nothing. A message of one text part (the usual
+    /// answer) keeps that text borrowed; only a second one makes a joined copy.
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content<'de>, A::Error> {
-        let mut text = String::new();
+        let mut text: Option<Cow<'de, str>> = None;
         while let Some(part) = seq.next_element::<Part<'de>>()? {
             if let Part::Object(part) = part {
                 if let Some(part_text) = part.text.into_text().or_else(|| part.refusal.into_text()) {
-                    text.push_str(&part_text);
+                    match &mut text {
+                        None => text = Some(part_text),
+                        Some(joined) => joined.to_mut().push_str(&part_text),
+                    }
                 }
             }
         }
-        Ok(Content::Text(Cow::Owned(text)))
+        Ok(Content::Text(text.unwrap_or(Cow::Borrowed(""))))
     }
 }
 
@@ -329,7 +333,7 @@ impl Members<'_> {
         let id = self.id.id()?;
         let call_id = self.call_id.known()?;
         let encrypted_content = self.encrypted_content.known()?;
-        let mut out = Vec::with_capacity(128);
+        let mut out = Sha256::new();
         put_bytes(&mut out, DOMAIN);
         put_bytes(&mut out, item_type.as_bytes());
         let mut call = None;
@@ -351,16 +355,16 @@ impl Members<'_> {
             // of another kind.
             match &self.content {
                 Content::Text(text) => put_str(&mut out, text),
-                Content::NoText => out.push(b'-'),
+                Content::NoText => out.put(b"-"),
             }
         } else {
             encrypted_content.put(&mut out);
         }
         let record = ItemRecord {
             id,
-            item_type: item_type.to_owned(),
+            item_type: type_name(item_type),
             call_id: call_id.id()?,
-            digest: Sha256::digest(&out).into(),
+            digest: out.finalize().into(),
             has_encrypted_content: !matches!(encrypted_content, Member::Absent | Member::Null),
         };
         Some(QuickItem { record, call })

@@ -1,10 +1,12 @@
 //! What the ledger records of one answer (contract §8), and the digest of one output item.
 
+use std::borrow::Cow;
+
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::canon::{put_bytes, put_members, put_opt, put_str};
+use super::canon::{put_bytes, put_members, put_opt, put_str, put_str_parts, Sink};
 use super::MAX_ID_BYTES;
 
 /// What the ledger keeps of one response the provider completed.
@@ -24,8 +26,8 @@ pub struct ResponseRecord {
 pub struct ItemRecord {
     /// The item `id`, when it has one.
     pub id: Option<String>,
-    /// The item `type`.
-    pub item_type: String,
+    /// The item `type` (the usual types without an allocation of their own).
+    pub item_type: Cow<'static, str>,
     /// The item `call_id`, when it has one.
     pub call_id: Option<String>,
     /// The SHA-256 of the fields that matter; see [`item_digest`]. Hex in the stored form.
@@ -80,11 +82,22 @@ pub fn item_record_from_value(item: &Value) -> Option<ItemRecord> {
     }
     Some(ItemRecord {
         id,
-        item_type: item_type.to_owned(),
+        item_type: type_name(item_type),
         call_id,
         digest: item_digest(item_type, members),
         has_encrypted_content: members.get("encrypted_content").is_some_and(|v| !v.is_null()),
     })
+}
+
+/// An item `type` as a record holds it: the types answers are made of are not copied.
+pub(crate) fn type_name(item_type: &str) -> Cow<'static, str> {
+    match item_type {
+        "function_call" => Cow::Borrowed("function_call"),
+        "message" => Cow::Borrowed("message"),
+        "reasoning" => Cow::Borrowed("reasoning"),
+        "compaction" => Cow::Borrowed("compaction"),
+        other => Cow::Owned(other.to_owned()),
+    }
 }
 
 /// `Some(None)` when absent or `null`, `Some(Some(id))` for a string of at most
@@ -110,7 +123,7 @@ fn optional_id(members: &Map<String, Value>, name: &str) -> Option<Option<String
 /// So the same item re-serialised with other member order, whitespace or string escapes has
 /// the same digest, and `id`/`status` (which a client may drop when it replays) never count.
 pub fn item_digest(item_type: &str, members: &Map<String, Value>) -> [u8; 32] {
-    let mut out = Vec::new();
+    let mut out = Sha256::new();
     put_bytes(&mut out, DOMAIN);
     put_bytes(&mut out, item_type.as_bytes());
     match item_type {
@@ -121,8 +134,8 @@ pub fn item_digest(item_type: &str, members: &Map<String, Value>) -> [u8; 32] {
         }
         "message" => match members.get("content") {
             Some(Value::String(text)) => put_str(&mut out, text),
-            Some(Value::Array(parts)) => put_str(&mut out, &message_text(parts)),
-            _ => out.push(b'-'),
+            Some(Value::Array(parts)) => put_str_parts(&mut out, message_texts(parts)),
+            _ => out.put(b"-"),
         },
         "reasoning" | "compaction" => put_opt(&mut out, members.get("encrypted_content")),
         _ => put_members(
@@ -132,19 +145,16 @@ pub fn item_digest(item_type: &str, members: &Map<String, Value>) -> [u8; 32] {
                 .filter(|(name, _)| !matches!(name.as_str(), "id" | "status")),
         ),
     }
-    Sha256::digest(&out).into()
+    out.finalize().into()
 }
 
-/// The text of a message's content parts, concatenated.
-fn message_text(parts: &[Value]) -> String {
-    let mut text = String::new();
-    for part in parts {
+/// The texts of a message's content parts, in order: each part's string `text`, or else its
+/// string `refusal`.
+fn message_texts(parts: &[Value]) -> impl Iterator<Item = &str> + Clone {
+    parts.iter().filter_map(|part| {
         let part_text = part.get("text").and_then(Value::as_str);
-        if let Some(part_text) = part_text.or_else(|| part.get("refusal").and_then(Value::as_str)) {
-            text.push_str(part_text);
-        }
-    }
-    text
+        part_text.or_else(|| part.get("refusal").and_then(Value::as_str))
+    })
 }
 
 #[cfg(test)]
@@ -159,7 +169,7 @@ mod tests {
         }
         let item = ItemRecord {
             id: Some("fc_1".to_owned()),
-            item_type: "function_call".to_owned(),
+            item_type: "function_call".into(),
             call_id: None,
             digest,
             has_encrypted_content: false,

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::call_ids::CallIds;
 use super::record::{ItemRecord, ResponseRecord};
 
 /// Who produced a recorded response or item: the provider it was routed to and the model
@@ -35,8 +36,8 @@ pub struct StoredResponse {
     pub items: Vec<ItemRecord>,
     /// The `call_id`s of the calls the request itself put in `input` (a client may place a
     /// call and answer it on the next turn; the provider keeps both in the chain's context).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub input_call_ids: Vec<String>,
+    #[serde(default, skip_serializing_if = "CallIds::is_empty")]
+    pub input_call_ids: CallIds,
     /// With `[ledger] store_items = true` only: the request's items and the answer's output
     /// items as JSON texts (a string `input` as one user message), to carry the session to
     /// another provider. `None` otherwise.
@@ -84,7 +85,7 @@ impl StoredResponse {
             expires_unix: now_unix.saturating_add(retention_secs),
             previous_response_id,
             items: response.items,
-            input_call_ids: Vec::new(),
+            input_call_ids: CallIds::default(),
             content: None,
         }
     }

@@ -39,16 +39,16 @@ impl StoredResponse {
         out.push(b']');
         if !self.input_call_ids.is_empty() {
             out.extend_from_slice(b",\"input_call_ids\":");
-            put_strs(&mut out, &self.input_call_ids);
+            put_strs(&mut out, self.input_call_ids.iter());
         }
         out.extend_from_slice(b",\"content\":");
         match &self.content {
             None => out.extend_from_slice(b"null"),
             Some(StoredContent { input, output }) => {
                 out.extend_from_slice(b"{\"input\":");
-                put_strs(&mut out, input);
+                put_strs(&mut out, input.iter().map(String::as_str));
                 out.extend_from_slice(b",\"output\":");
-                put_strs(&mut out, output);
+                put_strs(&mut out, output.iter().map(String::as_str));
                 out.push(b'}');
             }
         }
@@ -125,9 +125,9 @@ fn put_item_record(out: &mut Vec<u8>, item: &ItemRecord) {
     out.push(b'}');
 }
 
-fn put_strs(out: &mut Vec<u8>, texts: &[String]) {
+fn put_strs<'t>(out: &mut Vec<u8>, texts: impl Iterator<Item = &'t str>) {
     out.push(b'[');
-    for (index, text) in texts.iter().enumerate() {
+    for (index, text) in texts.enumerate() {
         if index > 0 {
             out.push(b',');
         }
@@ -193,7 +193,7 @@ mod tests {
             .prop_map(
                 |(id, item_type, call_id, digest, has_encrypted_content)| ItemRecord {
                     id,
-                    item_type,
+                    item_type: item_type.into(),
                     call_id,
                     digest,
                     has_encrypted_content,
@@ -242,7 +242,7 @@ mod tests {
                         expires_unix,
                         previous_response_id,
                         items,
-                        input_call_ids,
+                        input_call_ids: input_call_ids.into_iter().collect(),
                         content,
                     }
                 },

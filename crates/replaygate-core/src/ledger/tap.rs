@@ -243,6 +243,23 @@ impl Tap {
         }
     }
 
+    /// [`Tap::finish_kept`] of a JSON answer given whole, `body`, to a tap fed nothing yet:
+    /// read where it lies rather than copied into the tap first.
+    pub fn finish_whole(mut self, body: &[u8]) -> Option<Tapped> {
+        match &self.state {
+            State::Json(held) if held.is_empty() => {
+                if body.len() > self.limits.max_json_bytes {
+                    return None;
+                }
+                json_record(body, &self.limits, self.keep)
+            }
+            _ => {
+                self.feed(body);
+                self.finish_kept()
+            }
+        }
+    }
+
     /// The record of the answer fed, or `None` when it cannot be recorded (see the module
     /// documentation).
     pub fn finish(self) -> Option<ResponseRecord> {

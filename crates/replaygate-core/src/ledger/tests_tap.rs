@@ -156,6 +156,41 @@ fn a_json_answer_over_its_limit_is_dropped_at_once() {
 }
 
 #[test]
+fn an_answer_given_whole_is_recorded_as_one_fed_in_chunks() {
+    let answer = json_answer();
+    let queued = answer.replace(r#""status":"completed""#, r#""status":"queued""#);
+    let stream = sse_answer("\n");
+    let cases: [(AnswerKind, &[u8]); 5] = [
+        (AnswerKind::Json, answer.as_bytes()),
+        (AnswerKind::Json, queued.as_bytes()),
+        (AnswerKind::Json, br#"{"id":"resp_1","output":[1]}"#),
+        (AnswerKind::Json, b"not json"),
+        (AnswerKind::EventStream, stream.as_bytes()),
+    ];
+    for (kind, body) in cases {
+        for (calls, items) in [(false, false), (true, true)] {
+            let fed = tap_kept(kind, TapLimits::default(), calls, items, &[body]);
+            let whole = Tap::new(kind, TapLimits::default())
+                .keep_calls(calls)
+                .keep_items(items)
+                .finish_whole(body);
+            assert_eq!(whole, fed, "{}", String::from_utf8_lossy(body));
+        }
+    }
+    assert!(Tap::new(AnswerKind::Json, TapLimits::default())
+        .finish_whole(answer.as_bytes())
+        .is_some());
+    let small = TapLimits {
+        max_json_bytes: answer.len() - 1,
+        ..TapLimits::default()
+    };
+    assert_eq!(
+        Tap::new(AnswerKind::Json, small).finish_whole(answer.as_bytes()),
+        None
+    );
+}
+
+#[test]
 fn an_event_stream_gives_the_same_record_as_json() {
     assert_eq!(sse(&sse_answer("\n")), Some(expected()));
 }
