@@ -32,9 +32,50 @@ impl Sink for Vec<u8> {
     }
 }
 
-impl Sink for Sha256 {
+/// The SHA-256 of an encoding, fed through a buffer on the stack: the encoding's many small
+/// pieces (length prefixes, tags) reach the hasher in a few large updates, and nothing is
+/// allocated.
+pub(crate) struct Digesting {
+    hasher: Sha256,
+    staged: [u8; STAGED_BYTES],
+    len: usize,
+}
+
+/// What [`Digesting`] holds before it hashes (an item's encoding is usually smaller).
+const STAGED_BYTES: usize = 256;
+
+impl Digesting {
+    pub(crate) fn new() -> Digesting {
+        Digesting {
+            hasher: Sha256::new(),
+            staged: [0; STAGED_BYTES],
+            len: 0,
+        }
+    }
+
+    /// The digest of everything put.
+    pub(crate) fn finish(mut self) -> [u8; 32] {
+        self.flush();
+        self.hasher.finalize().into()
+    }
+
+    fn flush(&mut self) {
+        self.hasher.update(&self.staged[..self.len]);
+        self.len = 0;
+    }
+}
+
+impl Sink for Digesting {
     fn put(&mut self, bytes: &[u8]) {
-        self.update(bytes);
+        if self.len + bytes.len() > STAGED_BYTES {
+            self.flush();
+            if bytes.len() > STAGED_BYTES {
+                self.hasher.update(bytes);
+                return;
+            }
+        }
+        self.staged[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
     }
 }
 
@@ -108,6 +149,32 @@ mod tests {
         let mut out = Vec::new();
         put_value(&mut out, &serde_json::from_str(json).unwrap());
         out
+    }
+
+    #[test]
+    fn digesting_through_the_stage_is_the_digest_of_the_whole_encoding() {
+        for sizes in [
+            &[][..],
+            &[3, 8, 1],
+            &[255, 1, 1],
+            &[256],
+            &[257, 2],
+            &[100, 300, 7, 256, 255],
+        ] {
+            let pieces: Vec<Vec<u8>> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| (0..n).map(|j| (i * 31 + j) as u8).collect())
+                .collect();
+            let mut digesting = Digesting::new();
+            pieces.iter().for_each(|piece| digesting.put(piece));
+            let whole: Vec<u8> = pieces.concat();
+            assert_eq!(
+                digesting.finish(),
+                <[u8; 32]>::from(Sha256::digest(&whole)),
+                "{sizes:?}"
+            );
+        }
     }
 
     #[test]

@@ -10,9 +10,8 @@ use std::marker::PhantomData;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
-use sha2::{Digest, Sha256};
 
-use super::canon::{put_bytes, put_str, Sink};
+use super::canon::{put_bytes, put_str, Digesting, Sink};
 use super::record::{type_name, ItemRecord, DOMAIN};
 use super::MAX_ID_BYTES;
 use crate::gate::{Field, JsonKind, OutputCall, Text};
@@ -333,7 +332,7 @@ impl Members<'_> {
         let id = self.id.id()?;
         let call_id = self.call_id.known()?;
         let encrypted_content = self.encrypted_content.known()?;
-        let mut out = Sha256::new();
+        let mut out = Digesting::new();
         put_bytes(&mut out, DOMAIN);
         put_bytes(&mut out, item_type.as_bytes());
         let mut call = None;
@@ -364,7 +363,7 @@ impl Members<'_> {
             id,
             item_type: type_name(item_type),
             call_id: call_id.id()?,
-            digest: out.finalize().into(),
+            digest: out.finish(),
             has_encrypted_content: !matches!(encrypted_content, Member::Absent | Member::Null),
         };
         Some(QuickItem { record, call })

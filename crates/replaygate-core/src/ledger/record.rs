@@ -4,9 +4,8 @@ use std::borrow::Cow;
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
-use super::canon::{put_bytes, put_members, put_opt, put_str, put_str_parts, Sink};
+use super::canon::{put_bytes, put_members, put_opt, put_str, put_str_parts, Digesting, Sink};
 use super::MAX_ID_BYTES;
 
 /// What the ledger keeps of one response the provider completed.
@@ -123,7 +122,7 @@ fn optional_id(members: &Map<String, Value>, name: &str) -> Option<Option<String
 /// So the same item re-serialised with other member order, whitespace or string escapes has
 /// the same digest, and `id`/`status` (which a client may drop when it replays) never count.
 pub fn item_digest(item_type: &str, members: &Map<String, Value>) -> [u8; 32] {
-    let mut out = Sha256::new();
+    let mut out = Digesting::new();
     put_bytes(&mut out, DOMAIN);
     put_bytes(&mut out, item_type.as_bytes());
     match item_type {
@@ -145,7 +144,7 @@ pub fn item_digest(item_type: &str, members: &Map<String, Value>) -> [u8; 32] {
                 .filter(|(name, _)| !matches!(name.as_str(), "id" | "status")),
         ),
     }
-    out.finalize().into()
+    out.finish()
 }
 
 /// The texts of a message's content parts, in order: each part's string `text`, or else its
