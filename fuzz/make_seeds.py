@@ -12,7 +12,9 @@ gate_check seeds are one byte choosing the provider and policy (selector % 4: 0 
 1 openai, 2 any, 3 openai with its item profile; selector // 4: policy bits, 1 = unknown_tool
 rejected) and the body;
 proxy_handle seeds are one byte choosing POST, a path, headers, a blank line and the body;
-json_reader seeds are the bodies alone.
+json_reader seeds are the bodies alone;
+ledger_tap seeds are a flags byte (1 an event stream, 2 keep calls, 4 keep items), a chunk size
+byte and an answer: the load benchmark's upstream answer as JSON and as an event stream.
 The seeds are rewritten on every run (fuzz/seeds/ is not committed)."""
 
 import json
@@ -20,6 +22,7 @@ import pathlib
 
 FUZZ = pathlib.Path(__file__).resolve().parent
 FIXTURES = FUZZ.parent / "tests" / "fixtures"
+ANSWER = FUZZ.parent / "bench" / "load" / "response.json"
 PROVIDERS = {"bedrock": 0, "openai": 1}
 # The gate_check selector of openai with the openai item profile.
 PROFILED = 3
@@ -139,6 +142,31 @@ def misspelled_bodies():
     yield "names-as-data", '{"tools":[{"type":"function","name":"t","parameters":{"properties":{"Type":{}}}}],"input":[' + call.replace('"{}"', '"{\\"INPUT\\":1}"') + "]}"
 
 
+def event_stream(answer):
+    """`answer` as the event stream of a streamed response: created, each item done, completed."""
+    head = dict(answer, status="in_progress", output=[])
+    events = [("response.created", {"type": "response.created", "response": head})]
+    for index, item in enumerate(answer["output"]):
+        events.append(("response.output_item.done",
+                       {"type": "response.output_item.done", "output_index": index, "item": item}))
+    events.append(("response.completed", {"type": "response.completed", "response": answer}))
+    return "".join(f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+                   for name, data in events).encode()
+
+
+def tap_seeds():
+    """The ledger_tap seeds: (name, flags, chunk size, answer)."""
+    answer = json.loads(ANSWER.read_text())
+    raw = json.dumps(answer, separators=(",", ":")).encode()
+    stream = event_stream(answer)
+    return [
+        ("json", 0, 0, raw),
+        ("json-kept-chunks", 6, 7, raw),
+        ("events", 1, 0, stream),
+        ("events-kept-chunks", 7, 13, stream),
+    ]
+
+
 def main() -> None:
     gate = FUZZ / "seeds" / "gate_check"
     proxy = FUZZ / "seeds" / "proxy_handle"
@@ -164,6 +192,10 @@ def main() -> None:
         head = f"{path}\ncontent-type: application/json\n\n".encode()
         (proxy / f"{number:03}-{name}").write_bytes(b"\x00" + head + body)
         (reader / f"{number:03}-{name}").write_bytes(body)
+    tap = FUZZ / "seeds" / "ledger_tap"
+    tap.mkdir(parents=True, exist_ok=True)
+    for name, flags, chunk, answer in tap_seeds():
+        (tap / name).write_bytes(bytes([flags, chunk]) + answer)
     print(f"{len(seeds)} seeds each in {gate.relative_to(FUZZ.parent)} and {proxy.relative_to(FUZZ.parent)}")
 
 
