@@ -5,8 +5,10 @@
 //! delivered.
 //!
 //! The reader holds at most `cap` bytes of the event being read (its partial line, its data
-//! and its `event` name together). When an event would pass that, [`Framing::feed`] fails and
-//! the reader is spent.
+//! and its `event` name together). Every line, with the pending event's data and name, must fit
+//! in `cap` whether it arrives whole or in pieces, so where a stream is cut into chunks never
+//! changes what is read. When an event would pass that, [`Framing::feed`] fails and the reader
+//! is spent.
 
 /// The pending event would hold more than the reader's cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +64,10 @@ impl Framing {
         }
         while let Some(end) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
             if self.line.is_empty() {
+                // Held in pieces, the line would count against the cap: so it does whole.
+                if self.held_bytes() + end > self.cap {
+                    return Err(self.overflow());
+                }
                 self.end_line(&rest[..end], on_event)?;
             } else {
                 self.hold_line(&rest[..end])?;
@@ -214,9 +220,30 @@ mod tests {
 
     #[test]
     fn a_pending_event_over_the_cap_overflows() {
-        assert_eq!(events(&[b"data: 12345\n\n"], 6).unwrap(), vec![pair("", "12345")]);
-        assert_eq!(events(&[b"data: 123456\n\n"], 6), Err(Overflow));
-        assert_eq!(events(&[b"data: 1234\ndata: 5\n\n"], 6), Err(Overflow));
-        assert_eq!(events(&[b"data: 1", b"23456789"], 6), Err(Overflow));
+        // A line counts whole: `data: 12345` is 11 bytes.
+        assert_eq!(
+            events(&[b"data: 12345\n\n"], 11).unwrap(),
+            vec![pair("", "12345")]
+        );
+        assert_eq!(events(&[b"data: 123456\n\n"], 11), Err(Overflow));
+        assert_eq!(events(&[b"data: 1234\ndata: 5\n\n"], 11), Err(Overflow));
+        assert_eq!(events(&[b"data: 1", b"23456789"], 11), Err(Overflow));
+        // Lines that add nothing to the event count too: held in pieces, they take memory.
+        assert_eq!(events(&[b": a comment of 24 bytes\n\n"], 11), Err(Overflow));
+    }
+
+    #[test]
+    fn where_a_stream_is_cut_never_changes_what_is_read() {
+        let stream: &[u8] =
+            b"event: a\ndata: 12345\n: a long comment line\nid: 1234567890\n\ndata: 123\r\ndata: 4\r\n\r\n";
+        for cap in 0..=stream.len() {
+            let whole = events(&[stream], cap);
+            let bytes: Vec<&[u8]> = stream.chunks(1).collect();
+            assert_eq!(events(&bytes, cap), whole, "cap {cap}, byte by byte");
+            for cut in 0..=stream.len() {
+                let (first, second) = stream.split_at(cut);
+                assert_eq!(events(&[first, second], cap), whole, "cap {cap}, cut at {cut}");
+            }
+        }
     }
 }
