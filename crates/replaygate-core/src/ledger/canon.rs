@@ -87,11 +87,11 @@ pub(crate) fn put_bytes(out: &mut impl Sink, bytes: &[u8]) {
 
 /// Appends a string value (`s` and its length-prefixed bytes).
 pub(crate) fn put_str(out: &mut impl Sink, text: &str) {
-    out.put(b"s");
-    put_bytes(out, text.as_bytes());
+    put_str_parts(out, std::iter::once(text));
 }
 
-/// Appends a string value made of `parts`, concatenated, without joining them first.
+/// Appends a string value made of `parts`, concatenated, without joining them first (`s`, the
+/// parts' total length, then each part's bytes).
 pub(crate) fn put_str_parts<'t>(out: &mut impl Sink, parts: impl Iterator<Item = &'t str> + Clone) {
     let len: usize = parts.clone().map(str::len).sum();
     out.put(b"s");

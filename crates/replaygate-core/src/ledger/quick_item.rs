@@ -14,7 +14,7 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 use serde::{Deserialize, Deserializer};
 
 use super::canon::{put_bytes, put_str, Digesting, Sink};
-use super::record::{type_name, ItemRecord, DOMAIN};
+use super::record::{type_name, ItemRecord, ANSWER_TYPES, DOMAIN};
 use super::MAX_ID_BYTES;
 use crate::gate::{Field, JsonKind, OutputCall, Text};
 use crate::json::{Reader, Spanned};
@@ -325,10 +325,7 @@ impl Members<'_> {
             return None;
         };
         let item_type = item_type.as_ref();
-        if !matches!(
-            item_type,
-            "function_call" | "message" | "reasoning" | "compaction"
-        ) {
+        if !ANSWER_TYPES.contains(&item_type) {
             return None;
         }
         let id = self.id.id()?;

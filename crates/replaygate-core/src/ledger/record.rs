@@ -88,14 +88,15 @@ pub fn item_record_from_value(item: &Value) -> Option<ItemRecord> {
     })
 }
 
-/// An item `type` as a record holds it: the types answers are made of are not copied.
+/// The item types answers are made of, whose digest needs only a few members (see
+/// [`item_digest`]).
+pub(crate) const ANSWER_TYPES: [&str; 4] = ["function_call", "message", "reasoning", "compaction"];
+
+/// An item `type` as a record holds it: one of [`ANSWER_TYPES`] is not copied.
 pub(crate) fn type_name(item_type: &str) -> Cow<'static, str> {
-    match item_type {
-        "function_call" => Cow::Borrowed("function_call"),
-        "message" => Cow::Borrowed("message"),
-        "reasoning" => Cow::Borrowed("reasoning"),
-        "compaction" => Cow::Borrowed("compaction"),
-        other => Cow::Owned(other.to_owned()),
+    match ANSWER_TYPES.iter().find(|known| **known == item_type) {
+        Some(known) => Cow::Borrowed(known),
+        None => Cow::Owned(item_type.to_owned()),
     }
 }
 
@@ -198,6 +199,15 @@ mod tests {
     }
 
     const CALL: &str = r#"{"type":"function_call","id":"fc_1","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Paris\"}","status":"completed"}"#;
+
+    #[test]
+    fn answer_types_are_held_without_a_copy_and_others_as_written() {
+        for known in ANSWER_TYPES {
+            assert!(matches!(type_name(known), Cow::Borrowed(name) if name == known));
+        }
+        assert!(matches!(type_name("web_search_call"), Cow::Owned(name) if name == "web_search_call"));
+        assert!(matches!(type_name("Message"), Cow::Owned(name) if name == "Message"));
+    }
 
     #[test]
     fn a_function_call_is_recorded() {
