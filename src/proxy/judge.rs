@@ -457,16 +457,14 @@ fn decide(
 
 /// The `call_id`s of the calls among a request's items.
 fn input_call_ids(request: &gate::ParsedRequest<'_>) -> CallIds {
-    let calls = || {
-        request.items().iter().filter_map(|item| match item.pairing() {
+    request
+        .items()
+        .iter()
+        .filter_map(|item| match item.pairing() {
             gate::item::Pairing::Call(call_id) => Some(call_id),
             _ => None,
         })
-    };
-    let (count, bytes) = calls().fold((0, 0), |(count, bytes), id| (count + 1, bytes + id.len()));
-    let mut ids = CallIds::with_capacity(count, bytes);
-    calls().for_each(|id| ids.push(id));
-    ids
+        .collect()
 }
 
 #[cfg(test)]
@@ -535,6 +533,31 @@ mod tests {
             .iter()
             .map(|v| v.reason.to_string())
             .collect()
+    }
+
+    #[tokio::test]
+    async fn a_judged_request_keeps_the_call_ids_of_its_own_calls_for_the_ledger() {
+        let state = state_with_a_recorded_answer().await;
+        let body = Bytes::from(
+            serde_json::json!({
+                "model": "m",
+                "input": [
+                    {"type": "message", "role": "user", "content": "hi"},
+                    {"type": "function_call", "call_id": "call_a", "name": "f", "arguments": "{}"},
+                    {"type": "function_call_output", "call_id": "call_a", "output": "1"},
+                    {"type": "function_call", "call_id": "call_\u{e9}", "name": "f", "arguments": "{}"},
+                    {"type": "function_call_output", "call_id": "call_\u{e9}", "output": "2"},
+                ],
+            })
+            .to_string(),
+        );
+        let judged = judged(&state, "openai", &body).await;
+        assert!(judged.verdict.is_allowed(), "{:?}", judged.verdict);
+        // The calls' ids, in order; never an output's.
+        assert_eq!(
+            judged.input_call_ids.iter().collect::<Vec<_>>(),
+            ["call_a", "call_\u{e9}"]
+        );
     }
 
     #[tokio::test]

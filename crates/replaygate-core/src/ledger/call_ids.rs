@@ -16,14 +16,6 @@ pub struct CallIds {
 }
 
 impl CallIds {
-    /// Room for `count` ids of `bytes` bytes in all.
-    pub fn with_capacity(count: usize, bytes: usize) -> CallIds {
-        CallIds {
-            text: String::with_capacity(bytes),
-            ends: Vec::with_capacity(count),
-        }
-    }
-
     /// Appends `id`.
     pub fn push(&mut self, id: &str) {
         self.text.push_str(id);
