@@ -79,6 +79,9 @@ def main() -> int:
         print(f"no NAME.data in {args.dir}", file=sys.stderr)
         return 2
     if args.base:
+        if args.base not in runs:
+            print(f"no run {args.base} in {args.dir} (runs: {', '.join(runs)})", file=sys.stderr)
+            return 2
         runs.remove(args.base)
         runs.insert(0, args.base)
     table = {}
