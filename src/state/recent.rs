@@ -25,7 +25,9 @@ enum RecentKey {
 #[derive(Debug, Clone)]
 enum Record {
     Response(Arc<StoredResponse>),
-    Item(Arc<StoredItem>),
+    /// An item: the id of the response that holds it (read from that response's entry, so
+    /// the item is held once, and goes when its response does).
+    ItemOf(Arc<str>),
 }
 
 #[derive(Debug, Clone)]
@@ -50,15 +52,6 @@ pub(crate) struct Recent {
     entries: Cache<RecentKey, Held, ByWeight>,
 }
 
-/// The encoded sizes of a response and of its index entries, in [`StoredResponse::by_id`]
-/// and [`StoredResponse::by_digest`] order.
-#[derive(Debug, Default)]
-pub(crate) struct Weights {
-    pub response: usize,
-    pub by_id: Vec<usize>,
-    pub by_digest: Vec<usize>,
-}
-
 impl Recent {
     /// A cache holding records of at most `bytes` encoded bytes in all.
     pub fn new(bytes: u64) -> Recent {
@@ -67,59 +60,61 @@ impl Recent {
         }
     }
 
-    /// Remembers `response` and its index entries, just committed, with their encoded sizes.
-    pub fn remember(&self, response: StoredResponse, weights: &Weights) {
+    /// Remembers `response`, just committed, whose encoding is `encoded` bytes long, and the
+    /// keys of its items.
+    pub fn remember(&self, response: Arc<StoredResponse>, encoded: usize) {
         let weight = |key_len: usize, len: usize| (key_len + len + 64) as u64;
-        for ((id, item), len) in response.by_id().zip(&weights.by_id) {
-            self.entries.insert(
-                RecentKey::ItemById(id.to_owned()),
-                Held {
-                    record: Record::Item(Arc::new(item)),
-                    weight: weight(id.len(), *len),
-                },
-            );
-        }
-        for ((digest, item), len) in response.by_digest().zip(&weights.by_digest) {
-            self.entries.insert(
-                RecentKey::ItemByDigest(digest),
-                Held {
-                    record: Record::Item(Arc::new(item)),
-                    weight: weight(32, *len),
-                },
-            );
-        }
-        let weight = weight(response.id.len(), weights.response);
-        self.entries.insert(
-            RecentKey::Response(response.id.clone()),
-            Held {
-                record: Record::Response(Arc::new(response)),
-                weight,
-            },
-        );
+        let owner: Arc<str> = response.id.as_str().into();
+        let item = |key: RecentKey, key_len: usize| {
+            let held = Held {
+                record: Record::ItemOf(owner.clone()),
+                weight: weight(key_len, owner.len()),
+            };
+            self.entries.insert(key, held);
+        };
+        response
+            .item_ids()
+            .for_each(|id| item(RecentKey::ItemById(id.to_owned()), id.len()));
+        response
+            .item_digests()
+            .for_each(|digest| item(RecentKey::ItemByDigest(*digest), 32));
+        let held = Held {
+            weight: weight(response.id.len(), encoded),
+            record: Record::Response(response.clone()),
+        };
+        self.entries
+            .insert(RecentKey::Response(response.id.clone()), held);
     }
 
     /// The response recorded under `id`, if remembered and live at `now`.
     pub fn response(&self, id: &str, now: u64) -> Option<StoredResponse> {
-        match self.entries.get(&RecentKey::Response(id.to_owned()))?.record {
-            Record::Response(response) if now < response.expires_unix => Some((*response).clone()),
-            _ => None,
-        }
+        self.live(id, now).map(|response| (*response).clone())
     }
 
     /// The item with `id`, if remembered and live at `now`.
     pub fn item_by_id(&self, id: &str, now: u64) -> Option<StoredItem> {
-        self.item(&RecentKey::ItemById(id.to_owned()), now)
+        let owner = self.owner(&RecentKey::ItemById(id.to_owned()))?;
+        self.live(&owner, now)?.item_by_id(id)
     }
 
     /// The item with `digest`, if remembered and live at `now`.
     pub fn item_by_digest(&self, digest: &[u8; 32], now: u64) -> Option<StoredItem> {
-        self.item(&RecentKey::ItemByDigest(*digest), now)
+        let owner = self.owner(&RecentKey::ItemByDigest(*digest))?;
+        self.live(&owner, now)?.item_by_digest(digest)
     }
 
-    fn item(&self, key: &RecentKey, now: u64) -> Option<StoredItem> {
-        match self.entries.get(key)?.record {
-            Record::Item(item) if now < item.expires_unix => Some((*item).clone()),
+    fn live(&self, id: &str, now: u64) -> Option<Arc<StoredResponse>> {
+        match self.entries.get(&RecentKey::Response(id.to_owned()))?.record {
+            Record::Response(response) if !response.is_expired(now) => Some(response),
             _ => None,
+        }
+    }
+
+    /// The id of the response an item key leads to.
+    fn owner(&self, key: &RecentKey) -> Option<Arc<str>> {
+        match self.entries.get(key)?.record {
+            Record::ItemOf(owner) => Some(owner),
+            Record::Response(_) => None,
         }
     }
 }

@@ -109,6 +109,44 @@ impl StoredResponse {
             .map(|item| (item.digest, self.stored_item(item)))
     }
 
+    /// The ids [`StoredResponse::by_id`] indexes, in output order.
+    pub fn item_ids(&self) -> impl Iterator<Item = &str> + '_ {
+        self.items
+            .iter()
+            .filter_map(|item| item.id.as_deref().filter(|id| super::names_one_item(id)))
+    }
+
+    /// The digests [`StoredResponse::by_digest`] indexes, in output order.
+    pub fn item_digests(&self) -> impl Iterator<Item = &[u8; 32]> + '_ {
+        self.items
+            .iter()
+            .filter(|item| item.has_encrypted_content)
+            .map(|item| &item.digest)
+    }
+
+    /// The index entry for `id` among [`StoredResponse::by_id`]'s (the last, as an index
+    /// filled in output order keeps), if any.
+    pub fn item_by_id(&self, id: &str) -> Option<StoredItem> {
+        let indexed = super::names_one_item(id);
+        let item = self
+            .items
+            .iter()
+            .rev()
+            .find(|item| indexed && item.id.as_deref() == Some(id))?;
+        Some(self.stored_item(item))
+    }
+
+    /// The index entry for `digest` among [`StoredResponse::by_digest`]'s (the last, as an
+    /// index filled in output order keeps), if any.
+    pub fn item_by_digest(&self, digest: &[u8; 32]) -> Option<StoredItem> {
+        let item = self
+            .items
+            .iter()
+            .rev()
+            .find(|item| item.has_encrypted_content && item.digest == *digest)?;
+        Some(self.stored_item(item))
+    }
+
     /// The index entry of `item`, one of this response's output items.
     pub fn stored_item(&self, item: &ItemRecord) -> StoredItem {
         StoredItem {
@@ -122,5 +160,69 @@ impl StoredResponse {
     /// Whether the store may forget this response at `now_unix`.
     pub fn is_expired(&self, now_unix: u64) -> bool {
         now_unix >= self.expires_unix
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(id: Option<&str>, encrypted: bool, digest: u8, call_id: &str) -> ItemRecord {
+        ItemRecord {
+            id: id.map(str::to_owned),
+            item_type: "reasoning".into(),
+            call_id: Some(call_id.to_owned()),
+            digest: [digest; 32],
+            has_encrypted_content: encrypted,
+        }
+    }
+
+    /// Every kind of item the indexes treat apart: a long id, a per-response number, none,
+    /// one id and one digest twice.
+    fn stored() -> StoredResponse {
+        let long = "rs_0123456789abcdef";
+        let record = ResponseRecord {
+            id: "resp_1".into(),
+            model: None,
+            items: vec![
+                item(Some(long), true, 1, "first"),
+                item(Some("rs_0"), true, 2, "short"),
+                item(None, true, 3, "none"),
+                item(Some("fc_0123456789abcdef"), false, 4, "plain"),
+                item(Some(long), true, 1, "second"),
+            ],
+        };
+        let owner = Owner {
+            provider: "openai".into(),
+            model: None,
+        };
+        StoredResponse::new(record, owner, None, None, 0, 60)
+    }
+
+    #[test]
+    fn a_single_item_lookup_finds_what_the_index_would_keep() {
+        let stored = stored();
+        // The index an id or a digest leads to, filled in output order: the last entry stays.
+        let mut by_id = std::collections::HashMap::new();
+        stored
+            .by_id()
+            .for_each(|(id, item)| drop(by_id.insert(id.to_owned(), item)));
+        let mut by_digest = std::collections::HashMap::new();
+        stored
+            .by_digest()
+            .for_each(|(digest, item)| drop(by_digest.insert(digest, item)));
+        assert_eq!(by_id.len(), 2);
+        assert_eq!(by_digest.len(), 3);
+        for id in stored.items.iter().filter_map(|item| item.id.as_deref()) {
+            assert_eq!(stored.item_by_id(id).as_ref(), by_id.get(id), "{id}");
+        }
+        for digest in (0..6).map(|n| [n; 32]) {
+            assert_eq!(stored.item_by_digest(&digest).as_ref(), by_digest.get(&digest));
+        }
+        assert!(stored.item_by_id("rs_0").is_none());
+        assert_eq!(stored.item_ids().collect::<Vec<_>>().len(), 3);
+        assert_eq!(stored.item_digests().count(), 4);
+        let found = stored.item_by_id("rs_0123456789abcdef").unwrap();
+        assert_eq!(found.record.call_id.as_deref(), Some("second"));
     }
 }

@@ -2,10 +2,11 @@
 //!
 //! # Layout
 //!
-//! Four tables. Responses by id, items by id and items by digest each map a key to
-//! `(expires_unix, JSON of the StoredResponse or StoredItem)`. The copy of `expires_unix` beside
-//! the JSON lets reads and the sweep judge expiry without parsing. The expiry index holds one
-//! `(expires_unix, table, key)` row per entry, so a sweep visits only what has expired.
+//! Four tables ([`tables`]): responses by id, each `(expires_unix, JSON of the
+//! StoredResponse)`; two indexes from an item's id and from its digest to the response that
+//! holds it; and the expiry index, one `(expires_unix, response id)` row a response, so a sweep
+//! visits only what has expired. A file in the first layout is moved to this one when it opens
+//! ([`migrate`]).
 //!
 //! # Writes
 //!
@@ -29,9 +30,7 @@
 //! the last [`DURABLE_EVERY`] of records, and nothing else: redb's commits are atomic, and a
 //! restart after a clean shutdown keeps everything. Quick repair is on: each durable commit also
 //! records the allocator state, so reopening after a crash does not walk the whole file before
-//! the proxy can serve. Measured (optimised build, 2 loaded cores), 10,000 puts from 32 tasks:
-//! about 70 µs each with an fsync per batch; see `measure_puts_and_lookups` for the figures
-//! with the chosen setting.
+//! the proxy can serve. `measure_puts_and_lookups` measures puts under each setting.
 //!
 //! # Reads
 //!
@@ -66,21 +65,26 @@ use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use redb::{
-    Database, DatabaseError, Durability, Key, ReadableDatabase, ReadableTable, Table, TableDefinition,
-    WriteTransaction,
-};
+use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable};
 use tokio::sync::oneshot;
 
+use self::tables::{
+    ItemReader, Tables, ITEM_DIGESTS, ITEM_IDS, KIND_ITEM_BY_DIGEST, KIND_ITEM_BY_ID, KIND_RESPONSE,
+    RESPONSES,
+};
 use super::key_filter::KeyFilter;
-use super::recent::{Recent, Weights};
+use super::recent::Recent;
 use super::{now_unix, StoreError};
 use crate::ledger::{StoredItem, StoredResponse};
+
+mod migrate;
+mod tables;
+mod writer;
 use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult};
 use crate::proxy::rate_limit::{LocalRateLimiter, RateLimiter};
 
@@ -106,20 +110,6 @@ const CACHE_BYTES: usize = 64 * 1024 * 1024;
 const KEY_FILTER_BITS_LOG2: u32 = 24;
 /// The most encoded bytes of recent records kept in memory.
 const RECENT_BYTES: u64 = 32 * 1024 * 1024;
-
-/// A stored entry: its `expires_unix` and its JSON.
-type Entry = (u64, &'static [u8]);
-
-const RESPONSES: TableDefinition<'_, &str, Entry> = TableDefinition::new("responses_v1");
-const ITEMS_BY_ID: TableDefinition<'_, &str, Entry> = TableDefinition::new("items_by_id_v1");
-const ITEMS_BY_DIGEST: TableDefinition<'_, &[u8; 32], Entry> = TableDefinition::new("items_by_digest_v1");
-/// `(expires_unix, kind, key)`: which entry of which table expires when.
-const EXPIRY: TableDefinition<'_, (u64, u8, &[u8]), ()> = TableDefinition::new("expiry_v1");
-
-/// The table an expiry row points into.
-const KIND_RESPONSE: u8 = 0;
-const KIND_ITEM_BY_ID: u8 = 1;
-const KIND_ITEM_BY_DIGEST: u8 = 2;
 
 /// The `embedded` backend: `<dir>/ledger.redb`, written by one thread that batches and fsyncs,
 /// read on the blocking pool, swept of expired entries every minute. One process at a time.
@@ -169,7 +159,7 @@ const TUNING: Tuning = Tuning {
 /// What the writer thread is asked to do.
 enum Command {
     Put {
-        rows: Rows,
+        record: Record,
         ack: Ack,
     },
     Sweep {
@@ -204,11 +194,10 @@ impl Ack {
     }
 }
 
-/// One response and its index entries, encoded by the caller.
-struct Rows {
-    response: (String, u64, Vec<u8>),
-    by_id: Vec<(String, u64, Vec<u8>)>,
-    by_digest: Vec<([u8; 32], u64, Vec<u8>)>,
+/// A response to write, and its JSON (encoded by the caller).
+struct Record {
+    response: Arc<StoredResponse>,
+    json: Vec<u8>,
 }
 
 impl EmbeddedStore {
@@ -243,7 +232,7 @@ impl EmbeddedStore {
             .set_cache_size(CACHE_BYTES)
             .create(&path)
             .map_err(|e| open_error(&path, e))?;
-        create_tables(&db)?;
+        create_tables(&db, now_unix())?;
         let keys = KeyFilter::new(KEY_FILTER_BITS_LOG2);
         load_keys(&db, &keys)?;
         let db = Arc::new(db);
@@ -251,7 +240,7 @@ impl EmbeddedStore {
         let writer_db = db.clone();
         let writer = std::thread::Builder::new()
             .name("ledger-writer".into())
-            .spawn(move || write_loop(&writer_db, &requests, tuning))
+            .spawn(move || writer::write_loop(&writer_db, &requests, tuning))
             .map_err(unavailable("cannot start the ledger writer"))?;
         Ok(EmbeddedStore {
             inner: Arc::new(Inner {
@@ -266,10 +255,11 @@ impl EmbeddedStore {
     }
 
     pub(super) async fn put_response(&self, response: &StoredResponse) -> Result<(), StoreError> {
+        let response = Arc::new(response.clone());
         let (ack, done) = oneshot::channel();
-        let weights = self.enqueue_put(response, Ack::Caller(ack))?;
+        let encoded = self.enqueue_put(response.clone(), Ack::Caller(ack))?;
         done.await.map_err(|_| writer_stopped())??;
-        self.inner.recent.remember(response.clone(), &weights);
+        self.inner.recent.remember(response, encoded);
         Ok(())
     }
 
@@ -281,25 +271,30 @@ impl EmbeddedStore {
         response: StoredResponse,
         meter: LedgerMeter,
     ) -> Result<(), StoreError> {
-        let weights = self.enqueue_put(&response, Ack::Meter(meter))?;
-        self.inner.recent.remember(response, &weights);
+        let response = Arc::new(response);
+        let encoded = self.enqueue_put(response.clone(), Ack::Meter(meter))?;
+        self.inner.recent.remember(response, encoded);
         Ok(())
     }
 
-    /// Hands `response` to the writer thread; its keys are in the filter from now on.
-    fn enqueue_put(&self, response: &StoredResponse, ack: Ack) -> Result<Weights, StoreError> {
-        let rows = Rows::encode(response);
-        let weights = rows.weights();
+    /// Hands `response` to the writer thread; its keys are in the filter from now on. Returns
+    /// the size of its encoding.
+    fn enqueue_put(&self, response: Arc<StoredResponse>, ack: Ack) -> Result<usize, StoreError> {
+        let json = response.to_json();
+        let encoded = json.len();
         let keys = &self.inner.keys;
-        keys.insert(KIND_RESPONSE, rows.response.0.as_bytes());
-        rows.by_id
-            .iter()
-            .for_each(|(id, ..)| keys.insert(KIND_ITEM_BY_ID, id.as_bytes()));
-        rows.by_digest
-            .iter()
-            .for_each(|(digest, ..)| keys.insert(KIND_ITEM_BY_DIGEST, digest));
-        self.send(Command::Put { rows, ack })?;
-        Ok(weights)
+        keys.insert(KIND_RESPONSE, response.id.as_bytes());
+        response
+            .item_ids()
+            .for_each(|id| keys.insert(KIND_ITEM_BY_ID, id.as_bytes()));
+        response
+            .item_digests()
+            .for_each(|digest| keys.insert(KIND_ITEM_BY_DIGEST, digest));
+        self.send(Command::Put {
+            record: Record { response, json },
+            ack,
+        })?;
+        Ok(encoded)
     }
 
     fn send(&self, command: Command) -> Result<(), StoreError> {
@@ -324,7 +319,7 @@ impl EmbeddedStore {
                 .open_table(RESPONSES)
                 .map_err(unavailable("responses table"))?;
             let entry = table.get(id.as_str()).map_err(unavailable("responses table"))?;
-            live(entry.as_ref().map(|guard| guard.value()), now, "response")
+            tables::live(entry.as_ref().map(|guard| guard.value()), now)
         })
         .await
     }
@@ -342,11 +337,17 @@ impl EmbeddedStore {
         let read = self
             .read(move |db, now| {
                 let txn = db.begin_read().map_err(unavailable("read transaction"))?;
-                let table = txn.open_table(ITEMS_BY_ID).map_err(unavailable("items table"))?;
+                let index = txn.open_table(ITEM_IDS).map_err(unavailable("item ids table"))?;
+                let responses = txn
+                    .open_table(RESPONSES)
+                    .map_err(unavailable("responses table"))?;
+                let mut items = ItemReader::new(&responses, now);
                 ids.iter()
                     .map(|id| {
-                        let entry = table.get(id.as_str()).map_err(unavailable("items table"))?;
-                        live(entry.as_ref().map(|guard| guard.value()), now, "item")
+                        let owner = index.get(id.as_str()).map_err(unavailable("item ids table"))?;
+                        items.item(owner.as_ref().map(|guard| guard.value()), |response| {
+                            response.item_by_id(id)
+                        })
                     })
                     .collect::<Result<Vec<_>, StoreError>>()
             })
@@ -371,14 +372,20 @@ impl EmbeddedStore {
         let read = self
             .read(move |db, now| {
                 let txn = db.begin_read().map_err(unavailable("read transaction"))?;
-                let table = txn
-                    .open_table(ITEMS_BY_DIGEST)
-                    .map_err(unavailable("digests table"))?;
+                let index = txn
+                    .open_table(ITEM_DIGESTS)
+                    .map_err(unavailable("item digests table"))?;
+                let responses = txn
+                    .open_table(RESPONSES)
+                    .map_err(unavailable("responses table"))?;
+                let mut items = ItemReader::new(&responses, now);
                 digests
                     .iter()
                     .map(|digest| {
-                        let entry = table.get(digest).map_err(unavailable("digests table"))?;
-                        live(entry.as_ref().map(|guard| guard.value()), now, "item")
+                        let owner = index.get(digest).map_err(unavailable("item digests table"))?;
+                        items.item(owner.as_ref().map(|guard| guard.value()), |response| {
+                            response.item_by_digest(digest)
+                        })
                     })
                     .collect::<Result<Vec<_>, StoreError>>()
             })
@@ -459,321 +466,47 @@ impl Drop for Inner {
     }
 }
 
-impl Rows {
-    /// The encoded sizes of the rows.
-    fn weights(&self) -> Weights {
-        Weights {
-            response: self.response.2.len(),
-            by_id: self.by_id.iter().map(|(_, _, json)| json.len()).collect(),
-            by_digest: self.by_digest.iter().map(|(_, _, json)| json.len()).collect(),
-        }
-    }
-
-    fn encode(response: &StoredResponse) -> Rows {
-        Rows {
-            response: (response.id.clone(), response.expires_unix, response.to_json()),
-            by_id: response
-                .by_id()
-                .map(|(id, item)| (id.to_owned(), item.expires_unix, item.to_json()))
-                .collect(),
-            by_digest: response
-                .by_digest()
-                .map(|(digest, item)| (digest, item.expires_unix, item.to_json()))
-                .collect(),
-        }
-    }
-}
-
-/// The value of a stored entry, unless it is missing or expired at `now`.
-fn live<T: serde::de::DeserializeOwned>(
-    entry: Option<(u64, &[u8])>,
-    now: u64,
-    what: &str,
-) -> Result<Option<T>, StoreError> {
-    match entry {
-        Some((expires, json)) if now < expires => serde_json::from_slice(json)
-            .map(Some)
-            .map_err(|e| StoreError::Corrupt(format!("a stored {what}: {e}"))),
-        _ => Ok(None),
-    }
-}
-
-/// Adds every key the file holds to `keys` (from the expiry index, which names each entry).
+/// Adds every key the file holds to `keys`.
 fn load_keys(db: &Database, keys: &KeyFilter) -> Result<(), StoreError> {
     let txn = db.begin_read().map_err(unavailable("read transaction"))?;
-    let expiry = txn.open_table(EXPIRY).map_err(unavailable("expiry table"))?;
-    for row in expiry.iter().map_err(unavailable("expiry table"))? {
-        let (row, _) = row.map_err(unavailable("expiry table"))?;
-        let (_, kind, key) = row.value();
-        keys.insert(kind, key);
-    }
-    Ok(())
-}
-
-fn create_tables(db: &Database) -> Result<(), StoreError> {
-    let txn = db.begin_write().map_err(unavailable("write transaction"))?;
-    txn.open_table(RESPONSES)
+    let responses = txn
+        .open_table(RESPONSES)
         .map_err(unavailable("responses table"))?;
-    txn.open_table(ITEMS_BY_ID).map_err(unavailable("items table"))?;
-    txn.open_table(ITEMS_BY_DIGEST)
-        .map_err(unavailable("digests table"))?;
-    txn.open_table(EXPIRY).map_err(unavailable("expiry table"))?;
-    txn.commit().map_err(unavailable("commit"))
-}
-
-/// The writer thread: batches puts, runs sweeps, ends when every store clone is gone.
-fn write_loop(db: &Database, requests: &Receiver<Command>, tuning: Tuning) {
-    let mut next_sweep = Instant::now() + tuning.sweep_every;
-    // When the batches committed since the last durable commit must be made durable.
-    let mut durable_by: Option<Instant> = None;
-    loop {
-        let deadline = durable_by.map_or(next_sweep, |by| by.min(next_sweep));
-        let first = match requests.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(command) => Some(command),
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => {
-                if durable_by.is_some() {
-                    make_durable(db, &tuning);
-                }
-                return;
-            }
-        };
-        let mut commands: Vec<Command> = first.into_iter().collect();
-        // Sleeping, rather than waiting on the queue, lets requests gather without waking
-        // this thread for each one.
-        if !commands.is_empty() && !tuning.linger.is_zero() {
-            std::thread::sleep(tuning.linger);
-        }
-        while commands.len() < MAX_BATCH {
-            match requests.try_recv() {
-                Ok(command) => commands.push(command),
-                Err(_) => break,
-            }
-        }
-        let mut puts = Vec::with_capacity(commands.len());
-        let mut sweeps = Vec::new();
-        for command in commands {
-            match command {
-                Command::Put { rows, ack } => puts.push((rows, ack)),
-                Command::Sweep { now, ack } => sweeps.push((now, ack)),
-            }
-        }
-        if !puts.is_empty() {
-            let now = Instant::now();
-            let due = durable_by.get_or_insert(now + tuning.durable_every);
-            let durable = *due <= now;
-            let result = write_batch(db, &tuning, durable, puts.iter().map(|(rows, _)| rows));
-            match &result {
-                Ok(()) if durable => durable_by = None,
-                Ok(()) => {}
-                Err(e) => tracing::warn!(error = %e, records = puts.len(), "ledger write failed"),
-            }
-            for (_, ack) in puts {
-                ack.send(&result);
-            }
-        }
-        for (now, ack) in sweeps {
-            let _ = ack.send(sweep(db, &tuning, now).map(|(_, removed)| removed));
-        }
-        // Write what is committed to disk once its wait is over (the queue's wait ends then too).
-        if durable_by.is_some_and(|by| by <= Instant::now()) && make_durable(db, &tuning) {
-            durable_by = None;
-        }
-        if Instant::now() >= next_sweep {
-            next_sweep = match sweep(db, &tuning, now_unix()) {
-                // A full load: more may have expired, so sweep again once the queue is served.
-                Ok((rows, _)) if rows >= tuning.sweep_limit => Instant::now(),
-                Ok((_, removed)) => {
-                    tracing::debug!(removed, "ledger sweep");
-                    Instant::now() + tuning.sweep_every
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "ledger sweep failed");
-                    Instant::now() + tuning.sweep_every
-                }
-            };
-        }
+    for row in responses.iter().map_err(unavailable("responses table"))? {
+        let (id, _) = row.map_err(unavailable("responses table"))?;
+        keys.insert(KIND_RESPONSE, id.value().as_bytes());
     }
-}
-
-/// Writes every batch committed so far to disk (an empty durable commit); whether it did.
-fn make_durable(db: &Database, tuning: &Tuning) -> bool {
-    match begin_write(db, tuning, true).and_then(|txn| txn.commit().map_err(unavailable("commit"))) {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::warn!(error = %e, "ledger durable commit failed");
-            false
-        }
+    let item_ids = txn.open_table(ITEM_IDS).map_err(unavailable("item ids table"))?;
+    for row in item_ids.iter().map_err(unavailable("item ids table"))? {
+        let (id, _) = row.map_err(unavailable("item ids table"))?;
+        keys.insert(KIND_ITEM_BY_ID, id.value().as_bytes());
     }
-}
-
-/// A write transaction with this store's commit settings.
-fn begin_write(db: &Database, tuning: &Tuning, durable: bool) -> Result<WriteTransaction, StoreError> {
-    let mut txn = db.begin_write().map_err(unavailable("write transaction"))?;
-    let durability = match durable {
-        true => Durability::Immediate,
-        false => Durability::None,
-    };
-    txn.set_durability(durability)
-        .map_err(unavailable("write transaction"))?;
-    txn.set_quick_repair(tuning.quick_repair);
-    Ok(txn)
-}
-
-/// Commits every record of a batch in one transaction.
-fn write_batch<'a>(
-    db: &Database,
-    tuning: &Tuning,
-    durable: bool,
-    batch: impl Iterator<Item = &'a Rows>,
-) -> Result<(), StoreError> {
-    let txn = begin_write(db, tuning, durable)?;
-    {
-        let mut responses = txn
-            .open_table(RESPONSES)
-            .map_err(unavailable("responses table"))?;
-        let mut by_id = txn.open_table(ITEMS_BY_ID).map_err(unavailable("items table"))?;
-        let mut by_digest = txn
-            .open_table(ITEMS_BY_DIGEST)
-            .map_err(unavailable("digests table"))?;
-        let mut expiry = txn.open_table(EXPIRY).map_err(unavailable("expiry table"))?;
-        for rows in batch {
-            let (id, expires, json) = &rows.response;
-            upsert(
-                &mut responses,
-                &mut expiry,
-                KIND_RESPONSE,
-                id.as_str(),
-                *expires,
-                json,
-            )?;
-            for (id, expires, json) in &rows.by_id {
-                upsert(
-                    &mut by_id,
-                    &mut expiry,
-                    KIND_ITEM_BY_ID,
-                    id.as_str(),
-                    *expires,
-                    json,
-                )?;
-            }
-            for (digest, expires, json) in &rows.by_digest {
-                upsert(
-                    &mut by_digest,
-                    &mut expiry,
-                    KIND_ITEM_BY_DIGEST,
-                    digest,
-                    *expires,
-                    json,
-                )?;
-            }
-        }
-    }
-    txn.commit().map_err(unavailable("commit"))
-}
-
-/// Writes one entry and keeps the expiry index exact: a replaced entry's row moves.
-fn upsert<'k, K>(
-    table: &mut Table<'_, K, Entry>,
-    expiry: &mut Table<'_, (u64, u8, &'static [u8]), ()>,
-    kind: u8,
-    key: K::SelfType<'k>,
-    expires: u64,
-    json: &[u8],
-) -> Result<(), StoreError>
-where
-    K: Key + 'static,
-{
-    let key_bytes = K::as_bytes(&key).as_ref().to_vec();
-    let old = table
-        .insert(key, (expires, json))
-        .map_err(unavailable("insert"))?
-        .map(|guard| guard.value().0);
-    if old != Some(expires) {
-        if let Some(old) = old {
-            expiry
-                .remove((old, kind, key_bytes.as_slice()))
-                .map_err(unavailable("expiry index"))?;
-        }
-        expiry
-            .insert((expires, kind, key_bytes.as_slice()), ())
-            .map_err(unavailable("expiry index"))?;
+    let digests = txn
+        .open_table(ITEM_DIGESTS)
+        .map_err(unavailable("item digests table"))?;
+    for row in digests.iter().map_err(unavailable("item digests table"))? {
+        let (digest, _) = row.map_err(unavailable("item digests table"))?;
+        keys.insert(KIND_ITEM_BY_DIGEST, digest.value());
     }
     Ok(())
 }
 
-/// Removes up to `tuning.sweep_limit` expiry rows due at `now` and the entries they point to.
-/// Returns the rows visited and the entries removed.
-fn sweep(db: &Database, tuning: &Tuning, now: u64) -> Result<(usize, usize), StoreError> {
-    // Sweeps are rare: each is durable (and so makes every batch before it durable).
-    let txn = begin_write(db, tuning, true)?;
-    let (rows, removed) = {
-        let mut expiry = txn.open_table(EXPIRY).map_err(unavailable("expiry table"))?;
-        let due = expiry
-            .range(..(now.saturating_add(1), 0, &[][..]))
-            .map_err(unavailable("expiry index"))?
-            .take(tuning.sweep_limit)
-            .map(|row| {
-                let (key, _) = row.map_err(unavailable("expiry index"))?;
-                let (expires, kind, key) = key.value();
-                Ok((expires, kind, key.to_vec()))
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        let mut responses = txn
-            .open_table(RESPONSES)
-            .map_err(unavailable("responses table"))?;
-        let mut by_id = txn.open_table(ITEMS_BY_ID).map_err(unavailable("items table"))?;
-        let mut by_digest = txn
-            .open_table(ITEMS_BY_DIGEST)
-            .map_err(unavailable("digests table"))?;
-        let mut removed = 0;
-        for (expires, kind, key) in &due {
-            expiry
-                .remove((*expires, *kind, key.as_slice()))
-                .map_err(unavailable("expiry index"))?;
-            let gone = match *kind {
-                KIND_RESPONSE => remove_expired(&mut responses, str_key(key)?, now)?,
-                KIND_ITEM_BY_ID => remove_expired(&mut by_id, str_key(key)?, now)?,
-                KIND_ITEM_BY_DIGEST => {
-                    let digest: &[u8; 32] = key.as_slice().try_into().map_err(|_| corrupt_row())?;
-                    remove_expired(&mut by_digest, digest, now)?
-                }
-                _ => false,
-            };
-            removed += usize::from(gone);
-        }
-        (due.len(), removed)
+/// Creates the tables a new file lacks, and moves a file in the first layout to this one.
+fn create_tables(db: &Database, now: u64) -> Result<(), StoreError> {
+    let txn = db.begin_write().map_err(unavailable("write transaction"))?;
+    let moved = {
+        let mut tables = Tables::open(&txn)?;
+        migrate::from_v1(&txn, &mut tables, now)?
     };
     txn.commit().map_err(unavailable("commit"))?;
-    Ok((rows, removed))
-}
-
-/// Removes `key`'s entry if it has expired at `now` (a fresher write of the same key stays).
-fn remove_expired<'k, K>(
-    table: &mut Table<'_, K, Entry>,
-    key: K::SelfType<'k>,
-    now: u64,
-) -> Result<bool, StoreError>
-where
-    K: Key + 'static,
-{
-    let expires = table
-        .get(&key)
-        .map_err(unavailable("read"))?
-        .map(|guard| guard.value().0);
-    if expires.is_some_and(|expires| now >= expires) {
-        table.remove(&key).map_err(unavailable("remove"))?;
-        return Ok(true);
+    if let Some(moved) = moved {
+        tracing::info!(
+            responses = moved.responses,
+            dropped = moved.dropped,
+            "ledger file moved to layout version 2"
+        );
     }
-    Ok(false)
-}
-
-fn str_key(key: &[u8]) -> Result<&str, StoreError> {
-    std::str::from_utf8(key).map_err(|_| corrupt_row())
-}
-
-fn corrupt_row() -> StoreError {
-    StoreError::Corrupt("an expiry index row names an unreadable key".into())
+    Ok(())
 }
 
 fn open_error(path: &Path, e: DatabaseError) -> StoreError {
@@ -796,10 +529,13 @@ fn writer_stopped() -> StoreError {
 
 #[cfg(test)]
 mod tests {
+    use super::tables::EXPIRY;
     use super::*;
     use crate::ledger::{ItemRecord, Owner, ResponseRecord};
     use crate::state::StateStore;
     use redb::ReadableTableMetadata;
+    use redb::TableDefinition;
+    use std::time::Instant;
 
     /// A response with one reasoning item (`rs_<id>`, digest `[digest; 32]`) and one function
     /// call without encrypted content (`fc_<id>`), expiring `expires_in` seconds from now.
@@ -839,7 +575,7 @@ mod tests {
         EmbeddedStore::open_tuned(dir, tuning).unwrap()
     }
 
-    fn rows<K: Key + 'static, V: redb::Value + 'static>(
+    fn rows<K: redb::Key + 'static, V: redb::Value + 'static>(
         store: &EmbeddedStore,
         table: TableDefinition<'_, K, V>,
     ) -> u64 {
@@ -908,14 +644,15 @@ mod tests {
         let store = EmbeddedStore::open(dir.path()).unwrap();
         store.put_response(&response("resp_old", 1, -5)).await.unwrap();
         store.put_response(&response("resp_new", 2, 60)).await.unwrap();
-        // Two responses, four items by id, two by digest: eight entries, eight index rows.
-        assert_eq!(rows(&store, EXPIRY), 8);
+        // Two responses, four items by id, two by digest; an expiry row a response.
+        assert_eq!(rows(&store, EXPIRY), 2);
+        assert_eq!(rows(&store, ITEM_IDS), 4);
         // The old response, its two items by id and its one by digest.
         assert_eq!(store.sweep(now_unix()).await.unwrap(), 4);
-        assert_eq!(rows(&store, EXPIRY), 4);
+        assert_eq!(rows(&store, EXPIRY), 1);
         assert_eq!(rows(&store, RESPONSES), 1);
-        assert_eq!(rows(&store, ITEMS_BY_ID), 2);
-        assert_eq!(rows(&store, ITEMS_BY_DIGEST), 1);
+        assert_eq!(rows(&store, ITEM_IDS), 2);
+        assert_eq!(rows(&store, ITEM_DIGESTS), 1);
         assert!(store.response("resp_new").await.unwrap().is_some());
         assert_eq!(store.sweep(now_unix()).await.unwrap(), 0);
     }
@@ -924,11 +661,16 @@ mod tests {
     async fn a_sweep_does_bounded_work() {
         let dir = tempfile::tempdir().unwrap();
         let store = tuned(dir.path(), 16, 3, SWEEP_EVERY);
-        store.put_response(&response("resp_old", 1, -5)).await.unwrap();
-        assert_eq!(store.sweep(now_unix()).await.unwrap(), 3);
+        for n in 0..4 {
+            let old = response(&format!("resp_old_{n}"), n, -5);
+            store.put_response(&old).await.unwrap();
+        }
+        // Three expiry rows visited: three responses, each with three index rows.
+        assert_eq!(store.sweep(now_unix()).await.unwrap(), 12);
         assert_eq!(rows(&store, EXPIRY), 1);
-        assert_eq!(store.sweep(now_unix()).await.unwrap(), 1);
+        assert_eq!(store.sweep(now_unix()).await.unwrap(), 4);
         assert_eq!(rows(&store, EXPIRY), 0);
+        assert_eq!(rows(&store, ITEM_IDS), 0);
     }
 
     #[tokio::test]
@@ -938,11 +680,90 @@ mod tests {
         let first = response("resp_1", 1, 10);
         store.put_response(&first).await.unwrap();
         store.put_response(&response("resp_1", 1, 100)).await.unwrap();
-        assert_eq!(rows(&store, EXPIRY), 4);
+        assert_eq!(rows(&store, EXPIRY), 1);
         // Past the first write's expiry, before the second's: nothing goes.
         assert_eq!(store.sweep(first.expires_unix + 1).await.unwrap(), 0);
         assert_eq!(rows(&store, RESPONSES), 1);
         assert!(store.response("resp_1").await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_rewrite_with_other_items_drops_the_old_items_index_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        store.put_response(&response("resp_1", 1, 60)).await.unwrap();
+        let mut other = response("resp_1", 2, 60);
+        other.items.truncate(1);
+        other.items[0].id = Some("rs_another_item_of_resp_1".into());
+        store.put_response(&other).await.unwrap();
+        assert_eq!((rows(&store, ITEM_IDS), rows(&store, ITEM_DIGESTS)), (1, 1));
+        // Reopened, so the answers come from the file.
+        drop(store);
+        let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        let ids = ["rs_0123456789_resp_1", "rs_another_item_of_resp_1"].map(String::from);
+        let found = store.items_by_id(&ids).await.unwrap();
+        assert!(found[0].is_none());
+        assert_eq!(found[1].as_ref().unwrap().record.digest, [2; 32]);
+        assert_eq!(store.items_by_digest(&[[1; 32]]).await.unwrap(), vec![None]);
+    }
+
+    #[tokio::test]
+    async fn an_item_recorded_again_keeps_its_newer_row_when_the_older_response_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        store.put_response(&response("resp_old", 1, -5)).await.unwrap();
+        // The same items (ids and digest) in a later response.
+        let mut newer = response("resp_old", 1, 60);
+        newer.id = "resp_new".into();
+        store.put_response(&newer).await.unwrap();
+        // The old response and nothing else: its item rows point at the new one now.
+        assert_eq!(store.sweep(now_unix()).await.unwrap(), 1);
+        assert_eq!((rows(&store, ITEM_IDS), rows(&store, ITEM_DIGESTS)), (2, 1));
+        drop(store);
+        let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        let found = store
+            .items_by_id(&["fc_0123456789_resp_old".into()])
+            .await
+            .unwrap();
+        assert_eq!(found[0].as_ref().unwrap().response_id, "resp_new");
+        let found = store.items_by_digest(&[[1; 32]]).await.unwrap();
+        assert_eq!(found[0].as_ref().unwrap().response_id, "resp_new");
+    }
+
+    #[tokio::test]
+    async fn a_file_in_the_first_layout_is_moved_when_it_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = response("resp_live", 1, 60);
+        {
+            let db = Database::create(dir.path().join(FILE_NAME)).unwrap();
+            migrate::tests::write_v1(&db, &[live.clone(), response("resp_gone", 2, -5)]);
+        }
+        let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        // Answered from the file: nothing of it is in memory yet.
+        assert_eq!(store.response("resp_live").await.unwrap(), Some(live));
+        assert_eq!(store.response("resp_gone").await.unwrap(), None);
+        let found = store
+            .items_by_id(&["fc_0123456789_resp_live".into()])
+            .await
+            .unwrap();
+        assert_eq!(
+            found[0].as_ref().unwrap().record.call_id.as_deref(),
+            Some("call_resp_live")
+        );
+        assert!(store.items_by_digest(&[[1; 32]]).await.unwrap()[0].is_some());
+        // Only the live response was moved; the old tables are gone.
+        assert_eq!((rows(&store, RESPONSES), rows(&store, EXPIRY)), (1, 1));
+        let txn = store.inner.db.begin_read().unwrap();
+        let mut names: Vec<String> = txn
+            .list_tables()
+            .unwrap()
+            .map(|table| redb::TableHandle::name(&table).to_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["expiry_v2", "item_digests_v2", "item_ids_v2", "responses_v2"]
+        );
     }
 
     #[tokio::test]
@@ -976,7 +797,7 @@ mod tests {
         let store = EmbeddedStore::open(dir.path()).unwrap();
         assert_eq!(store.response("resp_1").await.unwrap(), Some(stored));
         assert!(store.items_by_digest(&[[1; 32]]).await.unwrap()[0].is_some());
-        assert_eq!(rows(&store, EXPIRY), 4);
+        assert_eq!(rows(&store, EXPIRY), 1);
     }
 
     /// Waits (at most 10 s) until `meter` has counted `records` committed records.
@@ -1122,9 +943,9 @@ mod tests {
             .unwrap()
             .insert("resp_bad", (u64::MAX, &b"{not json"[..]))
             .unwrap();
-        txn.open_table(ITEMS_BY_DIGEST)
+        txn.open_table(ITEM_DIGESTS)
             .unwrap()
-            .insert(&[9; 32], (u64::MAX, &b"[]"[..]))
+            .insert(&[9; 32], "resp_bad")
             .unwrap();
         txn.commit().unwrap();
         // Written past the store: its key filter must be told, as a put would tell it.
@@ -1239,13 +1060,49 @@ mod tests {
             let table = txn.open_table(RESPONSES).unwrap();
             let entry = table.get(format!("resp_{n}").as_str()).unwrap();
             let found: Option<StoredResponse> =
-                live(entry.as_ref().map(|guard| guard.value()), now_unix(), "response").unwrap();
+                tables::live(entry.as_ref().map(|guard| guard.value()), now_unix()).unwrap();
             assert!(found.is_some());
         }
         let inline = start.elapsed() / PUTS as u32;
         println!(
             "lookups among {PUTS} responses: response() {via_pool:?}, items_by_id(2 ids) \
              {items_via_pool:?} (blocking pool); the same response read inline: {inline:?}"
+        );
+    }
+
+    /// The file's size for the same records in each layout, written in batches of 32.
+    #[test]
+    #[ignore = "a measurement; run with --ignored --nocapture"]
+    fn measure_file_size_by_layout() {
+        const RECORDS: usize = 20_000;
+        let records: Vec<StoredResponse> = (0..RECORDS)
+            .map(|n| response(&format!("resp_{n:016x}"), n as u8, 600))
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let size = |name: &str, write: &dyn Fn(&Database, &[StoredResponse])| {
+            let path = dir.path().join(name);
+            let db = Database::create(&path).unwrap();
+            records.chunks(32).for_each(|batch| write(&db, batch));
+            drop(db);
+            std::fs::metadata(&path).unwrap().len()
+        };
+        let v1 = size("v1.redb", &|db, batch| migrate::tests::write_v1(db, batch));
+        let v2 = size("v2.redb", &|db, batch| {
+            let txn = db.begin_write().unwrap();
+            {
+                let mut tables = Tables::open(&txn).unwrap();
+                for response in batch {
+                    tables.put(response, &response.to_json()).unwrap();
+                }
+            }
+            txn.commit().unwrap();
+        });
+        let per = |bytes: u64| bytes / RECORDS as u64;
+        println!(
+            "{RECORDS} records of two items: layout 1 {v1} bytes ({} a record), layout 2 {v2} \
+             bytes ({} a record)",
+            per(v1),
+            per(v2)
         );
     }
 
@@ -1258,7 +1115,7 @@ mod tests {
             let table = txn.open_table(RESPONSES).unwrap();
             let entry = table.get("resp_probe").unwrap();
             let found: Option<StoredResponse> =
-                live(entry.as_ref().map(|guard| guard.value()), now_unix(), "response").unwrap();
+                tables::live(entry.as_ref().map(|guard| guard.value()), now_unix()).unwrap();
             assert!(found.is_some());
             took.push(start.elapsed());
             std::thread::sleep(Duration::from_millis(1));
