@@ -239,6 +239,10 @@ def main():
         "one every function call hits replaygate's memory of passed calls (`[gate] "
         "passed_calls_bytes`), as most of a replayed agent history does; the gate benchmark "
         "has the first-seen cost."
+        + (" Every answer has the same ids (`LOAD_FIXED_IDS=1`): a ledger rewrites one record."
+           if meta.get("fixed_ids") else
+           " Every answer has new ids (a new response with new items, as a provider's answers "
+           "have), so a ledger records a new entry each time.")
         + (" Targets marked (cont.) get the continuation bodies (`bodies.py --continue`): the "
            "turn after the upstream's answer, naming it as `previous_response_id`, so the "
            "ledger's lookups find it." if any(t.endswith("-cont") for t in targets) else ""),
