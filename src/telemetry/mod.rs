@@ -3,6 +3,7 @@
 //! request carries; and, with `[telemetry] otlp_endpoint`, the OTLP export of those spans.
 
 mod batch;
+mod log_every;
 #[cfg(test)]
 mod memory_lines;
 mod otlp;
@@ -11,6 +12,7 @@ mod propagation;
 mod request_span;
 
 pub use batch::{batched, BatchedWriter, FlushGuard};
+pub(crate) use log_every::LogEvery;
 pub(crate) use propagation::to_provider as traceparent_to_provider;
 pub use request_span::RequestSpan;
 

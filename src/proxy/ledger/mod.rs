@@ -14,6 +14,11 @@ use futures_util::FutureExt;
 use crate::ledger::{StoredResponse, TapLimits};
 use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult};
 use crate::state::{Recorded, StateStore, StoreError};
+use crate::telemetry::LogEvery;
+
+/// The least time between two warnings of the same kind (a record not written, a lookup
+/// failed); each one is counted all the same.
+const WARN_EVERY: Duration = Duration::from_secs(1);
 
 /// How the ledger behaves (`[ledger]`).
 #[derive(Debug, Clone)]
@@ -41,6 +46,10 @@ pub struct Ledger {
     pub settings: LedgerSettings,
     /// What it has done since the process started (`replaygate_ledger_operations_total`).
     meter: LedgerMeter,
+    /// Records not written, logged one a second.
+    write_warnings: LogEvery,
+    /// Lookups failed, logged one a second.
+    lookup_warnings: LogEvery,
 }
 
 /// A snapshot of the ledger's counts.
@@ -61,6 +70,8 @@ impl Ledger {
             store,
             settings,
             meter,
+            write_warnings: LogEvery::new(WARN_EVERY),
+            lookup_warnings: LogEvery::new(WARN_EVERY),
         }
     }
 
@@ -85,8 +96,8 @@ impl Ledger {
         self.meter.count(op, result);
     }
 
-    /// Writes a record, within the write timeout; a failure is counted and logged, never
-    /// passed on (the answer it came from goes on unchanged). A record the store queues
+    /// Writes a record, within the write timeout; a failure is counted and logged (one a
+    /// second, with how many were not logged since), never passed on (the answer it came from goes on unchanged). A record the store queues
     /// ([`Recorded::Queued`]) is counted, and a failed commit logged, by the store's writer.
     pub async fn write(&self, stored: StoredResponse) {
         // Named in the warning of a failed write; the store keeps the record itself.
@@ -112,16 +123,21 @@ impl Ledger {
             )),
         };
         self.count(LedgerOp::Record, LedgerResult::Error);
-        tracing::warn!(
-            response_id = %id,
-            provider = %provider,
-            %error,
-            "a ledger record was not written"
-        );
+        if let Some(held_back) = self.write_warnings.admit() {
+            tracing::warn!(
+                response_id = %id,
+                provider = %provider,
+                %error,
+                not_logged_since_last = held_back,
+                "a ledger record was not written"
+            );
+        }
     }
 
-    /// Logs a lookup the store could not answer (the operation counts it).
+    /// Logs a lookup the store could not answer (the operation counts it), one a second.
     pub(crate) fn lookup_failed(&self, error: &StoreError) {
-        tracing::warn!(%error, "a ledger lookup failed");
+        if let Some(held_back) = self.lookup_warnings.admit() {
+            tracing::warn!(%error, not_logged_since_last = held_back, "a ledger lookup failed");
+        }
     }
 }
