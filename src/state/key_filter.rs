@@ -8,7 +8,21 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use xxhash_rust::xxh3::xxh3_64_with_seed;
+use xxhash_rust::xxh3::xxh3_128_with_seed;
+
+/// A key as the embedded store's tables and this filter hold it: the 128-bit XXH3 hash of an
+/// id, seeded with the table's kind, so 16 bytes however long the id, and the same text in two
+/// tables two keys. XXH3's output is fixed by its specification (a test pins it): a file
+/// written by one build is read by the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StoreKey(pub [u8; 16]);
+
+impl StoreKey {
+    /// The key of `text` in the table of kind `kind`.
+    pub fn of(kind: u8, text: &[u8]) -> StoreKey {
+        StoreKey(xxh3_128_with_seed(text, u64::from(kind)).to_le_bytes())
+    }
+}
 
 /// Bits probed per key.
 const PROBES: u64 = 6;
@@ -31,23 +45,24 @@ impl KeyFilter {
         }
     }
 
-    /// Adds key `key` of table `table`.
-    pub fn insert(&self, table: u8, key: &[u8]) {
-        for bit in self.bits(table, key) {
+    /// Adds `key`.
+    pub fn insert(&self, key: &StoreKey) {
+        for bit in self.bits(key) {
             self.words[(bit / 64) as usize].fetch_or(1 << (bit % 64), Ordering::Relaxed);
         }
     }
 
-    /// `false` when key `key` of table `table` was certainly never added.
-    pub fn may_contain(&self, table: u8, key: &[u8]) -> bool {
-        self.bits(table, key)
+    /// `false` when `key` was certainly never added.
+    pub fn may_contain(&self, key: &StoreKey) -> bool {
+        self.bits(key)
             .all(|bit| self.words[(bit / 64) as usize].load(Ordering::Relaxed) & (1 << (bit % 64)) != 0)
     }
 
-    /// The bits of one key (double hashing over one 64-bit hash).
-    fn bits(&self, table: u8, key: &[u8]) -> impl Iterator<Item = u64> + '_ {
-        let hash = xxh3_64_with_seed(key, u64::from(table));
-        let step = hash.rotate_left(32) | 1;
+    /// The bits of one key (double hashing over its two halves: it is a hash already).
+    fn bits(&self, key: &StoreKey) -> impl Iterator<Item = u64> + '_ {
+        let (low, high) = key.0.split_at(8);
+        let hash = u64::from_le_bytes(low.try_into().unwrap_or_default());
+        let step = u64::from_le_bytes(high.try_into().unwrap_or_default()) | 1;
         (0..PROBES).map(move |i| hash.wrapping_add(i.wrapping_mul(step)) & self.mask)
     }
 }
@@ -59,27 +74,40 @@ mod tests {
     #[test]
     fn what_was_added_may_be_there_and_the_rest_mostly_is_not() {
         let filter = KeyFilter::new(20);
+        let key = |kind: u8, i: u32| StoreKey::of(kind, format!("fc_{i}").as_bytes());
         for i in 0..10_000u32 {
-            filter.insert(1, format!("fc_{i}").as_bytes());
+            filter.insert(&key(1, i));
         }
         for i in 0..10_000u32 {
-            assert!(filter.may_contain(1, format!("fc_{i}").as_bytes()));
+            assert!(filter.may_contain(&key(1, i)));
         }
         let false_positives = (10_000..110_000u32)
-            .filter(|i| filter.may_contain(1, format!("fc_{i}").as_bytes()))
+            .filter(|&i| filter.may_contain(&key(1, i)))
             .count();
         // 10,000 keys in 2^20 bits with 6 probes: about one in a million.
         assert!(false_positives < 100, "{false_positives} false positives");
         // The same key in another table is another key.
-        assert!(!filter.may_contain(2, b"fc_1"));
+        assert!(!filter.may_contain(&key(2, 1)));
     }
 
     #[test]
     fn a_full_filter_answers_maybe_never_wrongly_absent() {
         let filter = KeyFilter::new(6);
+        let key = |i: u32| StoreKey::of(0, &i.to_be_bytes());
         for i in 0..1_000u32 {
-            filter.insert(0, &i.to_be_bytes());
+            filter.insert(&key(i));
         }
-        assert!((0..1_000u32).all(|i| filter.may_contain(0, &i.to_be_bytes())));
+        assert!((0..1_000u32).all(|i| filter.may_contain(&key(i))));
+    }
+
+    #[test]
+    fn a_store_key_is_the_same_in_every_build() {
+        // Keys are written to the file: a change of hash would lose every record in it. The
+        // value is XXH3-128 of the text with seed 1 from the reference C library (through
+        // Python's xxhash), little-endian.
+        let key = StoreKey::of(1, b"fc_68af2c1d4b7c8190a1b2c3d4e5f60718");
+        let hex: String = key.0.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, "7f218f618d8f473962eae967785a8028");
+        assert_ne!(key, StoreKey::of(0, b"fc_68af2c1d4b7c8190a1b2c3d4e5f60718"));
     }
 }

@@ -5,7 +5,8 @@
 //!
 //!     taskset -c 1 cargo run --release --manifest-path bench/store/Cargo.toml -- [RECORDS] [STORE...]
 //!
-//! STORE: `redb` (the embedded store's layout 2 on redb), `fjall` (the same rows in an LSM tree,
+//! STORE: `redb-keyed` (the embedded store's layout 2), `redb` (the same with each id's text as
+//! its key, as an earlier draft of layout 2 had it), `fjall` (the same rows in an LSM tree,
 //! one worker thread, its maintenance counted), `log` (the records appended to one file, no
 //! index: the floor). Prints the process's CPU time (every thread, from /proc) and wall time
 //! per record, and the size on disk. Run it on one CPU, as the proxy shares one with its
@@ -79,6 +80,7 @@ fn cpu() -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
+/// Layout 2 with each id's text as its key.
 fn redb(records: &[Record], dir: &Path) -> u64 {
     use redb::{Database, Durability, TableDefinition};
     const RESPONSES: TableDefinition<&str, (u64, &[u8])> = TableDefinition::new("responses_v2");
@@ -127,6 +129,61 @@ fn redb(records: &[Record], dir: &Path) -> u64 {
     std::fs::metadata(&path).unwrap().len()
 }
 
+/// A 16-byte key for a text, as the embedded store makes it (XXH3-128 seeded with the kind).
+fn key16(kind: u8, text: &[u8]) -> [u8; 16] {
+    xxhash_rust::xxh3::xxh3_128_with_seed(text, u64::from(kind)).to_le_bytes()
+}
+
+/// Layout 2 as the embedded store writes it: every id a 16-byte key.
+fn redb_keyed(records: &[Record], dir: &Path) -> u64 {
+    use redb::{Database, Durability, TableDefinition};
+    const RESPONSES: TableDefinition<&[u8; 16], (u64, &[u8])> = TableDefinition::new("responses");
+    const ITEM_IDS: TableDefinition<&[u8; 16], &[u8; 16]> = TableDefinition::new("item_ids");
+    const ITEM_DIGESTS: TableDefinition<&[u8; 32], &[u8; 16]> = TableDefinition::new("item_digests");
+    const EXPIRY: TableDefinition<(u64, &[u8; 16]), ()> = TableDefinition::new("expiry");
+    let path = dir.join("ledger.redb");
+    let db = Database::builder()
+        .set_cache_size(64 << 20)
+        .create(&path)
+        .unwrap();
+    let mut durable_at = Instant::now() + DURABLE_EVERY;
+    for batch in records.chunks(BATCH) {
+        let mut txn = db.begin_write().unwrap();
+        let durable = Instant::now() >= durable_at;
+        if durable {
+            durable_at = Instant::now() + DURABLE_EVERY;
+        }
+        txn.set_durability(if durable {
+            Durability::Immediate
+        } else {
+            Durability::None
+        })
+        .unwrap();
+        txn.set_quick_repair(true);
+        {
+            let mut responses = txn.open_table(RESPONSES).unwrap();
+            let mut item_ids = txn.open_table(ITEM_IDS).unwrap();
+            let mut digests = txn.open_table(ITEM_DIGESTS).unwrap();
+            let mut expiry = txn.open_table(EXPIRY).unwrap();
+            for record in batch {
+                let id = key16(0, record.id.as_bytes());
+                responses
+                    .insert(&id, (record.expires, record.json.as_slice()))
+                    .unwrap();
+                expiry.insert((record.expires, &id), ()).unwrap();
+                for item in &record.item_ids {
+                    item_ids.insert(&key16(1, item.as_bytes()), &id).unwrap();
+                }
+                digests.insert(&record.digest, &id).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+    }
+    drop(db);
+    std::fs::metadata(&path).unwrap().len()
+}
+
+/// The same rows in an LSM tree.
 fn fjall(records: &[Record], dir: &Path) -> u64 {
     use fjall::{Database, KeyspaceCreateOptions, PersistMode};
     let db = Database::builder(dir.join("fjall"))
@@ -170,6 +227,7 @@ fn fjall(records: &[Record], dir: &Path) -> u64 {
     db.disk_space().unwrap()
 }
 
+/// The records appended to one file, nothing indexed.
 fn log(records: &[Record], dir: &Path) -> u64 {
     let path = dir.join("ledger.log");
     let mut file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&path).unwrap());
@@ -195,7 +253,7 @@ fn main() {
         .map_or(300_000, |n| n.parse().expect("RECORDS: a number"));
     let mut stores: Vec<String> = args.collect();
     if stores.is_empty() {
-        stores = ["redb", "fjall", "log"].map(String::from).to_vec();
+        stores = ["redb-keyed", "redb", "fjall", "log"].map(String::from).to_vec();
     }
     let records = records(count);
     for store in &stores {
@@ -204,9 +262,10 @@ fn main() {
         let (cpu_start, start) = (cpu(), Instant::now());
         let bytes = match store.as_str() {
             "redb" => redb(&records, &dir),
+            "redb-keyed" => redb_keyed(&records, &dir),
             "fjall" => fjall(&records, &dir),
             "log" => log(&records, &dir),
-            other => panic!("unknown store {other} (redb, fjall, log)"),
+            other => panic!("unknown store {other} (redb-keyed, redb, fjall, log)"),
         };
         let per = |d: Duration| d.as_secs_f64() * 1e6 / count as f64;
         println!(

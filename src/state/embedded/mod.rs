@@ -2,11 +2,11 @@
 //!
 //! # Layout
 //!
-//! Four tables ([`tables`]): responses by id, each `(expires_unix, JSON of the
-//! StoredResponse)`; two indexes from an item's id and from its digest to the response that
-//! holds it; and the expiry index, one `(expires_unix, response id)` row a response, so a sweep
-//! visits only what has expired. A file in the first layout is moved to this one when it opens
-//! ([`migrate`]).
+//! Four tables ([`tables`]), every id in them keyed by its 16-byte hash ([`StoreKey`]): responses
+//! by id, each `(expires_unix, JSON of the StoredResponse)`; two indexes from an item's id and
+//! from its digest to the response that holds it; and the expiry index, one `(expires_unix,
+//! response)` row a response, so a sweep visits only what has expired. A file in the first
+//! layout is moved to this one when it opens ([`migrate`]).
 //!
 //! # Writes
 //!
@@ -41,7 +41,7 @@
 //! is not.
 //!
 //! Two things in memory spare most lookups that trip: a Bloom filter of every key in the file
-//! ([`KeyFilter`], 2 MiB, filled from the expiry index when the store opens and as records are
+//! ([`KeyFilter`], 2 MiB, filled from the tables' keys when the store opens and as records are
 //! queued) answers "not recorded" at once, and the records this process committed lately
 //! ([`Recent`], up to 32 MiB of them) answer the next turn's lookups. Only a key that is in
 //! neither goes to the file.
@@ -74,10 +74,9 @@ use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable};
 use tokio::sync::oneshot;
 
 use self::tables::{
-    ItemReader, Tables, ITEM_DIGESTS, ITEM_IDS, KIND_ITEM_BY_DIGEST, KIND_ITEM_BY_ID, KIND_RESPONSE,
-    RESPONSES,
+    digest_key, item_key, response_key, ItemReader, Tables, ITEM_DIGESTS, ITEM_IDS, RESPONSES,
 };
-use super::key_filter::KeyFilter;
+use super::key_filter::{KeyFilter, StoreKey};
 use super::recent::Recent;
 use super::{now_unix, StoreError};
 use crate::ledger::{StoredItem, StoredResponse};
@@ -283,13 +282,11 @@ impl EmbeddedStore {
         let json = response.to_json();
         let encoded = json.len();
         let keys = &self.inner.keys;
-        keys.insert(KIND_RESPONSE, response.id.as_bytes());
-        response
-            .item_ids()
-            .for_each(|id| keys.insert(KIND_ITEM_BY_ID, id.as_bytes()));
+        keys.insert(&response_key(&response.id));
+        response.item_ids().for_each(|id| keys.insert(&item_key(id)));
         response
             .item_digests()
-            .for_each(|digest| keys.insert(KIND_ITEM_BY_DIGEST, digest));
+            .for_each(|digest| keys.insert(&digest_key(digest)));
         self.send(Command::Put {
             record: Record { response, json },
             ack,
@@ -309,7 +306,7 @@ impl EmbeddedStore {
         if let Some(response) = self.inner.recent.response(id, now_unix()) {
             return Ok(Some(response));
         }
-        if !self.inner.keys.may_contain(KIND_RESPONSE, id.as_bytes()) {
+        if !self.inner.keys.may_contain(&response_key(id)) {
             return Ok(None);
         }
         let id = id.to_owned();
@@ -318,8 +315,7 @@ impl EmbeddedStore {
             let table = txn
                 .open_table(RESPONSES)
                 .map_err(unavailable("responses table"))?;
-            let entry = table.get(id.as_str()).map_err(unavailable("responses table"))?;
-            tables::live(entry.as_ref().map(|guard| guard.value()), now)
+            tables::response(&table, &id, now)
         })
         .await
     }
@@ -327,7 +323,7 @@ impl EmbeddedStore {
     pub(super) async fn items_by_id(&self, ids: &[String]) -> Result<Vec<Option<StoredItem>>, StoreError> {
         let (mut found, unsure) = self.remembered(ids, |recent, id, now| {
             let item = recent.item_by_id(id, now);
-            let maybe = item.is_none() && self.inner.keys.may_contain(KIND_ITEM_BY_ID, id.as_bytes());
+            let maybe = item.is_none() && self.inner.keys.may_contain(&item_key(id));
             (item, maybe)
         });
         if unsure.is_empty() {
@@ -344,7 +340,9 @@ impl EmbeddedStore {
                 let mut items = ItemReader::new(&responses, now);
                 ids.iter()
                     .map(|id| {
-                        let owner = index.get(id.as_str()).map_err(unavailable("item ids table"))?;
+                        let owner = index
+                            .get(&item_key(id).0)
+                            .map_err(unavailable("item ids table"))?;
                         items.item(owner.as_ref().map(|guard| guard.value()), |response| {
                             response.item_by_id(id)
                         })
@@ -362,7 +360,7 @@ impl EmbeddedStore {
     ) -> Result<Vec<Option<StoredItem>>, StoreError> {
         let (mut found, unsure) = self.remembered(digests, |recent, digest, now| {
             let item = recent.item_by_digest(digest, now);
-            let maybe = item.is_none() && self.inner.keys.may_contain(KIND_ITEM_BY_DIGEST, digest);
+            let maybe = item.is_none() && self.inner.keys.may_contain(&digest_key(digest));
             (item, maybe)
         });
         if unsure.is_empty() {
@@ -474,19 +472,19 @@ fn load_keys(db: &Database, keys: &KeyFilter) -> Result<(), StoreError> {
         .map_err(unavailable("responses table"))?;
     for row in responses.iter().map_err(unavailable("responses table"))? {
         let (id, _) = row.map_err(unavailable("responses table"))?;
-        keys.insert(KIND_RESPONSE, id.value().as_bytes());
+        keys.insert(&StoreKey(*id.value()));
     }
     let item_ids = txn.open_table(ITEM_IDS).map_err(unavailable("item ids table"))?;
     for row in item_ids.iter().map_err(unavailable("item ids table"))? {
         let (id, _) = row.map_err(unavailable("item ids table"))?;
-        keys.insert(KIND_ITEM_BY_ID, id.value().as_bytes());
+        keys.insert(&StoreKey(*id.value()));
     }
     let digests = txn
         .open_table(ITEM_DIGESTS)
         .map_err(unavailable("item digests table"))?;
     for row in digests.iter().map_err(unavailable("item digests table"))? {
         let (digest, _) = row.map_err(unavailable("item digests table"))?;
-        keys.insert(KIND_ITEM_BY_DIGEST, digest.value());
+        keys.insert(&digest_key(digest.value()));
     }
     Ok(())
 }
@@ -939,18 +937,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = EmbeddedStore::open(dir.path()).unwrap();
         let txn = store.inner.db.begin_write().unwrap();
+        let bad = response_key("resp_bad").0;
         txn.open_table(RESPONSES)
             .unwrap()
-            .insert("resp_bad", (u64::MAX, &b"{not json"[..]))
+            .insert(&bad, (u64::MAX, &b"{not json"[..]))
             .unwrap();
         txn.open_table(ITEM_DIGESTS)
             .unwrap()
-            .insert(&[9; 32], "resp_bad")
+            .insert(&[9; 32], &bad)
             .unwrap();
         txn.commit().unwrap();
         // Written past the store: its key filter must be told, as a put would tell it.
-        store.inner.keys.insert(KIND_RESPONSE, b"resp_bad");
-        store.inner.keys.insert(KIND_ITEM_BY_DIGEST, &[9; 32]);
+        store.inner.keys.insert(&response_key("resp_bad"));
+        store.inner.keys.insert(&digest_key(&[9; 32]));
         assert!(matches!(
             store.response("resp_bad").await,
             Err(StoreError::Corrupt(_))
@@ -959,6 +958,40 @@ mod tests {
             store.items_by_digest(&[[9; 32]]).await,
             Err(StoreError::Corrupt(_))
         ));
+    }
+
+    #[tokio::test]
+    async fn a_row_of_another_id_under_the_same_key_reads_as_absent() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        // What two ids of one key would leave: the row of one under the key of the other.
+        let other = response("resp_other", 1, 60);
+        let txn = store.inner.db.begin_write().unwrap();
+        Tables::open(&txn).unwrap().put(&other, &other.to_json()).unwrap();
+        let json = other.to_json();
+        txn.open_table(RESPONSES)
+            .unwrap()
+            .insert(&response_key("resp_mine").0, (u64::MAX, json.as_slice()))
+            .unwrap();
+        txn.open_table(ITEM_IDS)
+            .unwrap()
+            .insert(
+                &item_key("fc_0123456789_resp_mine").0,
+                &response_key("resp_mine").0,
+            )
+            .unwrap();
+        txn.commit().unwrap();
+        // Written past the store: its key filter must be told, as a put would tell it.
+        store.inner.keys.insert(&response_key("resp_mine"));
+        store.inner.keys.insert(&response_key("resp_other"));
+        store.inner.keys.insert(&item_key("fc_0123456789_resp_mine"));
+        assert_eq!(store.response("resp_mine").await.unwrap(), None);
+        let found = store
+            .items_by_id(&["fc_0123456789_resp_mine".into()])
+            .await
+            .unwrap();
+        assert_eq!(found, vec![None]);
+        assert_eq!(store.response("resp_other").await.unwrap(), Some(other));
     }
 
     #[tokio::test]
@@ -1058,7 +1091,7 @@ mod tests {
         for n in 0..PUTS {
             let txn = store.inner.db.begin_read().unwrap();
             let table = txn.open_table(RESPONSES).unwrap();
-            let entry = table.get(format!("resp_{n}").as_str()).unwrap();
+            let entry = table.get(&response_key(&format!("resp_{n}")).0).unwrap();
             let found: Option<StoredResponse> =
                 tables::live(entry.as_ref().map(|guard| guard.value()), now_unix()).unwrap();
             assert!(found.is_some());
@@ -1075,8 +1108,14 @@ mod tests {
     #[ignore = "a measurement; run with --ignored --nocapture"]
     fn measure_file_size_by_layout() {
         const RECORDS: usize = 20_000;
+        // Ids as random as a provider's (their order decides where each write falls).
+        let random_id = |n: usize| {
+            let bits = StoreKey::of(9, &n.to_le_bytes()).0;
+            let hex: String = bits.iter().map(|b| format!("{b:02x}")).collect();
+            format!("resp_{hex}")
+        };
         let records: Vec<StoredResponse> = (0..RECORDS)
-            .map(|n| response(&format!("resp_{n:016x}"), n as u8, 600))
+            .map(|n| response(&random_id(n), n as u8, 600))
             .collect();
         let dir = tempfile::tempdir().unwrap();
         let size = |name: &str, write: &dyn Fn(&Database, &[StoredResponse])| {
@@ -1113,7 +1152,7 @@ mod tests {
             let start = Instant::now();
             let txn = db.begin_read().unwrap();
             let table = txn.open_table(RESPONSES).unwrap();
-            let entry = table.get("resp_probe").unwrap();
+            let entry = table.get(&response_key("resp_probe").0).unwrap();
             let found: Option<StoredResponse> =
                 tables::live(entry.as_ref().map(|guard| guard.value()), now_unix()).unwrap();
             assert!(found.is_some());

@@ -1,44 +1,69 @@
 //! The file's layout (version 2): each record is one row, and its items are found through it.
+//! Ids are keyed by their 16-byte [`StoreKey`] (a hash), not their text: a response id is 50 to
+//! 100 bytes, and the smaller the keys, the smaller the trees a record's writes go into.
 //!
-//! - `responses_v2`: response id → `(expires_unix, JSON of the StoredResponse)`. The copy of
-//!   `expires_unix` beside the JSON lets reads and the sweep judge expiry without parsing.
-//! - `item_ids_v2`: item id → the id of the response whose output holds the item;
-//!   `item_digests_v2`: digest of an item with `encrypted_content` → its response's id. An item
-//!   is read from its response's row ([`StoredResponse::item_by_id`], `item_by_digest`), so it
-//!   is stored once, as in the memory store.
-//! - `expiry_v2`: `(expires_unix, response id)`, one row a response, so a sweep visits only what
-//!   has expired; it removes the response and the index rows that still point at it.
+//! - `responses_v2`: key of the response id → `(expires_unix, JSON of the StoredResponse)`. The
+//!   copy of `expires_unix` beside the JSON lets reads and the sweep judge expiry without
+//!   parsing; the JSON's `id` tells a read whether the row is the id's (two ids of one key
+//!   would need 2^64 of them; the later write would take the row, and the earlier be unknown).
+//! - `item_ids_v2`: key of an item id → key of the response whose output holds the item;
+//!   `item_digests_v2`: digest of an item with `encrypted_content` → key of its response. An
+//!   item is read from its response's row ([`StoredResponse::item_by_id`], `item_by_digest`,
+//!   which match the id or digest itself), so it is stored once, as in the memory store.
+//! - `expiry_v2`: `(expires_unix, key of the response id)`, one row a response, so a sweep
+//!   visits only what has expired; it removes the response and the index rows that still
+//!   point at it.
 //!
-//! A record is four small writes or so (one response row, one expiry row, a row for each
-//! indexed item) where version 1 wrote each item's full copy with an expiry row of its own
-//! ([`super::migrate`] moves a version 1 file over when it opens).
+//! A record is six small writes or so (one response row, one expiry row, a row for each indexed
+//! item) where version 1 wrote each item's full copy under its full id with an expiry row of
+//! its own ([`super::migrate`] moves a version 1 file over when it opens).
 
 use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
 
 use super::unavailable;
 use crate::ledger::{StoredItem, StoredResponse};
+use crate::state::key_filter::StoreKey;
 use crate::state::StoreError;
 
 /// A stored response: its `expires_unix` and its JSON.
 pub(super) type Entry = (u64, &'static [u8]);
 
-pub(super) const RESPONSES: TableDefinition<'_, &str, Entry> = TableDefinition::new("responses_v2");
-pub(super) const ITEM_IDS: TableDefinition<'_, &str, &str> = TableDefinition::new("item_ids_v2");
-pub(super) const ITEM_DIGESTS: TableDefinition<'_, &[u8; 32], &str> = TableDefinition::new("item_digests_v2");
-/// `(expires_unix, response id)`: which response expires when.
-pub(super) const EXPIRY: TableDefinition<'_, (u64, &str), ()> = TableDefinition::new("expiry_v2");
+/// A [`StoreKey`] as the tables hold it.
+type Key16 = &'static [u8; 16];
 
-/// The key filter's kind of each key (one filter holds the three tables' keys).
+pub(super) const RESPONSES: TableDefinition<'_, Key16, Entry> = TableDefinition::new("responses_v2");
+pub(super) const ITEM_IDS: TableDefinition<'_, Key16, Key16> = TableDefinition::new("item_ids_v2");
+pub(super) const ITEM_DIGESTS: TableDefinition<'_, &[u8; 32], Key16> =
+    TableDefinition::new("item_digests_v2");
+/// `(expires_unix, key of the response id)`: which response expires when.
+pub(super) const EXPIRY: TableDefinition<'_, (u64, Key16), ()> = TableDefinition::new("expiry_v2");
+
+/// The kinds of key, each the seed of its [`StoreKey`]s (the filter holds all three).
 pub(super) const KIND_RESPONSE: u8 = 0;
 pub(super) const KIND_ITEM_BY_ID: u8 = 1;
 pub(super) const KIND_ITEM_BY_DIGEST: u8 = 2;
 
+/// The key of response `id`.
+pub(super) fn response_key(id: &str) -> StoreKey {
+    StoreKey::of(KIND_RESPONSE, id.as_bytes())
+}
+
+/// The key of item `id`.
+pub(super) fn item_key(id: &str) -> StoreKey {
+    StoreKey::of(KIND_ITEM_BY_ID, id.as_bytes())
+}
+
+/// The filter's key of an item's `digest` (the table keys it by the digest itself).
+pub(super) fn digest_key(digest: &[u8; 32]) -> StoreKey {
+    StoreKey::of(KIND_ITEM_BY_DIGEST, digest)
+}
+
 /// The tables, open in one write transaction.
 pub(super) struct Tables<'txn> {
-    responses: Table<'txn, &'static str, Entry>,
-    item_ids: Table<'txn, &'static str, &'static str>,
-    item_digests: Table<'txn, &'static [u8; 32], &'static str>,
-    expiry: Table<'txn, (u64, &'static str), ()>,
+    responses: Table<'txn, Key16, Entry>,
+    item_ids: Table<'txn, Key16, Key16>,
+    item_digests: Table<'txn, &'static [u8; 32], Key16>,
+    expiry: Table<'txn, (u64, Key16), ()>,
 }
 
 impl<'txn> Tables<'txn> {
@@ -60,7 +85,8 @@ impl<'txn> Tables<'txn> {
     /// replaces the old: the old one's index rows go unless the new one has them, and its
     /// expiry row moves.
     pub fn put(&mut self, response: &StoredResponse, json: &[u8]) -> Result<(), StoreError> {
-        let id = response.id.as_str();
+        let StoreKey(id) = response_key(&response.id);
+        let id = &id;
         let expires = response.expires_unix;
         let old = self
             .responses
@@ -88,7 +114,7 @@ impl<'txn> Tables<'txn> {
             .map_err(unavailable("expiry index"))?;
         for item_id in response.item_ids() {
             self.item_ids
-                .insert(item_id, id)
+                .insert(&item_key(item_id).0, id)
                 .map_err(unavailable("item ids table"))?;
         }
         for digest in response.item_digests() {
@@ -105,35 +131,29 @@ impl<'txn> Tables<'txn> {
     pub fn sweep(&mut self, now: u64, limit: usize) -> Result<(usize, usize), StoreError> {
         let due = self
             .expiry
-            .range(..(now.saturating_add(1), ""))
+            .range(..(now.saturating_add(1), &[0; 16]))
             .map_err(unavailable("expiry index"))?
             .take(limit)
             .map(|row| {
                 let (key, _) = row.map_err(unavailable("expiry index"))?;
                 let (expires, id) = key.value();
-                Ok((expires, id.to_owned()))
+                Ok((expires, *id))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         let mut removed = 0;
         for (expires, id) in &due {
             self.expiry
-                .remove((*expires, id.as_str()))
+                .remove((*expires, id))
                 .map_err(unavailable("expiry index"))?;
-            let expired = self
-                .responses
-                .get(id.as_str())
-                .map_err(unavailable("read"))?
-                .map(|guard| {
-                    let (expires, json) = guard.value();
-                    (now >= expires).then(|| serde_json::from_slice::<StoredResponse>(json).ok())
-                });
+            let expired = self.responses.get(id).map_err(unavailable("read"))?.map(|guard| {
+                let (expires, json) = guard.value();
+                (now >= expires).then(|| serde_json::from_slice::<StoredResponse>(json).ok())
+            });
             // Absent, or written again with a later expiry: nothing to remove.
             let Some(Some(response)) = expired else {
                 continue;
             };
-            self.responses
-                .remove(id.as_str())
-                .map_err(unavailable("remove"))?;
+            self.responses.remove(id).map_err(unavailable("remove"))?;
             removed += 1;
             // An unreadable response's index rows stay; they lead nowhere.
             if let Some(response) = response {
@@ -146,18 +166,19 @@ impl<'txn> Tables<'txn> {
     /// Removes the index rows of `response`'s items that point at it (an item recorded since
     /// by another response keeps that one's row). Returns how many it removed.
     fn unindex(&mut self, response: &StoredResponse) -> Result<usize, StoreError> {
-        let id = response.id.as_str();
+        let StoreKey(id) = response_key(&response.id);
         let mut removed = 0;
         for item_id in response.item_ids() {
-            if points_at(&self.item_ids, item_id, id)? {
+            let StoreKey(item) = item_key(item_id);
+            if points_at(&self.item_ids, &item, &id)? {
                 self.item_ids
-                    .remove(item_id)
+                    .remove(&item)
                     .map_err(unavailable("item ids table"))?;
                 removed += 1;
             }
         }
         for digest in response.item_digests() {
-            if points_at(&self.item_digests, digest, id)? {
+            if points_at(&self.item_digests, digest, &id)? {
                 self.item_digests
                     .remove(digest)
                     .map_err(unavailable("item digests table"))?;
@@ -168,11 +189,11 @@ impl<'txn> Tables<'txn> {
     }
 }
 
-/// Whether `index` maps `key` to the response `id`.
+/// Whether `index` maps `key` to the response key `id`.
 fn points_at<'k, K: redb::Key + 'static>(
-    index: &impl ReadableTable<K, &'static str>,
+    index: &impl ReadableTable<K, Key16>,
     key: impl std::borrow::Borrow<K::SelfType<'k>>,
-    id: &str,
+    id: &[u8; 16],
 ) -> Result<bool, StoreError> {
     let owner = index.get(key).map_err(unavailable("read"))?;
     Ok(owner.is_some_and(|guard| guard.value() == id))
@@ -188,15 +209,29 @@ pub(super) fn live(entry: Option<(u64, &[u8])>, now: u64) -> Result<Option<Store
     }
 }
 
+/// Response `id` from `responses`, unless it is missing, expired at `now`, or the row of
+/// another id with the same key.
+pub(super) fn response(
+    responses: &impl ReadableTable<Key16, Entry>,
+    id: &str,
+    now: u64,
+) -> Result<Option<StoredResponse>, StoreError> {
+    let entry = responses
+        .get(&response_key(id).0)
+        .map_err(unavailable("responses table"))?;
+    let response = live(entry.as_ref().map(|guard| guard.value()), now)?;
+    Ok(response.filter(|response| response.id == id))
+}
+
 /// Reads items through an index: each key's response, read once however many of the keys
 /// lead to it, and the item in it.
 pub(super) struct ItemReader<'t, R> {
     responses: &'t R,
     now: u64,
-    read: Vec<(String, Option<StoredResponse>)>,
+    read: Vec<([u8; 16], Option<StoredResponse>)>,
 }
 
-impl<'t, R: ReadableTable<&'static str, Entry>> ItemReader<'t, R> {
+impl<'t, R: ReadableTable<Key16, Entry>> ItemReader<'t, R> {
     pub fn new(responses: &'t R, now: u64) -> ItemReader<'t, R> {
         ItemReader {
             responses,
@@ -205,10 +240,11 @@ impl<'t, R: ReadableTable<&'static str, Entry>> ItemReader<'t, R> {
         }
     }
 
-    /// The item `find` picks in the live response `owner` names, if any.
+    /// The item `find` picks in the live response whose key is `owner`, if any (`find`
+    /// matches the item's own id or digest).
     pub fn item(
         &mut self,
-        owner: Option<&str>,
+        owner: Option<&[u8; 16]>,
         find: impl Fn(&StoredResponse) -> Option<StoredItem>,
     ) -> Result<Option<StoredItem>, StoreError> {
         let Some(owner) = owner else {
@@ -222,7 +258,7 @@ impl<'t, R: ReadableTable<&'static str, Entry>> ItemReader<'t, R> {
                     .get(owner)
                     .map_err(unavailable("responses table"))?;
                 let response = live(entry.as_ref().map(|guard| guard.value()), self.now)?;
-                self.read.push((owner.to_owned(), response));
+                self.read.push((*owner, response));
                 self.read.len() - 1
             }
         };
