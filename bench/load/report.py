@@ -261,12 +261,17 @@ def main():
     if led:
         out += [""] + led
     warned = {v: n for v, n in meta.get("warnings", {}).items() if n}
+    recorded = {v: r for v, r in meta.get("records", {}).items() if r["written"] or r["not_written"]}
     out += [
         "",
         ((f"replaygate peak RSS (VmHWM over the whole run): {rss}." if rss else "")
          + (f" LiteLLM peak RSS: {meta['litellm_rss_mib']} MiB." if meta.get("litellm_rss_mib") else "")
          + (" Warnings logged: " + ", ".join(f"{n:,} ({v})" for v, n in warned.items()) + "."
-            if warned else "")).strip(),
+            if warned else "")
+         + (" Ledger records written / not written (a full write queue refuses what the store "
+            "cannot keep up with): " + ", ".join(f"{r['written']:,} / {r['not_written']:,} ({v})"
+                                              for v, r in recorded.items()) + "."
+            if recorded else "")).strip(),
     ]
     bad = [f"{t} {s} {kind}: {problems(r)}"
            for kind, runs in (("saturation", sat), ("latency", lat), ("latency at LiteLLM's rate", low))
