@@ -6,11 +6,13 @@
 //!     taskset -c 1 cargo run --release --manifest-path bench/store/Cargo.toml -- [RECORDS] [STORE...]
 //!
 //! STORE: `redb-keyed` (the embedded store's layout 2), `redb` (the same with each id's text as
-//! its key, as an earlier draft of layout 2 had it), `fjall` (the same rows in an LSM tree,
+//! its key, as an earlier draft of layout 2 had it), `redb-timed` (layout 2 with the responses
+//! in time order, a small index from id to time), `fjall` (the same rows in an LSM tree,
 //! one worker thread, its maintenance counted), `log` (the records appended to one file, no
 //! index: the floor). Prints the process's CPU time (every thread, from /proc) and wall time
 //! per record, and the size on disk. Run it on one CPU, as the proxy shares one with its
 //! upstream in the load benchmark. Files go to a temporary directory, removed at the end.
+//! `CACHE_MIB` sets the engines' caches (default 64, the embedded store's).
 
 use std::io::Write;
 use std::path::Path;
@@ -71,6 +73,11 @@ fn records(count: usize) -> Vec<Record> {
         .collect()
 }
 
+/// Each engine's cache: `CACHE_MIB` MiB (default 64, the embedded store's).
+fn cache_bytes() -> usize {
+    std::env::var("CACHE_MIB").map_or(64, |mib| mib.parse().expect("CACHE_MIB: a number")) << 20
+}
+
 /// The process's CPU time so far, every thread (user + system, from /proc).
 fn cpu() -> Duration {
     let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
@@ -89,7 +96,7 @@ fn redb(records: &[Record], dir: &Path) -> u64 {
     const EXPIRY: TableDefinition<(u64, &str), ()> = TableDefinition::new("expiry_v2");
     let path = dir.join("ledger.redb");
     let db = Database::builder()
-        .set_cache_size(64 << 20)
+        .set_cache_size(cache_bytes())
         .create(&path)
         .unwrap();
     let mut durable_at = Instant::now() + DURABLE_EVERY;
@@ -143,7 +150,7 @@ fn redb_keyed(records: &[Record], dir: &Path) -> u64 {
     const EXPIRY: TableDefinition<(u64, &[u8; 16]), ()> = TableDefinition::new("expiry");
     let path = dir.join("ledger.redb");
     let db = Database::builder()
-        .set_cache_size(64 << 20)
+        .set_cache_size(cache_bytes())
         .create(&path)
         .unwrap();
     let mut durable_at = Instant::now() + DURABLE_EVERY;
@@ -183,12 +190,63 @@ fn redb_keyed(records: &[Record], dir: &Path) -> u64 {
     std::fs::metadata(&path).unwrap().len()
 }
 
+/// Layout 2 with the responses kept in time order: keyed by `(expires_unix, key)`, so each
+/// batch appends to the tree's right edge, with a small index from a response's key to its
+/// expiry (and no expiry table: the sweep reads the responses in order).
+fn redb_timed(records: &[Record], dir: &Path) -> u64 {
+    use redb::{Database, Durability, TableDefinition};
+    const RESPONSES: TableDefinition<(u64, &[u8; 16]), &[u8]> = TableDefinition::new("responses");
+    const RESPONSE_IDS: TableDefinition<&[u8; 16], u64> = TableDefinition::new("response_ids");
+    const ITEM_IDS: TableDefinition<&[u8; 16], &[u8; 16]> = TableDefinition::new("item_ids");
+    const ITEM_DIGESTS: TableDefinition<&[u8; 32], &[u8; 16]> = TableDefinition::new("item_digests");
+    let path = dir.join("ledger.redb");
+    let db = Database::builder()
+        .set_cache_size(cache_bytes())
+        .create(&path)
+        .unwrap();
+    let mut durable_at = Instant::now() + DURABLE_EVERY;
+    for batch in records.chunks(BATCH) {
+        let mut txn = db.begin_write().unwrap();
+        let durable = Instant::now() >= durable_at;
+        if durable {
+            durable_at = Instant::now() + DURABLE_EVERY;
+        }
+        txn.set_durability(if durable {
+            Durability::Immediate
+        } else {
+            Durability::None
+        })
+        .unwrap();
+        txn.set_quick_repair(true);
+        {
+            let mut responses = txn.open_table(RESPONSES).unwrap();
+            let mut response_ids = txn.open_table(RESPONSE_IDS).unwrap();
+            let mut item_ids = txn.open_table(ITEM_IDS).unwrap();
+            let mut digests = txn.open_table(ITEM_DIGESTS).unwrap();
+            for record in batch {
+                let id = key16(0, record.id.as_bytes());
+                responses
+                    .insert((record.expires, &id), record.json.as_slice())
+                    .unwrap();
+                response_ids.insert(&id, record.expires).unwrap();
+                for item in &record.item_ids {
+                    item_ids.insert(&key16(1, item.as_bytes()), &id).unwrap();
+                }
+                digests.insert(&record.digest, &id).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+    }
+    drop(db);
+    std::fs::metadata(&path).unwrap().len()
+}
+
 /// The same rows in an LSM tree.
 fn fjall(records: &[Record], dir: &Path) -> u64 {
     use fjall::{Database, KeyspaceCreateOptions, PersistMode};
     let db = Database::builder(dir.join("fjall"))
         .worker_threads(1)
-        .cache_size(64 << 20)
+        .cache_size(cache_bytes() as u64)
         .open()
         .unwrap();
     let responses = db.keyspace("responses", KeyspaceCreateOptions::default).unwrap();
@@ -253,7 +311,7 @@ fn main() {
         .map_or(300_000, |n| n.parse().expect("RECORDS: a number"));
     let mut stores: Vec<String> = args.collect();
     if stores.is_empty() {
-        stores = ["redb-keyed", "redb", "fjall", "log"].map(String::from).to_vec();
+        stores = ["redb-keyed", "redb", "redb-timed", "fjall", "log"].map(String::from).to_vec();
     }
     let records = records(count);
     for store in &stores {
@@ -263,9 +321,10 @@ fn main() {
         let bytes = match store.as_str() {
             "redb" => redb(&records, &dir),
             "redb-keyed" => redb_keyed(&records, &dir),
+            "redb-timed" => redb_timed(&records, &dir),
             "fjall" => fjall(&records, &dir),
             "log" => log(&records, &dir),
-            other => panic!("unknown store {other} (redb-keyed, redb, fjall, log)"),
+            other => panic!("unknown store {other} (redb-keyed, redb, redb-timed, fjall, log)"),
         };
         let per = |d: Duration| d.as_secs_f64() * 1e6 / count as f64;
         println!(

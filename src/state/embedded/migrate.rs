@@ -1,11 +1,10 @@
 //! Moves a file written in the first layout (version 1) to version 2.
 //!
-//! Version 1 kept each response as version 2 does, and each indexed item as a full copy with an
-//! expiry row of its own. Its responses hold everything version 2 needs: the open writes each
-//! live one again in the new layout, then drops the four old tables, in one transaction (a
-//! crash during it leaves the file as it was).
+//! Version 1 kept each response under its id's text, and each indexed item as a full copy with
+//! an expiry row of its own. Its responses hold everything version 2 needs: the open writes each
+//! live one again in the new layout, a batch a transaction, then drops the four old tables.
 
-use redb::{ReadableTable, TableDefinition, TableHandle, WriteTransaction};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle, WriteTransaction};
 
 use super::tables::{Entry, Tables};
 use super::unavailable;
@@ -24,45 +23,69 @@ pub(super) struct Moved {
     pub dropped: usize,
 }
 
-/// Moves version 1's records into `tables` and drops its tables, if the file has them.
-pub(super) fn from_v1(
-    txn: &WriteTransaction,
-    tables: &mut Tables<'_>,
-    now: u64,
-) -> Result<Option<Moved>, StoreError> {
-    let has_v1 = txn
+/// Moves version 1's records into the tables of version 2 and drops version 1's tables, if the
+/// file has them: `batch` records a transaction, each removed from version 1 in the transaction
+/// that writes it anew, so an interrupted move goes on where it stopped at the next open.
+pub(super) fn from_v1(db: &Database, now: u64, batch: usize) -> Result<Option<Moved>, StoreError> {
+    let has_v1 = db
+        .begin_read()
+        .map_err(unavailable("read transaction"))?
         .list_tables()
         .map_err(unavailable("list tables"))?
         .any(|table| table.name() == RESPONSES_V1.name());
     if !has_v1 {
         return Ok(None);
     }
+    tracing::info!("moving the ledger file to layout version 2");
     let mut moved = Moved::default();
-    {
-        let old = txn
-            .open_table(RESPONSES_V1)
-            .map_err(unavailable("responses table v1"))?;
-        for row in old.iter().map_err(unavailable("responses table v1"))? {
-            let (_, entry) = row.map_err(unavailable("responses table v1"))?;
-            let (expires, json) = entry.value();
-            match serde_json::from_slice::<StoredResponse>(json) {
-                Ok(response) if now < expires => {
-                    tables.put(&response, json)?;
-                    moved.responses += 1;
-                }
-                _ => moved.dropped += 1,
-            }
+    loop {
+        let txn = db.begin_write().map_err(unavailable("write transaction"))?;
+        let done = move_some(&txn, now, batch, &mut moved)?;
+        if done {
+            txn.delete_table(RESPONSES_V1)
+                .map_err(unavailable("drop table v1"))?;
+            txn.delete_table(ITEMS_BY_ID_V1)
+                .map_err(unavailable("drop table v1"))?;
+            txn.delete_table(ITEMS_BY_DIGEST_V1)
+                .map_err(unavailable("drop table v1"))?;
+            txn.delete_table(EXPIRY_V1)
+                .map_err(unavailable("drop table v1"))?;
+        }
+        txn.commit().map_err(unavailable("commit"))?;
+        if done {
+            return Ok(Some(moved));
         }
     }
-    txn.delete_table(RESPONSES_V1)
-        .map_err(unavailable("drop table v1"))?;
-    txn.delete_table(ITEMS_BY_ID_V1)
-        .map_err(unavailable("drop table v1"))?;
-    txn.delete_table(ITEMS_BY_DIGEST_V1)
-        .map_err(unavailable("drop table v1"))?;
-    txn.delete_table(EXPIRY_V1)
-        .map_err(unavailable("drop table v1"))?;
-    Ok(Some(moved))
+}
+
+/// Moves up to `batch` of version 1's responses in `txn`; whether none are left.
+fn move_some(txn: &WriteTransaction, now: u64, batch: usize, moved: &mut Moved) -> Result<bool, StoreError> {
+    let mut tables = Tables::open(txn)?;
+    let mut old = txn
+        .open_table(RESPONSES_V1)
+        .map_err(unavailable("responses table v1"))?;
+    let rows = old
+        .iter()
+        .map_err(unavailable("responses table v1"))?
+        .take(batch)
+        .map(|row| {
+            let (id, entry) = row.map_err(unavailable("responses table v1"))?;
+            let (expires, json) = entry.value();
+            Ok((id.value().to_owned(), expires, json.to_vec()))
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    for (id, expires, json) in &rows {
+        match serde_json::from_slice::<StoredResponse>(json) {
+            Ok(response) if now < *expires => {
+                tables.put(&response, json)?;
+                moved.responses += 1;
+            }
+            _ => moved.dropped += 1,
+        }
+        old.remove(id.as_str())
+            .map_err(unavailable("responses table v1"))?;
+    }
+    Ok(rows.len() < batch)
 }
 
 #[cfg(test)]
@@ -98,5 +121,40 @@ pub(super) mod tests {
             }
         }
         txn.commit().unwrap();
+    }
+
+    #[test]
+    fn a_move_goes_a_batch_a_transaction_and_an_interrupted_one_resumes() {
+        use crate::state::embedded::tables::{EXPIRY, RESPONSES};
+        use redb::ReadableTableMetadata;
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("ledger.redb")).unwrap();
+        let now = crate::state::now_unix();
+        let response = |n: u64, expires: u64| {
+            let mut response = crate::state::embedded::tests::response(&format!("resp_{n}"), 1, 60);
+            response.expires_unix = expires;
+            response
+        };
+        let live: Vec<StoredResponse> = (0..4).map(|n| response(n, now + 60)).collect();
+        let mut all = live.clone();
+        all.push(response(9, now - 1));
+        write_v1(&db, &all);
+        // A move stopped after its first batch.
+        let mut first = Moved::default();
+        let txn = db.begin_write().unwrap();
+        assert!(!move_some(&txn, now, 2, &mut first).unwrap());
+        txn.commit().unwrap();
+        // The next open goes on from there.
+        let rest = from_v1(&db, now, 2).unwrap().unwrap();
+        assert_eq!(first.responses + rest.responses, 4);
+        assert_eq!(first.dropped + rest.dropped, 1);
+        let txn = db.begin_read().unwrap();
+        assert_eq!(txn.open_table(RESPONSES).unwrap().len().unwrap(), 4);
+        assert_eq!(txn.open_table(EXPIRY).unwrap().len().unwrap(), 4);
+        assert!(txn
+            .list_tables()
+            .unwrap()
+            .all(|table| !table.name().ends_with("_v1")));
+        assert_eq!(from_v1(&db, now, 2).unwrap(), None);
     }
 }

@@ -107,6 +107,8 @@ const CACHE_BYTES: usize = 64 * 1024 * 1024;
 /// The key filter's size: 2^24 bits (2 MiB), about one false "maybe" in a thousand lookups
 /// with a million keys stored.
 const KEY_FILTER_BITS_LOG2: u32 = 24;
+/// How many records of a file in the first layout one transaction moves to this one.
+const MIGRATE_BATCH: usize = 10_000;
 /// The most encoded bytes of recent records kept in memory.
 const RECENT_BYTES: u64 = 32 * 1024 * 1024;
 
@@ -492,12 +494,9 @@ fn load_keys(db: &Database, keys: &KeyFilter) -> Result<(), StoreError> {
 /// Creates the tables a new file lacks, and moves a file in the first layout to this one.
 fn create_tables(db: &Database, now: u64) -> Result<(), StoreError> {
     let txn = db.begin_write().map_err(unavailable("write transaction"))?;
-    let moved = {
-        let mut tables = Tables::open(&txn)?;
-        migrate::from_v1(&txn, &mut tables, now)?
-    };
+    Tables::open(&txn)?;
     txn.commit().map_err(unavailable("commit"))?;
-    if let Some(moved) = moved {
+    if let Some(moved) = migrate::from_v1(db, now, MIGRATE_BATCH)? {
         tracing::info!(
             responses = moved.responses,
             dropped = moved.dropped,
@@ -537,7 +536,7 @@ mod tests {
 
     /// A response with one reasoning item (`rs_<id>`, digest `[digest; 32]`) and one function
     /// call without encrypted content (`fc_<id>`), expiring `expires_in` seconds from now.
-    fn response(id: &str, digest: u8, expires_in: i64) -> StoredResponse {
+    pub(super) fn response(id: &str, digest: u8, expires_in: i64) -> StoredResponse {
         let now = now_unix();
         let item = |prefix: &str, item_type: &str, encrypted: bool, digest: u8| ItemRecord {
             id: Some(format!("{prefix}_0123456789_{id}")),
