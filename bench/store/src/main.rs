@@ -87,13 +87,10 @@ fn cpu() -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
-/// Layout 2 with each id's text as its key.
-fn redb(records: &[Record], dir: &Path) -> u64 {
-    use redb::{Database, Durability, TableDefinition};
-    const RESPONSES: TableDefinition<&str, (u64, &[u8])> = TableDefinition::new("responses_v2");
-    const ITEM_IDS: TableDefinition<&str, &str> = TableDefinition::new("item_ids_v2");
-    const ITEM_DIGESTS: TableDefinition<&[u8; 32], &str> = TableDefinition::new("item_digests_v2");
-    const EXPIRY: TableDefinition<(u64, &str), ()> = TableDefinition::new("expiry_v2");
+/// Writes `records` to a redb file in `dir` with `write`, a batch a transaction, durable every
+/// [`DURABLE_EVERY`] (as the embedded store's writer does); the file's size.
+fn write_batches(records: &[Record], dir: &Path, write: impl Fn(&redb::WriteTransaction, &[Record])) -> u64 {
+    use redb::{Database, Durability};
     let path = dir.join("ledger.redb");
     let db = Database::builder()
         .set_cache_size(cache_bytes())
@@ -106,34 +103,44 @@ fn redb(records: &[Record], dir: &Path) -> u64 {
         if durable {
             durable_at = Instant::now() + DURABLE_EVERY;
         }
-        txn.set_durability(if durable {
+        let durability = if durable {
             Durability::Immediate
         } else {
             Durability::None
-        })
-        .unwrap();
+        };
+        txn.set_durability(durability).unwrap();
         txn.set_quick_repair(true);
-        {
-            let mut responses = txn.open_table(RESPONSES).unwrap();
-            let mut item_ids = txn.open_table(ITEM_IDS).unwrap();
-            let mut digests = txn.open_table(ITEM_DIGESTS).unwrap();
-            let mut expiry = txn.open_table(EXPIRY).unwrap();
-            for record in batch {
-                let id = record.id.as_str();
-                responses
-                    .insert(id, (record.expires, record.json.as_slice()))
-                    .unwrap();
-                expiry.insert((record.expires, id), ()).unwrap();
-                for item in &record.item_ids {
-                    item_ids.insert(item.as_str(), id).unwrap();
-                }
-                digests.insert(&record.digest, id).unwrap();
-            }
-        }
+        write(&txn, batch);
         txn.commit().unwrap();
     }
     drop(db);
     std::fs::metadata(&path).unwrap().len()
+}
+
+/// Layout 2 with each id's text as its key.
+fn redb(records: &[Record], dir: &Path) -> u64 {
+    use redb::TableDefinition;
+    const RESPONSES: TableDefinition<&str, (u64, &[u8])> = TableDefinition::new("responses_v2");
+    const ITEM_IDS: TableDefinition<&str, &str> = TableDefinition::new("item_ids_v2");
+    const ITEM_DIGESTS: TableDefinition<&[u8; 32], &str> = TableDefinition::new("item_digests_v2");
+    const EXPIRY: TableDefinition<(u64, &str), ()> = TableDefinition::new("expiry_v2");
+    write_batches(records, dir, |txn, batch| {
+        let mut responses = txn.open_table(RESPONSES).unwrap();
+        let mut item_ids = txn.open_table(ITEM_IDS).unwrap();
+        let mut digests = txn.open_table(ITEM_DIGESTS).unwrap();
+        let mut expiry = txn.open_table(EXPIRY).unwrap();
+        for record in batch {
+            let id = record.id.as_str();
+            responses
+                .insert(id, (record.expires, record.json.as_slice()))
+                .unwrap();
+            expiry.insert((record.expires, id), ()).unwrap();
+            for item in &record.item_ids {
+                item_ids.insert(item.as_str(), id).unwrap();
+            }
+            digests.insert(&record.digest, id).unwrap();
+        }
+    })
 }
 
 /// A 16-byte key for a text, as the embedded store makes it (XXH3-128 seeded with the kind).
@@ -143,102 +150,56 @@ fn key16(kind: u8, text: &[u8]) -> [u8; 16] {
 
 /// Layout 2 as the embedded store writes it: every id a 16-byte key.
 fn redb_keyed(records: &[Record], dir: &Path) -> u64 {
-    use redb::{Database, Durability, TableDefinition};
+    use redb::TableDefinition;
     const RESPONSES: TableDefinition<&[u8; 16], (u64, &[u8])> = TableDefinition::new("responses");
     const ITEM_IDS: TableDefinition<&[u8; 16], &[u8; 16]> = TableDefinition::new("item_ids");
     const ITEM_DIGESTS: TableDefinition<&[u8; 32], &[u8; 16]> = TableDefinition::new("item_digests");
     const EXPIRY: TableDefinition<(u64, &[u8; 16]), ()> = TableDefinition::new("expiry");
-    let path = dir.join("ledger.redb");
-    let db = Database::builder()
-        .set_cache_size(cache_bytes())
-        .create(&path)
-        .unwrap();
-    let mut durable_at = Instant::now() + DURABLE_EVERY;
-    for batch in records.chunks(BATCH) {
-        let mut txn = db.begin_write().unwrap();
-        let durable = Instant::now() >= durable_at;
-        if durable {
-            durable_at = Instant::now() + DURABLE_EVERY;
-        }
-        txn.set_durability(if durable {
-            Durability::Immediate
-        } else {
-            Durability::None
-        })
-        .unwrap();
-        txn.set_quick_repair(true);
-        {
-            let mut responses = txn.open_table(RESPONSES).unwrap();
-            let mut item_ids = txn.open_table(ITEM_IDS).unwrap();
-            let mut digests = txn.open_table(ITEM_DIGESTS).unwrap();
-            let mut expiry = txn.open_table(EXPIRY).unwrap();
-            for record in batch {
-                let id = key16(0, record.id.as_bytes());
-                responses
-                    .insert(&id, (record.expires, record.json.as_slice()))
-                    .unwrap();
-                expiry.insert((record.expires, &id), ()).unwrap();
-                for item in &record.item_ids {
-                    item_ids.insert(&key16(1, item.as_bytes()), &id).unwrap();
-                }
-                digests.insert(&record.digest, &id).unwrap();
+    write_batches(records, dir, |txn, batch| {
+        let mut responses = txn.open_table(RESPONSES).unwrap();
+        let mut item_ids = txn.open_table(ITEM_IDS).unwrap();
+        let mut digests = txn.open_table(ITEM_DIGESTS).unwrap();
+        let mut expiry = txn.open_table(EXPIRY).unwrap();
+        for record in batch {
+            let id = key16(0, record.id.as_bytes());
+            responses
+                .insert(&id, (record.expires, record.json.as_slice()))
+                .unwrap();
+            expiry.insert((record.expires, &id), ()).unwrap();
+            for item in &record.item_ids {
+                item_ids.insert(&key16(1, item.as_bytes()), &id).unwrap();
             }
+            digests.insert(&record.digest, &id).unwrap();
         }
-        txn.commit().unwrap();
-    }
-    drop(db);
-    std::fs::metadata(&path).unwrap().len()
+    })
 }
 
 /// Layout 2 with the responses kept in time order: keyed by `(expires_unix, key)`, so each
 /// batch appends to the tree's right edge, with a small index from a response's key to its
 /// expiry (and no expiry table: the sweep reads the responses in order).
 fn redb_timed(records: &[Record], dir: &Path) -> u64 {
-    use redb::{Database, Durability, TableDefinition};
+    use redb::TableDefinition;
     const RESPONSES: TableDefinition<(u64, &[u8; 16]), &[u8]> = TableDefinition::new("responses");
     const RESPONSE_IDS: TableDefinition<&[u8; 16], u64> = TableDefinition::new("response_ids");
     const ITEM_IDS: TableDefinition<&[u8; 16], &[u8; 16]> = TableDefinition::new("item_ids");
     const ITEM_DIGESTS: TableDefinition<&[u8; 32], &[u8; 16]> = TableDefinition::new("item_digests");
-    let path = dir.join("ledger.redb");
-    let db = Database::builder()
-        .set_cache_size(cache_bytes())
-        .create(&path)
-        .unwrap();
-    let mut durable_at = Instant::now() + DURABLE_EVERY;
-    for batch in records.chunks(BATCH) {
-        let mut txn = db.begin_write().unwrap();
-        let durable = Instant::now() >= durable_at;
-        if durable {
-            durable_at = Instant::now() + DURABLE_EVERY;
-        }
-        txn.set_durability(if durable {
-            Durability::Immediate
-        } else {
-            Durability::None
-        })
-        .unwrap();
-        txn.set_quick_repair(true);
-        {
-            let mut responses = txn.open_table(RESPONSES).unwrap();
-            let mut response_ids = txn.open_table(RESPONSE_IDS).unwrap();
-            let mut item_ids = txn.open_table(ITEM_IDS).unwrap();
-            let mut digests = txn.open_table(ITEM_DIGESTS).unwrap();
-            for record in batch {
-                let id = key16(0, record.id.as_bytes());
-                responses
-                    .insert((record.expires, &id), record.json.as_slice())
-                    .unwrap();
-                response_ids.insert(&id, record.expires).unwrap();
-                for item in &record.item_ids {
-                    item_ids.insert(&key16(1, item.as_bytes()), &id).unwrap();
-                }
-                digests.insert(&record.digest, &id).unwrap();
+    write_batches(records, dir, |txn, batch| {
+        let mut responses = txn.open_table(RESPONSES).unwrap();
+        let mut response_ids = txn.open_table(RESPONSE_IDS).unwrap();
+        let mut item_ids = txn.open_table(ITEM_IDS).unwrap();
+        let mut digests = txn.open_table(ITEM_DIGESTS).unwrap();
+        for record in batch {
+            let id = key16(0, record.id.as_bytes());
+            responses
+                .insert((record.expires, &id), record.json.as_slice())
+                .unwrap();
+            response_ids.insert(&id, record.expires).unwrap();
+            for item in &record.item_ids {
+                item_ids.insert(&key16(1, item.as_bytes()), &id).unwrap();
             }
+            digests.insert(&record.digest, &id).unwrap();
         }
-        txn.commit().unwrap();
-    }
-    drop(db);
-    std::fs::metadata(&path).unwrap().len()
+    })
 }
 
 /// The same rows in an LSM tree.
@@ -311,7 +272,9 @@ fn main() {
         .map_or(300_000, |n| n.parse().expect("RECORDS: a number"));
     let mut stores: Vec<String> = args.collect();
     if stores.is_empty() {
-        stores = ["redb-keyed", "redb", "redb-timed", "fjall", "log"].map(String::from).to_vec();
+        stores = ["redb-keyed", "redb", "redb-timed", "fjall", "log"]
+            .map(String::from)
+            .to_vec();
     }
     let records = records(count);
     for store in &stores {
