@@ -6,10 +6,13 @@
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle, WriteTransaction};
 
-use super::tables::{Entry, Tables};
+use super::tables::Tables;
 use super::unavailable;
 use crate::ledger::StoredResponse;
 use crate::state::StoreError;
+
+/// A version 1 entry: its `expires_unix` and its JSON.
+type Entry = (u64, &'static [u8]);
 
 const RESPONSES_V1: TableDefinition<'_, &str, Entry> = TableDefinition::new("responses_v1");
 const ITEMS_BY_ID_V1: TableDefinition<'_, &str, Entry> = TableDefinition::new("items_by_id_v1");
@@ -125,7 +128,7 @@ pub(super) mod tests {
 
     #[test]
     fn a_move_goes_a_batch_a_transaction_and_an_interrupted_one_resumes() {
-        use crate::state::embedded::tables::{EXPIRY, RESPONSES};
+        use crate::state::embedded::tables::{RESPONSES, RESPONSE_IDS};
         use redb::ReadableTableMetadata;
         let dir = tempfile::tempdir().unwrap();
         let db = Database::create(dir.path().join("ledger.redb")).unwrap();
@@ -150,7 +153,7 @@ pub(super) mod tests {
         assert_eq!(first.dropped + rest.dropped, 1);
         let txn = db.begin_read().unwrap();
         assert_eq!(txn.open_table(RESPONSES).unwrap().len().unwrap(), 4);
-        assert_eq!(txn.open_table(EXPIRY).unwrap().len().unwrap(), 4);
+        assert_eq!(txn.open_table(RESPONSE_IDS).unwrap().len().unwrap(), 4);
         assert!(txn
             .list_tables()
             .unwrap()

@@ -2,11 +2,11 @@
 //!
 //! # Layout
 //!
-//! Four tables ([`tables`]), every id in them keyed by its 16-byte hash ([`StoreKey`]): responses
-//! by id, each `(expires_unix, JSON of the StoredResponse)`; two indexes from an item's id and
-//! from its digest to the response that holds it; and the expiry index, one `(expires_unix,
-//! response)` row a response, so a sweep visits only what has expired. A file in the first
-//! layout is moved to this one when it opens ([`migrate`]).
+//! Four tables ([`tables`]), every id in them keyed by its 16-byte hash ([`StoreKey`]): the
+//! responses in the order they expire (a batch of records appends; a sweep reads from the
+//! start), an index from a response's id to where its row is, and two from an item's id and
+//! from its digest to the response that holds it. A file in the first layout is moved to this
+//! one when it opens ([`migrate`]).
 //!
 //! # Writes
 //!
@@ -70,11 +70,12 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable};
+use redb::{Database, DatabaseError, ReadTransaction, ReadableDatabase, ReadableTable};
 use tokio::sync::oneshot;
 
 use self::tables::{
-    digest_key, item_key, response_key, ItemReader, Tables, ITEM_DIGESTS, ITEM_IDS, RESPONSES,
+    digest_key, item_key, response_key, ResponseReader, Tables, ITEM_DIGESTS, ITEM_IDS, RESPONSES,
+    RESPONSE_IDS,
 };
 use super::key_filter::{KeyFilter, StoreKey};
 use super::recent::Recent;
@@ -314,10 +315,8 @@ impl EmbeddedStore {
         let id = id.to_owned();
         self.read(move |db, now| {
             let txn = db.begin_read().map_err(unavailable("read transaction"))?;
-            let table = txn
-                .open_table(RESPONSES)
-                .map_err(unavailable("responses table"))?;
-            tables::response(&table, &id, now)
+            let (ids, rows) = response_tables(&txn)?;
+            ResponseReader::new(&ids, &rows, now).response(&id)
         })
         .await
     }
@@ -336,10 +335,8 @@ impl EmbeddedStore {
             .read(move |db, now| {
                 let txn = db.begin_read().map_err(unavailable("read transaction"))?;
                 let index = txn.open_table(ITEM_IDS).map_err(unavailable("item ids table"))?;
-                let responses = txn
-                    .open_table(RESPONSES)
-                    .map_err(unavailable("responses table"))?;
-                let mut items = ItemReader::new(&responses, now);
+                let (response_ids, responses) = response_tables(&txn)?;
+                let mut items = ResponseReader::new(&response_ids, &responses, now);
                 ids.iter()
                     .map(|id| {
                         let owner = index
@@ -375,10 +372,8 @@ impl EmbeddedStore {
                 let index = txn
                     .open_table(ITEM_DIGESTS)
                     .map_err(unavailable("item digests table"))?;
-                let responses = txn
-                    .open_table(RESPONSES)
-                    .map_err(unavailable("responses table"))?;
-                let mut items = ItemReader::new(&responses, now);
+                let (response_ids, responses) = response_tables(&txn)?;
+                let mut items = ResponseReader::new(&response_ids, &responses, now);
                 digests
                     .iter()
                     .map(|digest| {
@@ -466,14 +461,25 @@ impl Drop for Inner {
     }
 }
 
+/// The response ids table and the responses table, in a read transaction.
+fn response_tables(txn: &ReadTransaction) -> Result<tables::ReadTables, StoreError> {
+    let ids = txn
+        .open_table(RESPONSE_IDS)
+        .map_err(unavailable("response ids table"))?;
+    let rows = txn
+        .open_table(RESPONSES)
+        .map_err(unavailable("responses table"))?;
+    Ok((ids, rows))
+}
+
 /// Adds every key the file holds to `keys`.
 fn load_keys(db: &Database, keys: &KeyFilter) -> Result<(), StoreError> {
     let txn = db.begin_read().map_err(unavailable("read transaction"))?;
-    let responses = txn
-        .open_table(RESPONSES)
-        .map_err(unavailable("responses table"))?;
-    for row in responses.iter().map_err(unavailable("responses table"))? {
-        let (id, _) = row.map_err(unavailable("responses table"))?;
+    let response_ids = txn
+        .open_table(RESPONSE_IDS)
+        .map_err(unavailable("response ids table"))?;
+    for row in response_ids.iter().map_err(unavailable("response ids table"))? {
+        let (id, _) = row.map_err(unavailable("response ids table"))?;
         keys.insert(&StoreKey(*id.value()));
     }
     let item_ids = txn.open_table(ITEM_IDS).map_err(unavailable("item ids table"))?;
@@ -526,7 +532,6 @@ fn writer_stopped() -> StoreError {
 
 #[cfg(test)]
 mod tests {
-    use super::tables::EXPIRY;
     use super::*;
     use crate::ledger::{ItemRecord, Owner, ResponseRecord};
     use crate::state::StateStore;
@@ -641,12 +646,12 @@ mod tests {
         let store = EmbeddedStore::open(dir.path()).unwrap();
         store.put_response(&response("resp_old", 1, -5)).await.unwrap();
         store.put_response(&response("resp_new", 2, 60)).await.unwrap();
-        // Two responses, four items by id, two by digest; an expiry row a response.
-        assert_eq!(rows(&store, EXPIRY), 2);
+        // Two responses, four items by id, two by digest.
+        assert_eq!(rows(&store, RESPONSE_IDS), 2);
         assert_eq!(rows(&store, ITEM_IDS), 4);
         // The old response, its two items by id and its one by digest.
         assert_eq!(store.sweep(now_unix()).await.unwrap(), 4);
-        assert_eq!(rows(&store, EXPIRY), 1);
+        assert_eq!(rows(&store, RESPONSE_IDS), 1);
         assert_eq!(rows(&store, RESPONSES), 1);
         assert_eq!(rows(&store, ITEM_IDS), 2);
         assert_eq!(rows(&store, ITEM_DIGESTS), 1);
@@ -662,22 +667,23 @@ mod tests {
             let old = response(&format!("resp_old_{n}"), n, -5);
             store.put_response(&old).await.unwrap();
         }
-        // Three expiry rows visited: three responses, each with three index rows.
+        // Three responses visited, each with three index rows.
         assert_eq!(store.sweep(now_unix()).await.unwrap(), 12);
-        assert_eq!(rows(&store, EXPIRY), 1);
+        assert_eq!(rows(&store, RESPONSES), 1);
         assert_eq!(store.sweep(now_unix()).await.unwrap(), 4);
-        assert_eq!(rows(&store, EXPIRY), 0);
+        assert_eq!(rows(&store, RESPONSES), 0);
+        assert_eq!(rows(&store, RESPONSE_IDS), 0);
         assert_eq!(rows(&store, ITEM_IDS), 0);
     }
 
     #[tokio::test]
-    async fn a_rewrite_moves_the_expiry_row_and_outlives_the_old_time() {
+    async fn a_rewrite_moves_the_row_and_outlives_the_old_time() {
         let dir = tempfile::tempdir().unwrap();
         let store = EmbeddedStore::open(dir.path()).unwrap();
         let first = response("resp_1", 1, 10);
         store.put_response(&first).await.unwrap();
         store.put_response(&response("resp_1", 1, 100)).await.unwrap();
-        assert_eq!(rows(&store, EXPIRY), 1);
+        assert_eq!((rows(&store, RESPONSES), rows(&store, RESPONSE_IDS)), (1, 1));
         // Past the first write's expiry, before the second's: nothing goes.
         assert_eq!(store.sweep(first.expires_unix + 1).await.unwrap(), 0);
         assert_eq!(rows(&store, RESPONSES), 1);
@@ -749,7 +755,7 @@ mod tests {
         );
         assert!(store.items_by_digest(&[[1; 32]]).await.unwrap()[0].is_some());
         // Only the live response was moved; the old tables are gone.
-        assert_eq!((rows(&store, RESPONSES), rows(&store, EXPIRY)), (1, 1));
+        assert_eq!((rows(&store, RESPONSES), rows(&store, RESPONSE_IDS)), (1, 1));
         let txn = store.inner.db.begin_read().unwrap();
         let mut names: Vec<String> = txn
             .list_tables()
@@ -759,7 +765,12 @@ mod tests {
         names.sort();
         assert_eq!(
             names,
-            ["expiry_v2", "item_digests_v2", "item_ids_v2", "responses_v2"]
+            [
+                "item_digests_v2",
+                "item_ids_v2",
+                "response_ids_v2",
+                "responses_v2"
+            ]
         );
     }
 
@@ -769,13 +780,13 @@ mod tests {
         let store = tuned(dir.path(), 16, 2, Duration::from_millis(20));
         store.put_response(&response("resp_old", 1, -5)).await.unwrap();
         for _ in 0..200 {
-            if rows(&store, EXPIRY) == 0 {
+            if rows(&store, RESPONSES) == 0 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        assert_eq!(rows(&store, EXPIRY), 0);
         assert_eq!(rows(&store, RESPONSES), 0);
+        assert_eq!(rows(&store, RESPONSE_IDS), 0);
     }
 
     #[tokio::test]
@@ -794,7 +805,7 @@ mod tests {
         let store = EmbeddedStore::open(dir.path()).unwrap();
         assert_eq!(store.response("resp_1").await.unwrap(), Some(stored));
         assert!(store.items_by_digest(&[[1; 32]]).await.unwrap()[0].is_some());
-        assert_eq!(rows(&store, EXPIRY), 1);
+        assert_eq!(rows(&store, RESPONSE_IDS), 1);
     }
 
     /// Waits (at most 10 s) until `meter` has counted `records` committed records.
@@ -937,9 +948,13 @@ mod tests {
         let store = EmbeddedStore::open(dir.path()).unwrap();
         let txn = store.inner.db.begin_write().unwrap();
         let bad = response_key("resp_bad").0;
+        txn.open_table(RESPONSE_IDS)
+            .unwrap()
+            .insert(&bad, u64::MAX)
+            .unwrap();
         txn.open_table(RESPONSES)
             .unwrap()
-            .insert(&bad, (u64::MAX, &b"{not json"[..]))
+            .insert((u64::MAX, &bad), &b"{not json"[..])
             .unwrap();
         txn.open_table(ITEM_DIGESTS)
             .unwrap()
@@ -968,9 +983,14 @@ mod tests {
         let txn = store.inner.db.begin_write().unwrap();
         Tables::open(&txn).unwrap().put(&other, &other.to_json()).unwrap();
         let json = other.to_json();
+        let mine = response_key("resp_mine").0;
+        txn.open_table(RESPONSE_IDS)
+            .unwrap()
+            .insert(&mine, u64::MAX)
+            .unwrap();
         txn.open_table(RESPONSES)
             .unwrap()
-            .insert(&response_key("resp_mine").0, (u64::MAX, json.as_slice()))
+            .insert((u64::MAX, &mine), json.as_slice())
             .unwrap();
         txn.open_table(ITEM_IDS)
             .unwrap()
@@ -1089,10 +1109,10 @@ mod tests {
         let start = Instant::now();
         for n in 0..PUTS {
             let txn = store.inner.db.begin_read().unwrap();
-            let table = txn.open_table(RESPONSES).unwrap();
-            let entry = table.get(&response_key(&format!("resp_{n}")).0).unwrap();
-            let found: Option<StoredResponse> =
-                tables::live(entry.as_ref().map(|guard| guard.value()), now_unix()).unwrap();
+            let (ids, rows) = response_tables(&txn).unwrap();
+            let found = ResponseReader::new(&ids, &rows, now_unix())
+                .response(&format!("resp_{n}"))
+                .unwrap();
             assert!(found.is_some());
         }
         let inline = start.elapsed() / PUTS as u32;
@@ -1150,10 +1170,10 @@ mod tests {
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
             let start = Instant::now();
             let txn = db.begin_read().unwrap();
-            let table = txn.open_table(RESPONSES).unwrap();
-            let entry = table.get(&response_key("resp_probe").0).unwrap();
-            let found: Option<StoredResponse> =
-                tables::live(entry.as_ref().map(|guard| guard.value()), now_unix()).unwrap();
+            let (ids, rows) = response_tables(&txn).unwrap();
+            let found = ResponseReader::new(&ids, &rows, now_unix())
+                .response("resp_probe")
+                .unwrap();
             assert!(found.is_some());
             took.push(start.elapsed());
             std::thread::sleep(Duration::from_millis(1));
