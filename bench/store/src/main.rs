@@ -12,7 +12,8 @@
 //! index: the floor). Prints the process's CPU time (every thread, from /proc) and wall time
 //! per record, and the size on disk. Run it on one CPU, as the proxy shares one with its
 //! upstream in the load benchmark. Files go to a temporary directory, removed at the end.
-//! `CACHE_MIB` sets the engines' caches (default 64, the embedded store's).
+//! `CACHE_MIB` sets the engines' caches (default 64, the embedded store's), `BATCH` the records
+//! a transaction (default 32).
 
 use std::io::Write;
 use std::path::Path;
@@ -20,8 +21,13 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 
-/// How many records go into one write transaction or batch.
+/// How many records go into one write transaction or batch, unless `BATCH` says otherwise.
 const BATCH: usize = 32;
+
+/// `BATCH` from the environment, else [`BATCH`].
+fn batch_size() -> usize {
+    std::env::var("BATCH").map_or(BATCH, |n| n.parse().expect("BATCH: a number"))
+}
 /// How often the stores are made durable (an fsync).
 const DURABLE_EVERY: Duration = Duration::from_millis(500);
 
@@ -97,7 +103,7 @@ fn write_batches(records: &[Record], dir: &Path, write: impl Fn(&redb::WriteTran
         .create(&path)
         .unwrap();
     let mut durable_at = Instant::now() + DURABLE_EVERY;
-    for batch in records.chunks(BATCH) {
+    for batch in records.chunks(batch_size()) {
         let mut txn = db.begin_write().unwrap();
         let durable = Instant::now() >= durable_at;
         if durable {
@@ -217,7 +223,7 @@ fn fjall(records: &[Record], dir: &Path) -> u64 {
         .unwrap();
     let expiry = db.keyspace("expiry", KeyspaceCreateOptions::default).unwrap();
     let mut durable_at = Instant::now() + DURABLE_EVERY;
-    for chunk in records.chunks(BATCH) {
+    for chunk in records.chunks(batch_size()) {
         let mut batch = db.batch();
         for record in chunk {
             let id = record.id.as_bytes();
