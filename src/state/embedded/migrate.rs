@@ -160,4 +160,30 @@ pub(super) mod tests {
             .all(|table| !table.name().ends_with("_v1")));
         assert_eq!(from_v1(&db, now, 2).unwrap(), None);
     }
+
+    /// How long a large first-layout file takes to move.
+    #[test]
+    #[ignore = "a measurement; run with --release --ignored --nocapture"]
+    fn measure_a_move() {
+        const RECORDS: usize = 200_000;
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("ledger.redb")).unwrap();
+        let now = crate::state::now_unix();
+        let records: Vec<StoredResponse> = (0..RECORDS)
+            .map(|n| {
+                let tag = crate::state::key_filter::StoreKey::of(9, &n.to_le_bytes()).0;
+                let hex: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+                crate::state::embedded::tests::response(&format!("resp_{hex}"), n as u8, 600)
+            })
+            .collect();
+        records.chunks(1000).for_each(|chunk| write_v1(&db, chunk));
+        let start = std::time::Instant::now();
+        let moved = from_v1(&db, now, 10_000).unwrap().unwrap();
+        let took = start.elapsed();
+        assert_eq!(moved.responses, RECORDS);
+        println!(
+            "{RECORDS} records of two items moved in {took:?} ({:?} a record)",
+            took / RECORDS as u32
+        );
+    }
 }
