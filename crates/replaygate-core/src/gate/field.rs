@@ -123,15 +123,6 @@ impl<'a> Field<'a> {
         }
     }
 
-    /// The same member, owning its string.
-    pub fn to_owned_field(&self) -> Field<'static> {
-        match self {
-            Field::Absent => Field::Absent,
-            Field::Str(text) => Field::Str(Text::Owned(text.as_ref().into())),
-            Field::Other(kind) => Field::Other(*kind),
-        }
-    }
-
     /// Whether the member is absent or null.
     pub fn is_absent_or_null(&self) -> bool {
         matches!(self, Field::Absent | Field::Other(JsonKind::Null))
