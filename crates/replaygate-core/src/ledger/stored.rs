@@ -94,10 +94,9 @@ impl StoredResponse {
     /// ([`names_one_item`](super::names_one_item): per-response numbers such as `rs_0` are
     /// not indexed).
     pub fn by_id(&self) -> impl Iterator<Item = (&str, StoredItem)> + '_ {
-        self.items.iter().filter_map(|item| {
-            let id = item.id.as_deref().filter(|id| super::names_one_item(id))?;
-            Some((id, self.stored_item(item)))
-        })
+        self.items
+            .iter()
+            .filter_map(|item| Some((indexed_id(item)?, self.stored_item(item))))
     }
 
     /// The index entries by digest: one per output item that carries `encrypted_content`
@@ -105,34 +104,27 @@ impl StoredResponse {
     pub fn by_digest(&self) -> impl Iterator<Item = ([u8; 32], StoredItem)> + '_ {
         self.items
             .iter()
-            .filter(|item| item.has_encrypted_content)
-            .map(|item| (item.digest, self.stored_item(item)))
+            .filter_map(|item| Some((*indexed_digest(item)?, self.stored_item(item))))
     }
 
     /// The ids [`StoredResponse::by_id`] indexes, in output order.
     pub fn item_ids(&self) -> impl Iterator<Item = &str> + '_ {
-        self.items
-            .iter()
-            .filter_map(|item| item.id.as_deref().filter(|id| super::names_one_item(id)))
+        self.items.iter().filter_map(indexed_id)
     }
 
     /// The digests [`StoredResponse::by_digest`] indexes, in output order.
     pub fn item_digests(&self) -> impl Iterator<Item = &[u8; 32]> + '_ {
-        self.items
-            .iter()
-            .filter(|item| item.has_encrypted_content)
-            .map(|item| &item.digest)
+        self.items.iter().filter_map(indexed_digest)
     }
 
     /// The index entry for `id` among [`StoredResponse::by_id`]'s (the last, as an index
     /// filled in output order keeps), if any.
     pub fn item_by_id(&self, id: &str) -> Option<StoredItem> {
-        let indexed = super::names_one_item(id);
         let item = self
             .items
             .iter()
             .rev()
-            .find(|item| indexed && item.id.as_deref() == Some(id))?;
+            .find(|item| indexed_id(item) == Some(id))?;
         Some(self.stored_item(item))
     }
 
@@ -143,7 +135,7 @@ impl StoredResponse {
             .items
             .iter()
             .rev()
-            .find(|item| item.has_encrypted_content && item.digest == *digest)?;
+            .find(|item| indexed_digest(item) == Some(digest))?;
         Some(self.stored_item(item))
     }
 
@@ -161,6 +153,16 @@ impl StoredResponse {
     pub fn is_expired(&self, now_unix: u64) -> bool {
         now_unix >= self.expires_unix
     }
+}
+
+/// The id an item is indexed by, if it has one that names one item.
+fn indexed_id(item: &ItemRecord) -> Option<&str> {
+    item.id.as_deref().filter(|id| super::names_one_item(id))
+}
+
+/// The digest an item is indexed by, if it carries `encrypted_content`.
+fn indexed_digest(item: &ItemRecord) -> Option<&[u8; 32]> {
+    item.has_encrypted_content.then_some(&item.digest)
 }
 
 #[cfg(test)]
@@ -220,7 +222,7 @@ mod tests {
             assert_eq!(stored.item_by_digest(&digest).as_ref(), by_digest.get(&digest));
         }
         assert!(stored.item_by_id("rs_0").is_none());
-        assert_eq!(stored.item_ids().collect::<Vec<_>>().len(), 3);
+        assert_eq!(stored.item_ids().count(), 3);
         assert_eq!(stored.item_digests().count(), 4);
         let found = stored.item_by_id("rs_0123456789abcdef").unwrap();
         assert_eq!(found.record.call_id.as_deref(), Some("second"));
