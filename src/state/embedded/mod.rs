@@ -70,12 +70,12 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use redb::{Database, DatabaseError, ReadTransaction, ReadableDatabase, ReadableTable};
+use redb::{Database, DatabaseError, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
 
 use self::tables::{
-    digest_key, item_key, response_key, ResponseReader, Tables, ITEM_DIGESTS, ITEM_IDS, RESPONSES,
-    RESPONSE_IDS,
+    digest_key, item_key, response_key, ItemIndex, Key16, ResponseReader, Tables, ITEM_DIGESTS, ITEM_IDS,
+    RESPONSES, RESPONSE_IDS,
 };
 use super::key_filter::{KeyFilter, StoreKey};
 use super::recent::Recent;
@@ -327,64 +327,69 @@ impl EmbeddedStore {
     }
 
     pub(super) async fn items_by_id(&self, ids: &[String]) -> Result<Vec<Option<StoredItem>>, StoreError> {
-        let (mut found, unsure) = self.remembered(ids, |recent, id, now| {
-            let item = recent.item_by_id(id, now);
-            let maybe = item.is_none() && self.inner.keys.may_contain(&item_key(id));
-            (item, maybe)
-        });
-        if unsure.is_empty() {
-            return Ok(found);
-        }
-        let ids: Vec<String> = unsure.iter().map(|&i| ids[i].clone()).collect();
-        let read = self
-            .read(move |db, now| {
-                let txn = db.begin_read().map_err(unavailable("read transaction"))?;
-                let index = txn.open_table(ITEM_IDS).map_err(unavailable("item ids table"))?;
-                let (response_ids, responses) = response_tables(&txn)?;
-                let mut items = ResponseReader::new(&response_ids, &responses, now);
-                ids.iter()
-                    .map(|id| {
-                        let owner = index
-                            .get(&item_key(id).0)
-                            .map_err(unavailable("item ids table"))?;
-                        items.item(owner.as_ref().map(|guard| guard.value()), |response| {
-                            response.item_by_id(id)
-                        })
-                    })
-                    .collect::<Result<Vec<_>, StoreError>>()
-            })
-            .await?;
-        unsure.into_iter().zip(read).for_each(|(i, item)| found[i] = item);
-        Ok(found)
+        self.items(
+            ids,
+            ITEM_IDS,
+            |id| item_key(id),
+            |recent, id, now| recent.item_by_id(id, now),
+            |response, id| response.item_by_id(id),
+        )
+        .await
     }
 
     pub(super) async fn items_by_digest(
         &self,
         digests: &[[u8; 32]],
     ) -> Result<Vec<Option<StoredItem>>, StoreError> {
-        let (mut found, unsure) = self.remembered(digests, |recent, digest, now| {
-            let item = recent.item_by_digest(digest, now);
-            let maybe = item.is_none() && self.inner.keys.may_contain(&digest_key(digest));
-            (item, maybe)
-        });
+        self.items(
+            digests,
+            ITEM_DIGESTS,
+            digest_key,
+            |recent, digest, now| recent.item_by_digest(digest, now),
+            |response, digest| response.item_by_digest(digest),
+        )
+        .await
+    }
+
+    /// The items of `keys` (ids or digests), in order: from memory where it remembers them,
+    /// else through `index` in the file (`key` the key of each there and in the filter,
+    /// `find` the item in its response), unless the filter says the file has none.
+    async fn items<K: Clone + Send + 'static>(
+        &self,
+        keys: &[K],
+        index: ItemIndex,
+        key: fn(&K) -> StoreKey,
+        remembered: fn(&Recent, &K, u64) -> Option<StoredItem>,
+        find: fn(&StoredResponse, &K) -> Option<StoredItem>,
+    ) -> Result<Vec<Option<StoredItem>>, StoreError> {
+        let now = now_unix();
+        let mut unsure = Vec::new();
+        let mut found: Vec<Option<StoredItem>> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                let item = remembered(&self.inner.recent, k, now);
+                if item.is_none() && self.inner.keys.may_contain(&key(k)) {
+                    unsure.push(i);
+                }
+                item
+            })
+            .collect();
         if unsure.is_empty() {
             return Ok(found);
         }
-        let digests: Vec<[u8; 32]> = unsure.iter().map(|&i| digests[i]).collect();
+        let keys: Vec<K> = unsure.iter().map(|&i| keys[i].clone()).collect();
         let read = self
             .read(move |db, now| {
                 let txn = db.begin_read().map_err(unavailable("read transaction"))?;
-                let index = txn
-                    .open_table(ITEM_DIGESTS)
-                    .map_err(unavailable("item digests table"))?;
+                let index = txn.open_table(index).map_err(unavailable("item index"))?;
                 let (response_ids, responses) = response_tables(&txn)?;
                 let mut items = ResponseReader::new(&response_ids, &responses, now);
-                digests
-                    .iter()
-                    .map(|digest| {
-                        let owner = index.get(digest).map_err(unavailable("item digests table"))?;
+                keys.iter()
+                    .map(|k| {
+                        let owner = index.get(&key(k).0).map_err(unavailable("item index"))?;
                         items.item(owner.as_ref().map(|guard| guard.value()), |response| {
-                            response.item_by_digest(digest)
+                            find(response, k)
                         })
                     })
                     .collect::<Result<Vec<_>, StoreError>>()
@@ -392,30 +397,6 @@ impl EmbeddedStore {
             .await?;
         unsure.into_iter().zip(read).for_each(|(i, item)| found[i] = item);
         Ok(found)
-    }
-
-    /// What memory says of each key: the items it remembers, and the positions of the keys
-    /// only the file can answer for. `ask` gives a key's remembered item, and whether the
-    /// file may hold it when there is none.
-    fn remembered<K>(
-        &self,
-        keys: &[K],
-        ask: impl Fn(&Recent, &K, u64) -> (Option<StoredItem>, bool),
-    ) -> (Vec<Option<StoredItem>>, Vec<usize>) {
-        let now = now_unix();
-        let mut unsure = Vec::new();
-        let found = keys
-            .iter()
-            .enumerate()
-            .map(|(i, key)| {
-                let (item, maybe) = ask(&self.inner.recent, key, now);
-                if maybe {
-                    unsure.push(i);
-                }
-                item
-            })
-            .collect();
-        (found, unsure)
     }
 
     pub(super) fn hit_rate(&self, key: &str, per_minute: NonZeroU32) -> Result<(), Duration> {
@@ -477,27 +458,24 @@ fn response_tables(txn: &ReadTransaction) -> Result<tables::ReadTables, StoreErr
     Ok((ids, rows))
 }
 
-/// Adds every key the file holds to `keys`.
+/// Adds every key the file holds to `keys` (every table is keyed by [`StoreKey`]s).
 fn load_keys(db: &Database, keys: &KeyFilter) -> Result<(), StoreError> {
     let txn = db.begin_read().map_err(unavailable("read transaction"))?;
-    let response_ids = txn
-        .open_table(RESPONSE_IDS)
-        .map_err(unavailable("response ids table"))?;
-    for row in response_ids.iter().map_err(unavailable("response ids table"))? {
-        let (id, _) = row.map_err(unavailable("response ids table"))?;
-        keys.insert(&StoreKey(*id.value()));
-    }
-    let item_ids = txn.open_table(ITEM_IDS).map_err(unavailable("item ids table"))?;
-    for row in item_ids.iter().map_err(unavailable("item ids table"))? {
-        let (id, _) = row.map_err(unavailable("item ids table"))?;
-        keys.insert(&StoreKey(*id.value()));
-    }
-    let digests = txn
-        .open_table(ITEM_DIGESTS)
-        .map_err(unavailable("item digests table"))?;
-    for row in digests.iter().map_err(unavailable("item digests table"))? {
-        let (digest, _) = row.map_err(unavailable("item digests table"))?;
-        keys.insert(&digest_key(digest.value()));
+    add_keys(&txn, RESPONSE_IDS, keys)?;
+    add_keys(&txn, ITEM_IDS, keys)?;
+    add_keys(&txn, ITEM_DIGESTS, keys)
+}
+
+/// Adds the keys of `table` to `keys`.
+fn add_keys<V: redb::Value + 'static>(
+    txn: &ReadTransaction,
+    table: TableDefinition<'_, Key16, V>,
+    keys: &KeyFilter,
+) -> Result<(), StoreError> {
+    let table = txn.open_table(table).map_err(unavailable("a table's keys"))?;
+    for row in table.iter().map_err(unavailable("a table's keys"))? {
+        let (key, _) = row.map_err(unavailable("a table's keys"))?;
+        keys.insert(&StoreKey(*key.value()));
     }
     Ok(())
 }
@@ -541,7 +519,6 @@ mod tests {
     use crate::ledger::{ItemRecord, Owner, ResponseRecord};
     use crate::state::StateStore;
     use redb::ReadableTableMetadata;
-    use redb::TableDefinition;
     use std::time::Instant;
 
     /// A response with one reasoning item (`rs_<id>`, digest `[digest; 32]`) and one function
@@ -963,7 +940,7 @@ mod tests {
             .unwrap();
         txn.open_table(ITEM_DIGESTS)
             .unwrap()
-            .insert(&[9; 32], &bad)
+            .insert(&digest_key(&[9; 32]).0, &bad)
             .unwrap();
         txn.commit().unwrap();
         // Written past the store: its key filter must be told, as a put would tell it.

@@ -10,7 +10,8 @@
 //!   later write would take the key, and the earlier be unknown).
 //! - `response_ids_v2`: key of a response id → its `expires_unix`, where its row is.
 //! - `item_ids_v2`: key of an item id → key of the response whose output holds the item;
-//!   `item_digests_v2`: digest of an item with `encrypted_content` → key of its response. An
+//!   `item_digests_v2`: key of the digest of an item with `encrypted_content` → key of its
+//!   response. An
 //!   item is read from its response's row ([`StoredResponse::item_by_id`], `item_by_digest`,
 //!   which match the id or digest itself), so it is stored once, as in the memory store.
 //!
@@ -26,7 +27,9 @@ use crate::state::key_filter::StoreKey;
 use crate::state::StoreError;
 
 /// A [`StoreKey`] as the tables hold it.
-type Key16 = &'static [u8; 16];
+pub(super) type Key16 = &'static [u8; 16];
+/// An index from an item's key (of its id, or of its digest) to its response's key.
+pub(super) type ItemIndex = TableDefinition<'static, Key16, Key16>;
 /// Where a response's row is: `(expires_unix, key of its id)`.
 type At = (u64, Key16);
 /// The response ids table and the responses table, open for reading.
@@ -35,8 +38,7 @@ pub(super) type ReadTables = (ReadOnlyTable<Key16, u64>, ReadOnlyTable<At, &'sta
 pub(super) const RESPONSES: TableDefinition<'_, At, &[u8]> = TableDefinition::new("responses_v2");
 pub(super) const RESPONSE_IDS: TableDefinition<'_, Key16, u64> = TableDefinition::new("response_ids_v2");
 pub(super) const ITEM_IDS: TableDefinition<'_, Key16, Key16> = TableDefinition::new("item_ids_v2");
-pub(super) const ITEM_DIGESTS: TableDefinition<'_, &[u8; 32], Key16> =
-    TableDefinition::new("item_digests_v2");
+pub(super) const ITEM_DIGESTS: TableDefinition<'_, Key16, Key16> = TableDefinition::new("item_digests_v2");
 
 /// The kinds of key, each the seed of its [`StoreKey`]s (the filter holds all three).
 pub(super) const KIND_RESPONSE: u8 = 0;
@@ -53,7 +55,7 @@ pub(super) fn item_key(id: &str) -> StoreKey {
     StoreKey::of(KIND_ITEM_BY_ID, id.as_bytes())
 }
 
-/// The filter's key of an item's `digest` (the table keys it by the digest itself).
+/// The key of an item's `digest`.
 pub(super) fn digest_key(digest: &[u8; 32]) -> StoreKey {
     StoreKey::of(KIND_ITEM_BY_DIGEST, digest)
 }
@@ -63,7 +65,7 @@ pub(super) struct Tables<'txn> {
     responses: Table<'txn, At, &'static [u8]>,
     response_ids: Table<'txn, Key16, u64>,
     item_ids: Table<'txn, Key16, Key16>,
-    item_digests: Table<'txn, &'static [u8; 32], Key16>,
+    item_digests: Table<'txn, Key16, Key16>,
 }
 
 impl<'txn> Tables<'txn> {
@@ -114,7 +116,7 @@ impl<'txn> Tables<'txn> {
         }
         for digest in response.item_digests() {
             self.item_digests
-                .insert(digest, &key)
+                .insert(&digest_key(digest).0, &key)
                 .map_err(unavailable("item digests table"))?;
         }
         Ok(())
@@ -163,37 +165,32 @@ impl<'txn> Tables<'txn> {
     /// Removes the index rows of `response`'s items that point at it (an item recorded since
     /// by another response keeps that one's row). Returns how many it removed.
     fn unindex(&mut self, response: &StoredResponse) -> Result<usize, StoreError> {
-        let StoreKey(key) = response_key(&response.id);
+        let StoreKey(owner) = response_key(&response.id);
         let mut removed = 0;
-        for item_id in response.item_ids() {
-            let StoreKey(item) = item_key(item_id);
-            if points_at(&self.item_ids, &item, &key)? {
-                self.item_ids
-                    .remove(&item)
-                    .map_err(unavailable("item ids table"))?;
-                removed += 1;
-            }
+        for StoreKey(item) in response.item_ids().map(item_key) {
+            removed += usize::from(remove_if_owned(&mut self.item_ids, &item, &owner)?);
         }
-        for digest in response.item_digests() {
-            if points_at(&self.item_digests, digest, &key)? {
-                self.item_digests
-                    .remove(digest)
-                    .map_err(unavailable("item digests table"))?;
-                removed += 1;
-            }
+        for StoreKey(item) in response.item_digests().map(digest_key) {
+            removed += usize::from(remove_if_owned(&mut self.item_digests, &item, &owner)?);
         }
         Ok(removed)
     }
 }
 
-/// Whether `index` maps `key` to the response key `owner`.
-fn points_at<'k, K: redb::Key + 'static>(
-    index: &impl ReadableTable<K, Key16>,
-    key: impl std::borrow::Borrow<K::SelfType<'k>>,
+/// Removes `item`'s row from `index` if it points at `owner`; whether it did.
+fn remove_if_owned(
+    index: &mut Table<'_, Key16, Key16>,
+    item: &[u8; 16],
     owner: &[u8; 16],
 ) -> Result<bool, StoreError> {
-    let found = index.get(key).map_err(unavailable("read"))?;
-    Ok(found.is_some_and(|guard| guard.value() == owner))
+    let owned = index
+        .get(item)
+        .map_err(unavailable("item index"))?
+        .is_some_and(|guard| guard.value() == owner);
+    if owned {
+        index.remove(item).map_err(unavailable("item index"))?;
+    }
+    Ok(owned)
 }
 
 /// Reads responses by key, each once however many lookups lead to it, and their items.
