@@ -318,3 +318,52 @@ async fn a_warning_logged_inside_a_request_names_it() {
         "{line}"
     );
 }
+
+#[tokio::test]
+async fn records_that_cannot_be_written_are_logged_one_line_a_second_with_the_count_of_the_rest() {
+    let upstream = Upstream::json(200, RESPONSE_JSON).await;
+    let dir = tempfile::tempdir().unwrap();
+    // Redis on a port nothing listens on: no answer's record can be written.
+    let closed = format!("127.0.0.1:{}", closed_port());
+    let config = write_config(
+        dir.path(),
+        &one_provider(
+            &upstream.base_url(),
+            "\"none\"",
+            &format!("[log]\nformat = \"json\"\n[state]\nbackend = \"redis\"\nurl = \"redis://{closed}\"\n"),
+        ),
+    );
+    let mut serve = Serve::start(Serve::command(&config)).await;
+    const REQUESTS: usize = 8;
+    let started = std::time::Instant::now();
+    let ids: Vec<String> = (0..REQUESTS).map(|n| format!("unrecorded-{n}")).collect();
+    let answers = ids.iter().map(|id| post(&serve.address, ALLOWED, id, None));
+    for status in futures_util::future::join_all(answers).await {
+        assert_eq!(status, 200, "the answer goes on unchanged");
+    }
+    let took = started.elapsed();
+    serve.signal("-TERM");
+    let mut warnings = Vec::new();
+    while let Some(line) = serve.next_line(Duration::from_secs(20)).await {
+        if line.contains("a ledger record was not written") {
+            warnings.push(serde_json::from_str::<Value>(&line).unwrap());
+        }
+    }
+    assert!(!warnings.is_empty(), "the first is logged");
+    assert_eq!(warnings[0]["not_logged_since_last"], 0, "{:?}", warnings[0]);
+    // At most one line a second (the requests took `took`), each saying how many it stands for.
+    assert!(
+        warnings.len() as u64 <= took.as_secs() + 1,
+        "{} lines in {took:?}",
+        warnings.len()
+    );
+    let logged: u64 = warnings
+        .iter()
+        .map(|line| 1 + line["not_logged_since_last"].as_u64().unwrap())
+        .sum();
+    assert!(logged <= REQUESTS as u64);
+    serve
+        .exited_within(Duration::from_secs(20))
+        .await
+        .expect("serve stopped after SIGTERM");
+}

@@ -96,9 +96,10 @@ impl Ledger {
         self.meter.count(op, result);
     }
 
-    /// Writes a record, within the write timeout; a failure is counted and logged (one a
-    /// second, with how many were not logged since), never passed on (the answer it came from goes on unchanged). A record the store queues
-    /// ([`Recorded::Queued`]) is counted, and a failed commit logged, by the store's writer.
+    /// Writes a record, within the write timeout; a failure is counted and logged (one line a
+    /// second, with how many were not logged since), never passed on (the answer it came from
+    /// goes on unchanged). A record the store queues ([`Recorded::Queued`]) is counted, and a
+    /// failed commit logged, by the store's writer.
     pub async fn write(&self, stored: StoredResponse) {
         // Named in the warning of a failed write; the store keeps the record itself.
         let (id, provider) = (stored.id.clone(), stored.owner.provider.clone());
