@@ -2,10 +2,11 @@
 //!
 //! An agent's next request names what the provider just produced: the response it continues
 //! and the items it replays. The embedded store answers those from here, without a read on the
-//! blocking pool. Entries are added only once their write is committed, and never from a read
-//! (a read racing a rewrite could put back the older record); they are weighed by the size of
-//! their encoded form and evicted when the cache is full. An expired entry reads as absent, as
-//! it does from the file.
+//! blocking pool. Entries are added when a record is handed to the writer (a queued record) or
+//! once its write is committed (a put that waits), never from a read (a read racing a rewrite
+//! could put back the older record). A response is held once, weighed by the size of its
+//! encoded form; its items' keys lead to it, so an item goes when its response is evicted. An
+//! expired entry reads as absent, as it does from the file.
 
 use std::sync::Arc;
 
