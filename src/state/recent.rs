@@ -119,3 +119,53 @@ impl Recent {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::{ItemRecord, Owner, ResponseRecord};
+
+    fn response(id: &str, item_id: &str) -> Arc<StoredResponse> {
+        let item = ItemRecord {
+            id: Some(item_id.to_owned()),
+            item_type: "reasoning".into(),
+            call_id: None,
+            digest: [7; 32],
+            has_encrypted_content: true,
+        };
+        let record = ResponseRecord {
+            id: id.to_owned(),
+            model: None,
+            items: vec![item],
+        };
+        let owner = Owner {
+            provider: "openai".into(),
+            model: None,
+        };
+        Arc::new(StoredResponse::new(record, owner, None, None, 0, 60))
+    }
+
+    #[test]
+    fn an_item_is_found_through_its_response_as_it_now_stands() {
+        let recent = Recent::new(64 * 1024);
+        recent.remember(response("resp_1", "rs_0123456789abcdef"), 300);
+        let item = recent.item_by_id("rs_0123456789abcdef", 1).unwrap();
+        assert_eq!(item.response_id, "resp_1");
+        assert_eq!(recent.item_by_digest(&[7; 32], 1).unwrap().response_id, "resp_1");
+        // Expired with its response.
+        assert!(recent.item_by_id("rs_0123456789abcdef", 60).is_none());
+        // The response written again without the item: the item's key leads nowhere.
+        recent.remember(response("resp_1", "rs_another_item_0001"), 300);
+        assert!(recent.item_by_id("rs_0123456789abcdef", 1).is_none());
+        assert!(recent.item_by_id("rs_another_item_0001", 1).is_some());
+    }
+
+    #[test]
+    fn an_item_is_not_held_without_its_response() {
+        // A response heavier than the whole cache is not kept; its items' keys find nothing.
+        let recent = Recent::new(1024);
+        recent.remember(response("resp_big", "rs_0123456789abcdef"), 1 << 20);
+        assert!(recent.response("resp_big", 1).is_none());
+        assert!(recent.item_by_id("rs_0123456789abcdef", 1).is_none());
+    }
+}
