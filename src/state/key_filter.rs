@@ -14,7 +14,7 @@ use xxhash_rust::xxh3::xxh3_128_with_seed;
 /// id, seeded with the table's kind, so 16 bytes however long the id, and the same text in two
 /// tables two keys. XXH3's output is fixed by its specification (a test pins it): a file
 /// written by one build is read by the next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct StoreKey(pub [u8; 16]);
 
 impl StoreKey {

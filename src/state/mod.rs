@@ -12,7 +12,6 @@
 mod embedded;
 mod key_filter;
 mod memory;
-mod recent;
 mod redis;
 
 use std::num::NonZeroU32;

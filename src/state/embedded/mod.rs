@@ -73,16 +73,17 @@ use std::time::Duration;
 use redb::{Database, DatabaseError, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
 
+use self::recent::Recent;
 use self::tables::{
-    digest_key, item_key, response_key, ItemIndex, Key16, ResponseReader, Tables, ITEM_DIGESTS, ITEM_IDS,
-    RESPONSES, RESPONSE_IDS,
+    digest_key, item_key, record_keys, response_key, ItemIndex, Key16, ResponseReader, Tables, ITEM_DIGESTS,
+    ITEM_IDS, RESPONSES, RESPONSE_IDS,
 };
 use super::key_filter::{KeyFilter, StoreKey};
-use super::recent::Recent;
 use super::{now_unix, StoreError};
 use crate::ledger::{StoredItem, StoredResponse};
 
 mod migrate;
+mod recent;
 mod tables;
 mod writer;
 use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult};
@@ -289,12 +290,7 @@ impl EmbeddedStore {
     fn enqueue_put(&self, response: Arc<StoredResponse>, ack: Ack) -> Result<usize, StoreError> {
         let json = response.to_json();
         let encoded = json.len();
-        let keys = &self.inner.keys;
-        keys.insert(&response_key(&response.id));
-        response.item_ids().for_each(|id| keys.insert(&item_key(id)));
-        response
-            .item_digests()
-            .for_each(|digest| keys.insert(&digest_key(digest)));
+        record_keys(&response).for_each(|key| self.inner.keys.insert(&key));
         self.send(Command::Put {
             record: Record { response, json },
             ack,
@@ -311,10 +307,13 @@ impl EmbeddedStore {
     }
 
     pub(super) async fn response(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
-        if let Some(response) = self.inner.recent.response(id, now_unix()) {
-            return Ok(Some(response));
+        let key = response_key(id);
+        if let Some(response) = self.inner.recent.holder(&key, now_unix()) {
+            if response.id == id {
+                return Ok(Some(StoredResponse::clone(&response)));
+            }
         }
-        if !self.inner.keys.may_contain(&response_key(id)) {
+        if !self.inner.keys.may_contain(&key) {
             return Ok(None);
         }
         let id = id.to_owned();
@@ -331,7 +330,6 @@ impl EmbeddedStore {
             ids,
             ITEM_IDS,
             |id| item_key(id),
-            |recent, id, now| recent.item_by_id(id, now),
             |response, id| response.item_by_id(id),
         )
         .await
@@ -341,25 +339,20 @@ impl EmbeddedStore {
         &self,
         digests: &[[u8; 32]],
     ) -> Result<Vec<Option<StoredItem>>, StoreError> {
-        self.items(
-            digests,
-            ITEM_DIGESTS,
-            digest_key,
-            |recent, digest, now| recent.item_by_digest(digest, now),
-            |response, digest| response.item_by_digest(digest),
-        )
+        self.items(digests, ITEM_DIGESTS, digest_key, |response, digest| {
+            response.item_by_digest(digest)
+        })
         .await
     }
 
     /// The items of `keys` (ids or digests), in order: from memory where it remembers them,
-    /// else through `index` in the file (`key` the key of each there and in the filter,
-    /// `find` the item in its response), unless the filter says the file has none.
+    /// else through `index` in the file (`key` the key of each there, in memory and in the
+    /// filter, `find` the item in its response), unless the filter says the file has none.
     async fn items<K: Clone + Send + 'static>(
         &self,
         keys: &[K],
         index: ItemIndex,
         key: fn(&K) -> StoreKey,
-        remembered: fn(&Recent, &K, u64) -> Option<StoredItem>,
         find: fn(&StoredResponse, &K) -> Option<StoredItem>,
     ) -> Result<Vec<Option<StoredItem>>, StoreError> {
         let now = now_unix();
@@ -368,8 +361,13 @@ impl EmbeddedStore {
             .iter()
             .enumerate()
             .map(|(i, k)| {
-                let item = remembered(&self.inner.recent, k, now);
-                if item.is_none() && self.inner.keys.may_contain(&key(k)) {
+                let store_key = key(k);
+                let item = self
+                    .inner
+                    .recent
+                    .holder(&store_key, now)
+                    .and_then(|response| find(&response, k));
+                if item.is_none() && self.inner.keys.may_contain(&store_key) {
                     unsure.push(i);
                 }
                 item

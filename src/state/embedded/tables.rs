@@ -60,6 +60,13 @@ pub(super) fn digest_key(digest: &[u8; 32]) -> StoreKey {
     StoreKey::of(KIND_ITEM_BY_DIGEST, digest)
 }
 
+/// Every key a record of `response` is found by: its own, then its items' ids and digests.
+pub(super) fn record_keys(response: &StoredResponse) -> impl Iterator<Item = StoreKey> + '_ {
+    std::iter::once(response_key(&response.id))
+        .chain(response.item_ids().map(item_key))
+        .chain(response.item_digests().map(digest_key))
+}
+
 /// The tables, open in one write transaction.
 pub(super) struct Tables<'txn> {
     responses: Table<'txn, At, &'static [u8]>,

@@ -1,0 +1,227 @@
+//! The records the store wrote lately, kept in memory to answer the next turn's lookups.
+//!
+//! An agent's next request names what the provider just produced: the response it continues
+//! and the items it replays. The embedded store answers those from here, without a read on the
+//! blocking pool. Entries are added when a record is handed to the writer (a queued record) or
+//! once its write is committed (a put that waits), never from a read (a read racing a rewrite
+//! could put back the older record).
+//!
+//! Responses are held in the order they were remembered, each once, weighed by the size of its
+//! encoded form; the oldest go first once the weight is over the budget. One map leads from
+//! each key of a held response (its own, its items' ids and digests, as the file's tables key
+//! them) to the place of the newest response that holds it, so an item is read from its
+//! response as that response now stands. An expired entry reads as absent, as it does from
+//! the file.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use foldhash::fast::RandomState;
+
+use super::tables::{record_keys, response_key};
+use crate::ledger::StoredResponse;
+use crate::state::key_filter::StoreKey;
+
+/// What a response weighs besides its encoding, and each of its keys.
+const RESPONSE_OVERHEAD: u64 = 64;
+const KEY_OVERHEAD: u64 = 48;
+
+/// Recently written responses, up to a total weight.
+#[derive(Debug)]
+pub(crate) struct Recent {
+    held: Mutex<Held>,
+}
+
+#[derive(Debug)]
+struct Held {
+    /// Oldest first; the response at index `i` has the sequence number `first + i`.
+    responses: VecDeque<Entry>,
+    first: u64,
+    /// Each key of a held response, and the sequence number of the newest one holding it.
+    keys: HashMap<StoreKey, u64, RandomState>,
+    weight: u64,
+    budget: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    response: Arc<StoredResponse>,
+    weight: u64,
+}
+
+impl Recent {
+    /// A cache holding responses of at most `bytes` encoded bytes in all.
+    pub fn new(bytes: u64) -> Recent {
+        Recent {
+            held: Mutex::new(Held {
+                responses: VecDeque::new(),
+                first: 0,
+                keys: HashMap::default(),
+                weight: 0,
+                budget: bytes,
+            }),
+        }
+    }
+
+    /// Remembers `response`, whose encoding is `encoded` bytes long, under its keys; the
+    /// oldest responses go until the whole is within the budget again.
+    pub fn remember(&self, response: Arc<StoredResponse>, encoded: usize) {
+        let keys = record_keys(&response).count() as u64;
+        let weight = encoded as u64 + RESPONSE_OVERHEAD + keys * KEY_OVERHEAD;
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if weight > held.budget {
+            return;
+        }
+        let sequence = held.first + held.responses.len() as u64;
+        for key in record_keys(&response) {
+            held.keys.insert(key, sequence);
+        }
+        held.weight += weight;
+        held.responses.push_back(Entry { response, weight });
+        while held.weight > held.budget {
+            held.forget_oldest();
+        }
+    }
+
+    /// The response holding `key` (a key of any kind, from [`super::tables`]) as it now
+    /// stands, if remembered and live at `now`. The caller checks that it holds what it
+    /// asked for.
+    pub fn holder(&self, key: &StoreKey, now: u64) -> Option<Arc<StoredResponse>> {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let sequence = *held.keys.get(key)?;
+        let response = &held.at(sequence)?.response;
+        // A response written again since leads to its newest record, which may not hold
+        // the key any more.
+        let newest = held.keys.get(&response_key(&response.id)) == Some(&sequence);
+        (newest && !response.is_expired(now)).then(|| response.clone())
+    }
+}
+
+impl Held {
+    fn at(&self, sequence: u64) -> Option<&Entry> {
+        self.responses
+            .get(usize::try_from(sequence.checked_sub(self.first)?).ok()?)
+    }
+
+    /// Drops the oldest response and the keys that still lead to it.
+    fn forget_oldest(&mut self) {
+        let Some(entry) = self.responses.pop_front() else {
+            return;
+        };
+        let sequence = self.first;
+        self.first += 1;
+        self.weight -= entry.weight;
+        for key in record_keys(&entry.response) {
+            if self.keys.get(&key) == Some(&sequence) {
+                self.keys.remove(&key);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tables::{digest_key, item_key};
+    use super::*;
+    use crate::ledger::{ItemRecord, Owner, ResponseRecord};
+
+    fn response(id: &str, item_id: &str) -> Arc<StoredResponse> {
+        let item = ItemRecord {
+            id: Some(item_id.to_owned()),
+            item_type: "reasoning".into(),
+            call_id: None,
+            digest: [7; 32],
+            has_encrypted_content: true,
+        };
+        let record = ResponseRecord {
+            id: id.to_owned(),
+            model: None,
+            items: vec![item],
+        };
+        let owner = Owner {
+            provider: "openai".into(),
+            model: None,
+        };
+        Arc::new(StoredResponse::new(record, owner, None, None, 0, 60))
+    }
+
+    fn item(recent: &Recent, id: &str, now: u64) -> Option<String> {
+        let holder = recent.holder(&item_key(id), now)?;
+        Some(holder.item_by_id(id)?.response_id)
+    }
+
+    #[test]
+    fn an_item_is_found_through_its_response_as_it_now_stands() {
+        let recent = Recent::new(64 * 1024);
+        recent.remember(response("resp_1", "rs_0123456789abcdef"), 300);
+        assert_eq!(item(&recent, "rs_0123456789abcdef", 1).as_deref(), Some("resp_1"));
+        let by_digest = recent.holder(&digest_key(&[7; 32]), 1).unwrap();
+        assert_eq!(by_digest.item_by_digest(&[7; 32]).unwrap().response_id, "resp_1");
+        // Expired with its response.
+        assert!(item(&recent, "rs_0123456789abcdef", 60).is_none());
+        // The response written again without the item: the item's key leads nowhere.
+        recent.remember(response("resp_1", "rs_another_item_0001"), 300);
+        assert!(item(&recent, "rs_0123456789abcdef", 1).is_none());
+        assert!(item(&recent, "rs_another_item_0001", 1).is_some());
+        assert_eq!(
+            recent.holder(&response_key("resp_1"), 1).unwrap().items[0]
+                .id
+                .as_deref(),
+            Some("rs_another_item_0001")
+        );
+    }
+
+    #[test]
+    fn an_item_is_not_held_without_its_response() {
+        // A response heavier than the whole cache is not kept; its items' keys find nothing.
+        let recent = Recent::new(1024);
+        recent.remember(response("resp_big", "rs_0123456789abcdef"), 1 << 20);
+        assert!(recent.holder(&response_key("resp_big"), 1).is_none());
+        assert!(item(&recent, "rs_0123456789abcdef", 1).is_none());
+    }
+
+    #[test]
+    fn the_oldest_go_first_and_take_their_keys_with_them() {
+        // Each response weighs 1,000 + 64 + 3 keys (its id, its item's id and digest).
+        let one = 1_000 + RESPONSE_OVERHEAD + 3 * KEY_OVERHEAD;
+        let recent = Recent::new(3 * one);
+        for i in 0..5 {
+            recent.remember(
+                response(&format!("resp_{i}"), &format!("rs_0123456789_item_{i}")),
+                1_000,
+            );
+        }
+        let held = recent.held.lock().unwrap();
+        assert_eq!((held.responses.len(), held.weight, held.first), (3, 3 * one, 2));
+        // Every key leads to a held response: the two forgotten ones' ids and items are gone,
+        // and the digest all five share leads to the newest.
+        assert_eq!(held.keys.len(), 3 + 3 + 1);
+        drop(held);
+        for i in 0..5 {
+            let kept = i >= 2;
+            assert_eq!(
+                recent.holder(&response_key(&format!("resp_{i}")), 1).is_some(),
+                kept
+            );
+            assert_eq!(
+                item(&recent, &format!("rs_0123456789_item_{i}"), 1).is_some(),
+                kept
+            );
+        }
+        let by_digest = recent.holder(&digest_key(&[7; 32]), 1).unwrap();
+        assert_eq!(by_digest.id, "resp_4");
+    }
+
+    #[test]
+    fn a_rewritten_response_keeps_the_keys_its_older_record_shares() {
+        // resp_a's first record goes out of the cache after its rewrite: the keys the rewrite
+        // holds too must stay.
+        let one = 1_000 + RESPONSE_OVERHEAD + 3 * KEY_OVERHEAD;
+        let recent = Recent::new(2 * one);
+        recent.remember(response("resp_a", "rs_0123456789_same"), 1_000);
+        recent.remember(response("resp_a", "rs_0123456789_same"), 1_000);
+        recent.remember(response("resp_b", "rs_0123456789_b"), 1_000);
+        assert_eq!(item(&recent, "rs_0123456789_same", 1).as_deref(), Some("resp_a"));
+        assert!(recent.holder(&response_key("resp_a"), 1).is_some());
+    }
+}
