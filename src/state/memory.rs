@@ -1,6 +1,7 @@
-//! The `memory` backend: maps in this process, swept of expired entries as they grow.
+//! The `memory` backend: maps in this process, each write sweeping out what has expired.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,8 +25,9 @@ struct Maps {
     responses: HashMap<String, Arc<StoredResponse>, RandomState>,
     by_id: HashMap<Box<str>, ItemAt, RandomState>,
     by_digest: HashMap<[u8; 32], ItemAt, RandomState>,
-    /// Entries written since the last sweep.
-    writes: usize,
+    /// Each held response id once, soonest to expire first, with the expiry it had when
+    /// queued (a rewrite may have moved it later).
+    expiring: BinaryHeap<Reverse<(u64, String)>>,
 }
 
 /// An output item of a recorded response: the response, and the item's place in its `items`.
@@ -43,10 +45,6 @@ impl ItemAt {
     }
 }
 
-/// A sweep of expired entries runs after this many writes and once the maps hold more
-/// entries than this.
-const SWEEP_EVERY: usize = 4096;
-
 impl MemoryStore {
     pub(super) fn put_response(&self, response: &StoredResponse) -> Result<(), StoreError> {
         self.record_response(response.clone())
@@ -56,6 +54,7 @@ impl MemoryStore {
     pub(super) fn record_response(&self, response: StoredResponse) -> Result<(), StoreError> {
         let response = Arc::new(response);
         let mut maps = self.maps.lock().unwrap_or_else(|e| e.into_inner());
+        maps.sweep(now_unix());
         for (index, item) in response.items.iter().enumerate() {
             let at = || ItemAt {
                 response: response.clone(),
@@ -68,10 +67,11 @@ impl MemoryStore {
                 maps.by_digest.insert(item.digest, at());
             }
         }
-        maps.responses.insert(response.id.clone(), response);
-        maps.writes += 1;
-        if maps.writes >= SWEEP_EVERY {
-            maps.sweep(now_unix());
+        let expires = response.expires_unix;
+        match maps.responses.insert(response.id.clone(), response.clone()) {
+            // Written again: the items it no longer holds go with the older record.
+            Some(older) => maps.forget_items(&older),
+            None => maps.expiring.push(Reverse((expires, response.id.clone()))),
         }
         Ok(())
     }
@@ -127,11 +127,44 @@ impl MemoryStore {
 }
 
 impl Maps {
+    /// Removes the responses expired at `now`, and their items.
     fn sweep(&mut self, now: u64) {
-        self.responses.retain(|_, r| !r.is_expired(now));
-        self.by_id.retain(|_, at| !at.response.is_expired(now));
-        self.by_digest.retain(|_, at| !at.response.is_expired(now));
-        self.writes = 0;
+        while let Some(Reverse((expires, _))) = self.expiring.peek() {
+            if *expires > now {
+                break;
+            }
+            let Some(Reverse((_, id))) = self.expiring.pop() else {
+                break;
+            };
+            let Some(response) = self.responses.get(&id) else {
+                continue;
+            };
+            if response.is_expired(now) {
+                if let Some(response) = self.responses.remove(&id) {
+                    self.forget_items(&response);
+                }
+            } else {
+                // Rewritten since with a later expiry.
+                let later = response.expires_unix;
+                self.expiring.push(Reverse((later, id)));
+            }
+        }
+    }
+
+    /// Removes the index entries that lead to `response` (not those a later record of an
+    /// item has taken).
+    fn forget_items(&mut self, response: &Arc<StoredResponse>) {
+        let held_here = |at: Option<&ItemAt>| at.is_some_and(|at| Arc::ptr_eq(&at.response, response));
+        for item in &response.items {
+            if let Some(id) = item.id.as_deref() {
+                if held_here(self.by_id.get(id)) {
+                    self.by_id.remove(id);
+                }
+            }
+            if held_here(self.by_digest.get(&item.digest)) {
+                self.by_digest.remove(&item.digest);
+            }
+        }
     }
 }
 
@@ -141,9 +174,13 @@ mod tests {
     use crate::ledger::{ItemRecord, Owner, ResponseRecord};
 
     fn response(id: &str, expires_in: i64) -> StoredResponse {
+        holding(id, &format!("rs_0123456789_{id}"), expires_in)
+    }
+
+    fn holding(id: &str, item_id: &str, expires_in: i64) -> StoredResponse {
         let now = now_unix();
         let item = ItemRecord {
-            id: Some(format!("rs_0123456789_{id}")),
+            id: Some(item_id.to_owned()),
             item_type: "reasoning".into(),
             call_id: None,
             digest: [7; 32],
@@ -182,21 +219,55 @@ mod tests {
         assert!(store.items_by_digest(&[[7; 32]]).unwrap()[0].is_none());
     }
 
+    fn sizes(store: &MemoryStore) -> (usize, usize, usize, usize) {
+        let maps = store.maps.lock().unwrap();
+        let (responses, ids, digests) = (maps.responses.len(), maps.by_id.len(), maps.by_digest.len());
+        (responses, ids, digests, maps.expiring.len())
+    }
+
     #[test]
-    fn a_sweep_forgets_expired_entries() {
+    fn each_write_sweeps_out_what_has_expired() {
         let store = MemoryStore::default();
         store.put_response(&response("resp_old", -5)).unwrap();
+        assert_eq!(sizes(&store), (1, 1, 1, 1));
         store.put_response(&response("resp_new", 60)).unwrap();
-        let mut maps = store.maps.lock().unwrap();
-        assert_eq!(
-            (maps.responses.len(), maps.by_id.len(), maps.by_digest.len()),
-            (2, 2, 1)
-        );
-        maps.sweep(now_unix());
-        assert_eq!(
-            (maps.responses.len(), maps.by_id.len(), maps.by_digest.len()),
-            (1, 1, 1)
-        );
+        // resp_old, its item and its place in the queue are gone; the digest both share
+        // leads to resp_new.
+        assert_eq!(sizes(&store), (1, 1, 1, 1));
+        let maps = store.maps.lock().unwrap();
         assert!(maps.responses.contains_key("resp_new") && maps.by_id.contains_key("rs_0123456789_resp_new"));
+        assert_eq!(maps.by_digest[&[7; 32]].response.id, "resp_new");
+    }
+
+    #[test]
+    fn a_rewritten_response_drops_what_it_no_longer_holds_and_lives_to_its_new_expiry() {
+        let store = MemoryStore::default();
+        store
+            .put_response(&holding("resp_1", "rs_0123456789_first", 60))
+            .unwrap();
+        store
+            .put_response(&holding("resp_1", "rs_0123456789_second", 120))
+            .unwrap();
+        // One response, queued once; the first record's item is gone, the digest both hold
+        // leads to the second.
+        assert_eq!(sizes(&store), (1, 1, 1, 1));
+        assert!(store.items_by_id(&["rs_0123456789_first".into()]).unwrap()[0].is_none());
+        let mut maps = store.maps.lock().unwrap();
+        let second_expires = maps.responses["resp_1"].expires_unix;
+        // Past the first record's expiry, before the second's.
+        maps.sweep(second_expires - 30);
+        assert!(maps.responses.contains_key("resp_1") && maps.by_id.contains_key("rs_0123456789_second"));
+        assert_eq!(
+            maps.expiring.peek().map(|Reverse((at, _))| *at),
+            Some(second_expires)
+        );
+        maps.sweep(second_expires);
+        let left = (
+            maps.responses.len(),
+            maps.by_id.len(),
+            maps.by_digest.len(),
+            maps.expiring.len(),
+        );
+        assert_eq!(left, (0, 0, 0, 0));
     }
 }
