@@ -8,7 +8,8 @@
 //! STORE: `redb-keyed` (the embedded store's layout 2), `redb` (the same with each id's text as
 //! its key, as an earlier draft of layout 2 had it), `redb-timed` (layout 2 with the responses
 //! in time order, a small index from id to time), `fjall` (the same rows in an LSM tree,
-//! one worker thread, its maintenance counted), `log` (the records appended to one file, no
+//! one worker thread, its maintenance counted), `fjall-timed` (`redb-timed`'s layout in an LSM
+//! tree: responses appended in time order, 16-byte index rows), `log` (the records appended to one file, no
 //! index: the floor). Prints the process's CPU time (every thread, from /proc) and wall time
 //! per record, and the size on disk. Run it on one CPU, as the proxy shares one with its
 //! upstream in the load benchmark. Files go to a temporary directory, removed at the end.
@@ -252,6 +253,52 @@ fn fjall(records: &[Record], dir: &Path) -> u64 {
     db.disk_space().unwrap()
 }
 
+/// Layout 2 in an LSM tree: the responses keyed by `(expires, key)`, so each batch appends
+/// to what the tree holds and compactions move whole tables instead of merging, and 16-byte
+/// index rows (id to time, item id and digest to the response's key).
+fn fjall_timed(records: &[Record], dir: &Path) -> u64 {
+    use fjall::{Database, KeyspaceCreateOptions, PersistMode};
+    let db = Database::builder(dir.join("fjall"))
+        .worker_threads(1)
+        .cache_size(cache_bytes() as u64)
+        .open()
+        .unwrap();
+    let responses = db.keyspace("responses", KeyspaceCreateOptions::default).unwrap();
+    let response_ids = db
+        .keyspace("response_ids", KeyspaceCreateOptions::default)
+        .unwrap();
+    let item_ids = db.keyspace("item_ids", KeyspaceCreateOptions::default).unwrap();
+    let digests = db
+        .keyspace("item_digests", KeyspaceCreateOptions::default)
+        .unwrap();
+    let mut durable_at = Instant::now() + DURABLE_EVERY;
+    for chunk in records.chunks(batch_size()) {
+        let mut batch = db.batch();
+        for record in chunk {
+            let id = key16(0, record.id.as_bytes());
+            let mut at = record.expires.to_be_bytes().to_vec();
+            at.extend_from_slice(&id);
+            batch.insert(&responses, at, record.json.as_slice());
+            batch.insert(&response_ids, id, record.expires.to_be_bytes());
+            for item in &record.item_ids {
+                batch.insert(&item_ids, key16(1, item.as_bytes()), id);
+            }
+            batch.insert(&digests, key16(2, &record.digest), id);
+        }
+        batch.commit().unwrap();
+        if Instant::now() >= durable_at {
+            durable_at = Instant::now() + DURABLE_EVERY;
+            db.persist(PersistMode::SyncData).unwrap();
+        }
+    }
+    // Its flushes and compactions are part of the cost: wait for them (at most a minute).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while (db.outstanding_flushes() > 0 || db.active_compactions() > 0) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    db.disk_space().unwrap()
+}
+
 /// The records appended to one file, nothing indexed.
 fn log(records: &[Record], dir: &Path) -> u64 {
     let path = dir.join("ledger.log");
@@ -278,7 +325,7 @@ fn main() {
         .map_or(300_000, |n| n.parse().expect("RECORDS: a number"));
     let mut stores: Vec<String> = args.collect();
     if stores.is_empty() {
-        stores = ["redb-keyed", "redb", "redb-timed", "fjall", "log"]
+        stores = ["redb-keyed", "redb", "redb-timed", "fjall", "fjall-timed", "log"]
             .map(String::from)
             .to_vec();
     }
@@ -292,8 +339,9 @@ fn main() {
             "redb-keyed" => redb_keyed(&records, &dir),
             "redb-timed" => redb_timed(&records, &dir),
             "fjall" => fjall(&records, &dir),
+            "fjall-timed" => fjall_timed(&records, &dir),
             "log" => log(&records, &dir),
-            other => panic!("unknown store {other} (redb-keyed, redb, redb-timed, fjall, log)"),
+            other => panic!("unknown store {other} (redb-keyed, redb, redb-timed, fjall, fjall-timed, log)"),
         };
         let per = |d: Duration| d.as_secs_f64() * 1e6 / count as f64;
         println!(
