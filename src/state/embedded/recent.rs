@@ -85,15 +85,22 @@ impl Recent {
 
     /// The response holding `key` (a key of any kind, from [`super::tables`]) as it now
     /// stands, if remembered and live at `now`. The caller checks that it holds what it
-    /// asked for.
+    /// asked for. A response found in the older half of the cache moves to the newest end,
+    /// so what the next turns keep reading stays while the cache turns over.
     pub fn holder(&self, key: &StoreKey, now: u64) -> Option<Arc<StoredResponse>> {
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let sequence = *held.keys.get(key)?;
-        let response = &held.at(sequence)?.response;
+        let response = held.at(sequence)?.response.clone();
         // A response written again since leads to its newest record, which may not hold
         // the key any more.
         let newest = held.keys.get(&response_key(&response.id)) == Some(&sequence);
-        (newest && !response.is_expired(now)).then(|| response.clone())
+        if !newest || response.is_expired(now) {
+            return None;
+        }
+        if sequence - held.first < held.responses.len() as u64 / 2 {
+            held.move_to_newest(sequence);
+        }
+        Some(response)
     }
 }
 
@@ -101,6 +108,25 @@ impl Held {
     fn at(&self, sequence: u64) -> Option<&Entry> {
         self.responses
             .get(usize::try_from(sequence.checked_sub(self.first)?).ok()?)
+    }
+
+    /// Holds the response at `sequence` again at the newest end; its old place weighs
+    /// nothing and leads nowhere until it is dropped in turn.
+    fn move_to_newest(&mut self, sequence: u64) {
+        let Some(entry) = usize::try_from(sequence - self.first)
+            .ok()
+            .and_then(|i| self.responses.get_mut(i))
+        else {
+            return;
+        };
+        let (response, weight) = (entry.response.clone(), std::mem::take(&mut entry.weight));
+        let newest = self.first + self.responses.len() as u64;
+        for key in record_keys(&response) {
+            if let Some(at) = self.keys.get_mut(&key).filter(|at| **at == sequence) {
+                *at = newest;
+            }
+        }
+        self.responses.push_back(Entry { response, weight });
     }
 
     /// Drops the oldest response and the keys that still lead to it.
@@ -210,6 +236,37 @@ mod tests {
         }
         let by_digest = recent.holder(&digest_key(&[7; 32]), 1).unwrap();
         assert_eq!(by_digest.id, "resp_4");
+    }
+
+    #[test]
+    fn what_is_read_stays_while_the_cache_turns_over() {
+        let one = 1_000 + RESPONSE_OVERHEAD + 3 * KEY_OVERHEAD;
+        let recent = Recent::new(4 * one);
+        recent.remember(response("resp_hot", "rs_0123456789_hot"), 1_000);
+        // Forty more responses, the hot one read after each: without the move it would go
+        // with the fourth.
+        for i in 0..40 {
+            recent.remember(
+                response(&format!("resp_{i}"), &format!("rs_0123456789_item_{i}")),
+                1_000,
+            );
+            assert_eq!(
+                item(&recent, "rs_0123456789_hot", 1).as_deref(),
+                Some("resp_hot"),
+                "after {i}"
+            );
+        }
+        let held = recent.held.lock().unwrap();
+        // Within the budget, the moved places weighing nothing; the keys are each held
+        // response's id and item id, and the digest they all share.
+        assert!(held.weight <= 4 * one);
+        let live = held.responses.iter().filter(|e| e.weight > 0).count();
+        assert_eq!(live, 4);
+        assert_eq!(held.keys.len(), 2 * live + 1);
+        drop(held);
+        // The responses not read went in order.
+        assert!(recent.holder(&response_key("resp_0"), 1).is_none());
+        assert!(recent.holder(&response_key("resp_39"), 1).is_some());
     }
 
     #[test]
