@@ -75,8 +75,8 @@ use tokio::sync::oneshot;
 
 use self::recent::Recent;
 use self::tables::{
-    digest_key, item_key, record_keys, response_key, ItemIndex, Key16, ResponseReader, Tables, ITEM_DIGESTS,
-    ITEM_IDS, RESPONSES, RESPONSE_IDS,
+    digest_key, item_key, record_keys, response_key, ItemIndex, Key16, ReadResponse, ResponseReader, Tables,
+    ITEM_DIGESTS, ITEM_IDS, RESPONSES, RESPONSE_IDS,
 };
 use super::key_filter::{KeyFilter, StoreKey};
 use super::{now_unix, StoreError};
@@ -317,12 +317,17 @@ impl EmbeddedStore {
             return Ok(None);
         }
         let id = id.to_owned();
-        self.read(move |db, now| {
-            let txn = db.begin_read().map_err(unavailable("read transaction"))?;
-            let (ids, rows) = response_tables(&txn)?;
-            ResponseReader::new(&ids, &rows, now).response(&id)
-        })
-        .await
+        let (found, read) = self
+            .read_remembering(move |db, now| {
+                let txn = db.begin_read().map_err(unavailable("read transaction"))?;
+                let (ids, rows) = response_tables(&txn)?;
+                let mut reader = ResponseReader::new(&ids, &rows, now);
+                let found = reader.response(&id)?;
+                Ok((found, reader.into_read().collect()))
+            })
+            .await?;
+        self.remember_read(read);
+        Ok(found)
     }
 
     pub(super) async fn items_by_id(&self, ids: &[String]) -> Result<Vec<Option<StoredItem>>, StoreError> {
@@ -377,23 +382,29 @@ impl EmbeddedStore {
             return Ok(found);
         }
         let keys: Vec<K> = unsure.iter().map(|&i| keys[i].clone()).collect();
-        let read = self
-            .read(move |db, now| {
+        let (items, read) = self
+            .read_remembering(move |db, now| {
                 let txn = db.begin_read().map_err(unavailable("read transaction"))?;
                 let index = txn.open_table(index).map_err(unavailable("item index"))?;
                 let (response_ids, responses) = response_tables(&txn)?;
-                let mut items = ResponseReader::new(&response_ids, &responses, now);
-                keys.iter()
+                let mut reader = ResponseReader::new(&response_ids, &responses, now);
+                let items = keys
+                    .iter()
                     .map(|k| {
                         let owner = index.get(&key(k).0).map_err(unavailable("item index"))?;
-                        items.item(owner.as_ref().map(|guard| guard.value()), |response| {
+                        reader.item(owner.as_ref().map(|guard| guard.value()), |response| {
                             find(response, k)
                         })
                     })
-                    .collect::<Result<Vec<_>, StoreError>>()
+                    .collect::<Result<Vec<_>, StoreError>>()?;
+                Ok((items, reader.into_read().collect()))
             })
             .await?;
-        unsure.into_iter().zip(read).for_each(|(i, item)| found[i] = item);
+        self.remember_read(read);
+        unsure
+            .into_iter()
+            .zip(items)
+            .for_each(|(i, item)| found[i] = item);
         Ok(found)
     }
 
@@ -423,6 +434,25 @@ impl EmbeddedStore {
     }
 
     /// Runs `read` on the blocking pool with the database and the time now.
+    /// [`EmbeddedStore::read`] of lookups that hand back the responses they read, marking the
+    /// recent-records cache first so that [`EmbeddedStore::remember_read`] can keep them.
+    async fn read_remembering<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Database, u64) -> Result<(T, ReadResponses), StoreError> + Send + 'static,
+    ) -> Result<(T, (u64, ReadResponses)), StoreError> {
+        let mark = self.inner.recent.mark();
+        let (found, read) = self.read(read).await?;
+        Ok((found, (mark, read)))
+    }
+
+    /// Keeps what a lookup read from the file in the recent-records cache, where the cache
+    /// allows it ([`Recent::fill`]).
+    fn remember_read(&self, (mark, read): (u64, ReadResponses)) {
+        for (response, encoded) in read {
+            self.inner.recent.fill(Arc::new(response), encoded, mark);
+        }
+    }
+
     async fn read<T: Send + 'static>(
         &self,
         read: impl FnOnce(&Database, u64) -> Result<T, StoreError> + Send + 'static,
@@ -444,6 +474,9 @@ impl Drop for Inner {
         }
     }
 }
+
+/// The live responses a lookup read from the file, each with the length of its row.
+type ReadResponses = Vec<ReadResponse>;
 
 /// The response ids table and the responses table, in a read transaction.
 fn response_tables(txn: &ReadTransaction) -> Result<tables::ReadTables, StoreError> {
@@ -575,6 +608,27 @@ mod tests {
         assert_eq!(store.response("resp_1").await.unwrap(), Some(stored));
         assert_eq!(store.response("resp_unknown").await.unwrap(), None);
         assert!(dir.path().join(FILE_NAME).is_file());
+    }
+
+    #[tokio::test]
+    async fn what_a_lookup_reads_from_the_file_is_remembered() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        store.put_response(&response("resp_1", 1, 60)).await.unwrap();
+        store.put_response(&response("resp_2", 1, 60)).await.unwrap();
+        drop(store);
+        // After a restart the cache is empty: the first lookups read the file.
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        let recent = &store.inner.recent;
+        let cached = |id: &str| recent.holder(&response_key(id), now_unix()).is_some();
+        assert!(!cached("resp_1") && !cached("resp_2"));
+        assert!(store.response("resp_1").await.unwrap().is_some());
+        assert!(cached("resp_1") && !cached("resp_2"));
+        let found = store.items_by_id(&["fc_0123456789_resp_2".into()]).await.unwrap();
+        assert_eq!(found[0].as_ref().unwrap().response_id, "resp_2");
+        assert!(cached("resp_2"));
+        let item = recent.holder(&item_key("fc_0123456789_resp_2"), now_unix());
+        assert_eq!(item.unwrap().id, "resp_2");
     }
 
     #[tokio::test]

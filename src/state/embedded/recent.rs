@@ -2,9 +2,10 @@
 //!
 //! An agent's next request names what the provider just produced: the response it continues
 //! and the items it replays. The embedded store answers those from here, without a read on the
-//! blocking pool. Entries are added when a record is handed to the writer (a queued record) or
-//! once its write is committed (a put that waits), never from a read (a read racing a rewrite
-//! could put back the older record).
+//! blocking pool. Entries are added when a record is handed to the writer (a queued record),
+//! once its write is committed (a put that waits), and after a read of the file found it,
+//! unless the cache has meanwhile taken or dropped a record that may be newer (a read racing a
+//! rewrite must not put back the older record).
 //!
 //! Responses are held in the order they were remembered, each once, weighed by the size of its
 //! encoded form; the oldest go first once the weight is over the budget. One map leads from
@@ -75,6 +76,36 @@ impl Recent {
         let sequence = held.first + held.responses.len() as u64;
         for key in record_keys(&response) {
             held.keys.insert(key, sequence);
+        }
+        held.weight += weight;
+        held.responses.push_back(Entry { response, weight });
+        while held.weight > held.budget {
+            held.forget_oldest();
+        }
+    }
+
+    /// Where the cache stands before a read of the file, for [`Recent::fill`] after it.
+    pub fn mark(&self) -> u64 {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.first + held.responses.len() as u64
+    }
+
+    /// Remembers `response`, read from the file in a read that began at `mark`, so the next
+    /// lookups of it need no read: unless the cache holds a record of it already (the same or
+    /// newer), or has dropped any record remembered since `mark` (which may have been a newer
+    /// record of it, or of one of its items). Of its keys, only those no held response has
+    /// are taken.
+    pub fn fill(&self, response: Arc<StoredResponse>, encoded: usize, mark: u64) {
+        let keys = record_keys(&response).count() as u64;
+        let weight = encoded as u64 + RESPONSE_OVERHEAD + keys * KEY_OVERHEAD;
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let own = response_key(&response.id);
+        if weight > held.budget || held.first > mark || held.keys.contains_key(&own) {
+            return;
+        }
+        let sequence = held.first + held.responses.len() as u64;
+        for key in record_keys(&response) {
+            held.keys.entry(key).or_insert(sequence);
         }
         held.weight += weight;
         held.responses.push_back(Entry { response, weight });
@@ -267,6 +298,46 @@ mod tests {
         // The responses not read went in order.
         assert!(recent.holder(&response_key("resp_0"), 1).is_none());
         assert!(recent.holder(&response_key("resp_39"), 1).is_some());
+    }
+
+    #[test]
+    fn a_read_record_is_kept_unless_a_newer_one_may_have_come_since() {
+        let one = 1_000 + RESPONSE_OVERHEAD + 3 * KEY_OVERHEAD;
+        let recent = Recent::new(3 * one);
+        // Kept: nothing came since the read began.
+        let mark = recent.mark();
+        recent.fill(response("resp_read", "rs_0123456789_read"), 1_000, mark);
+        assert_eq!(
+            item(&recent, "rs_0123456789_read", 1).as_deref(),
+            Some("resp_read")
+        );
+        // A newer record of it remembered while the read ran: the read one is not kept.
+        let mark = recent.mark();
+        recent.remember(response("resp_new", "rs_0123456789_newer"), 1_000);
+        recent.fill(response("resp_new", "rs_0123456789_older"), 1_000, mark);
+        assert!(item(&recent, "rs_0123456789_older", 1).is_none());
+        assert!(item(&recent, "rs_0123456789_newer", 1).is_some());
+        // A record remembered since the read began has been dropped (it may have been a newer
+        // record of what was read): not kept.
+        let mark = recent.mark();
+        for i in 0..3 {
+            recent.remember(
+                response(&format!("resp_{i}"), &format!("rs_0123456789_item_{i}")),
+                1_000,
+            );
+        }
+        recent.remember(response("resp_3", "rs_0123456789_item_3"), 1_000);
+        recent.fill(response("resp_gone", "rs_0123456789_gone"), 1_000, mark);
+        assert!(recent.holder(&response_key("resp_gone"), 1).is_none());
+        // A read record takes only the keys no held response has: the digest all share still
+        // leads to the newest one remembered.
+        let mark = recent.mark();
+        recent.fill(response("resp_late", "rs_0123456789_late"), 1_000, mark);
+        assert_eq!(
+            item(&recent, "rs_0123456789_late", 1).as_deref(),
+            Some("resp_late")
+        );
+        assert_eq!(recent.holder(&digest_key(&[7; 32]), 1).unwrap().id, "resp_3");
     }
 
     #[test]

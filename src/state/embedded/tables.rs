@@ -200,12 +200,16 @@ fn remove_if_owned(
     Ok(owned)
 }
 
+/// A response read from the file, and the length of its row.
+pub(super) type ReadResponse = (StoredResponse, usize);
+
 /// Reads responses by key, each once however many lookups lead to it, and their items.
 pub(super) struct ResponseReader<'t, I, R> {
     ids: &'t I,
     rows: &'t R,
     now: u64,
-    read: Vec<([u8; 16], Option<StoredResponse>)>,
+    /// Each key read, and the live response under it with the length of its row.
+    read: Vec<([u8; 16], Option<ReadResponse>)>,
 }
 
 impl<'t, I, R> ResponseReader<'t, I, R>
@@ -228,6 +232,11 @@ where
     pub fn response(&mut self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
         let found = self.by_key(&response_key(id).0)?;
         Ok(found.filter(|response| response.id == id).cloned())
+    }
+
+    /// The live responses read, each with the length of its row.
+    pub fn into_read(self) -> impl Iterator<Item = ReadResponse> {
+        self.read.into_iter().filter_map(|(_, found)| found)
     }
 
     /// The item `find` picks in the live response whose key is `owner`, if any (`find`
@@ -253,10 +262,10 @@ where
                 self.read.len() - 1
             }
         };
-        Ok(self.read[at].1.as_ref())
+        Ok(self.read[at].1.as_ref().map(|(response, _)| response))
     }
 
-    fn read_key(&self, key: &[u8; 16]) -> Result<Option<StoredResponse>, StoreError> {
+    fn read_key(&self, key: &[u8; 16]) -> Result<Option<ReadResponse>, StoreError> {
         let expires = self
             .ids
             .get(key)
@@ -272,8 +281,9 @@ where
         else {
             return Ok(None);
         };
-        serde_json::from_slice(row.value())
-            .map(Some)
+        let row = row.value();
+        serde_json::from_slice(row)
+            .map(|response| Some((response, row.len())))
             .map_err(|e| StoreError::Corrupt(format!("a stored response: {e}")))
     }
 }
