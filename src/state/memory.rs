@@ -171,33 +171,14 @@ impl Maps {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::{ItemRecord, Owner, ResponseRecord};
+    use crate::state::test_records::one_reasoning_item;
 
     fn response(id: &str, expires_in: i64) -> StoredResponse {
         holding(id, &format!("rs_0123456789_{id}"), expires_in)
     }
 
     fn holding(id: &str, item_id: &str, expires_in: i64) -> StoredResponse {
-        let now = now_unix();
-        let item = ItemRecord {
-            id: Some(item_id.to_owned()),
-            item_type: "reasoning".into(),
-            call_id: None,
-            digest: [7; 32],
-            has_encrypted_content: true,
-        };
-        let record = ResponseRecord {
-            id: id.into(),
-            model: Some("m".into()),
-            items: vec![item],
-        };
-        let owner = Owner {
-            provider: "openai".into(),
-            model: Some("m".into()),
-        };
-        let mut stored = StoredResponse::new(record, owner, None, None, now, 60);
-        stored.expires_unix = now.saturating_add_signed(expires_in);
-        stored
+        one_reasoning_item(id, item_id, now_unix().saturating_add_signed(expires_in))
     }
 
     #[test]

@@ -13,6 +13,8 @@ mod embedded;
 mod key_filter;
 mod memory;
 mod redis;
+#[cfg(test)]
+mod test_records;
 
 use std::num::NonZeroU32;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

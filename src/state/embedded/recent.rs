@@ -67,27 +67,21 @@ impl Recent {
     /// Remembers `response`, whose encoding is `encoded` bytes long, under its keys; the
     /// oldest responses go until the whole is within the budget again.
     pub fn remember(&self, response: Arc<StoredResponse>, encoded: usize) {
-        let keys = record_keys(&response).count() as u64;
-        let weight = encoded as u64 + RESPONSE_OVERHEAD + keys * KEY_OVERHEAD;
+        let weight = weigh(&response, encoded);
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         if weight > held.budget {
             return;
         }
-        let sequence = held.first + held.responses.len() as u64;
+        let sequence = held.next();
         for key in record_keys(&response) {
             held.keys.insert(key, sequence);
         }
-        held.weight += weight;
-        held.responses.push_back(Entry { response, weight });
-        while held.weight > held.budget {
-            held.forget_oldest();
-        }
+        held.push(Entry { response, weight });
     }
 
     /// Where the cache stands before a read of the file, for [`Recent::fill`] after it.
     pub fn mark(&self) -> u64 {
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.first + held.responses.len() as u64
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).next()
     }
 
     /// Remembers `response`, read from the file in a read that began at `mark`, so the next
@@ -96,22 +90,17 @@ impl Recent {
     /// record of it, or of one of its items). Of its keys, only those no held response has
     /// are taken.
     pub fn fill(&self, response: Arc<StoredResponse>, encoded: usize, mark: u64) {
-        let keys = record_keys(&response).count() as u64;
-        let weight = encoded as u64 + RESPONSE_OVERHEAD + keys * KEY_OVERHEAD;
+        let weight = weigh(&response, encoded);
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let own = response_key(&response.id);
         if weight > held.budget || held.first > mark || held.keys.contains_key(&own) {
             return;
         }
-        let sequence = held.first + held.responses.len() as u64;
+        let sequence = held.next();
         for key in record_keys(&response) {
             held.keys.entry(key).or_insert(sequence);
         }
-        held.weight += weight;
-        held.responses.push_back(Entry { response, weight });
-        while held.weight > held.budget {
-            held.forget_oldest();
-        }
+        held.push(Entry { response, weight });
     }
 
     /// The response holding `key` (a key of any kind, from [`super::tables`]) as it now
@@ -135,7 +124,27 @@ impl Recent {
     }
 }
 
+/// What `response`, encoded in `encoded` bytes, counts for against the budget.
+fn weigh(response: &StoredResponse, encoded: usize) -> u64 {
+    let keys = record_keys(response).count() as u64;
+    encoded as u64 + RESPONSE_OVERHEAD + keys * KEY_OVERHEAD
+}
+
 impl Held {
+    /// The sequence number the next response held gets.
+    fn next(&self) -> u64 {
+        self.first + self.responses.len() as u64
+    }
+
+    /// Holds `entry` at the newest end, then drops the oldest until within the budget.
+    fn push(&mut self, entry: Entry) {
+        self.weight += entry.weight;
+        self.responses.push_back(entry);
+        while self.weight > self.budget {
+            self.forget_oldest();
+        }
+    }
+
     fn at(&self, sequence: u64) -> Option<&Entry> {
         self.responses
             .get(usize::try_from(sequence.checked_sub(self.first)?).ok()?)
@@ -151,7 +160,7 @@ impl Held {
             return;
         };
         let (response, weight) = (entry.response.clone(), std::mem::take(&mut entry.weight));
-        let newest = self.first + self.responses.len() as u64;
+        let newest = self.next();
         for key in record_keys(&response) {
             if let Some(at) = self.keys.get_mut(&key).filter(|at| **at == sequence) {
                 *at = newest;
@@ -180,26 +189,10 @@ impl Held {
 mod tests {
     use super::super::tables::{digest_key, item_key};
     use super::*;
-    use crate::ledger::{ItemRecord, Owner, ResponseRecord};
+    use crate::state::test_records::one_reasoning_item;
 
     fn response(id: &str, item_id: &str) -> Arc<StoredResponse> {
-        let item = ItemRecord {
-            id: Some(item_id.to_owned()),
-            item_type: "reasoning".into(),
-            call_id: None,
-            digest: [7; 32],
-            has_encrypted_content: true,
-        };
-        let record = ResponseRecord {
-            id: id.to_owned(),
-            model: None,
-            items: vec![item],
-        };
-        let owner = Owner {
-            provider: "openai".into(),
-            model: None,
-        };
-        Arc::new(StoredResponse::new(record, owner, None, None, 0, 60))
+        Arc::new(one_reasoning_item(id, item_id, 60))
     }
 
     fn item(recent: &Recent, id: &str, now: u64) -> Option<String> {

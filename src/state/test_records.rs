@@ -1,0 +1,27 @@
+//! Records the backends' unit tests store.
+
+use crate::ledger::{ItemRecord, Owner, ResponseRecord, StoredResponse};
+
+/// Response `id` of `openai`, holding one reasoning item `item_id` with encrypted content
+/// (its digest all sevens), expiring at `expires_unix`.
+pub(crate) fn one_reasoning_item(id: &str, item_id: &str, expires_unix: u64) -> StoredResponse {
+    let item = ItemRecord {
+        id: Some(item_id.to_owned()),
+        item_type: "reasoning".into(),
+        call_id: None,
+        digest: [7; 32],
+        has_encrypted_content: true,
+    };
+    let record = ResponseRecord {
+        id: id.to_owned(),
+        model: Some("m".into()),
+        items: vec![item],
+    };
+    let owner = Owner {
+        provider: "openai".into(),
+        model: Some("m".into()),
+    };
+    let mut stored = StoredResponse::new(record, owner, None, None, 0, 60);
+    stored.expires_unix = expires_unix;
+    stored
+}
