@@ -209,14 +209,29 @@ fn redb_timed(records: &[Record], dir: &Path) -> u64 {
     })
 }
 
-/// The same rows in an LSM tree.
-fn fjall(records: &[Record], dir: &Path) -> u64 {
-    use fjall::{Database, KeyspaceCreateOptions, PersistMode};
-    let db = Database::builder(dir.join("fjall"))
+/// An LSM tree in `dir`, one worker thread, the benchmark's cache.
+fn fjall_open(dir: &Path) -> fjall::Database {
+    fjall::Database::builder(dir.join("fjall"))
         .worker_threads(1)
         .cache_size(cache_bytes() as u64)
         .open()
-        .unwrap();
+        .unwrap()
+}
+
+/// Waits for `db`'s flushes and compactions (part of the cost; at most a minute), then its
+/// size on disk.
+fn fjall_settled_size(db: &fjall::Database) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while (db.outstanding_flushes() > 0 || db.active_compactions() > 0) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    db.disk_space().unwrap()
+}
+
+/// The same rows in an LSM tree.
+fn fjall(records: &[Record], dir: &Path) -> u64 {
+    use fjall::{KeyspaceCreateOptions, PersistMode};
+    let db = fjall_open(dir);
     let responses = db.keyspace("responses", KeyspaceCreateOptions::default).unwrap();
     let item_ids = db.keyspace("item_ids", KeyspaceCreateOptions::default).unwrap();
     let digests = db
@@ -245,24 +260,15 @@ fn fjall(records: &[Record], dir: &Path) -> u64 {
             db.persist(PersistMode::SyncData).unwrap();
         }
     }
-    // Its flushes and compactions are part of the cost: wait for them (at most a minute).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while (db.outstanding_flushes() > 0 || db.active_compactions() > 0) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    db.disk_space().unwrap()
+    fjall_settled_size(&db)
 }
 
 /// Layout 2 in an LSM tree: the responses keyed by `(expires, key)`, so each batch appends
 /// to what the tree holds and compactions move whole tables instead of merging, and 16-byte
 /// index rows (id to time, item id and digest to the response's key).
 fn fjall_timed(records: &[Record], dir: &Path) -> u64 {
-    use fjall::{Database, KeyspaceCreateOptions, PersistMode};
-    let db = Database::builder(dir.join("fjall"))
-        .worker_threads(1)
-        .cache_size(cache_bytes() as u64)
-        .open()
-        .unwrap();
+    use fjall::{KeyspaceCreateOptions, PersistMode};
+    let db = fjall_open(dir);
     let responses = db.keyspace("responses", KeyspaceCreateOptions::default).unwrap();
     let response_ids = db
         .keyspace("response_ids", KeyspaceCreateOptions::default)
@@ -291,12 +297,7 @@ fn fjall_timed(records: &[Record], dir: &Path) -> u64 {
             db.persist(PersistMode::SyncData).unwrap();
         }
     }
-    // Its flushes and compactions are part of the cost: wait for them (at most a minute).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while (db.outstanding_flushes() > 0 || db.active_compactions() > 0) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    db.disk_space().unwrap()
+    fjall_settled_size(&db)
 }
 
 /// The records appended to one file, nothing indexed.
