@@ -42,9 +42,9 @@
 //!
 //! Two things in memory spare most lookups that trip: a Bloom filter of every key in the file
 //! ([`KeyFilter`], 2 MiB, filled from the tables' keys when the store opens and as records are
-//! queued) answers "not recorded" at once, and the records this process committed lately
+//! queued) answers "not recorded" at once, and the records this process wrote or read lately
 //! ([`Recent`], up to 32 MiB of them) answer the next turn's lookups. Only a key that is in
-//! neither goes to the file.
+//! neither goes to the file, and what that read finds is kept in [`Recent`] for the next.
 //!
 //! # Expiry
 //!
