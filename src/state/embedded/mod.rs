@@ -257,7 +257,7 @@ impl EmbeddedStore {
                 writer: Some(writer),
                 limiter: LocalRateLimiter::default(),
                 keys,
-                recent: Recent::new(RECENT_BYTES),
+                recent: Recent::new(RECENT_BYTES, (tuning.queue + MAX_BATCH) as u64),
             }),
         })
     }

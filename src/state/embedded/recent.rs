@@ -31,6 +31,9 @@ const KEY_OVERHEAD: u64 = 48;
 #[derive(Debug)]
 pub(crate) struct Recent {
     held: Mutex<Held>,
+    /// The most records remembered but not yet in the file at any time (the writer's queue
+    /// and the batch it is writing).
+    uncommitted: u64,
 }
 
 #[derive(Debug)]
@@ -42,17 +45,24 @@ struct Held {
     keys: HashMap<StoreKey, u64, RandomState>,
     weight: u64,
     budget: u64,
+    /// How many records [`Recent::remember`] has taken.
+    remembered: u64,
+    /// The highest `remembered` number of a record dropped (0: none).
+    dropped_up_to: u64,
 }
 
 #[derive(Debug)]
 struct Entry {
     response: Arc<StoredResponse>,
     weight: u64,
+    /// Its number among the records remembered (1 on), or 0 for a record read from the file.
+    remembered: u64,
 }
 
 impl Recent {
-    /// A cache holding responses of at most `bytes` encoded bytes in all.
-    pub fn new(bytes: u64) -> Recent {
+    /// A cache holding responses of at most `bytes` encoded bytes in all, for a writer that
+    /// has at most `uncommitted` of the records remembered not yet in the file.
+    pub fn new(bytes: u64, uncommitted: u64) -> Recent {
         Recent {
             held: Mutex::new(Held {
                 responses: VecDeque::new(),
@@ -60,7 +70,10 @@ impl Recent {
                 keys: HashMap::default(),
                 weight: 0,
                 budget: bytes,
+                remembered: 0,
+                dropped_up_to: 0,
             }),
+            uncommitted,
         }
     }
 
@@ -76,31 +89,44 @@ impl Recent {
         for key in record_keys(&response) {
             held.keys.insert(key, sequence);
         }
-        held.push(Entry { response, weight });
+        held.remembered += 1;
+        let remembered = held.remembered;
+        held.push(Entry {
+            response,
+            weight,
+            remembered,
+        });
     }
 
-    /// Where the cache stands before a read of the file, for [`Recent::fill`] after it.
+    /// Where the cache stands before a read of the file, for [`Recent::fill`] after it: how
+    /// many records it has remembered.
     pub fn mark(&self) -> u64 {
-        self.held.lock().unwrap_or_else(|e| e.into_inner()).next()
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).remembered
     }
 
     /// Remembers `response`, read from the file in a read that began at `mark`, so the next
-    /// lookups of it need no read: unless the cache holds a record of it already (the same or
-    /// newer), or has dropped any record remembered since `mark` (which may have been a newer
-    /// record of it, or of one of its items). Of its keys, only those no held response has
+    /// lookups of it need no read. Not when the cache holds a record of it already (the same
+    /// or newer), nor when it has dropped a record that may have been newer than the file's:
+    /// one remembered after the mark, or one of the last `uncommitted` before it (which the
+    /// read may have found not yet written). Of its keys, only those no held response has
     /// are taken.
     pub fn fill(&self, response: Arc<StoredResponse>, encoded: usize, mark: u64) {
         let weight = weigh(&response, encoded);
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let own = response_key(&response.id);
-        if weight > held.budget || held.first > mark || held.keys.contains_key(&own) {
+        let dropped_one_maybe_newer = held.dropped_up_to > mark.saturating_sub(self.uncommitted);
+        if weight > held.budget || dropped_one_maybe_newer || held.keys.contains_key(&own) {
             return;
         }
         let sequence = held.next();
         for key in record_keys(&response) {
             held.keys.entry(key).or_insert(sequence);
         }
-        held.push(Entry { response, weight });
+        held.push(Entry {
+            response,
+            weight,
+            remembered: 0,
+        });
     }
 
     /// The response holding `key` (a key of any kind, from [`super::tables`]) as it now
@@ -108,6 +134,11 @@ impl Recent {
     /// asked for. A response found in the older half of the cache moves to the newest end,
     /// so what the next turns keep reading stays while the cache turns over.
     pub fn holder(&self, key: &StoreKey, now: u64) -> Option<Arc<StoredResponse>> {
+        self.find(key, now, true)
+    }
+
+    /// [`Recent::holder`], moving what it finds to the newest end only if `keep_read`.
+    fn find(&self, key: &StoreKey, now: u64, keep_read: bool) -> Option<Arc<StoredResponse>> {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let sequence = *held.keys.get(key)?;
         let response = held.at(sequence)?.response.clone();
@@ -117,7 +148,7 @@ impl Recent {
         if !newest || response.is_expired(now) {
             return None;
         }
-        if sequence - held.first < held.responses.len() as u64 / 2 {
+        if keep_read && sequence - held.first < held.responses.len() as u64 / 2 {
             held.move_to_newest(sequence);
         }
         Some(response)
@@ -159,14 +190,22 @@ impl Held {
         else {
             return;
         };
-        let (response, weight) = (entry.response.clone(), std::mem::take(&mut entry.weight));
+        let (response, weight, remembered) = (
+            entry.response.clone(),
+            std::mem::take(&mut entry.weight),
+            std::mem::take(&mut entry.remembered),
+        );
         let newest = self.next();
         for key in record_keys(&response) {
             if let Some(at) = self.keys.get_mut(&key).filter(|at| **at == sequence) {
                 *at = newest;
             }
         }
-        self.responses.push_back(Entry { response, weight });
+        self.responses.push_back(Entry {
+            response,
+            weight,
+            remembered,
+        });
     }
 
     /// Drops the oldest response and the keys that still lead to it.
@@ -177,6 +216,7 @@ impl Held {
         let sequence = self.first;
         self.first += 1;
         self.weight -= entry.weight;
+        self.dropped_up_to = self.dropped_up_to.max(entry.remembered);
         for key in record_keys(&entry.response) {
             if self.keys.get(&key) == Some(&sequence) {
                 self.keys.remove(&key);
@@ -202,7 +242,7 @@ mod tests {
 
     #[test]
     fn an_item_is_found_through_its_response_as_it_now_stands() {
-        let recent = Recent::new(64 * 1024);
+        let recent = Recent::new(64 * 1024, 0);
         recent.remember(response("resp_1", "rs_0123456789abcdef"), 300);
         assert_eq!(item(&recent, "rs_0123456789abcdef", 1).as_deref(), Some("resp_1"));
         let by_digest = recent.holder(&digest_key(&[7; 32]), 1).unwrap();
@@ -224,7 +264,7 @@ mod tests {
     #[test]
     fn an_item_is_not_held_without_its_response() {
         // A response heavier than the whole cache is not kept; its items' keys find nothing.
-        let recent = Recent::new(1024);
+        let recent = Recent::new(1024, 0);
         recent.remember(response("resp_big", "rs_0123456789abcdef"), 1 << 20);
         assert!(recent.holder(&response_key("resp_big"), 1).is_none());
         assert!(item(&recent, "rs_0123456789abcdef", 1).is_none());
@@ -234,7 +274,7 @@ mod tests {
     fn the_oldest_go_first_and_take_their_keys_with_them() {
         // Each response weighs 1,000 + 64 + 3 keys (its id, its item's id and digest).
         let one = 1_000 + RESPONSE_OVERHEAD + 3 * KEY_OVERHEAD;
-        let recent = Recent::new(3 * one);
+        let recent = Recent::new(3 * one, 0);
         for i in 0..5 {
             recent.remember(
                 response(&format!("resp_{i}"), &format!("rs_0123456789_item_{i}")),
@@ -265,7 +305,7 @@ mod tests {
     #[test]
     fn what_is_read_stays_while_the_cache_turns_over() {
         let one = 1_000 + RESPONSE_OVERHEAD + 3 * KEY_OVERHEAD;
-        let recent = Recent::new(4 * one);
+        let recent = Recent::new(4 * one, 0);
         recent.remember(response("resp_hot", "rs_0123456789_hot"), 1_000);
         // Forty more responses, the hot one read after each: without the move it would go
         // with the fourth.
@@ -296,7 +336,7 @@ mod tests {
     #[test]
     fn a_read_record_is_kept_unless_a_newer_one_may_have_come_since() {
         let one = 1_000 + RESPONSE_OVERHEAD + 3 * KEY_OVERHEAD;
-        let recent = Recent::new(3 * one);
+        let recent = Recent::new(3 * one, 0);
         // Kept: nothing came since the read began.
         let mark = recent.mark();
         recent.fill(response("resp_read", "rs_0123456789_read"), 1_000, mark);
@@ -338,11 +378,142 @@ mod tests {
         // resp_a's first record goes out of the cache after its rewrite: the keys the rewrite
         // holds too must stay.
         let one = 1_000 + RESPONSE_OVERHEAD + 3 * KEY_OVERHEAD;
-        let recent = Recent::new(2 * one);
+        let recent = Recent::new(2 * one, 0);
         recent.remember(response("resp_a", "rs_0123456789_same"), 1_000);
         recent.remember(response("resp_a", "rs_0123456789_same"), 1_000);
         recent.remember(response("resp_b", "rs_0123456789_b"), 1_000);
         assert_eq!(item(&recent, "rs_0123456789_same", 1).as_deref(), Some("resp_a"));
         assert!(recent.holder(&response_key("resp_a"), 1).is_some());
+    }
+
+    #[test]
+    fn a_read_that_missed_a_record_not_yet_written_is_not_kept_once_that_record_has_gone() {
+        // The writer may be two records behind. resp_a's second record is remembered but not
+        // yet written when a read finds the first in the file; six other records then push
+        // the second out of a cache of six. The read's record is older than one remembered:
+        // it is not kept, and resp_a reads from the file again (now its second record).
+        let one = 1_000 + RESPONSE_OVERHEAD + 3 * KEY_OVERHEAD;
+        let recent = Recent::new(6 * one, 2);
+        recent.remember(response("resp_a", "rs_0123456789_a_v1"), 1_000);
+        recent.remember(response("resp_a", "rs_0123456789_a_v2"), 1_000);
+        let mark = recent.mark();
+        for i in 0..6 {
+            recent.remember(
+                response(&format!("resp_{i}"), &format!("rs_0123456789_item_{i}")),
+                1_000,
+            );
+        }
+        assert!(recent.holder(&response_key("resp_a"), 1).is_none());
+        recent.fill(response("resp_a", "rs_0123456789_a_v1"), 1_000, mark);
+        assert!(recent.holder(&response_key("resp_a"), 1).is_none());
+        // Two records later (the writer's lag), a read is sure to find what was dropped: kept.
+        for i in 6..8 {
+            recent.remember(
+                response(&format!("resp_{i}"), &format!("rs_0123456789_item_{i}")),
+                1_000,
+            );
+        }
+        let mark = recent.mark();
+        recent.fill(response("resp_a", "rs_0123456789_a_v2"), 1_000, mark);
+        assert_eq!(item(&recent, "rs_0123456789_a_v2", 1).as_deref(), Some("resp_a"));
+    }
+
+    /// A step of the model below.
+    #[derive(Debug, Clone)]
+    enum Step {
+        /// A new record of response `0` (its next version) is queued and remembered.
+        Remember(usize),
+        /// The writer commits the oldest queued record.
+        Commit,
+        /// A lookup of response `0` reads the file (as committed now).
+        StartRead(usize),
+        /// A read in flight (the `0`th, modulo those in flight) hands back what it read.
+        FinishRead(usize),
+        /// A lookup of response `0` in the cache (which moves what it finds).
+        Look(usize),
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            6 => (0..3usize).prop_map(Step::Remember),
+            2 => Just(Step::Commit),
+            1 => (0..3usize).prop_map(Step::StartRead),
+            1 => (0..4usize).prop_map(Step::FinishRead),
+            2 => (0..3usize).prop_map(Step::Look),
+        ]
+    }
+
+    /// The version of the record held under `key`, if any (looked at without moving it).
+    fn held_version(recent: &Recent, key: &StoreKey) -> Option<usize> {
+        let response = recent.find(key, 1, false)?;
+        let item = response.items[0].id.as_deref()?;
+        Some(item.rsplit("_v").next()?.parse().unwrap())
+    }
+
+    fn item_of(i: usize, version: usize) -> String {
+        format!("rs_0123456789_{i}_v{version}")
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+
+        /// Records of three responses are rewritten, committed late and read from the file
+        /// in any order (a read may last while the cache, six records, turns over many
+        /// times), with the writer at most two records behind: the cache never gives an
+        /// older record of a response than the newest one remembered, nor an item only an
+        /// older record held.
+        #[test]
+        fn the_cache_never_gives_an_older_record(steps in proptest::collection::vec(step(), 1..120)) {
+            const LAG: usize = 2;
+            const HOLDS: u64 = 6;
+            let one = 1_000 + RESPONSE_OVERHEAD + 3 * KEY_OVERHEAD;
+            let recent = Recent::new(HOLDS * one, LAG as u64);
+            let mut latest = [0usize; 3];
+            let mut committed = [0usize; 3];
+            let mut queued: VecDeque<(usize, usize)> = VecDeque::new();
+            // Reads in flight: the response, the mark, the version read.
+            let mut reads: Vec<(usize, u64, usize)> = Vec::new();
+            let finish = |recent: &Recent, (i, mark, version): (usize, u64, usize)| {
+                if version > 0 {
+                    recent.fill(Arc::new(one_reasoning_item(&format!("resp_{i}"), &item_of(i, version), 60)), 1_000, mark);
+                }
+            };
+            for step in steps {
+                match step {
+                    Step::Remember(i) => {
+                        if queued.len() >= LAG {
+                            let (c, v) = queued.pop_front().unwrap();
+                            committed[c] = committed[c].max(v);
+                        }
+                        latest[i] += 1;
+                        queued.push_back((i, latest[i]));
+                        recent.remember(Arc::new(one_reasoning_item(&format!("resp_{i}"), &item_of(i, latest[i]), 60)), 1_000);
+                    }
+                    Step::Commit => {
+                        if let Some((c, v)) = queued.pop_front() {
+                            committed[c] = committed[c].max(v);
+                        }
+                    }
+                    Step::StartRead(i) => reads.push((i, recent.mark(), committed[i])),
+                    Step::FinishRead(k) => {
+                        if !reads.is_empty() {
+                            let read = reads.remove(k % reads.len());
+                            finish(&recent, read);
+                        }
+                    }
+                    Step::Look(i) => {
+                        recent.holder(&response_key(&format!("resp_{i}")), 1);
+                    }
+                }
+                for (i, &newest) in latest.iter().enumerate() {
+                    let held = held_version(&recent, &response_key(&format!("resp_{i}")));
+                    proptest::prop_assert!(held.is_none() || held == Some(newest), "resp_{} held v{:?}, latest v{}", i, held, newest);
+                    for older in 1..newest {
+                        proptest::prop_assert!(recent.find(&item_key(&item_of(i, older)), 1, false).is_none());
+                    }
+                }
+            }
+        }
     }
 }
