@@ -1,4 +1,4 @@
-//! The records the store wrote lately, kept in memory to answer the next turn's lookups.
+//! The records the store wrote or read lately, kept in memory to answer the next turn's lookups.
 //!
 //! An agent's next request names what the provider just produced: the response it continues
 //! and the items it replays. The embedded store answers those from here, without a read on the
@@ -8,7 +8,8 @@
 //! rewrite must not put back the older record).
 //!
 //! Responses are held in the order they were remembered, each once, weighed by the size of its
-//! encoded form; the oldest go first once the weight is over the budget. One map leads from
+//! encoded form; the oldest go first once the weight is over the budget, and one looked up in
+//! the older half moves to the newest end, so what keeps being read stays. One map leads from
 //! each key of a held response (its own, its items' ids and digests, as the file's tables key
 //! them) to the place of the newest response that holds it, so an item is read from its
 //! response as that response now stands. An expired entry reads as absent, as it does from
@@ -27,7 +28,7 @@ use crate::state::key_filter::StoreKey;
 const RESPONSE_OVERHEAD: u64 = 64;
 const KEY_OVERHEAD: u64 = 48;
 
-/// Recently written responses, up to a total weight.
+/// Recently written or read responses, up to a total weight.
 #[derive(Debug)]
 pub(crate) struct Recent {
     held: Mutex<Held>,
