@@ -60,11 +60,11 @@ impl MemoryStore {
                 response: response.clone(),
                 index,
             };
-            if let Some(id) = item.id.as_deref().filter(|id| crate::ledger::names_one_item(id)) {
+            if let Some(id) = item.indexed_id() {
                 maps.by_id.insert(id.into(), at());
             }
-            if item.has_encrypted_content {
-                maps.by_digest.insert(item.digest, at());
+            if let Some(digest) = item.indexed_digest() {
+                maps.by_digest.insert(*digest, at());
             }
         }
         let expires = response.expires_unix;
@@ -155,14 +155,14 @@ impl Maps {
     /// item has taken).
     fn forget_items(&mut self, response: &Arc<StoredResponse>) {
         let held_here = |at: Option<&ItemAt>| at.is_some_and(|at| Arc::ptr_eq(&at.response, response));
-        for item in &response.items {
-            if let Some(id) = item.id.as_deref() {
-                if held_here(self.by_id.get(id)) {
-                    self.by_id.remove(id);
-                }
+        for id in response.item_ids() {
+            if held_here(self.by_id.get(id)) {
+                self.by_id.remove(id);
             }
-            if held_here(self.by_digest.get(&item.digest)) {
-                self.by_digest.remove(&item.digest);
+        }
+        for digest in response.item_digests() {
+            if held_here(self.by_digest.get(digest)) {
+                self.by_digest.remove(digest);
             }
         }
     }

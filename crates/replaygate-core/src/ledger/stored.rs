@@ -96,7 +96,7 @@ impl StoredResponse {
     pub fn by_id(&self) -> impl Iterator<Item = (&str, StoredItem)> + '_ {
         self.items
             .iter()
-            .filter_map(|item| Some((indexed_id(item)?, self.stored_item(item))))
+            .filter_map(|item| Some((item.indexed_id()?, self.stored_item(item))))
     }
 
     /// The index entries by digest: one per output item that carries `encrypted_content`
@@ -104,17 +104,17 @@ impl StoredResponse {
     pub fn by_digest(&self) -> impl Iterator<Item = ([u8; 32], StoredItem)> + '_ {
         self.items
             .iter()
-            .filter_map(|item| Some((*indexed_digest(item)?, self.stored_item(item))))
+            .filter_map(|item| Some((*item.indexed_digest()?, self.stored_item(item))))
     }
 
     /// The ids [`StoredResponse::by_id`] indexes, in output order.
     pub fn item_ids(&self) -> impl Iterator<Item = &str> + '_ {
-        self.items.iter().filter_map(indexed_id)
+        self.items.iter().filter_map(ItemRecord::indexed_id)
     }
 
     /// The digests [`StoredResponse::by_digest`] indexes, in output order.
     pub fn item_digests(&self) -> impl Iterator<Item = &[u8; 32]> + '_ {
-        self.items.iter().filter_map(indexed_digest)
+        self.items.iter().filter_map(ItemRecord::indexed_digest)
     }
 
     /// The index entry for `id` among [`StoredResponse::by_id`]'s (the last, as an index
@@ -124,7 +124,7 @@ impl StoredResponse {
             .items
             .iter()
             .rev()
-            .find(|item| indexed_id(item) == Some(id))?;
+            .find(|item| item.indexed_id() == Some(id))?;
         Some(self.stored_item(item))
     }
 
@@ -135,7 +135,7 @@ impl StoredResponse {
             .items
             .iter()
             .rev()
-            .find(|item| indexed_digest(item) == Some(digest))?;
+            .find(|item| item.indexed_digest() == Some(digest))?;
         Some(self.stored_item(item))
     }
 
@@ -155,14 +155,16 @@ impl StoredResponse {
     }
 }
 
-/// The id an item is indexed by, if it has one that names one item.
-fn indexed_id(item: &ItemRecord) -> Option<&str> {
-    item.id.as_deref().filter(|id| super::names_one_item(id))
-}
+impl ItemRecord {
+    /// The id the item is indexed by, if it has one that names one item.
+    pub fn indexed_id(&self) -> Option<&str> {
+        self.id.as_deref().filter(|id| super::names_one_item(id))
+    }
 
-/// The digest an item is indexed by, if it carries `encrypted_content`.
-fn indexed_digest(item: &ItemRecord) -> Option<&[u8; 32]> {
-    item.has_encrypted_content.then_some(&item.digest)
+    /// The digest the item is indexed by, if it carries `encrypted_content`.
+    pub fn indexed_digest(&self) -> Option<&[u8; 32]> {
+        self.has_encrypted_content.then_some(&self.digest)
+    }
 }
 
 #[cfg(test)]
