@@ -265,9 +265,9 @@ impl EmbeddedStore {
     pub(super) async fn put_response(&self, response: &StoredResponse) -> Result<(), StoreError> {
         let response = Arc::new(response.clone());
         let (ack, done) = oneshot::channel();
-        let encoded = self.enqueue_put(response.clone(), Ack::Caller(ack))?;
+        let (encoded, keys) = self.enqueue_put(response.clone(), Ack::Caller(ack))?;
         done.await.map_err(|_| writer_stopped())??;
-        self.inner.recent.remember(response, encoded);
+        self.inner.recent.remember(response, encoded, &keys);
         Ok(())
     }
 
@@ -280,22 +280,27 @@ impl EmbeddedStore {
         meter: LedgerMeter,
     ) -> Result<(), StoreError> {
         let response = Arc::new(response);
-        let encoded = self.enqueue_put(response.clone(), Ack::Meter(meter))?;
-        self.inner.recent.remember(response, encoded);
+        let (encoded, keys) = self.enqueue_put(response.clone(), Ack::Meter(meter))?;
+        self.inner.recent.remember(response, encoded, &keys);
         Ok(())
     }
 
     /// Hands `response` to the writer thread; its keys are in the filter from now on. Returns
-    /// the size of its encoding.
-    fn enqueue_put(&self, response: Arc<StoredResponse>, ack: Ack) -> Result<usize, StoreError> {
+    /// the size of its encoding, and its keys ([`record_keys`]).
+    fn enqueue_put(
+        &self,
+        response: Arc<StoredResponse>,
+        ack: Ack,
+    ) -> Result<(usize, Vec<StoreKey>), StoreError> {
         let json = response.to_json();
         let encoded = json.len();
-        record_keys(&response).for_each(|key| self.inner.keys.insert(&key));
+        let keys: Vec<StoreKey> = record_keys(&response).collect();
+        keys.iter().for_each(|key| self.inner.keys.insert(key));
         self.send(Command::Put {
             record: Record { response, json },
             ack,
         })?;
-        Ok(encoded)
+        Ok((encoded, keys))
     }
 
     fn send(&self, command: Command) -> Result<(), StoreError> {

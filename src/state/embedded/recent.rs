@@ -78,25 +78,14 @@ impl Recent {
         }
     }
 
-    /// Remembers `response`, whose encoding is `encoded` bytes long, under its keys; the
-    /// oldest responses go until the whole is within the budget again.
-    pub fn remember(&self, response: Arc<StoredResponse>, encoded: usize) {
-        let weight = weigh(&response, encoded);
+    /// Remembers `response`, whose encoding is `encoded` bytes long, under `keys` (its
+    /// [`record_keys`]); the oldest responses go until the whole is within the budget again.
+    pub fn remember(&self, response: Arc<StoredResponse>, encoded: usize, keys: &[StoreKey]) {
+        let weight = weigh(encoded, keys.len());
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        if weight > held.budget {
-            return;
+        if weight <= held.budget {
+            held.hold(response, weight, keys, Source::Written);
         }
-        let sequence = held.next();
-        for key in record_keys(&response) {
-            held.keys.insert(key, sequence);
-        }
-        held.remembered += 1;
-        let remembered = held.remembered;
-        held.push(Entry {
-            response,
-            weight,
-            remembered,
-        });
     }
 
     /// Where the cache stands before a read of the file, for [`Recent::fill`] after it: how
@@ -112,22 +101,15 @@ impl Recent {
     /// read may have found not yet written). Of its keys, only those no held response has
     /// are taken.
     pub fn fill(&self, response: Arc<StoredResponse>, encoded: usize, mark: u64) {
-        let weight = weigh(&response, encoded);
+        let keys: Vec<StoreKey> = record_keys(&response).collect();
+        let weight = weigh(encoded, keys.len());
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        let own = response_key(&response.id);
         let dropped_one_maybe_newer = held.dropped_up_to > mark.saturating_sub(self.uncommitted);
-        if weight > held.budget || dropped_one_maybe_newer || held.keys.contains_key(&own) {
+        // The response's own key comes first.
+        if weight > held.budget || dropped_one_maybe_newer || held.keys.contains_key(&keys[0]) {
             return;
         }
-        let sequence = held.next();
-        for key in record_keys(&response) {
-            held.keys.entry(key).or_insert(sequence);
-        }
-        held.push(Entry {
-            response,
-            weight,
-            remembered: 0,
-        });
+        held.hold(response, weight, &keys, Source::Read);
     }
 
     /// The response holding `key` (a key of any kind, from [`super::tables`]) as it now
@@ -156,13 +138,50 @@ impl Recent {
     }
 }
 
-/// What `response`, encoded in `encoded` bytes, counts for against the budget.
-fn weigh(response: &StoredResponse, encoded: usize) -> u64 {
-    let keys = record_keys(response).count() as u64;
-    encoded as u64 + RESPONSE_OVERHEAD + keys * KEY_OVERHEAD
+/// What a response encoded in `encoded` bytes, with `keys` keys, counts for against the
+/// budget.
+fn weigh(encoded: usize, keys: usize) -> u64 {
+    (encoded + keys * KEY_OVERHEAD as usize) as u64 + RESPONSE_OVERHEAD
+}
+
+/// Where a response the cache takes comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// Handed to the writer, or written: it is the newest record of each of its keys.
+    Written,
+    /// Read from the file: it takes only keys no held response has, and is not counted among
+    /// the records remembered (it is in the file already).
+    Read,
 }
 
 impl Held {
+    /// Holds `response` at the newest end under `keys`, as `source` says.
+    fn hold(&mut self, response: Arc<StoredResponse>, weight: u64, keys: &[StoreKey], source: Source) {
+        let sequence = self.next();
+        for key in keys {
+            match source {
+                Source::Written => {
+                    self.keys.insert(*key, sequence);
+                }
+                Source::Read => {
+                    self.keys.entry(*key).or_insert(sequence);
+                }
+            }
+        }
+        let remembered = match source {
+            Source::Written => {
+                self.remembered += 1;
+                self.remembered
+            }
+            Source::Read => 0,
+        };
+        self.push(Entry {
+            response,
+            weight,
+            remembered,
+        });
+    }
+
     /// The sequence number the next response held gets.
     fn next(&self) -> u64 {
         self.first + self.responses.len() as u64
@@ -232,8 +251,32 @@ mod tests {
     use super::*;
     use crate::state::test_records::one_reasoning_item;
 
+    /// What each response of these tests weighs: 1,000 bytes encoded, and three keys (its id,
+    /// its item's id and digest).
+    const ONE: u64 = 1_000 + RESPONSE_OVERHEAD + 3 * KEY_OVERHEAD;
+
     fn response(id: &str, item_id: &str) -> Arc<StoredResponse> {
         Arc::new(one_reasoning_item(id, item_id, 60))
+    }
+
+    /// Remembers response `id` holding `item_id`, encoded in `encoded` bytes, as a write does.
+    fn remember(recent: &Recent, id: &str, item_id: &str, encoded: usize) {
+        let response = response(id, item_id);
+        let keys: Vec<StoreKey> = record_keys(&response).collect();
+        recent.remember(response, encoded, &keys);
+    }
+
+    /// Remembers `resp_{i}` holding `rs_0123456789_item_{i}` for each `i` of `range`, each
+    /// encoded in 1,000 bytes.
+    fn remember_others(recent: &Recent, range: std::ops::Range<u32>) {
+        for i in range {
+            remember(
+                recent,
+                &format!("resp_{i}"),
+                &format!("rs_0123456789_item_{i}"),
+                1_000,
+            );
+        }
     }
 
     fn item(recent: &Recent, id: &str, now: u64) -> Option<String> {
@@ -244,14 +287,14 @@ mod tests {
     #[test]
     fn an_item_is_found_through_its_response_as_it_now_stands() {
         let recent = Recent::new(64 * 1024, 0);
-        recent.remember(response("resp_1", "rs_0123456789abcdef"), 300);
+        remember(&recent, "resp_1", "rs_0123456789abcdef", 300);
         assert_eq!(item(&recent, "rs_0123456789abcdef", 1).as_deref(), Some("resp_1"));
         let by_digest = recent.holder(&digest_key(&[7; 32]), 1).unwrap();
         assert_eq!(by_digest.item_by_digest(&[7; 32]).unwrap().response_id, "resp_1");
         // Expired with its response.
         assert!(item(&recent, "rs_0123456789abcdef", 60).is_none());
         // The response written again without the item: the item's key leads nowhere.
-        recent.remember(response("resp_1", "rs_another_item_0001"), 300);
+        remember(&recent, "resp_1", "rs_another_item_0001", 300);
         assert!(item(&recent, "rs_0123456789abcdef", 1).is_none());
         assert!(item(&recent, "rs_another_item_0001", 1).is_some());
         assert_eq!(
@@ -266,24 +309,17 @@ mod tests {
     fn an_item_is_not_held_without_its_response() {
         // A response heavier than the whole cache is not kept; its items' keys find nothing.
         let recent = Recent::new(1024, 0);
-        recent.remember(response("resp_big", "rs_0123456789abcdef"), 1 << 20);
+        remember(&recent, "resp_big", "rs_0123456789abcdef", 1 << 20);
         assert!(recent.holder(&response_key("resp_big"), 1).is_none());
         assert!(item(&recent, "rs_0123456789abcdef", 1).is_none());
     }
 
     #[test]
     fn the_oldest_go_first_and_take_their_keys_with_them() {
-        // Each response weighs 1,000 + 64 + 3 keys (its id, its item's id and digest).
-        let one = 1_000 + RESPONSE_OVERHEAD + 3 * KEY_OVERHEAD;
-        let recent = Recent::new(3 * one, 0);
-        for i in 0..5 {
-            recent.remember(
-                response(&format!("resp_{i}"), &format!("rs_0123456789_item_{i}")),
-                1_000,
-            );
-        }
+        let recent = Recent::new(3 * ONE, 0);
+        remember_others(&recent, 0..5);
         let held = recent.held.lock().unwrap();
-        assert_eq!((held.responses.len(), held.weight, held.first), (3, 3 * one, 2));
+        assert_eq!((held.responses.len(), held.weight, held.first), (3, 3 * ONE, 2));
         // Every key leads to a held response: the two forgotten ones' ids and items are gone,
         // and the digest all five share leads to the newest.
         assert_eq!(held.keys.len(), 3 + 3 + 1);
@@ -305,14 +341,15 @@ mod tests {
 
     #[test]
     fn what_is_read_stays_while_the_cache_turns_over() {
-        let one = 1_000 + RESPONSE_OVERHEAD + 3 * KEY_OVERHEAD;
-        let recent = Recent::new(4 * one, 0);
-        recent.remember(response("resp_hot", "rs_0123456789_hot"), 1_000);
+        let recent = Recent::new(4 * ONE, 0);
+        remember(&recent, "resp_hot", "rs_0123456789_hot", 1_000);
         // Forty more responses, the hot one read after each: without the move it would go
         // with the fourth.
         for i in 0..40 {
-            recent.remember(
-                response(&format!("resp_{i}"), &format!("rs_0123456789_item_{i}")),
+            remember(
+                &recent,
+                &format!("resp_{i}"),
+                &format!("rs_0123456789_item_{i}"),
                 1_000,
             );
             assert_eq!(
@@ -324,7 +361,7 @@ mod tests {
         let held = recent.held.lock().unwrap();
         // Within the budget, the moved places weighing nothing; the keys are each held
         // response's id and item id, and the digest they all share.
-        assert!(held.weight <= 4 * one);
+        assert!(held.weight <= 4 * ONE);
         let live = held.responses.iter().filter(|e| e.weight > 0).count();
         assert_eq!(live, 4);
         assert_eq!(held.keys.len(), 2 * live + 1);
@@ -336,8 +373,7 @@ mod tests {
 
     #[test]
     fn a_read_record_is_kept_unless_a_newer_one_may_have_come_since() {
-        let one = 1_000 + RESPONSE_OVERHEAD + 3 * KEY_OVERHEAD;
-        let recent = Recent::new(3 * one, 0);
+        let recent = Recent::new(3 * ONE, 0);
         // Kept: nothing came since the read began.
         let mark = recent.mark();
         recent.fill(response("resp_read", "rs_0123456789_read"), 1_000, mark);
@@ -347,20 +383,15 @@ mod tests {
         );
         // A newer record of it remembered while the read ran: the read one is not kept.
         let mark = recent.mark();
-        recent.remember(response("resp_new", "rs_0123456789_newer"), 1_000);
+        remember(&recent, "resp_new", "rs_0123456789_newer", 1_000);
         recent.fill(response("resp_new", "rs_0123456789_older"), 1_000, mark);
         assert!(item(&recent, "rs_0123456789_older", 1).is_none());
         assert!(item(&recent, "rs_0123456789_newer", 1).is_some());
         // A record remembered since the read began has been dropped (it may have been a newer
         // record of what was read): not kept.
         let mark = recent.mark();
-        for i in 0..3 {
-            recent.remember(
-                response(&format!("resp_{i}"), &format!("rs_0123456789_item_{i}")),
-                1_000,
-            );
-        }
-        recent.remember(response("resp_3", "rs_0123456789_item_3"), 1_000);
+        remember_others(&recent, 0..3);
+        remember(&recent, "resp_3", "rs_0123456789_item_3", 1_000);
         recent.fill(response("resp_gone", "rs_0123456789_gone"), 1_000, mark);
         assert!(recent.holder(&response_key("resp_gone"), 1).is_none());
         // A read record takes only the keys no held response has: the digest all share still
@@ -378,11 +409,10 @@ mod tests {
     fn a_rewritten_response_keeps_the_keys_its_older_record_shares() {
         // resp_a's first record goes out of the cache after its rewrite: the keys the rewrite
         // holds too must stay.
-        let one = 1_000 + RESPONSE_OVERHEAD + 3 * KEY_OVERHEAD;
-        let recent = Recent::new(2 * one, 0);
-        recent.remember(response("resp_a", "rs_0123456789_same"), 1_000);
-        recent.remember(response("resp_a", "rs_0123456789_same"), 1_000);
-        recent.remember(response("resp_b", "rs_0123456789_b"), 1_000);
+        let recent = Recent::new(2 * ONE, 0);
+        remember(&recent, "resp_a", "rs_0123456789_same", 1_000);
+        remember(&recent, "resp_a", "rs_0123456789_same", 1_000);
+        remember(&recent, "resp_b", "rs_0123456789_b", 1_000);
         assert_eq!(item(&recent, "rs_0123456789_same", 1).as_deref(), Some("resp_a"));
         assert!(recent.holder(&response_key("resp_a"), 1).is_some());
     }
@@ -393,27 +423,16 @@ mod tests {
         // yet written when a read finds the first in the file; six other records then push
         // the second out of a cache of six. The read's record is older than one remembered:
         // it is not kept, and resp_a reads from the file again (now its second record).
-        let one = 1_000 + RESPONSE_OVERHEAD + 3 * KEY_OVERHEAD;
-        let recent = Recent::new(6 * one, 2);
-        recent.remember(response("resp_a", "rs_0123456789_a_v1"), 1_000);
-        recent.remember(response("resp_a", "rs_0123456789_a_v2"), 1_000);
+        let recent = Recent::new(6 * ONE, 2);
+        remember(&recent, "resp_a", "rs_0123456789_a_v1", 1_000);
+        remember(&recent, "resp_a", "rs_0123456789_a_v2", 1_000);
         let mark = recent.mark();
-        for i in 0..6 {
-            recent.remember(
-                response(&format!("resp_{i}"), &format!("rs_0123456789_item_{i}")),
-                1_000,
-            );
-        }
+        remember_others(&recent, 0..6);
         assert!(recent.holder(&response_key("resp_a"), 1).is_none());
         recent.fill(response("resp_a", "rs_0123456789_a_v1"), 1_000, mark);
         assert!(recent.holder(&response_key("resp_a"), 1).is_none());
         // Two records later (the writer's lag), a read is sure to find what was dropped: kept.
-        for i in 6..8 {
-            recent.remember(
-                response(&format!("resp_{i}"), &format!("rs_0123456789_item_{i}")),
-                1_000,
-            );
-        }
+        remember_others(&recent, 6..8);
         let mark = recent.mark();
         recent.fill(response("resp_a", "rs_0123456789_a_v2"), 1_000, mark);
         assert_eq!(item(&recent, "rs_0123456789_a_v2", 1).as_deref(), Some("resp_a"));
@@ -468,8 +487,7 @@ mod tests {
         fn the_cache_never_gives_an_older_record(steps in proptest::collection::vec(step(), 1..120)) {
             const LAG: usize = 2;
             const HOLDS: u64 = 6;
-            let one = 1_000 + RESPONSE_OVERHEAD + 3 * KEY_OVERHEAD;
-            let recent = Recent::new(HOLDS * one, LAG as u64);
+            let recent = Recent::new(HOLDS * ONE, LAG as u64);
             let mut latest = [0usize; 3];
             let mut committed = [0usize; 3];
             let mut queued: VecDeque<(usize, usize)> = VecDeque::new();
@@ -489,7 +507,7 @@ mod tests {
                         }
                         latest[i] += 1;
                         queued.push_back((i, latest[i]));
-                        recent.remember(Arc::new(one_reasoning_item(&format!("resp_{i}"), &item_of(i, latest[i]), 60)), 1_000);
+                        remember(&recent, &format!("resp_{i}"), &item_of(i, latest[i]), 1_000);
                     }
                     Step::Commit => {
                         if let Some((c, v)) = queued.pop_front() {
