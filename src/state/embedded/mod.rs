@@ -322,17 +322,14 @@ impl EmbeddedStore {
             return Ok(None);
         }
         let id = id.to_owned();
-        let (found, read) = self
-            .read_remembering(move |db, now| {
-                let txn = db.begin_read().map_err(unavailable("read transaction"))?;
-                let (ids, rows) = response_tables(&txn)?;
-                let mut reader = ResponseReader::new(&ids, &rows, now);
-                let found = reader.response(&id)?;
-                Ok((found, reader.into_read().collect()))
-            })
-            .await?;
-        self.remember_read(read);
-        Ok(found)
+        self.read_keeping(move |db, now| {
+            let txn = db.begin_read().map_err(unavailable("read transaction"))?;
+            let (ids, rows) = response_tables(&txn)?;
+            let mut reader = ResponseReader::new(&ids, &rows, now);
+            let found = reader.response(&id)?;
+            Ok((found, reader.into_read().collect()))
+        })
+        .await
     }
 
     pub(super) async fn items_by_id(&self, ids: &[String]) -> Result<Vec<Option<StoredItem>>, StoreError> {
@@ -387,8 +384,8 @@ impl EmbeddedStore {
             return Ok(found);
         }
         let keys: Vec<K> = unsure.iter().map(|&i| keys[i].clone()).collect();
-        let (items, read) = self
-            .read_remembering(move |db, now| {
+        let items = self
+            .read_keeping(move |db, now| {
                 let txn = db.begin_read().map_err(unavailable("read transaction"))?;
                 let index = txn.open_table(index).map_err(unavailable("item index"))?;
                 let (response_ids, responses) = response_tables(&txn)?;
@@ -405,7 +402,6 @@ impl EmbeddedStore {
                 Ok((items, reader.into_read().collect()))
             })
             .await?;
-        self.remember_read(read);
         unsure
             .into_iter()
             .zip(items)
@@ -439,23 +435,18 @@ impl EmbeddedStore {
     }
 
     /// Runs `read` on the blocking pool with the database and the time now.
-    /// [`EmbeddedStore::read`] of lookups that hand back the responses they read, marking the
-    /// recent-records cache first so that [`EmbeddedStore::remember_read`] can keep them.
-    async fn read_remembering<T: Send + 'static>(
+    /// [`EmbeddedStore::read`] of a lookup that also hands back the responses it read: they
+    /// go to the recent-records cache where it allows ([`Recent::fill`], marked before the read).
+    async fn read_keeping<T: Send + 'static>(
         &self,
         read: impl FnOnce(&Database, u64) -> Result<(T, ReadResponses), StoreError> + Send + 'static,
-    ) -> Result<(T, (u64, ReadResponses)), StoreError> {
+    ) -> Result<T, StoreError> {
         let mark = self.inner.recent.mark();
-        let (found, read) = self.read(read).await?;
-        Ok((found, (mark, read)))
-    }
-
-    /// Keeps what a lookup read from the file in the recent-records cache, where the cache
-    /// allows it ([`Recent::fill`]).
-    fn remember_read(&self, (mark, read): (u64, ReadResponses)) {
-        for (response, encoded) in read {
+        let (found, responses) = self.read(read).await?;
+        for (response, encoded) in responses {
             self.inner.recent.fill(Arc::new(response), encoded, mark);
         }
+        Ok(found)
     }
 
     async fn read<T: Send + 'static>(
