@@ -266,25 +266,30 @@ async fn a_collector_that_is_down_costs_dropped_spans_and_one_log_line() {
     assert!(status.success(), "serve exited with {status}");
 }
 
+/// A config of one provider at `upstream` that logs JSON and keeps its state in a Redis on a
+/// port nothing listens on, with `more` after it.
+fn json_logs_and_no_redis(upstream: &Upstream, more: &str) -> String {
+    let closed = format!("127.0.0.1:{}", closed_port());
+    one_provider(
+        &upstream.base_url(),
+        "\"none\"",
+        &format!(
+            "[log]\nformat = \"json\"\n[state]\nbackend = \"redis\"\nurl = \"redis://{closed}\"\n{more}"
+        ),
+    )
+}
+
 #[tokio::test]
 async fn a_warning_logged_inside_a_request_names_it() {
     let upstream = Upstream::json(200, RESPONSE_JSON).await;
     let dir = tempfile::tempdir().unwrap();
     // Redis on a port nothing listens on: the team's rate cannot be counted (a warning, and the
     // request goes on), nor the answer recorded in the ledger (another, while the body streams).
-    let closed = format!("127.0.0.1:{}", closed_port());
-    let config = write_config(
-        dir.path(),
-        &one_provider(
-            &upstream.base_url(),
-            "\"none\"",
-            &format!(
-                "[log]\nformat = \"json\"\n[state]\nbackend = \"redis\"\nurl = \"redis://{closed}\"\n\
-                 [teams.payments]\nkeys = [\"{}\"]\nrequests_per_minute = 600\n",
-                key_entry(PAY_KEY)
-            ),
-        ),
+    let teams = format!(
+        "[teams.payments]\nkeys = [\"{}\"]\nrequests_per_minute = 600\n",
+        key_entry(PAY_KEY)
     );
+    let config = write_config(dir.path(), &json_logs_and_no_redis(&upstream, &teams));
     let mut serve = Serve::start(Serve::command(&config)).await;
     let response = reqwest::Client::new()
         .post(format!("http://{}/v1/responses", serve.address))
@@ -324,15 +329,7 @@ async fn records_that_cannot_be_written_are_logged_one_line_a_second_with_the_co
     let upstream = Upstream::json(200, RESPONSE_JSON).await;
     let dir = tempfile::tempdir().unwrap();
     // Redis on a port nothing listens on: no answer's record can be written.
-    let closed = format!("127.0.0.1:{}", closed_port());
-    let config = write_config(
-        dir.path(),
-        &one_provider(
-            &upstream.base_url(),
-            "\"none\"",
-            &format!("[log]\nformat = \"json\"\n[state]\nbackend = \"redis\"\nurl = \"redis://{closed}\"\n"),
-        ),
-    );
+    let config = write_config(dir.path(), &json_logs_and_no_redis(&upstream, ""));
     let mut serve = Serve::start(Serve::command(&config)).await;
     const REQUESTS: usize = 8;
     let started = std::time::Instant::now();
