@@ -972,20 +972,25 @@ mod tests {
         let _reopened = EmbeddedStore::open(dir.path()).unwrap();
     }
 
+    /// Writes `row` as the response under `key`, never expiring, past the store.
+    fn plant_row(txn: &redb::WriteTransaction, key: &[u8; 16], row: &[u8]) {
+        txn.open_table(RESPONSE_IDS)
+            .unwrap()
+            .insert(key, u64::MAX)
+            .unwrap();
+        txn.open_table(RESPONSES)
+            .unwrap()
+            .insert((u64::MAX, key), row)
+            .unwrap();
+    }
+
     #[tokio::test]
     async fn a_corrupt_value_reads_as_corrupt() {
         let dir = tempfile::tempdir().unwrap();
         let store = EmbeddedStore::open(dir.path()).unwrap();
         let txn = store.inner.db.begin_write().unwrap();
         let bad = response_key("resp_bad").0;
-        txn.open_table(RESPONSE_IDS)
-            .unwrap()
-            .insert(&bad, u64::MAX)
-            .unwrap();
-        txn.open_table(RESPONSES)
-            .unwrap()
-            .insert((u64::MAX, &bad), &b"{not json"[..])
-            .unwrap();
+        plant_row(&txn, &bad, b"{not json");
         txn.open_table(ITEM_DIGESTS)
             .unwrap()
             .insert(&digest_key(&[9; 32]).0, &bad)
@@ -1014,14 +1019,7 @@ mod tests {
         Tables::open(&txn).unwrap().put(&other, &other.to_json()).unwrap();
         let json = other.to_json();
         let mine = response_key("resp_mine").0;
-        txn.open_table(RESPONSE_IDS)
-            .unwrap()
-            .insert(&mine, u64::MAX)
-            .unwrap();
-        txn.open_table(RESPONSES)
-            .unwrap()
-            .insert((u64::MAX, &mine), json.as_slice())
-            .unwrap();
+        plant_row(&txn, &mine, &json);
         txn.open_table(ITEM_IDS)
             .unwrap()
             .insert(
