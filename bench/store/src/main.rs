@@ -209,18 +209,38 @@ fn redb_timed(records: &[Record], dir: &Path) -> u64 {
     })
 }
 
-/// An LSM tree in `dir`, one worker thread, the benchmark's cache.
-fn fjall_open(dir: &Path) -> fjall::Database {
-    fjall::Database::builder(dir.join("fjall"))
+/// Writes `records` into an LSM tree in `dir` with keyspaces `names`, `put` adding one record
+/// to a batch (the keyspaces in the order named), each batch committed and the tree made
+/// durable every [`DURABLE_EVERY`]; then waits for its flushes and compactions (part of the
+/// cost; at most a minute). Returns its size on disk.
+fn fjall_write(
+    records: &[Record],
+    dir: &Path,
+    names: &[&str],
+    put: impl Fn(&mut fjall::OwnedWriteBatch, &[fjall::Keyspace], &Record),
+) -> u64 {
+    use fjall::{KeyspaceCreateOptions, PersistMode};
+    let db = fjall::Database::builder(dir.join("fjall"))
         .worker_threads(1)
         .cache_size(cache_bytes() as u64)
         .open()
-        .unwrap()
-}
-
-/// Waits for `db`'s flushes and compactions (part of the cost; at most a minute), then its
-/// size on disk.
-fn fjall_settled_size(db: &fjall::Database) -> u64 {
+        .unwrap();
+    let keyspaces: Vec<fjall::Keyspace> = names
+        .iter()
+        .map(|name| db.keyspace(name, KeyspaceCreateOptions::default).unwrap())
+        .collect();
+    let mut durable_at = Instant::now() + DURABLE_EVERY;
+    for chunk in records.chunks(batch_size()) {
+        let mut batch = db.batch();
+        for record in chunk {
+            put(&mut batch, &keyspaces, record);
+        }
+        batch.commit().unwrap();
+        if Instant::now() >= durable_at {
+            durable_at = Instant::now() + DURABLE_EVERY;
+            db.persist(PersistMode::SyncData).unwrap();
+        }
+    }
     let deadline = Instant::now() + Duration::from_secs(60);
     while (db.outstanding_flushes() > 0 || db.active_compactions() > 0) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
@@ -230,74 +250,44 @@ fn fjall_settled_size(db: &fjall::Database) -> u64 {
 
 /// The same rows in an LSM tree.
 fn fjall(records: &[Record], dir: &Path) -> u64 {
-    use fjall::{KeyspaceCreateOptions, PersistMode};
-    let db = fjall_open(dir);
-    let responses = db.keyspace("responses", KeyspaceCreateOptions::default).unwrap();
-    let item_ids = db.keyspace("item_ids", KeyspaceCreateOptions::default).unwrap();
-    let digests = db
-        .keyspace("item_digests", KeyspaceCreateOptions::default)
-        .unwrap();
-    let expiry = db.keyspace("expiry", KeyspaceCreateOptions::default).unwrap();
-    let mut durable_at = Instant::now() + DURABLE_EVERY;
-    for chunk in records.chunks(batch_size()) {
-        let mut batch = db.batch();
-        for record in chunk {
-            let id = record.id.as_bytes();
-            let mut row = record.expires.to_be_bytes().to_vec();
-            row.extend_from_slice(&record.json);
-            batch.insert(&responses, id, row);
-            let mut due = record.expires.to_be_bytes().to_vec();
-            due.extend_from_slice(id);
-            batch.insert(&expiry, due, b"");
-            for item in &record.item_ids {
-                batch.insert(&item_ids, item.as_bytes(), id);
-            }
-            batch.insert(&digests, &record.digest[..], id);
+    let names = ["responses", "item_ids", "item_digests", "expiry"];
+    fjall_write(records, dir, &names, |batch, keyspaces, record| {
+        let [responses, item_ids, digests, expiry] = keyspaces else {
+            unreachable!("four keyspaces")
+        };
+        let id = record.id.as_bytes();
+        let mut row = record.expires.to_be_bytes().to_vec();
+        row.extend_from_slice(&record.json);
+        batch.insert(responses, id, row);
+        let mut due = record.expires.to_be_bytes().to_vec();
+        due.extend_from_slice(id);
+        batch.insert(expiry, due, b"");
+        for item in &record.item_ids {
+            batch.insert(item_ids, item.as_bytes(), id);
         }
-        batch.commit().unwrap();
-        if Instant::now() >= durable_at {
-            durable_at = Instant::now() + DURABLE_EVERY;
-            db.persist(PersistMode::SyncData).unwrap();
-        }
-    }
-    fjall_settled_size(&db)
+        batch.insert(digests, &record.digest[..], id);
+    })
 }
 
 /// Layout 2 in an LSM tree: the responses keyed by `(expires, key)`, so each batch appends
 /// to what the tree holds and compactions move whole tables instead of merging, and 16-byte
 /// index rows (id to time, item id and digest to the response's key).
 fn fjall_timed(records: &[Record], dir: &Path) -> u64 {
-    use fjall::{KeyspaceCreateOptions, PersistMode};
-    let db = fjall_open(dir);
-    let responses = db.keyspace("responses", KeyspaceCreateOptions::default).unwrap();
-    let response_ids = db
-        .keyspace("response_ids", KeyspaceCreateOptions::default)
-        .unwrap();
-    let item_ids = db.keyspace("item_ids", KeyspaceCreateOptions::default).unwrap();
-    let digests = db
-        .keyspace("item_digests", KeyspaceCreateOptions::default)
-        .unwrap();
-    let mut durable_at = Instant::now() + DURABLE_EVERY;
-    for chunk in records.chunks(batch_size()) {
-        let mut batch = db.batch();
-        for record in chunk {
-            let id = key16(0, record.id.as_bytes());
-            let mut at = record.expires.to_be_bytes().to_vec();
-            at.extend_from_slice(&id);
-            batch.insert(&responses, at, record.json.as_slice());
-            batch.insert(&response_ids, id, record.expires.to_be_bytes());
-            for item in &record.item_ids {
-                batch.insert(&item_ids, key16(1, item.as_bytes()), id);
-            }
-            batch.insert(&digests, key16(2, &record.digest), id);
+    let names = ["responses", "response_ids", "item_ids", "item_digests"];
+    fjall_write(records, dir, &names, |batch, keyspaces, record| {
+        let [responses, response_ids, item_ids, digests] = keyspaces else {
+            unreachable!("four keyspaces")
+        };
+        let id = key16(0, record.id.as_bytes());
+        let mut at = record.expires.to_be_bytes().to_vec();
+        at.extend_from_slice(&id);
+        batch.insert(responses, at, record.json.as_slice());
+        batch.insert(response_ids, id, record.expires.to_be_bytes());
+        for item in &record.item_ids {
+            batch.insert(item_ids, key16(1, item.as_bytes()), id);
         }
-        batch.commit().unwrap();
-        if Instant::now() >= durable_at {
-            durable_at = Instant::now() + DURABLE_EVERY;
-            db.persist(PersistMode::SyncData).unwrap();
-        }
-    }
-    fjall_settled_size(&db)
+        batch.insert(digests, key16(2, &record.digest), id);
+    })
 }
 
 /// The records appended to one file, nothing indexed.
