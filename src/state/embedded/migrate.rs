@@ -1,13 +1,19 @@
-//! Moves a file written in the first layout (version 1) to version 2.
+//! Moves a `ledger.redb` of an earlier replaygate into the tree, then deletes it.
 //!
-//! Version 1 kept each response under its id's text, and each indexed item as a full copy with
-//! an expiry row of its own. Its responses hold everything version 2 needs: the open writes each
-//! live one again in the new layout, a batch a transaction, then drops the four old tables.
+//! Earlier releases kept the ledger in one redb file, in one of two layouts: version 1 (each
+//! response under its id's text, each indexed item a full copy) and version 2 (responses keyed
+//! by `(expires_unix, key of the id)`, 16-byte index rows). Both hold each response's JSON, which
+//! is all the tree needs: the open writes each live one again through [`Tables::put`], a batch
+//! at a time, writes the tree to disk and deletes the file. An interrupted move leaves the file,
+//! and the next open moves it again whole (a record written twice is written once).
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle, WriteTransaction};
+use std::path::Path;
+
+use redb::{Database, ReadTransaction, ReadableDatabase, TableDefinition, TableHandle};
 
 use super::tables::Tables;
 use super::unavailable;
+use super::writer::Store;
 use crate::ledger::StoredResponse;
 use crate::state::StoreError;
 
@@ -15,9 +21,7 @@ use crate::state::StoreError;
 type Entry = (u64, &'static [u8]);
 
 const RESPONSES_V1: TableDefinition<'_, &str, Entry> = TableDefinition::new("responses_v1");
-const ITEMS_BY_ID_V1: TableDefinition<'_, &str, Entry> = TableDefinition::new("items_by_id_v1");
-const ITEMS_BY_DIGEST_V1: TableDefinition<'_, &[u8; 32], Entry> = TableDefinition::new("items_by_digest_v1");
-const EXPIRY_V1: TableDefinition<'_, (u64, u8, &[u8]), ()> = TableDefinition::new("expiry_v1");
+const RESPONSES_V2: TableDefinition<'_, (u64, &[u8; 16]), &[u8]> = TableDefinition::new("responses_v2");
 
 /// What a move found: responses written anew, and those left behind (expired or unreadable).
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -26,78 +30,110 @@ pub(super) struct Moved {
     pub dropped: usize,
 }
 
-/// Moves version 1's records into the tables of version 2 and drops version 1's tables, if the
-/// file has them: `batch` records a transaction, each removed from version 1 in the transaction
-/// that writes it anew, so an interrupted move goes on where it stopped at the next open.
-pub(super) fn from_v1(db: &Database, now: u64, batch: usize) -> Result<Option<Moved>, StoreError> {
-    let has_v1 = db
-        .begin_read()
-        .map_err(unavailable("read transaction"))?
-        .list_tables()
-        .map_err(unavailable("list tables"))?
-        .any(|table| table.name() == RESPONSES_V1.name());
-    if !has_v1 {
+/// Moves the responses of the redb file at `path` live at `now` into `store`, `batch` records
+/// a write, then deletes the file; `None` if there is no file.
+pub(super) fn from_redb(
+    path: &Path,
+    store: &Store,
+    now: u64,
+    batch: usize,
+) -> Result<Option<Moved>, StoreError> {
+    if !path.exists() {
         return Ok(None);
     }
-    tracing::info!("moving the ledger file to layout version 2");
-    let mut moved = Moved::default();
-    loop {
-        let txn = db.begin_write().map_err(unavailable("write transaction"))?;
-        let done = move_some(&txn, now, batch, &mut moved)?;
-        if done {
-            txn.delete_table(RESPONSES_V1)
-                .map_err(unavailable("drop table v1"))?;
-            txn.delete_table(ITEMS_BY_ID_V1)
-                .map_err(unavailable("drop table v1"))?;
-            txn.delete_table(ITEMS_BY_DIGEST_V1)
-                .map_err(unavailable("drop table v1"))?;
-            txn.delete_table(EXPIRY_V1)
-                .map_err(unavailable("drop table v1"))?;
-        }
-        txn.commit().map_err(unavailable("commit"))?;
-        if done {
-            return Ok(Some(moved));
-        }
-    }
+    tracing::info!(file = %path.display(), "moving ledger.redb into the ledger's tree");
+    let moved = copy(path, store, now, batch)?;
+    store
+        .db
+        .persist(fjall::PersistMode::SyncAll)
+        .map_err(unavailable("write to disk"))?;
+    std::fs::remove_file(path).map_err(unavailable("delete ledger.redb"))?;
+    Ok(Some(moved))
 }
 
-/// Moves up to `batch` of version 1's responses in `txn`; whether none are left.
-fn move_some(txn: &WriteTransaction, now: u64, batch: usize, moved: &mut Moved) -> Result<bool, StoreError> {
-    let mut tables = Tables::open(txn)?;
-    let mut old = txn
-        .open_table(RESPONSES_V1)
-        .map_err(unavailable("responses table v1"))?;
-    let rows = old
-        .iter()
-        .map_err(unavailable("responses table v1"))?
-        .take(batch)
-        .map(|row| {
-            let (id, entry) = row.map_err(unavailable("responses table v1"))?;
-            let (expires, json) = entry.value();
-            Ok((id.value().to_owned(), expires, json.to_vec()))
-        })
-        .collect::<Result<Vec<_>, StoreError>>()?;
-    for (id, expires, json) in &rows {
-        match serde_json::from_slice::<StoredResponse>(json) {
-            Ok(response) if now < *expires => {
-                tables.put(&response, json)?;
-                moved.responses += 1;
+/// Writes the file's live responses into `store`, `batch` a write.
+fn copy(path: &Path, store: &Store, now: u64, batch: usize) -> Result<Moved, StoreError> {
+    let db = Database::open(path)
+        .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
+    let txn = db.begin_read().map_err(unavailable("read transaction"))?;
+    let mut moved = Moved::default();
+    let mut rows = Vec::with_capacity(batch);
+    let flush = |rows: &mut Vec<(u64, Vec<u8>)>, moved: &mut Moved| -> Result<(), StoreError> {
+        let mut tables = Tables::new(&store.keyspaces);
+        for (expires, json) in rows.drain(..) {
+            match serde_json::from_slice::<StoredResponse>(&json) {
+                Ok(response) if now < expires => {
+                    tables.put(&response, &json)?;
+                    moved.responses += 1;
+                }
+                _ => moved.dropped += 1,
             }
-            _ => moved.dropped += 1,
         }
-        old.remove(id.as_str())
-            .map_err(unavailable("responses table v1"))?;
+        tables.commit(&store.db)
+    };
+    for row in responses(&txn)? {
+        rows.push(row?);
+        if rows.len() == batch {
+            flush(&mut rows, &mut moved)?;
+        }
     }
-    Ok(rows.len() < batch)
+    flush(&mut rows, &mut moved)?;
+    Ok(moved)
+}
+
+/// A response row of either layout: its `expires_unix` and its JSON.
+type Row = Result<(u64, Vec<u8>), StoreError>;
+
+/// Each response row of either layout in `txn`.
+fn responses(txn: &ReadTransaction) -> Result<Box<dyn Iterator<Item = Row> + '_>, StoreError> {
+    let names: Vec<String> = txn
+        .list_tables()
+        .map_err(unavailable("list tables"))?
+        .map(|table| table.name().to_owned())
+        .collect();
+    let has = |name: &str| names.iter().any(|table| table == name);
+    let mut all: Box<dyn Iterator<Item = _>> = Box::new(std::iter::empty());
+    if has(RESPONSES_V1.name()) {
+        let table = txn
+            .open_table(RESPONSES_V1)
+            .map_err(unavailable("responses table v1"))?;
+        let rows = table
+            .range::<&str>(..)
+            .map_err(unavailable("responses table v1"))?;
+        all = Box::new(all.chain(rows.map(|row| {
+            let (_, entry) = row.map_err(unavailable("responses table v1"))?;
+            let (expires, json) = entry.value();
+            Ok((expires, json.to_vec()))
+        })));
+    }
+    if has(RESPONSES_V2.name()) {
+        let table = txn
+            .open_table(RESPONSES_V2)
+            .map_err(unavailable("responses table v2"))?;
+        let rows = table
+            .range::<(u64, &[u8; 16])>(..)
+            .map_err(unavailable("responses table v2"))?;
+        all = Box::new(all.chain(rows.map(|row| {
+            let (at, json) = row.map_err(unavailable("responses table v2"))?;
+            Ok((at.value().0, json.value().to_vec()))
+        })));
+    }
+    Ok(all)
 }
 
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use crate::state::embedded::tables::{response_key, Keyspaces};
 
-    /// Writes `responses` as version 1 did (each indexed item a full copy, an expiry row for
+    const ITEMS_BY_ID_V1: TableDefinition<'_, &str, Entry> = TableDefinition::new("items_by_id_v1");
+    const ITEMS_BY_DIGEST_V1: TableDefinition<'_, &[u8; 32], Entry> =
+        TableDefinition::new("items_by_digest_v1");
+    const EXPIRY_V1: TableDefinition<'_, (u64, u8, &[u8]), ()> = TableDefinition::new("expiry_v1");
+
+    /// Writes `responses` as layout 1 did (each indexed item a full copy, an expiry row for
     /// every entry) into `db`.
-    pub fn write_v1(db: &redb::Database, responses: &[StoredResponse]) {
+    pub fn write_v1(db: &Database, responses: &[StoredResponse]) {
         let txn = db.begin_write().unwrap();
         {
             let mut by_response = txn.open_table(RESPONSES_V1).unwrap();
@@ -126,48 +162,88 @@ pub(super) mod tests {
         txn.commit().unwrap();
     }
 
-    #[test]
-    fn a_move_goes_a_batch_a_transaction_and_an_interrupted_one_resumes() {
-        use crate::state::embedded::tables::{RESPONSES, RESPONSE_IDS};
-        use redb::ReadableTableMetadata;
-        let dir = tempfile::tempdir().unwrap();
-        let db = Database::create(dir.path().join("ledger.redb")).unwrap();
-        let now = crate::state::now_unix();
-        let response = |n: u64, expires: u64| {
-            let mut response = crate::state::embedded::tests::response(&format!("resp_{n}"), 1, 60);
-            response.expires_unix = expires;
-            response
-        };
-        let live: Vec<StoredResponse> = (0..4).map(|n| response(n, now + 60)).collect();
-        let mut all = live.clone();
-        all.push(response(9, now - 1));
-        write_v1(&db, &all);
-        // A move stopped after its first batch.
-        let mut first = Moved::default();
+    /// Writes `responses` as layout 2 did (each under its expiry and key; its index rows are
+    /// not needed to move it) into `db`.
+    pub fn write_v2(db: &Database, responses: &[StoredResponse]) {
         let txn = db.begin_write().unwrap();
-        assert!(!move_some(&txn, now, 2, &mut first).unwrap());
+        {
+            let mut rows = txn.open_table(RESPONSES_V2).unwrap();
+            for response in responses {
+                let key = response_key(&response.id).0;
+                rows.insert((response.expires_unix, &key), response.to_json().as_slice())
+                    .unwrap();
+            }
+        }
         txn.commit().unwrap();
-        // The next open goes on from there.
-        let rest = from_v1(&db, now, 2).unwrap().unwrap();
-        assert_eq!(first.responses + rest.responses, 4);
-        assert_eq!(first.dropped + rest.dropped, 1);
-        let txn = db.begin_read().unwrap();
-        assert_eq!(txn.open_table(RESPONSES).unwrap().len().unwrap(), 4);
-        assert_eq!(txn.open_table(RESPONSE_IDS).unwrap().len().unwrap(), 4);
-        assert!(txn
-            .list_tables()
-            .unwrap()
-            .all(|table| !table.name().ends_with("_v1")));
-        assert_eq!(from_v1(&db, now, 2).unwrap(), None);
     }
 
-    /// How long a large first-layout file takes to move.
+    fn response(n: u64, expires: u64) -> StoredResponse {
+        let mut response = crate::state::embedded::tests::response(&format!("resp_{n}"), 1, 60);
+        response.expires_unix = expires;
+        response
+    }
+
+    fn tree(dir: &Path) -> Store {
+        let db = fjall::Database::builder(dir.join("tree")).open().unwrap();
+        let keyspaces = Keyspaces::open(&db).unwrap();
+        Store { db, keyspaces }
+    }
+
+    #[test]
+    fn both_layouts_move_in_batches_and_the_file_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.redb");
+        let now = crate::state::now_unix();
+        {
+            let db = Database::create(&path).unwrap();
+            write_v1(
+                &db,
+                &[response(1, now + 60), response(2, now + 60), response(9, now - 1)],
+            );
+            write_v2(&db, &[response(3, now + 60), response(8, now)]);
+        }
+        let store = tree(dir.path());
+        let moved = from_redb(&path, &store, now, 2).unwrap().unwrap();
+        assert_eq!(
+            moved,
+            Moved {
+                responses: 3,
+                dropped: 2
+            }
+        );
+        assert!(!path.exists());
+        assert_eq!(store.keyspaces.responses.len().unwrap(), 3);
+        assert_eq!(store.keyspaces.response_ids.len().unwrap(), 3);
+        // Two items by id and one by digest each (the digest is the same for all three).
+        assert_eq!(store.keyspaces.item_ids.len().unwrap(), 6);
+        assert_eq!(store.keyspaces.item_digests.len().unwrap(), 1);
+        assert_eq!(from_redb(&path, &store, now, 2).unwrap(), None);
+    }
+
+    #[test]
+    fn an_interrupted_move_is_made_again_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.redb");
+        let now = crate::state::now_unix();
+        let live: Vec<StoredResponse> = (0..5).map(|n| response(n, now + 60)).collect();
+        write_v2(&Database::create(&path).unwrap(), &live);
+        let store = tree(dir.path());
+        // Moved, but stopped before the file was deleted.
+        assert_eq!(copy(&path, &store, now, 2).unwrap().responses, 5);
+        assert!(path.exists());
+        let moved = from_redb(&path, &store, now, 2).unwrap().unwrap();
+        assert_eq!(moved.responses, 5);
+        assert_eq!(store.keyspaces.responses.len().unwrap(), 5);
+        assert_eq!(store.keyspaces.response_ids.len().unwrap(), 5);
+    }
+
+    /// How long a large layout 2 file takes to move.
     #[test]
     #[ignore = "a measurement; run with --release --ignored --nocapture"]
     fn measure_a_move() {
         const RECORDS: usize = 200_000;
         let dir = tempfile::tempdir().unwrap();
-        let db = Database::create(dir.path().join("ledger.redb")).unwrap();
+        let path = dir.path().join("ledger.redb");
         let now = crate::state::now_unix();
         let records: Vec<StoredResponse> = (0..RECORDS)
             .map(|n| {
@@ -176,9 +252,13 @@ pub(super) mod tests {
                 crate::state::embedded::tests::response(&format!("resp_{hex}"), n as u8, 600)
             })
             .collect();
-        records.chunks(1000).for_each(|chunk| write_v1(&db, chunk));
+        {
+            let db = Database::create(&path).unwrap();
+            records.chunks(1000).for_each(|chunk| write_v2(&db, chunk));
+        }
+        let store = tree(dir.path());
         let start = std::time::Instant::now();
-        let moved = from_v1(&db, now, 10_000).unwrap().unwrap();
+        let moved = from_redb(&path, &store, now, 10_000).unwrap().unwrap();
         let took = start.elapsed();
         assert_eq!(moved.responses, RECORDS);
         println!(

@@ -1,65 +1,68 @@
-//! The `embedded` backend: one [redb] file, `<[state] path>/ledger.redb`, kept across restarts.
+//! The `embedded` backend: an LSM tree ([fjall]) in `<[state] path>/ledger/`, kept across
+//! restarts.
 //!
 //! # Layout
 //!
-//! Four tables ([`tables`]), every id in them keyed by its 16-byte hash ([`StoreKey`]): the
-//! responses in the order they expire (a batch of records appends; a sweep reads from the
-//! start), an index from a response's id to where its row is, and two from an item's id and
-//! from its digest to the response that holds it. A file in the first layout is moved to this
-//! one when it opens ([`migrate`]).
+//! Four keyspaces ([`tables`]), every id in them keyed by its 16-byte hash ([`StoreKey`]): the
+//! responses in the order they expire (a batch of records sorts after what is there; a sweep
+//! reads from the start), an index from a response's id to where its row is, and two from an
+//! item's id and from its digest to the response that holds it. A `ledger.redb` written by an
+//! earlier replaygate is moved in when the store opens ([`migrate`]).
+//!
+//! Why an LSM tree: every record writes rows under random keys (ids are hashes). In a B-tree
+//! each dirties a page of its own, and the trees outgrow any cache, so a record cost more the
+//! bigger the file (redb: 32 µs of CPU a record at 100,000 records, 67 at a million); an LSM
+//! tree writes them to a journal and sorts them in memory, then writes whole tables (15 and 28
+//! µs; docs/benchmarks.md).
 //!
 //! # Writes
 //!
-//! One writer thread owns every write transaction (redb has a single writer). Callers hand it
-//! their encoded rows through a bounded queue ([`WRITE_QUEUE`]). A full queue fails at once
-//! with [`StoreError::Unavailable`]`("write queue full")`, which the ledger counts as a failed
+//! One writer thread makes every write. Callers hand it their encoded rows through a bounded
+//! queue ([`WRITE_QUEUE`]). A full queue fails at once with
+//! [`StoreError::Unavailable`]`("write queue full")`, which the ledger counts as a failed
 //! record. After a request arrives the thread sleeps [`LINGER`], so the requests behind it
 //! gather without waking it one by one, then puts every waiting record (up to [`MAX_BATCH`])
-//! into one transaction and tells each request's owner how it ended. `put_response` waits for
+//! into one atomic batch and tells each request's owner how it ended. `put_response` waits for
 //! that. `queue_response`, which the ledger records answers with, does not: the record is
 //! remembered ([`Recent`]) as it is queued, so lookups find it at once, and the writer counts
-//! the commit on the ledger's counters. No answer waits on the file, and the proxy's threads do
+//! the commit on the ledger's counters. No answer waits on the disk, and the proxy's threads do
 //! not take turns for each record, which on one core cost more than the writes
 //! (docs/benchmarks.md, "the embedded store's queue").
 //!
-//! Durability: a batch commits without an fsync ([`Durability::None`]): it is visible to every
-//! read at once, and written to disk by the next durable commit ([`Durability::Immediate`]),
-//! which the writer makes at most [`DURABLE_EVERY`] after the first batch it has not yet made
-//! durable (sooner when the queue goes idle), and when the store closes. A record is provenance
-//! the proxy could do without (unknown provenance is never a violation), so a crash may lose
-//! the last [`LINGER`] + [`DURABLE_EVERY`] of records, and nothing else: redb's commits are atomic, and a
-//! restart after a clean shutdown keeps everything. Quick repair is on: each durable commit also
-//! records the allocator state, so reopening after a crash does not walk the whole file before
-//! the proxy can serve. `measure_puts_and_lookups` measures puts under each setting.
+//! Durability: a batch is visible to every read when it commits, and written to disk (an
+//! fdatasync of the journal) at most [`DURABLE_EVERY`] after the first batch not yet written
+//! (sooner when the queue goes idle), with every sweep, and when the store closes. A record is
+//! provenance the proxy could do without (unknown provenance is never a violation), so a crash
+//! may lose the last [`LINGER`] + [`DURABLE_EVERY`] of records, and nothing else: a batch is
+//! atomic, and recovery replays the journal up to the last whole batch.
 //!
 //! # Reads
 //!
-//! Reads run on tokio's blocking pool ([`tokio::task::spawn_blocking`]). Measured: a lookup
-//! served from redb's cache takes about 3 µs inline and about 40 µs through the pool, but inline
-//! reads reached 15 ms while batches were being flushed, and a cache miss reads the file. On a
-//! two-core host a stalled runtime worker is half the proxy; 40 µs beside a provider round trip
-//! is not.
+//! Reads run on tokio's blocking pool ([`tokio::task::spawn_blocking`]), each from one
+//! snapshot: a read the tree's cache cannot answer reads the disk, and on a two-core host a
+//! stalled runtime worker is half the proxy.
 //!
-//! Two things in memory spare most lookups that trip: a Bloom filter of every key in the file
-//! ([`KeyFilter`], 2 MiB, filled from the tables' keys when the store opens and as records are
-//! queued) answers "not recorded" at once, and the records this process wrote or read lately
-//! ([`Recent`], up to 32 MiB of them) answer the next turn's lookups. Only a key that is in
-//! neither goes to the file, and what that read finds is kept in [`Recent`] for the next.
+//! Two things in memory spare most lookups that trip: a Bloom filter of every key in the store
+//! ([`KeyFilter`], 2 MiB, filled from the keyspaces' keys when the store opens and as records
+//! are queued) answers "not recorded" at once, and the records this process wrote or read
+//! lately ([`Recent`], up to 32 MiB of them) answer the next turn's lookups. Only a key that is
+//! in neither goes to the tree, and what that read finds is kept in [`Recent`] for the next.
 //!
 //! # Expiry
 //!
 //! Reads treat an expired entry as absent. The writer thread also sweeps: at most
-//! [`SWEEP_LIMIT`] expired index rows per transaction, every [`SWEEP_EVERY`], and again right
-//! away while a sweep finds a full load. [`EmbeddedStore::sweep`] asks for one sweep now.
+//! [`SWEEP_LIMIT`] expired responses (and their index rows) a batch, every [`SWEEP_EVERY`],
+//! and again right away while a sweep finds a full load. [`EmbeddedStore::sweep`] asks for one
+//! sweep now.
 //!
 //! # Sharing
 //!
-//! redb locks the file. A directory already open in this process is shared by every store
-//! opened on it ([`EmbeddedStore::open`]); another process fails to open it, with
+//! The tree locks its directory. A directory already open in this process is shared by every
+//! store opened on it ([`EmbeddedStore::open`]); another process fails to open it, with
 //! [`StoreError::Unavailable`] rather than waiting. Rate limits are counted in this process, as
 //! with `memory`: the embedded store serves one process.
 //!
-//! [redb]: https://www.redb.org
+//! [fjall]: https://fjall-rs.github.io
 
 use std::collections::BTreeMap;
 use std::fmt::Display;
@@ -70,14 +73,14 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use redb::{Database, DatabaseError, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition};
+use fjall::{Database, Keyspace};
 use tokio::sync::oneshot;
 
 use self::recent::Recent;
 use self::tables::{
-    digest_key, item_key, record_keys, response_key, ItemIndex, Key16, ReadResponse, ResponseReader, Tables,
-    ITEM_DIGESTS, ITEM_IDS, RESPONSES, RESPONSE_IDS,
+    digest_key, item_key, record_keys, response_key, Keyspaces, ReadResponse, ResponseReader,
 };
+use self::writer::Store;
 use super::key_filter::{KeyFilter, StoreKey};
 use super::{now_unix, StoreError};
 use crate::ledger::{StoredItem, StoredResponse};
@@ -92,8 +95,10 @@ use crate::proxy::rate_limit::{LocalRateLimiter, RateLimiter};
 /// The longest a committed batch waits to be made durable (written to disk with an fsync).
 pub const DURABLE_EVERY: Duration = Duration::from_millis(500);
 
-/// The file's name inside the state directory.
-const FILE_NAME: &str = "ledger.redb";
+/// The tree's directory inside the state directory.
+const TREE_DIR: &str = "ledger";
+/// The file of an earlier replaygate's store, moved into the tree when it opens.
+const REDB_FILE: &str = "ledger.redb";
 /// How many write requests may wait for the writer thread (about 1 KB each): at the proxy's
 /// saturation with a 20 ms linger a queue of 1,024 refused one record in eight, this one none.
 const WRITE_QUEUE: usize = 4096;
@@ -109,17 +114,20 @@ const LINGER: Duration = Duration::from_millis(20);
 const SWEEP_LIMIT: usize = 4096;
 /// How often the writer thread sweeps when the last sweep finished the job.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
-/// redb's page cache (redb's default is 1 GiB).
-const CACHE_BYTES: usize = 64 * 1024 * 1024;
+/// The tree's block cache (fjall's default is 32 MiB).
+const CACHE_BYTES: u64 = 64 * 1024 * 1024;
+/// The most the journal holds before the tree writes out its in-memory tables (fjall's default
+/// is 512 MiB): bounds the disk it takes and the replay after a crash.
+const JOURNAL_BYTES: u64 = 64 * 1024 * 1024;
 /// The key filter's size: 2^24 bits (2 MiB), about one false "maybe" in a thousand lookups
 /// with a million keys stored.
 const KEY_FILTER_BITS_LOG2: u32 = 24;
-/// How many records of a file in the first layout one transaction moves to this one.
+/// How many records of a `ledger.redb` one batch moves into the tree.
 const MIGRATE_BATCH: usize = 10_000;
 /// The most encoded bytes of recent records kept in memory.
 const RECENT_BYTES: u64 = 32 * 1024 * 1024;
 
-/// The `embedded` backend: `<dir>/ledger.redb`, written by one thread that batches and fsyncs,
+/// The `embedded` backend: `<dir>/ledger/`, written by one thread that batches and syncs,
 /// read on the blocking pool, swept of expired entries every minute. One process at a time.
 /// Clones share the same file, writer thread and rate limits; the last one to go waits for the
 /// writer to finish its batch and closes the file.
@@ -130,7 +138,7 @@ pub struct EmbeddedStore {
 
 #[derive(Debug)]
 struct Inner {
-    db: Arc<Database>,
+    store: Arc<Store>,
     /// `None` only while dropping, so the writer thread sees the queue close.
     queue: Option<SyncSender<Command>>,
     writer: Option<JoinHandle<()>>,
@@ -147,10 +155,8 @@ struct Tuning {
     queue: usize,
     sweep_limit: usize,
     sweep_every: Duration,
-    /// How long a committed batch may wait for the durable commit that writes it to disk;
-    /// zero makes every batch durable.
+    /// How long a committed batch may wait to be written to disk; zero writes every batch.
     durable_every: Duration,
-    quick_repair: bool,
     /// How long the writer gathers requests into one batch.
     linger: Duration,
 }
@@ -160,7 +166,6 @@ const TUNING: Tuning = Tuning {
     sweep_limit: SWEEP_LIMIT,
     sweep_every: SWEEP_EVERY,
     durable_every: DURABLE_EVERY,
-    quick_repair: true,
     linger: LINGER,
 };
 
@@ -235,24 +240,32 @@ impl EmbeddedStore {
     fn open_tuned(dir: &Path, tuning: Tuning) -> Result<EmbeddedStore, StoreError> {
         std::fs::create_dir_all(dir)
             .map_err(|e| StoreError::Unavailable(format!("cannot create {}: {e}", dir.display())))?;
-        let path = dir.join(FILE_NAME);
-        let db = Database::builder()
-            .set_cache_size(CACHE_BYTES)
-            .create(&path)
+        let path = dir.join(TREE_DIR);
+        let db = Database::builder(&path)
+            .cache_size(CACHE_BYTES)
+            .max_journaling_size(JOURNAL_BYTES)
+            .open()
             .map_err(|e| open_error(&path, e))?;
-        create_tables(&db, now_unix())?;
+        let keyspaces = Keyspaces::open(&db)?;
+        let store = Arc::new(Store { db, keyspaces });
+        if let Some(moved) = migrate::from_redb(&dir.join(REDB_FILE), &store, now_unix(), MIGRATE_BATCH)? {
+            tracing::info!(
+                responses = moved.responses,
+                dropped = moved.dropped,
+                "ledger.redb moved into the ledger's tree"
+            );
+        }
         let keys = KeyFilter::new(KEY_FILTER_BITS_LOG2);
-        load_keys(&db, &keys)?;
-        let db = Arc::new(db);
+        load_keys(&store.keyspaces, &keys)?;
         let (queue, requests) = mpsc::sync_channel(tuning.queue);
-        let writer_db = db.clone();
+        let writer_store = store.clone();
         let writer = std::thread::Builder::new()
             .name("ledger-writer".into())
-            .spawn(move || writer::write_loop(&writer_db, &requests, tuning))
+            .spawn(move || writer::write_loop(&writer_store, &requests, tuning))
             .map_err(unavailable("cannot start the ledger writer"))?;
         Ok(EmbeddedStore {
             inner: Arc::new(Inner {
-                db,
+                store,
                 queue: Some(queue),
                 writer: Some(writer),
                 limiter: LocalRateLimiter::default(),
@@ -322,10 +335,8 @@ impl EmbeddedStore {
             return Ok(None);
         }
         let id = id.to_owned();
-        self.read_keeping(move |db, now| {
-            let txn = db.begin_read().map_err(unavailable("read transaction"))?;
-            let (ids, rows) = response_tables(&txn)?;
-            let mut reader = ResponseReader::new(&ids, &rows, now);
+        self.read_keeping(move |store, now| {
+            let mut reader = ResponseReader::new(&store.keyspaces, store.db.snapshot(), now);
             let found = reader.response(&id)?;
             Ok((found, reader.into_read().collect()))
         })
@@ -335,7 +346,7 @@ impl EmbeddedStore {
     pub(super) async fn items_by_id(&self, ids: &[String]) -> Result<Vec<Option<StoredItem>>, StoreError> {
         self.items(
             ids,
-            ITEM_IDS,
+            |keyspaces| &keyspaces.item_ids,
             |id| item_key(id),
             |response, id| response.item_by_id(id),
         )
@@ -346,9 +357,12 @@ impl EmbeddedStore {
         &self,
         digests: &[[u8; 32]],
     ) -> Result<Vec<Option<StoredItem>>, StoreError> {
-        self.items(digests, ITEM_DIGESTS, digest_key, |response, digest| {
-            response.item_by_digest(digest)
-        })
+        self.items(
+            digests,
+            |keyspaces| &keyspaces.item_digests,
+            digest_key,
+            |response, digest| response.item_by_digest(digest),
+        )
         .await
     }
 
@@ -358,7 +372,7 @@ impl EmbeddedStore {
     async fn items<K: Clone + Send + 'static>(
         &self,
         keys: &[K],
-        index: ItemIndex,
+        index: fn(&Keyspaces) -> &Keyspace,
         key: fn(&K) -> StoreKey,
         find: fn(&StoredResponse, &K) -> Option<StoredItem>,
     ) -> Result<Vec<Option<StoredItem>>, StoreError> {
@@ -385,19 +399,12 @@ impl EmbeddedStore {
         }
         let keys: Vec<K> = unsure.iter().map(|&i| keys[i].clone()).collect();
         let items = self
-            .read_keeping(move |db, now| {
-                let txn = db.begin_read().map_err(unavailable("read transaction"))?;
-                let index = txn.open_table(index).map_err(unavailable("item index"))?;
-                let (response_ids, responses) = response_tables(&txn)?;
-                let mut reader = ResponseReader::new(&response_ids, &responses, now);
+            .read_keeping(move |store, now| {
+                let mut reader = ResponseReader::new(&store.keyspaces, store.db.snapshot(), now);
+                let index = index(&store.keyspaces);
                 let items = keys
                     .iter()
-                    .map(|k| {
-                        let owner = index.get(&key(k).0).map_err(unavailable("item index"))?;
-                        reader.item(owner.as_ref().map(|guard| guard.value()), |response| {
-                            find(response, k)
-                        })
-                    })
+                    .map(|k| reader.item(index, &key(k), |response| find(response, k)))
                     .collect::<Result<Vec<_>, StoreError>>()?;
                 Ok((items, reader.into_read().collect()))
             })
@@ -417,10 +424,13 @@ impl EmbeddedStore {
         if self.inner.writer.as_ref().is_none_or(JoinHandle::is_finished) {
             return Err(writer_stopped());
         }
-        self.read(|db, _| {
-            let txn = db.begin_read().map_err(unavailable("read transaction"))?;
-            txn.open_table(RESPONSES)
-                .map_err(unavailable("responses table"))?;
+        self.read(|store, _| {
+            // A point read that finds nothing: cheap, and through the same path as a lookup.
+            store
+                .keyspaces
+                .response_ids
+                .get([0u8; 16])
+                .map_err(unavailable("response ids"))?;
             Ok(())
         })
         .await
@@ -439,7 +449,7 @@ impl EmbeddedStore {
     /// go to the recent-records cache where it allows ([`Recent::fill`], marked before the read).
     async fn read_keeping<T: Send + 'static>(
         &self,
-        read: impl FnOnce(&Database, u64) -> Result<(T, ReadResponses), StoreError> + Send + 'static,
+        read: impl FnOnce(&Store, u64) -> Result<(T, ReadResponses), StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let mark = self.inner.recent.mark();
         let (found, responses) = self.read(read).await?;
@@ -451,18 +461,18 @@ impl EmbeddedStore {
 
     async fn read<T: Send + 'static>(
         &self,
-        read: impl FnOnce(&Database, u64) -> Result<T, StoreError> + Send + 'static,
+        read: impl FnOnce(&Store, u64) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let db = self.inner.db.clone();
-        tokio::task::spawn_blocking(move || read(&db, now_unix()))
+        let store = self.inner.store.clone();
+        tokio::task::spawn_blocking(move || read(&store, now_unix()))
             .await
             .map_err(unavailable("ledger read task"))?
     }
 }
 
 impl Drop for Inner {
-    /// Closes the queue and waits for the writer to commit what it holds, so the file is
-    /// closed (and its lock released) when the last clone goes.
+    /// Closes the queue and waits for the writer to commit what it holds and write it to disk,
+    /// so the tree is closed (and its lock released) when the last clone goes.
     fn drop(&mut self) {
         self.queue = None;
         if let Some(writer) = self.writer.take() {
@@ -474,57 +484,23 @@ impl Drop for Inner {
 /// The live responses a lookup read from the file, each with the length of its row.
 type ReadResponses = Vec<ReadResponse>;
 
-/// The response ids table and the responses table, in a read transaction.
-fn response_tables(txn: &ReadTransaction) -> Result<tables::ReadTables, StoreError> {
-    let ids = txn
-        .open_table(RESPONSE_IDS)
-        .map_err(unavailable("response ids table"))?;
-    let rows = txn
-        .open_table(RESPONSES)
-        .map_err(unavailable("responses table"))?;
-    Ok((ids, rows))
-}
-
-/// Adds every key the file holds to `keys` (every table is keyed by [`StoreKey`]s).
-fn load_keys(db: &Database, keys: &KeyFilter) -> Result<(), StoreError> {
-    let txn = db.begin_read().map_err(unavailable("read transaction"))?;
-    add_keys(&txn, RESPONSE_IDS, keys)?;
-    add_keys(&txn, ITEM_IDS, keys)?;
-    add_keys(&txn, ITEM_DIGESTS, keys)
-}
-
-/// Adds the keys of `table` to `keys`.
-fn add_keys<V: redb::Value + 'static>(
-    txn: &ReadTransaction,
-    table: TableDefinition<'_, Key16, V>,
-    keys: &KeyFilter,
-) -> Result<(), StoreError> {
-    let table = txn.open_table(table).map_err(unavailable("a table's keys"))?;
-    for row in table.iter().map_err(unavailable("a table's keys"))? {
-        let (key, _) = row.map_err(unavailable("a table's keys"))?;
-        keys.insert(&StoreKey(*key.value()));
+/// Adds every key the tree holds to `keys` (every keyspace but the responses' is keyed by
+/// [`StoreKey`]s).
+fn load_keys(keyspaces: &Keyspaces, keys: &KeyFilter) -> Result<(), StoreError> {
+    for keyspace in keyspaces.keyed() {
+        for row in keyspace.iter() {
+            let key = row.key().map_err(unavailable("a keyspace's keys"))?;
+            if let Ok(key) = <[u8; 16]>::try_from(key.as_ref()) {
+                keys.insert(&StoreKey(key));
+            }
+        }
     }
     Ok(())
 }
 
-/// Creates the tables a new file lacks, and moves a file in the first layout to this one.
-fn create_tables(db: &Database, now: u64) -> Result<(), StoreError> {
-    let txn = db.begin_write().map_err(unavailable("write transaction"))?;
-    Tables::open(&txn)?;
-    txn.commit().map_err(unavailable("commit"))?;
-    if let Some(moved) = migrate::from_v1(db, now, MIGRATE_BATCH)? {
-        tracing::info!(
-            responses = moved.responses,
-            dropped = moved.dropped,
-            "ledger file moved to layout version 2"
-        );
-    }
-    Ok(())
-}
-
-fn open_error(path: &Path, e: DatabaseError) -> StoreError {
+fn open_error(path: &Path, e: fjall::Error) -> StoreError {
     match e {
-        DatabaseError::DatabaseAlreadyOpen => StoreError::Unavailable(format!(
+        fjall::Error::Locked => StoreError::Unavailable(format!(
             "{} is already open (by another replaygate process, or another store in this one)",
             path.display()
         )),
@@ -545,8 +521,8 @@ mod tests {
     use super::*;
     use crate::ledger::{ItemRecord, Owner, ResponseRecord};
     use crate::state::StateStore;
-    use redb::ReadableTableMetadata;
     use std::time::Instant;
+    use tables::Tables;
 
     /// A response with one reasoning item (`rs_<id>`, digest `[digest; 32]`) and one function
     /// call without encrypted content (`fc_<id>`), expiring `expires_in` seconds from now.
@@ -586,12 +562,16 @@ mod tests {
         EmbeddedStore::open_tuned(dir, tuning).unwrap()
     }
 
-    fn rows<K: redb::Key + 'static, V: redb::Value + 'static>(
-        store: &EmbeddedStore,
-        table: TableDefinition<'_, K, V>,
-    ) -> u64 {
-        let txn = store.inner.db.begin_read().unwrap();
-        txn.open_table(table).unwrap().len().unwrap()
+    /// One of the keyspaces.
+    type Pick = fn(&Keyspaces) -> &Keyspace;
+    const RESPONSES: Pick = |keyspaces| &keyspaces.responses;
+    const RESPONSE_IDS: Pick = |keyspaces| &keyspaces.response_ids;
+    const ITEM_IDS: Pick = |keyspaces| &keyspaces.item_ids;
+    const ITEM_DIGESTS: Pick = |keyspaces| &keyspaces.item_digests;
+
+    /// How many rows the keyspace `pick` holds.
+    fn rows(store: &EmbeddedStore, pick: Pick) -> usize {
+        pick(&store.inner.store.keyspaces).len().unwrap()
     }
 
     #[tokio::test]
@@ -603,7 +583,7 @@ mod tests {
         store.put_response(&stored).await.unwrap();
         assert_eq!(store.response("resp_1").await.unwrap(), Some(stored));
         assert_eq!(store.response("resp_unknown").await.unwrap(), None);
-        assert!(dir.path().join(FILE_NAME).is_file());
+        assert!(dir.path().join(TREE_DIR).is_dir());
     }
 
     #[tokio::test]
@@ -764,44 +744,33 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_file_in_the_first_layout_is_moved_when_it_opens() {
+    async fn a_ledger_redb_of_either_layout_is_moved_in_when_the_store_opens() {
         let dir = tempfile::tempdir().unwrap();
-        let live = response("resp_live", 1, 60);
+        let first = response("resp_first", 1, 60);
+        let second = response("resp_second", 3, 60);
         {
-            let db = Database::create(dir.path().join(FILE_NAME)).unwrap();
-            migrate::tests::write_v1(&db, &[live.clone(), response("resp_gone", 2, -5)]);
+            let db = redb::Database::create(dir.path().join(REDB_FILE)).unwrap();
+            migrate::tests::write_v1(&db, &[first.clone(), response("resp_gone", 2, -5)]);
+            migrate::tests::write_v2(&db, std::slice::from_ref(&second));
         }
         let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
-        // Answered from the file: nothing of it is in memory yet.
-        assert_eq!(store.response("resp_live").await.unwrap(), Some(live));
+        assert!(!dir.path().join(REDB_FILE).exists());
+        // Answered from the tree: nothing of it is in memory yet.
+        assert_eq!(store.response("resp_first").await.unwrap(), Some(first));
+        assert_eq!(store.response("resp_second").await.unwrap(), Some(second));
         assert_eq!(store.response("resp_gone").await.unwrap(), None);
         let found = store
-            .items_by_id(&["fc_0123456789_resp_live".into()])
+            .items_by_id(&["fc_0123456789_resp_first".into()])
             .await
             .unwrap();
         assert_eq!(
             found[0].as_ref().unwrap().record.call_id.as_deref(),
-            Some("call_resp_live")
+            Some("call_resp_first")
         );
-        assert!(store.items_by_digest(&[[1; 32]]).await.unwrap()[0].is_some());
-        // Only the live response was moved; the old tables are gone.
-        assert_eq!((rows(&store, RESPONSES), rows(&store, RESPONSE_IDS)), (1, 1));
-        let txn = store.inner.db.begin_read().unwrap();
-        let mut names: Vec<String> = txn
-            .list_tables()
-            .unwrap()
-            .map(|table| redb::TableHandle::name(&table).to_owned())
-            .collect();
-        names.sort();
-        assert_eq!(
-            names,
-            [
-                "item_digests_v2",
-                "item_ids_v2",
-                "response_ids_v2",
-                "responses_v2"
-            ]
-        );
+        assert!(store.items_by_digest(&[[3; 32]]).await.unwrap()[0].is_some());
+        assert!(store.items_by_digest(&[[2; 32]]).await.unwrap()[0].is_none());
+        // Only the live responses were moved.
+        assert_eq!((rows(&store, RESPONSES), rows(&store, RESPONSE_IDS)), (2, 2));
     }
 
     #[tokio::test]
@@ -932,20 +901,23 @@ mod tests {
     #[tokio::test]
     async fn a_full_queue_fails_fast() {
         let dir = tempfile::tempdir().unwrap();
-        let store = tuned(dir.path(), 1, SWEEP_LIMIT, SWEEP_EVERY);
-        // Holding the one write transaction stalls the writer thread.
-        let blocker = store.inner.db.begin_write().unwrap();
+        let tuning = Tuning {
+            queue: 1,
+            linger: Duration::from_millis(200),
+            ..TUNING
+        };
+        let store = EmbeddedStore::open_tuned(dir.path(), tuning).unwrap();
         let meter = LedgerMeter::new(&crate::metrics::Metrics::new());
         let mut accepted = 0u64;
+        // The writer lingers after the first record: the queue of one fills meanwhile.
         let refused = loop {
-            assert!(accepted <= MAX_BATCH as u64 + 1, "the queue never filled");
+            assert!(accepted <= 2, "the queue never filled");
             match store.queue_response(response(&format!("resp_{accepted}"), 1, 60), meter.clone()) {
                 Ok(()) => accepted += 1,
                 Err(e) => break e,
             }
         };
         assert!(matches!(&refused, StoreError::Unavailable(m) if m == "write queue full"));
-        drop(blocker);
         committed(&meter, accepted).await;
         assert!(store.response("resp_0").await.unwrap().is_some());
         store.put_response(&response("resp_after", 1, 60)).await.unwrap();
@@ -973,14 +945,15 @@ mod tests {
     }
 
     /// Writes `row` as the response under `key`, never expiring, past the store.
-    fn plant_row(txn: &redb::WriteTransaction, key: &[u8; 16], row: &[u8]) {
-        txn.open_table(RESPONSE_IDS)
-            .unwrap()
-            .insert(key, u64::MAX)
+    fn plant_row(store: &EmbeddedStore, key: &[u8; 16], row: &[u8]) {
+        let keyspaces = &store.inner.store.keyspaces;
+        keyspaces
+            .response_ids
+            .insert(key, u64::MAX.to_be_bytes())
             .unwrap();
-        txn.open_table(RESPONSES)
-            .unwrap()
-            .insert((u64::MAX, key), row)
+        keyspaces
+            .responses
+            .insert(tables::at(u64::MAX, key), row)
             .unwrap();
     }
 
@@ -988,14 +961,13 @@ mod tests {
     async fn a_corrupt_value_reads_as_corrupt() {
         let dir = tempfile::tempdir().unwrap();
         let store = EmbeddedStore::open(dir.path()).unwrap();
-        let txn = store.inner.db.begin_write().unwrap();
         let bad = response_key("resp_bad").0;
-        plant_row(&txn, &bad, b"{not json");
-        txn.open_table(ITEM_DIGESTS)
-            .unwrap()
-            .insert(&digest_key(&[9; 32]).0, &bad)
+        plant_row(&store, &bad, b"{not json");
+        let keyspaces = &store.inner.store.keyspaces;
+        keyspaces
+            .item_digests
+            .insert(digest_key(&[9; 32]).0, bad)
             .unwrap();
-        txn.commit().unwrap();
         // Written past the store: its key filter must be told, as a put would tell it.
         store.inner.keys.insert(&response_key("resp_bad"));
         store.inner.keys.insert(&digest_key(&[9; 32]));
@@ -1015,19 +987,16 @@ mod tests {
         let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
         // What two ids of one key would leave: the row of one under the key of the other.
         let other = response("resp_other", 1, 60);
-        let txn = store.inner.db.begin_write().unwrap();
-        Tables::open(&txn).unwrap().put(&other, &other.to_json()).unwrap();
-        let json = other.to_json();
+        let keyspaces = &store.inner.store.keyspaces;
+        let mut tables = Tables::new(keyspaces);
+        tables.put(&other, &other.to_json()).unwrap();
+        tables.commit(&store.inner.store.db).unwrap();
         let mine = response_key("resp_mine").0;
-        plant_row(&txn, &mine, &json);
-        txn.open_table(ITEM_IDS)
-            .unwrap()
-            .insert(
-                &item_key("fc_0123456789_resp_mine").0,
-                &response_key("resp_mine").0,
-            )
+        plant_row(&store, &mine, &other.to_json());
+        keyspaces
+            .item_ids
+            .insert(item_key("fc_0123456789_resp_mine").0, mine)
             .unwrap();
-        txn.commit().unwrap();
         // Written past the store: its key filter must be told, as a put would tell it.
         store.inner.keys.insert(&response_key("resp_mine"));
         store.inner.keys.insert(&response_key("resp_other"));
@@ -1054,35 +1023,30 @@ mod tests {
         assert!(state.hit_rate("team", limit).await.unwrap().is_err());
     }
 
-    /// Puts from 32 tasks, and from one caller alone, under each commit setting; then lookups.
+    /// Puts from 32 tasks, and from one caller alone, under each durability setting; then
+    /// lookups.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     #[ignore = "a measurement; run with --ignored --nocapture, ideally optimised"]
     async fn measure_puts_and_lookups() {
         const PUTS: usize = 10_000;
         const TASKS: usize = 32;
         let settings = [
-            (
-                "durable every 500 ms + quick repair (chosen)",
-                DURABLE_EVERY,
-                true,
-            ),
-            ("durable every batch + quick repair", Duration::ZERO, true),
-            ("durable every batch", Duration::ZERO, false),
+            ("written to disk every 500 ms (chosen)", DURABLE_EVERY),
+            ("written to disk every batch", Duration::ZERO),
         ];
         let mut chosen = None;
-        for (name, durable_every, quick_repair) in settings {
+        for (name, durable_every) in settings {
             let dir = tempfile::tempdir().unwrap();
             let tuning = Tuning {
                 durable_every,
-                quick_repair,
                 ..TUNING
             };
             let store = EmbeddedStore::open_tuned(dir.path(), tuning).unwrap();
             store.put_response(&response("resp_probe", 1, 60)).await.unwrap();
             let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
             let prober = {
-                let (db, stop) = (store.inner.db.clone(), stop.clone());
-                std::thread::spawn(move || inline_read_latencies(&db, &stop))
+                let (tree, stop) = (store.inner.store.clone(), stop.clone());
+                std::thread::spawn(move || inline_read_latencies(&tree, &stop))
             };
             let start = Instant::now();
             let tasks: Vec<_> = (0..TASKS)
@@ -1135,10 +1099,9 @@ mod tests {
         }
         let items_via_pool = start.elapsed() / PUTS as u32;
         let start = Instant::now();
+        let tree = &store.inner.store;
         for n in 0..PUTS {
-            let txn = store.inner.db.begin_read().unwrap();
-            let (ids, rows) = response_tables(&txn).unwrap();
-            let found = ResponseReader::new(&ids, &rows, now_unix())
+            let found = ResponseReader::new(&tree.keyspaces, tree.db.snapshot(), now_unix())
                 .response(&format!("resp_{n}"))
                 .unwrap();
             assert!(found.is_some());
@@ -1146,60 +1109,17 @@ mod tests {
         let inline = start.elapsed() / PUTS as u32;
         println!(
             "lookups among {PUTS} responses: response() {via_pool:?}, items_by_id(2 ids) \
-             {items_via_pool:?} (blocking pool); the same response read inline: {inline:?}"
-        );
-    }
-
-    /// The pages the same records take in each layout, written in batches of 32.
-    #[test]
-    #[ignore = "a measurement; run with --ignored --nocapture"]
-    fn measure_file_size_by_layout() {
-        const RECORDS: usize = 20_000;
-        // Ids as random as a provider's (their order decides where each write falls).
-        let random_id = |n: usize| {
-            let bits = StoreKey::of(9, &n.to_le_bytes()).0;
-            let hex: String = bits.iter().map(|b| format!("{b:02x}")).collect();
-            format!("resp_{hex}")
-        };
-        let records: Vec<StoredResponse> = (0..RECORDS)
-            .map(|n| response(&random_id(n), n as u8, 600))
-            .collect();
-        let dir = tempfile::tempdir().unwrap();
-        // The pages the trees use (the file itself grows by whole regions).
-        let size = |name: &str, write: &dyn Fn(&Database, &[StoredResponse])| {
-            let db = Database::create(dir.path().join(name)).unwrap();
-            records.chunks(32).for_each(|batch| write(&db, batch));
-            let stats = db.begin_write().unwrap().stats().unwrap();
-            stats.allocated_pages() * stats.page_size() as u64
-        };
-        let v1 = size("v1.redb", &|db, batch| migrate::tests::write_v1(db, batch));
-        let v2 = size("v2.redb", &|db, batch| {
-            let txn = db.begin_write().unwrap();
-            {
-                let mut tables = Tables::open(&txn).unwrap();
-                for response in batch {
-                    tables.put(response, &response.to_json()).unwrap();
-                }
-            }
-            txn.commit().unwrap();
-        });
-        let per = |bytes: u64| bytes / RECORDS as u64;
-        println!(
-            "{RECORDS} records of two items, pages in use: layout 1 {v1} bytes ({} a record), \
-             layout 2 {v2} bytes ({} a record)",
-            per(v1),
-            per(v2)
+             {items_via_pool:?} (blocking pool, served from memory after the puts); the same \
+             response read inline from the tree: {inline:?}"
         );
     }
 
     /// Reads one response inline in a loop (1 ms apart) until `stop`: p50, p99 and max.
-    fn inline_read_latencies(db: &Database, stop: &std::sync::atomic::AtomicBool) -> String {
+    fn inline_read_latencies(tree: &Store, stop: &std::sync::atomic::AtomicBool) -> String {
         let mut took = Vec::new();
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
             let start = Instant::now();
-            let txn = db.begin_read().unwrap();
-            let (ids, rows) = response_tables(&txn).unwrap();
-            let found = ResponseReader::new(&ids, &rows, now_unix())
+            let found = ResponseReader::new(&tree.keyspaces, tree.db.snapshot(), now_unix())
                 .response("resp_probe")
                 .unwrap();
             assert!(found.is_some());

@@ -1,49 +1,43 @@
-//! The file's layout (version 2): each record is one row, and its items are found through it.
-//! Ids are keyed by their 16-byte [`StoreKey`] (a hash), not their text: a response id is 50 to
-//! 100 bytes, and the smaller the keys, the smaller the trees a record's writes go into.
+//! The store's layout: four keyspaces of an LSM tree, each record one row and its items found
+//! through it. Ids are keyed by their 16-byte [`StoreKey`] (a hash), not their text: a response
+//! id is 50 to 100 bytes, and the smaller the keys, the less each write and compaction moves.
 //!
-//! - `responses_v2`: `(expires_unix, key of the response id)` → JSON of the StoredResponse.
-//!   Kept in the order they expire, so a batch of records appends to the tree's right edge
-//!   rather than dirtying a page of its own for each (bench/store: 45.6 µs a record against
-//!   52.0 keyed by id), and a sweep reads the expired ones from the start. The JSON's `id`
-//!   tells a read whether the row is the id's (two ids of one key would need 2^64 of them; the
-//!   later write would take the key, and the earlier be unknown).
-//! - `response_ids_v2`: key of a response id → its `expires_unix`, where its row is.
-//! - `item_ids_v2`: key of an item id → key of the response whose output holds the item;
-//!   `item_digests_v2`: key of the digest of an item with `encrypted_content` → key of its
-//!   response. An
-//!   item is read from its response's row ([`StoredResponse::item_by_id`], `item_by_digest`,
-//!   which match the id or digest itself), so it is stored once, as in the memory store.
+//! - `responses`: `expires_unix` (8 bytes, big-endian) then the key of the response id → JSON
+//!   of the StoredResponse. Kept in the order they expire, so what a batch writes sorts after
+//!   what is there (compactions move whole tables rather than merging them), and a sweep reads
+//!   the expired ones from the start. The JSON's `id` tells a read whether the row is the id's
+//!   (two ids of one key would need 2^64 of them; the later write would take the key, and the
+//!   earlier be unknown).
+//! - `response_ids`: key of a response id → its `expires_unix` (big-endian), where its row is.
+//! - `item_ids`: key of an item id → key of the response whose output holds the item;
+//!   `item_digests`: key of the digest of an item with `encrypted_content` → key of its
+//!   response. An item is read from its response's row ([`StoredResponse::item_by_id`],
+//!   `item_by_digest`, which match the id or digest itself), so it is stored once, as in the
+//!   memory store.
 //!
-//! A record is a response row, an id row, and a row for each indexed item, where version 1
-//! wrote each item's full copy under its full id with an expiry row of its own
-//! ([`super::migrate`] moves a version 1 file over when it opens).
+//! Writes go through [`Tables`], which gathers one batch's changes (reading its own writes, as
+//! a transaction would) and commits them as one atomic write batch.
 
-use redb::{ReadOnlyTable, ReadableTable, Table, TableDefinition, WriteTransaction};
+use std::collections::HashMap;
+
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, Readable, Slice, Snapshot};
 
 use super::unavailable;
 use crate::ledger::{StoredItem, StoredResponse};
 use crate::state::key_filter::StoreKey;
 use crate::state::StoreError;
 
-/// A [`StoreKey`] as the tables hold it.
-pub(super) type Key16 = &'static [u8; 16];
-/// An index from an item's key (of its id, or of its digest) to its response's key.
-pub(super) type ItemIndex = TableDefinition<'static, Key16, Key16>;
-/// Where a response's row is: `(expires_unix, key of its id)`.
-type At = (u64, Key16);
-/// The response ids table and the responses table, open for reading.
-pub(super) type ReadTables = (ReadOnlyTable<Key16, u64>, ReadOnlyTable<At, &'static [u8]>);
-
-pub(super) const RESPONSES: TableDefinition<'_, At, &[u8]> = TableDefinition::new("responses_v2");
-pub(super) const RESPONSE_IDS: TableDefinition<'_, Key16, u64> = TableDefinition::new("response_ids_v2");
-pub(super) const ITEM_IDS: TableDefinition<'_, Key16, Key16> = TableDefinition::new("item_ids_v2");
-pub(super) const ITEM_DIGESTS: TableDefinition<'_, Key16, Key16> = TableDefinition::new("item_digests_v2");
+/// Where a response's row is: its `expires_unix` (big-endian, so rows sort by it), then its key.
+pub(super) type At = [u8; 24];
 
 /// The kinds of key, each the seed of its [`StoreKey`]s (the filter holds all three).
 pub(super) const KIND_RESPONSE: u8 = 0;
 pub(super) const KIND_ITEM_BY_ID: u8 = 1;
 pub(super) const KIND_ITEM_BY_DIGEST: u8 = 2;
+
+/// The largest a keyspace's in-memory table grows before it is written out (fjall's default is
+/// 64 MiB, for each of the four).
+const MEMTABLE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// The key of response `id`.
 pub(super) fn response_key(id: &str) -> StoreKey {
@@ -67,29 +61,116 @@ pub(super) fn record_keys(response: &StoredResponse) -> impl Iterator<Item = Sto
         .chain(response.item_digests().map(digest_key))
 }
 
-/// The tables, open in one write transaction.
-pub(super) struct Tables<'txn> {
-    responses: Table<'txn, At, &'static [u8]>,
-    response_ids: Table<'txn, Key16, u64>,
-    item_ids: Table<'txn, Key16, Key16>,
-    item_digests: Table<'txn, Key16, Key16>,
+/// The row key of a response expiring at `expires` under `key`.
+pub(super) fn at(expires: u64, key: &[u8; 16]) -> At {
+    let mut at = [0; 24];
+    at[..8].copy_from_slice(&expires.to_be_bytes());
+    at[8..].copy_from_slice(key);
+    at
 }
 
-impl<'txn> Tables<'txn> {
-    /// Opens (creating them if need be) every table in `txn`.
-    pub fn open(txn: &'txn WriteTransaction) -> Result<Tables<'txn>, StoreError> {
-        Ok(Tables {
-            responses: txn
-                .open_table(RESPONSES)
-                .map_err(unavailable("responses table"))?,
-            response_ids: txn
-                .open_table(RESPONSE_IDS)
-                .map_err(unavailable("response ids table"))?,
-            item_ids: txn.open_table(ITEM_IDS).map_err(unavailable("item ids table"))?,
-            item_digests: txn
-                .open_table(ITEM_DIGESTS)
-                .map_err(unavailable("item digests table"))?,
+/// The four keyspaces.
+#[derive(Clone)]
+pub(super) struct Keyspaces {
+    pub responses: Keyspace,
+    pub response_ids: Keyspace,
+    pub item_ids: Keyspace,
+    pub item_digests: Keyspace,
+}
+
+impl Keyspaces {
+    /// Opens (creating them if need be) the four keyspaces of `db`.
+    pub fn open(db: &Database) -> Result<Keyspaces, StoreError> {
+        let open = |name: &str| {
+            db.keyspace(name, || {
+                KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES)
+            })
+            .map_err(unavailable("open a keyspace"))
+        };
+        Ok(Keyspaces {
+            responses: open("responses")?,
+            response_ids: open("response_ids")?,
+            item_ids: open("item_ids")?,
+            item_digests: open("item_digests")?,
         })
+    }
+
+    /// The keyspaces keyed by [`StoreKey`]s (every one but `responses`).
+    pub fn keyed(&self) -> [&Keyspace; 3] {
+        [&self.response_ids, &self.item_ids, &self.item_digests]
+    }
+}
+
+/// One keyspace's changes in a batch, read before what the keyspace holds: `None` removes.
+struct Pending<'k, const N: usize> {
+    keyspace: &'k Keyspace,
+    writes: HashMap<[u8; N], Option<Slice>>,
+}
+
+impl<'k, const N: usize> Pending<'k, N> {
+    fn new(keyspace: &'k Keyspace) -> Pending<'k, N> {
+        Pending {
+            keyspace,
+            writes: HashMap::new(),
+        }
+    }
+
+    /// The value under `key`, this batch's if it wrote one.
+    fn get(&self, key: &[u8; N]) -> Result<Option<Slice>, StoreError> {
+        match self.writes.get(key) {
+            Some(written) => Ok(written.clone()),
+            None => self.keyspace.get(key).map_err(unavailable("read a row")),
+        }
+    }
+
+    fn insert(&mut self, key: [u8; N], value: impl Into<Slice>) {
+        self.writes.insert(key, Some(value.into()));
+    }
+
+    fn remove(&mut self, key: [u8; N]) {
+        self.writes.insert(key, None);
+    }
+
+    /// Adds the changes to `batch`, each key once (one batch's writes share one sequence number).
+    fn stage(self, batch: &mut OwnedWriteBatch) {
+        for (key, value) in self.writes {
+            match value {
+                Some(value) => batch.insert(self.keyspace, key, value),
+                None => batch.remove(self.keyspace, key),
+            }
+        }
+    }
+}
+
+/// A batch of writes over the keyspaces: reads see what it wrote; [`Tables::commit`] writes it
+/// all atomically.
+pub(super) struct Tables<'k> {
+    responses: Pending<'k, 24>,
+    response_ids: Pending<'k, 16>,
+    item_ids: Pending<'k, 16>,
+    item_digests: Pending<'k, 16>,
+}
+
+impl<'k> Tables<'k> {
+    /// An empty batch over `keyspaces`.
+    pub fn new(keyspaces: &'k Keyspaces) -> Tables<'k> {
+        Tables {
+            responses: Pending::new(&keyspaces.responses),
+            response_ids: Pending::new(&keyspaces.response_ids),
+            item_ids: Pending::new(&keyspaces.item_ids),
+            item_digests: Pending::new(&keyspaces.item_digests),
+        }
+    }
+
+    /// Commits every change at once (visible to reads when it returns; on disk at the next
+    /// persist).
+    pub fn commit(self, db: &Database) -> Result<(), StoreError> {
+        let mut batch = db.batch();
+        self.responses.stage(&mut batch);
+        self.response_ids.stage(&mut batch);
+        self.item_ids.stage(&mut batch);
+        self.item_digests.stage(&mut batch);
+        batch.commit().map_err(unavailable("commit"))
     }
 
     /// Writes `response` (`json` its encoding) and its index rows. A response written again
@@ -98,33 +179,21 @@ impl<'txn> Tables<'txn> {
     pub fn put(&mut self, response: &StoredResponse, json: &[u8]) -> Result<(), StoreError> {
         let StoreKey(key) = response_key(&response.id);
         let expires = response.expires_unix;
-        let before = self
-            .response_ids
-            .insert(&key, expires)
-            .map_err(unavailable("response ids table"))?
-            .map(|guard| guard.value());
-        if let Some(before) = before {
-            let old = self
-                .responses
-                .remove((before, &key))
-                .map_err(unavailable("responses table"))?
-                .and_then(|guard| serde_json::from_slice::<StoredResponse>(guard.value()).ok());
-            if let Some(old) = old {
+        if let Some(before) = self.response_ids.get(&key)?.as_deref().map(read_expires) {
+            let old_at = at(before?, &key);
+            let old = self.responses.get(&old_at)?;
+            self.responses.remove(old_at);
+            if let Some(old) = old.and_then(|row| serde_json::from_slice::<StoredResponse>(&row).ok()) {
                 self.unindex(&old)?;
             }
         }
-        self.responses
-            .insert((expires, &key), json)
-            .map_err(unavailable("responses table"))?;
+        self.response_ids.insert(key, &expires.to_be_bytes()[..]);
+        self.responses.insert(at(expires, &key), json);
         for item_id in response.item_ids() {
-            self.item_ids
-                .insert(&item_key(item_id).0, &key)
-                .map_err(unavailable("item ids table"))?;
+            self.item_ids.insert(item_key(item_id).0, &key[..]);
         }
         for digest in response.item_digests() {
-            self.item_digests
-                .insert(&digest_key(digest).0, &key)
-                .map_err(unavailable("item digests table"))?;
+            self.item_digests.insert(digest_key(digest).0, &key[..]);
         }
         Ok(())
     }
@@ -132,37 +201,32 @@ impl<'txn> Tables<'txn> {
     /// Removes up to `limit` responses expired at `now`, with their id and index rows.
     /// Returns the responses visited and the entries (responses and item index rows) removed.
     pub fn sweep(&mut self, now: u64, limit: usize) -> Result<(usize, usize), StoreError> {
+        let end = at(now.saturating_add(1), &[0; 16]);
         let due = self
             .responses
-            .range(..(now.saturating_add(1), &[0; 16]))
-            .map_err(unavailable("responses table"))?
+            .keyspace
+            .range(..end)
             .take(limit)
             .map(|row| {
-                let (at, _) = row.map_err(unavailable("responses table"))?;
-                let (expires, key) = at.value();
-                Ok((expires, *key))
+                let (at, json) = row.into_inner().map_err(unavailable("responses"))?;
+                let at: At = at.as_ref().try_into().map_err(|_| corrupt("a response's key"))?;
+                Ok((at, json))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         let mut removed = 0;
-        for (expires, key) in &due {
-            let response = self
-                .responses
-                .remove((*expires, key))
-                .map_err(unavailable("responses table"))?
-                .and_then(|guard| serde_json::from_slice::<StoredResponse>(guard.value()).ok());
+        for (row_at, json) in &due {
+            self.responses.remove(*row_at);
             removed += 1;
-            let points_here = self
-                .response_ids
-                .get(key)
-                .map_err(unavailable("response ids table"))?
-                .is_some_and(|guard| guard.value() == *expires);
+            let (expires, key) = split_at(row_at);
+            let points_here = match self.response_ids.get(&key)? {
+                Some(value) => read_expires(&value)? == expires,
+                None => false,
+            };
             if points_here {
-                self.response_ids
-                    .remove(key)
-                    .map_err(unavailable("response ids table"))?;
+                self.response_ids.remove(key);
             }
             // An unreadable response's index rows stay; they lead nowhere.
-            if let Some(response) = response {
+            if let Ok(response) = serde_json::from_slice::<StoredResponse>(json) {
                 removed += self.unindex(&response)?;
             }
         }
@@ -175,10 +239,10 @@ impl<'txn> Tables<'txn> {
         let StoreKey(owner) = response_key(&response.id);
         let mut removed = 0;
         for StoreKey(item) in response.item_ids().map(item_key) {
-            removed += usize::from(remove_if_owned(&mut self.item_ids, &item, &owner)?);
+            removed += usize::from(remove_if_owned(&mut self.item_ids, item, &owner)?);
         }
         for StoreKey(item) in response.item_digests().map(digest_key) {
-            removed += usize::from(remove_if_owned(&mut self.item_digests, &item, &owner)?);
+            removed += usize::from(remove_if_owned(&mut self.item_digests, item, &owner)?);
         }
         Ok(removed)
     }
@@ -186,43 +250,53 @@ impl<'txn> Tables<'txn> {
 
 /// Removes `item`'s row from `index` if it points at `owner`; whether it did.
 fn remove_if_owned(
-    index: &mut Table<'_, Key16, Key16>,
-    item: &[u8; 16],
+    index: &mut Pending<'_, 16>,
+    item: [u8; 16],
     owner: &[u8; 16],
 ) -> Result<bool, StoreError> {
-    let owned = index
-        .get(item)
-        .map_err(unavailable("item index"))?
-        .is_some_and(|guard| guard.value() == owner);
+    let owned = index.get(&item)?.is_some_and(|value| value.as_ref() == owner);
     if owned {
-        index.remove(item).map_err(unavailable("item index"))?;
+        index.remove(item);
     }
     Ok(owned)
 }
 
-/// A response read from the file, and the length of its row.
+/// The expiry and key a row's key holds.
+fn split_at(at: &At) -> (u64, [u8; 16]) {
+    let (expires, key) = at.split_at(8);
+    let expires = u64::from_be_bytes(expires.try_into().unwrap_or_default());
+    (expires, key.try_into().unwrap_or_default())
+}
+
+/// An `expires_unix` as `response_ids` holds it.
+fn read_expires(value: &[u8]) -> Result<u64, StoreError> {
+    let bytes: [u8; 8] = value.try_into().map_err(|_| corrupt("a response's time"))?;
+    Ok(u64::from_be_bytes(bytes))
+}
+
+fn corrupt(what: &str) -> StoreError {
+    StoreError::Corrupt(format!("{what} has the wrong length"))
+}
+
+/// A response read from the store, and the length of its row.
 pub(super) type ReadResponse = (StoredResponse, usize);
 
-/// Reads responses by key, each once however many lookups lead to it, and their items.
-pub(super) struct ResponseReader<'t, I, R> {
-    ids: &'t I,
-    rows: &'t R,
+/// Reads responses by key from one snapshot, each once however many lookups lead to it, and
+/// their items.
+pub(super) struct ResponseReader<'t> {
+    keyspaces: &'t Keyspaces,
+    snapshot: Snapshot,
     now: u64,
     /// Each key read, and the live response under it with the length of its row.
     read: Vec<([u8; 16], Option<ReadResponse>)>,
 }
 
-impl<'t, I, R> ResponseReader<'t, I, R>
-where
-    I: ReadableTable<Key16, u64>,
-    R: ReadableTable<At, &'static [u8]>,
-{
-    /// A reader of the responses live at `now`, through `ids` (the response ids table) and
-    /// `rows` (the responses table).
-    pub fn new(ids: &'t I, rows: &'t R, now: u64) -> ResponseReader<'t, I, R> {
+impl<'t> ResponseReader<'t> {
+    /// A reader of the responses live at `now` in `keyspaces`, as they are in `snapshot`.
+    pub fn new(keyspaces: &'t Keyspaces, snapshot: Snapshot, now: u64) -> ResponseReader<'t> {
         ResponseReader {
-            ids,
-            rows,
+            keyspaces,
+            snapshot,
             now,
             read: Vec::new(),
         }
@@ -234,22 +308,31 @@ where
         Ok(found.filter(|response| response.id == id).cloned())
     }
 
+    /// The item `find` picks in the live response that `index` (`item_ids` or `item_digests`)
+    /// gives `key` to, if any (`find` matches the item's own id or digest).
+    pub fn item(
+        &mut self,
+        index: &Keyspace,
+        key: &StoreKey,
+        find: impl Fn(&StoredResponse) -> Option<StoredItem>,
+    ) -> Result<Option<StoredItem>, StoreError> {
+        let owner = self
+            .snapshot
+            .get(index, key.0)
+            .map_err(unavailable("item index"))?;
+        let Some(owner) = owner else {
+            return Ok(None);
+        };
+        let owner: [u8; 16] = owner
+            .as_ref()
+            .try_into()
+            .map_err(|_| corrupt("an item's owner"))?;
+        Ok(self.by_key(&owner)?.and_then(find))
+    }
+
     /// The live responses read, each with the length of its row.
     pub fn into_read(self) -> impl Iterator<Item = ReadResponse> {
         self.read.into_iter().filter_map(|(_, found)| found)
-    }
-
-    /// The item `find` picks in the live response whose key is `owner`, if any (`find`
-    /// matches the item's own id or digest).
-    pub fn item(
-        &mut self,
-        owner: Option<&[u8; 16]>,
-        find: impl Fn(&StoredResponse) -> Option<StoredItem>,
-    ) -> Result<Option<StoredItem>, StoreError> {
-        match owner {
-            Some(owner) => Ok(self.by_key(owner)?.and_then(find)),
-            None => Ok(None),
-        }
     }
 
     /// The live response under `key`, read once.
@@ -267,22 +350,24 @@ where
 
     fn read_key(&self, key: &[u8; 16]) -> Result<Option<ReadResponse>, StoreError> {
         let expires = self
-            .ids
-            .get(key)
-            .map_err(unavailable("response ids table"))?
-            .map(|guard| guard.value());
-        let Some(expires) = expires.filter(|&expires| self.now < expires) else {
+            .snapshot
+            .get(&self.keyspaces.response_ids, key)
+            .map_err(unavailable("response ids"))?;
+        let Some(expires) = expires else {
             return Ok(None);
         };
+        let expires = read_expires(&expires)?;
+        if self.now >= expires {
+            return Ok(None);
+        }
         let Some(row) = self
-            .rows
-            .get((expires, key))
-            .map_err(unavailable("responses table"))?
+            .snapshot
+            .get(&self.keyspaces.responses, at(expires, key))
+            .map_err(unavailable("responses"))?
         else {
             return Ok(None);
         };
-        let row = row.value();
-        serde_json::from_slice(row)
+        serde_json::from_slice(&row)
             .map(|response| Some((response, row.len())))
             .map_err(|e| StoreError::Corrupt(format!("a stored response: {e}")))
     }

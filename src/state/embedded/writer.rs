@@ -1,16 +1,28 @@
-//! The writer thread: the one owner of the file's write transactions.
+//! The writer thread: the one writer of the store (its batches, its sweeps, its syncs to disk).
 
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Instant;
 
-use redb::{Database, Durability, WriteTransaction};
+use fjall::{Database, PersistMode};
 
-use super::tables::Tables;
+use super::tables::{Keyspaces, Tables};
 use super::{unavailable, Command, Record, Tuning, MAX_BATCH};
 use crate::state::{now_unix, StoreError};
 
+/// The store's database and keyspaces, shared by the writer and the reads.
+pub(super) struct Store {
+    pub db: Database,
+    pub keyspaces: Keyspaces,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").finish_non_exhaustive()
+    }
+}
+
 /// The writer thread: batches puts, runs sweeps, ends when every store clone is gone.
-pub(super) fn write_loop(db: &Database, requests: &Receiver<Command>, tuning: Tuning) {
+pub(super) fn write_loop(store: &Store, requests: &Receiver<Command>, tuning: Tuning) {
     let mut next_sweep = Instant::now() + tuning.sweep_every;
     // When the batches committed since the last durable commit must be made durable.
     let mut durable_by: Option<Instant> = None;
@@ -21,7 +33,7 @@ pub(super) fn write_loop(db: &Database, requests: &Receiver<Command>, tuning: Tu
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => {
                 if durable_by.is_some() {
-                    make_durable(db, &tuning);
+                    make_durable(store);
                 }
                 return;
             }
@@ -50,7 +62,11 @@ pub(super) fn write_loop(db: &Database, requests: &Receiver<Command>, tuning: Tu
             let now = Instant::now();
             let due = durable_by.get_or_insert(now + tuning.durable_every);
             let durable = *due <= now;
-            let result = write_batch(db, &tuning, durable, puts.iter().map(|(record, _)| record));
+            let result =
+                write_batch(store, puts.iter().map(|(record, _)| record)).and_then(|()| match durable {
+                    true => persist(store),
+                    false => Ok(()),
+                });
             match &result {
                 Ok(()) if durable => durable_by = None,
                 Ok(()) => {}
@@ -61,14 +77,14 @@ pub(super) fn write_loop(db: &Database, requests: &Receiver<Command>, tuning: Tu
             }
         }
         for (now, ack) in sweeps {
-            let _ = ack.send(sweep(db, &tuning, now).map(|(_, removed)| removed));
+            let _ = ack.send(sweep(store, &tuning, now).map(|(_, removed)| removed));
         }
         // Write what is committed to disk once its wait is over (the queue's wait ends then too).
-        if durable_by.is_some_and(|by| by <= Instant::now()) && make_durable(db, &tuning) {
+        if durable_by.is_some_and(|by| by <= Instant::now()) && make_durable(store) {
             durable_by = None;
         }
         if Instant::now() >= next_sweep {
-            next_sweep = match sweep(db, &tuning, now_unix()) {
+            next_sweep = match sweep(store, &tuning, now_unix()) {
                 // A full load: more may have expired, so sweep again once the queue is served.
                 Ok((rows, _)) if rows >= tuning.sweep_limit => Instant::now(),
                 Ok((_, removed)) => {
@@ -84,9 +100,9 @@ pub(super) fn write_loop(db: &Database, requests: &Receiver<Command>, tuning: Tu
     }
 }
 
-/// Writes every batch committed so far to disk (an empty durable commit); whether it did.
-fn make_durable(db: &Database, tuning: &Tuning) -> bool {
-    match begin_write(db, tuning, true).and_then(|txn| txn.commit().map_err(unavailable("commit"))) {
+/// Writes every batch committed so far to disk (an fdatasync of the journal); whether it did.
+fn make_durable(store: &Store) -> bool {
+    match persist(store) {
         Ok(()) => true,
         Err(e) => {
             tracing::warn!(error = %e, "ledger durable commit failed");
@@ -95,42 +111,29 @@ fn make_durable(db: &Database, tuning: &Tuning) -> bool {
     }
 }
 
-/// A write transaction with this store's commit settings.
-fn begin_write(db: &Database, tuning: &Tuning, durable: bool) -> Result<WriteTransaction, StoreError> {
-    let mut txn = db.begin_write().map_err(unavailable("write transaction"))?;
-    let durability = match durable {
-        true => Durability::Immediate,
-        false => Durability::None,
-    };
-    txn.set_durability(durability)
-        .map_err(unavailable("write transaction"))?;
-    txn.set_quick_repair(tuning.quick_repair);
-    Ok(txn)
+fn persist(store: &Store) -> Result<(), StoreError> {
+    store
+        .db
+        .persist(PersistMode::SyncData)
+        .map_err(unavailable("write to disk"))
 }
 
-/// Commits every record of a batch in one transaction.
-fn write_batch<'a>(
-    db: &Database,
-    tuning: &Tuning,
-    durable: bool,
-    batch: impl Iterator<Item = &'a Record>,
-) -> Result<(), StoreError> {
-    let txn = begin_write(db, tuning, durable)?;
-    {
-        let mut tables = Tables::open(&txn)?;
-        for record in batch {
-            tables.put(&record.response, &record.json)?;
-        }
+/// Commits every record of a batch at once.
+fn write_batch<'a>(store: &Store, batch: impl Iterator<Item = &'a Record>) -> Result<(), StoreError> {
+    let mut tables = Tables::new(&store.keyspaces);
+    for record in batch {
+        tables.put(&record.response, &record.json)?;
     }
-    txn.commit().map_err(unavailable("commit"))
+    tables.commit(&store.db)
 }
 
-/// Removes up to `tuning.sweep_limit` expiry rows due at `now` and what they point to, in one
-/// durable transaction. Returns the rows visited and the entries removed.
-pub(super) fn sweep(db: &Database, tuning: &Tuning, now: u64) -> Result<(usize, usize), StoreError> {
-    // Sweeps are rare: each is durable (and so makes every batch before it durable).
-    let txn = begin_write(db, tuning, true)?;
-    let swept = Tables::open(&txn)?.sweep(now, tuning.sweep_limit)?;
-    txn.commit().map_err(unavailable("commit"))?;
+/// Removes up to `tuning.sweep_limit` responses due at `now` and what they point to, in one
+/// batch written to disk (and so every batch before it). Returns the responses visited and the
+/// entries removed.
+pub(super) fn sweep(store: &Store, tuning: &Tuning, now: u64) -> Result<(usize, usize), StoreError> {
+    let mut tables = Tables::new(&store.keyspaces);
+    let swept = tables.sweep(now, tuning.sweep_limit)?;
+    tables.commit(&store.db)?;
+    persist(store)?;
     Ok(swept)
 }
