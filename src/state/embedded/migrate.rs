@@ -63,7 +63,7 @@ fn copy(path: &Path, store: &Store, now: u64, batch: usize) -> Result<Moved, Sto
         for (expires, json) in rows.drain(..) {
             match serde_json::from_slice::<StoredResponse>(&json) {
                 Ok(response) if now < expires => {
-                    tables.put(&response, &json)?;
+                    tables.put(&response, &json, false)?;
                     moved.responses += 1;
                 }
                 _ => moved.dropped += 1,

@@ -211,6 +211,9 @@ impl Ack {
 struct Record {
     response: Arc<StoredResponse>,
     json: Vec<u8>,
+    /// The key filter lacked the response's key when it was queued: neither the tree nor the
+    /// queue held a record of it.
+    new: bool,
 }
 
 impl EmbeddedStore {
@@ -308,9 +311,12 @@ impl EmbeddedStore {
         let json = response.to_json();
         let encoded = json.len();
         let keys: Vec<StoreKey> = record_keys(&response).collect();
+        // Asked before the keys go in. Two records of one response queued at once may both be
+        // told "new"; the later then leaves the earlier's row behind, which a sweep drops.
+        let new = !self.inner.keys.may_contain(&keys[0]);
         keys.iter().for_each(|key| self.inner.keys.insert(key));
         self.send(Command::Put {
-            record: Record { response, json },
+            record: Record { response, json, new },
             ack,
         })?;
         Ok((encoded, keys))
@@ -773,6 +779,49 @@ mod tests {
         assert_eq!((rows(&store, RESPONSES), rows(&store, RESPONSE_IDS)), (2, 2));
     }
 
+    /// Commits `responses` in one batch through the store's tables, each told `new`.
+    fn put_batch(store: &EmbeddedStore, responses: &[&StoredResponse], new: bool) {
+        let tree = &store.inner.store;
+        let mut tables = Tables::new(&tree.keyspaces);
+        for response in responses {
+            tables.put(response, &response.to_json(), new).unwrap();
+        }
+        tables.commit(&tree.db).unwrap();
+    }
+
+    #[tokio::test]
+    async fn two_records_of_one_response_told_new_in_one_batch_leave_one_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        put_batch(
+            &store,
+            &[&response("resp_1", 1, 10), &response("resp_1", 1, 60)],
+            true,
+        );
+        assert_eq!((rows(&store, RESPONSES), rows(&store, RESPONSE_IDS)), (1, 1));
+    }
+
+    #[tokio::test]
+    async fn a_row_left_by_two_records_told_new_is_swept_without_the_later_ones_items() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        // Two records of one response both queued as new, written in two batches: the
+        // earlier's row stays behind the later's.
+        put_batch(&store, &[&response("resp_1", 1, -5)], true);
+        let later = response("resp_1", 1, 60);
+        put_batch(&store, &[&later], true);
+        assert_eq!(rows(&store, RESPONSES), 2);
+        // The left row goes; the later record's id and item rows stay.
+        assert_eq!(store.sweep(now_unix()).await.unwrap(), 1);
+        assert_eq!((rows(&store, RESPONSES), rows(&store, RESPONSE_IDS)), (1, 1));
+        assert_eq!((rows(&store, ITEM_IDS), rows(&store, ITEM_DIGESTS)), (2, 1));
+        drop(store);
+        let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        assert_eq!(store.response("resp_1").await.unwrap(), Some(later));
+        let found = store.items_by_id(&["fc_0123456789_resp_1".into()]).await.unwrap();
+        assert_eq!(found[0].as_ref().unwrap().response_id, "resp_1");
+    }
+
     #[tokio::test]
     async fn the_writer_sweeps_on_its_own() {
         let dir = tempfile::tempdir().unwrap();
@@ -989,7 +1038,7 @@ mod tests {
         let other = response("resp_other", 1, 60);
         let keyspaces = &store.inner.store.keyspaces;
         let mut tables = Tables::new(keyspaces);
-        tables.put(&other, &other.to_json()).unwrap();
+        tables.put(&other, &other.to_json(), true).unwrap();
         tables.commit(&store.inner.store.db).unwrap();
         let mine = response_key("resp_mine").0;
         plant_row(&store, &mine, &other.to_json());

@@ -175,11 +175,16 @@ impl<'k> Tables<'k> {
 
     /// Writes `response` (`json` its encoding) and its index rows. A response written again
     /// replaces the old: its row moves to the new expiry, and the old one's index rows go
-    /// unless the new one has them.
-    pub fn put(&mut self, response: &StoredResponse, json: &[u8]) -> Result<(), StoreError> {
+    /// unless the new one has them. `new` says the store has no record of it (the key filter
+    /// lacked its key when it was queued), which spares the read that looks for one.
+    pub fn put(&mut self, response: &StoredResponse, json: &[u8], new: bool) -> Result<(), StoreError> {
         let StoreKey(key) = response_key(&response.id);
         let expires = response.expires_unix;
-        if let Some(before) = self.response_ids.get(&key)?.as_deref().map(read_expires) {
+        let before = match new && !self.response_ids.writes.contains_key(&key) {
+            true => None,
+            false => self.response_ids.get(&key)?,
+        };
+        if let Some(before) = before.as_deref().map(read_expires) {
             let old_at = at(before?, &key);
             let old = self.responses.get(&old_at)?;
             self.responses.remove(old_at);
@@ -222,9 +227,12 @@ impl<'k> Tables<'k> {
                 Some(value) => read_expires(&value)? == expires,
                 None => false,
             };
-            if points_here {
-                self.response_ids.remove(key);
+            if !points_here {
+                // A row a later record of the response left behind: whatever item rows lead
+                // to its key are the later record's (or lead nowhere in it).
+                continue;
             }
+            self.response_ids.remove(key);
             // An unreadable response's index rows stay; they lead nowhere.
             if let Ok(response) = serde_json::from_slice::<StoredResponse>(json) {
                 removed += self.unindex(&response)?;

@@ -122,7 +122,7 @@ fn persist(store: &Store) -> Result<(), StoreError> {
 fn write_batch<'a>(store: &Store, batch: impl Iterator<Item = &'a Record>) -> Result<(), StoreError> {
     let mut tables = Tables::new(&store.keyspaces);
     for record in batch {
-        tables.put(&record.response, &record.json)?;
+        tables.put(&record.response, &record.json, record.new)?;
     }
     tables.commit(&store.db)
 }
