@@ -207,8 +207,8 @@ def main():
          "else): the ceiling of replaygate's stack"),
         ("ledger-memory", "**memory** the warn-level replaygate with the ledger on and "
          '`[state] backend = "memory"`'),
-        ("ledger-embedded", "**embedded** the same with the embedded store (a redb file, the "
-         "records of each 2 ms in one transaction, written to disk with an fsync every 0.5 s)"),
+        ("ledger-embedded", "**embedded** the same with the embedded store (an LSM tree, the "
+         "records of each 20 ms in one batch, written to disk with an fdatasync every 0.5 s)"),
         ("ledger-redis", f"**redis** the same with a local redis-server {meta.get('redis', '')} "
          "(pinned with the proxies, no snapshots)"),
         ("litellm", f"**LiteLLM** the LiteLLM proxy {meta.get('litellm', '')} (`litellm[proxy]` "
