@@ -1,11 +1,12 @@
 //! A blocked Bloom filter over the keys a store holds: "certainly absent" without reading the
 //! store, each key's bits in one cache line.
 //!
-//! The embedded store keeps one in memory for its file. Every key it writes is added before the
-//! write is queued, and every key in the file when it opens is added then, so a key the filter
-//! has never seen is not in the file and its lookup needs no read. Keys are never removed (an
-//! expired key only makes a lookup read the file, as before). The size is fixed: past a few
-//! million keys more lookups read the file, and none answers wrongly.
+//! The embedded store keeps one in memory for its tree. Every key it writes is added before the
+//! write is queued, and every key in the tree when it opens is added then, so a key the filter
+//! has never seen is neither in the tree nor queued: its lookup needs no read, and a record of
+//! a response whose key it has not seen needs no read for an older one. Keys are never removed
+//! (an expired key only makes a lookup read the tree, as before). The size is fixed: past a few
+//! million keys more lookups read the tree, and none answers wrongly.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -120,7 +121,7 @@ mod tests {
 
     #[test]
     fn a_store_key_is_the_same_in_every_build() {
-        // Keys are written to the file: a change of hash would lose every record in it. The
+        // Keys are written to the tree: a change of hash would lose every record in it. The
         // value is XXH3-128 of the text with seed 1 from the reference C library (through
         // Python's xxhash), little-endian.
         let key = StoreKey::of(1, b"fc_68af2c1d4b7c8190a1b2c3d4e5f60718");

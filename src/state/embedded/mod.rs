@@ -102,7 +102,7 @@ const REDB_FILE: &str = "ledger.redb";
 /// How many write requests may wait for the writer thread (about 1 KB each): at the proxy's
 /// saturation with a 20 ms linger a queue of 1,024 refused one record in eight, this one none.
 const WRITE_QUEUE: usize = 4096;
-/// The most write requests committed in one transaction.
+/// The most write requests committed in one batch.
 const MAX_BATCH: usize = 4096;
 /// How long the writer sleeps, after a request arrives, so more gather to commit with it: a
 /// batch's own costs (waking the thread, a journal write) are shared by more records, and no
@@ -110,7 +110,7 @@ const MAX_BATCH: usize = 4096;
 /// cut a record's cost by a fifth against 2 ms (docs/benchmarks.md). What gathers meanwhile,
 /// and while a batch commits, is what [`WRITE_QUEUE`] is sized for.
 const LINGER: Duration = Duration::from_millis(20);
-/// The most expired index rows one sweep removes (one write transaction).
+/// The most expired responses one sweep removes (one batch, with their index rows).
 const SWEEP_LIMIT: usize = 4096;
 /// How often the writer thread sweeps when the last sweep finished the job.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
@@ -129,8 +129,8 @@ const RECENT_BYTES: u64 = 32 * 1024 * 1024;
 
 /// The `embedded` backend: `<dir>/ledger/`, written by one thread that batches and syncs,
 /// read on the blocking pool, swept of expired entries every minute. One process at a time.
-/// Clones share the same file, writer thread and rate limits; the last one to go waits for the
-/// writer to finish its batch and closes the file.
+/// Clones share the same tree, writer thread and rate limits; the last one to go waits for the
+/// writer to finish its batch and closes the tree.
 #[derive(Debug, Clone)]
 pub struct EmbeddedStore {
     inner: Arc<Inner>,
@@ -143,7 +143,7 @@ struct Inner {
     queue: Option<SyncSender<Command>>,
     writer: Option<JoinHandle<()>>,
     limiter: LocalRateLimiter,
-    /// Every key in the file (and some that have left it).
+    /// Every key in the tree (and some that have left it).
     keys: KeyFilter,
     /// What this process committed lately.
     recent: Recent,
@@ -219,7 +219,7 @@ struct Record {
 impl EmbeddedStore {
     /// Opens (creating if needed) the store in `dir`, creating the directory too, and starts its
     /// writer thread. Blocking file I/O: call it at startup or off the async runtime. After a
-    /// crash the open repairs the file first.
+    /// crash the open replays the journal first (and moves a `ledger.redb` in).
     ///
     /// A directory already open in this process is shared, not opened again (two proxies in
     /// one process, a test suite's many). Another process that has it open holds its lock: the
@@ -373,8 +373,8 @@ impl EmbeddedStore {
     }
 
     /// The items of `keys` (ids or digests), in order: from memory where it remembers them,
-    /// else through `index` in the file (`key` the key of each there, in memory and in the
-    /// filter, `find` the item in its response), unless the filter says the file has none.
+    /// else through `index` in the tree (`key` the key of each there, in memory and in the
+    /// filter, `find` the item in its response), unless the filter says the tree has none.
     async fn items<K: Clone + Send + 'static>(
         &self,
         keys: &[K],
@@ -437,13 +437,18 @@ impl EmbeddedStore {
                 .response_ids
                 .get([0u8; 16])
                 .map_err(unavailable("response ids"))?;
-            Ok(())
+            // Hands the journal's buffer to the OS: fails once a write to disk has failed (the
+            // tree then refuses every write until it is reopened).
+            store
+                .db
+                .persist(fjall::PersistMode::Buffer)
+                .map_err(unavailable("the ledger's tree"))
         })
         .await
     }
 
-    /// Removes entries expired at `now` (at most 4096 index rows, one transaction), through the
-    /// writer thread. Returns how many entries (responses and index entries) it removed.
+    /// Removes entries expired at `now` (at most 4096 responses and their index rows, one
+    /// batch), through the writer thread. Returns how many entries (responses and index entries) it removed.
     pub async fn sweep(&self, now: u64) -> Result<usize, StoreError> {
         let (ack, done) = oneshot::channel();
         self.send(Command::Sweep { now, ack })?;
@@ -487,7 +492,7 @@ impl Drop for Inner {
     }
 }
 
-/// The live responses a lookup read from the file, each with the length of its row.
+/// The live responses a lookup read from the tree, each with the length of its row.
 type ReadResponses = Vec<ReadResponse>;
 
 /// Adds every key the tree holds to `keys` (every keyspace but the responses' is keyed by
@@ -599,7 +604,7 @@ mod tests {
         store.put_response(&response("resp_1", 1, 60)).await.unwrap();
         store.put_response(&response("resp_2", 1, 60)).await.unwrap();
         drop(store);
-        // After a restart the cache is empty: the first lookups read the file.
+        // After a restart the cache is empty: the first lookups read the tree.
         let store = EmbeddedStore::open(dir.path()).unwrap();
         let recent = &store.inner.recent;
         let cached = |id: &str| recent.holder(&response_key(id), now_unix()).is_some();
@@ -716,7 +721,7 @@ mod tests {
         other.items[0].id = Some("rs_another_item_of_resp_1".into());
         store.put_response(&other).await.unwrap();
         assert_eq!((rows(&store, ITEM_IDS), rows(&store, ITEM_DIGESTS)), (1, 1));
-        // Reopened, so the answers come from the file.
+        // Reopened, so the answers come from the tree.
         drop(store);
         let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
         let ids = ["rs_0123456789_resp_1", "rs_another_item_of_resp_1"].map(String::from);

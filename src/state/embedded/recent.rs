@@ -3,17 +3,17 @@
 //! An agent's next request names what the provider just produced: the response it continues
 //! and the items it replays. The embedded store answers those from here, without a read on the
 //! blocking pool. Entries are added when a record is handed to the writer (a queued record),
-//! once its write is committed (a put that waits), and after a read of the file found it,
+//! once its write is committed (a put that waits), and after a read of the tree found it,
 //! unless the cache has meanwhile taken or dropped a record that may be newer (a read racing a
 //! rewrite must not put back the older record).
 //!
 //! Responses are held in the order they were remembered, each once, weighed by the size of its
 //! encoded form; the oldest go first once the weight is over the budget, and one looked up in
 //! the older half moves to the newest end, so what keeps being read stays. One map leads from
-//! each key of a held response (its own, its items' ids and digests, as the file's tables key
+//! each key of a held response (its own, its items' ids and digests, as the tree's keyspaces key
 //! them) to the place of the newest response that holds it, so an item is read from its
 //! response as that response now stands. An expired entry reads as absent, as it does from
-//! the file.
+//! the tree.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -32,7 +32,7 @@ const KEY_OVERHEAD: u64 = 48;
 #[derive(Debug)]
 pub(crate) struct Recent {
     held: Mutex<Held>,
-    /// The most records remembered but not yet in the file at any time (the writer's queue
+    /// The most records remembered but not yet in the tree at any time (the writer's queue
     /// and the batch it is writing).
     uncommitted: u64,
 }
@@ -56,13 +56,13 @@ struct Held {
 struct Entry {
     response: Arc<StoredResponse>,
     weight: u64,
-    /// Its number among the records remembered (1 on), or 0 for a record read from the file.
+    /// Its number among the records remembered (1 on), or 0 for a record read from the tree.
     remembered: u64,
 }
 
 impl Recent {
     /// A cache holding responses of at most `bytes` encoded bytes in all, for a writer that
-    /// has at most `uncommitted` of the records remembered not yet in the file.
+    /// has at most `uncommitted` of the records remembered not yet in the tree.
     pub fn new(bytes: u64, uncommitted: u64) -> Recent {
         Recent {
             held: Mutex::new(Held {
@@ -88,15 +88,15 @@ impl Recent {
         }
     }
 
-    /// Where the cache stands before a read of the file, for [`Recent::fill`] after it: how
+    /// Where the cache stands before a read of the tree, for [`Recent::fill`] after it: how
     /// many records it has remembered.
     pub fn mark(&self) -> u64 {
         self.held.lock().unwrap_or_else(|e| e.into_inner()).remembered
     }
 
-    /// Remembers `response`, read from the file in a read that began at `mark`, so the next
+    /// Remembers `response`, read from the tree in a read that began at `mark`, so the next
     /// lookups of it need no read. Not when the cache holds a record of it already (the same
-    /// or newer), nor when it has dropped a record that may have been newer than the file's:
+    /// or newer), nor when it has dropped a record that may have been newer than the tree's:
     /// one remembered after the mark, or one of the last `uncommitted` before it (which the
     /// read may have found not yet written). Of its keys, only those no held response has
     /// are taken.
@@ -149,8 +149,8 @@ fn weigh(encoded: usize, keys: usize) -> u64 {
 enum Source {
     /// Handed to the writer, or written: it is the newest record of each of its keys.
     Written,
-    /// Read from the file: it takes only keys no held response has, and is not counted among
-    /// the records remembered (it is in the file already).
+    /// Read from the tree: it takes only keys no held response has, and is not counted among
+    /// the records remembered (it is in the tree already).
     Read,
 }
 
@@ -420,9 +420,9 @@ mod tests {
     #[test]
     fn a_read_that_missed_a_record_not_yet_written_is_not_kept_once_that_record_has_gone() {
         // The writer may be two records behind. resp_a's second record is remembered but not
-        // yet written when a read finds the first in the file; six other records then push
+        // yet written when a read finds the first in the tree; six other records then push
         // the second out of a cache of six. The read's record is older than one remembered:
-        // it is not kept, and resp_a reads from the file again (now its second record).
+        // it is not kept, and resp_a reads from the tree again (now its second record).
         let recent = Recent::new(6 * ONE, 2);
         remember(&recent, "resp_a", "rs_0123456789_a_v1", 1_000);
         remember(&recent, "resp_a", "rs_0123456789_a_v2", 1_000);
@@ -445,7 +445,7 @@ mod tests {
         Remember(usize),
         /// The writer commits the oldest queued record.
         Commit,
-        /// A lookup of response `0` reads the file (as committed now).
+        /// A lookup of response `0` reads the tree (as committed now).
         StartRead(usize),
         /// A read in flight (the `0`th, modulo those in flight) hands back what it read.
         FinishRead(usize),
@@ -478,7 +478,7 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
 
-        /// Records of three responses are rewritten, committed late and read from the file
+        /// Records of three responses are rewritten, committed late and read from the tree
         /// in any order (a read may last while the cache, six records, turns over many
         /// times), with the writer at most two records behind: the cache never gives an
         /// older record of a response than the newest one remembered, nor an item only an
