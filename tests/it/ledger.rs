@@ -1,7 +1,7 @@
 //! The provenance ledger end to end (contract §8): answers recorded as they stream (JSON and
 //! events), each request-side rule both ways through the proxy, carried sessions, the
-//! response-side check, a store that is down, the embedded store across a restart and two
-//! replicas on one Redis. The fake providers mint ids of their own per answer.
+//! response-side check, a store that is down, the embedded store across a restart and a kill,
+//! and two replicas on one Redis. The fake providers mint ids of their own per answer.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use crate::support::proxy::Proxy;
 use crate::support::redis_server::RedisServer;
+use crate::support::serve::Serve;
 use crate::support::upstream::{sse_response, UpBody, Upstream};
 
 /// A provider that answers every `/responses` request with a reasoning item (its blob names
@@ -152,8 +153,12 @@ async fn post(proxy: &Proxy, provider: &str, body: Value) -> Turn {
 }
 
 async fn post_to(proxy: &Proxy, path: &str, body: Value) -> Turn {
+    post_url(&proxy.url(path), body).await
+}
+
+async fn post_url(url: &str, body: Value) -> Turn {
     let response = reqwest::Client::new()
-        .post(proxy.url(path))
+        .post(url)
         .header("content-type", "application/json")
         .body(body.to_string())
         .send()
@@ -541,6 +546,35 @@ async fn the_embedded_store_remembers_across_a_restart() {
     let refused = post(
         &second,
         "bedrock",
+        json!({"model": "m", "previous_response_id": turn1.body["id"], "input": "next"}),
+    )
+    .await;
+    assert_eq!(code_of(&refused), "foreign_previous_response", "{}", refused.body);
+}
+
+#[tokio::test]
+async fn the_embedded_store_keeps_what_was_on_disk_when_the_process_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let openai = provider("openai", false).await;
+    let bedrock = provider("bedrock", false).await;
+    let state = format!(
+        "backend = \"embedded\"\npath = \"{}\"",
+        dir.path().join("state").display()
+    );
+    let path = dir.path().join("proxy.toml");
+    std::fs::write(&path, config(&openai, &bedrock, &state, "", "")).unwrap();
+    let url = |serve: &Serve, provider: &str| format!("http://{}/{provider}/v1/responses", serve.address);
+    let mut first = Serve::start(Serve::command(&path)).await;
+    let turn1 = post_url(&url(&first, "openai"), first_turn("gpt-5", false)).await;
+    assert_eq!(turn1.status, 200);
+    // Committed within 20 ms, on disk within 0.5 s after that.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    // The killed process's lock went with it; the journal is replayed.
+    let second = Serve::start(Serve::command(&path)).await;
+    let refused = post_url(
+        &url(&second, "bedrock"),
         json!({"model": "m", "previous_response_id": turn1.body["id"], "input": "next"}),
     )
     .await;
