@@ -9,11 +9,14 @@
 //!   (two ids of one key would need 2^64 of them; the later write would take the key, and the
 //!   earlier be unknown).
 //! - `response_ids`: key of a response id → its `expires_unix` (big-endian), where its row is.
-//! - `item_ids`: key of an item id → key of the response whose output holds the item;
-//!   `item_digests`: key of the digest of an item with `encrypted_content` → key of its
-//!   response. An item is read from its response's row ([`StoredResponse::item_by_id`],
-//!   `item_by_digest`, which match the id or digest itself), so it is stored once, as in the
-//!   memory store.
+//! - `item_ids`: key of an item id → key of the response whose output holds the item, then
+//!   that response's `expires_unix`; `item_digests`: key of the digest of an item with
+//!   `encrypted_content` → the same. An item is read from its response's row
+//!   ([`StoredResponse::item_by_id`], `item_by_digest`, which match the id or digest itself),
+//!   so it is stored once, as in the memory store.
+//!
+//! Every row holds its expiry ([`expires_at`]): the writer sweeps the expired responses' rows,
+//! and the tree's compactions drop the other expired rows ([`super::expiry`]).
 //!
 //! Writes go through [`Tables`], which gathers one batch's changes (reading its own writes, as
 //! a transaction would) and commits them as one atomic write batch.
@@ -22,6 +25,7 @@ use std::collections::HashMap;
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, Readable, Slice, Snapshot};
 
+use super::expiry::ExpiresAt;
 use super::unavailable;
 use crate::ledger::{StoredItem, StoredResponse};
 use crate::state::key_filter::StoreKey;
@@ -38,6 +42,22 @@ pub(super) const KIND_ITEM_BY_DIGEST: u8 = 2;
 /// The largest a keyspace's in-memory table grows before it is written out (fjall's default is
 /// 64 MiB, for each of the four).
 const MEMTABLE_BYTES: u64 = 8 * 1024 * 1024;
+
+/// The keyspaces, each by name, and where its rows hold their `expires_unix`.
+const KEYSPACES: [(&str, ExpiresAt); 4] = [
+    ("responses", ExpiresAt::KeyStart),
+    ("response_ids", ExpiresAt::Value(0)),
+    ("item_ids", ExpiresAt::Value(16)),
+    ("item_digests", ExpiresAt::Value(16)),
+];
+
+/// Where the rows of keyspace `name` hold their `expires_unix`; `None` for another name.
+pub(super) fn expires_at(name: &str) -> Option<ExpiresAt> {
+    KEYSPACES
+        .iter()
+        .find(|(keyspace, _)| *keyspace == name)
+        .map(|&(_, at)| at)
+}
 
 /// The key of response `id`.
 pub(super) fn response_key(id: &str) -> StoreKey {
@@ -69,6 +89,14 @@ pub(super) fn at(expires: u64, key: &[u8; 16]) -> At {
     at
 }
 
+/// An item row's value: the key of its response, then the response's `expires_unix`.
+pub(super) fn owner(key: &[u8; 16], expires: u64) -> [u8; 24] {
+    let mut owner = [0; 24];
+    owner[..16].copy_from_slice(key);
+    owner[16..].copy_from_slice(&expires.to_be_bytes());
+    owner
+}
+
 /// The four keyspaces.
 #[derive(Clone)]
 pub(super) struct Keyspaces {
@@ -87,11 +115,12 @@ impl Keyspaces {
             })
             .map_err(unavailable("open a keyspace"))
         };
+        let [responses, response_ids, item_ids, item_digests] = KEYSPACES.map(|(name, _)| name);
         Ok(Keyspaces {
-            responses: open("responses")?,
-            response_ids: open("response_ids")?,
-            item_ids: open("item_ids")?,
-            item_digests: open("item_digests")?,
+            responses: open(responses)?,
+            response_ids: open(response_ids)?,
+            item_ids: open(item_ids)?,
+            item_digests: open(item_digests)?,
         })
     }
 
@@ -194,18 +223,19 @@ impl<'k> Tables<'k> {
         }
         self.response_ids.insert(key, &expires.to_be_bytes()[..]);
         self.responses.insert(at(expires, &key), json);
+        let owner = owner(&key, expires);
         for item_id in response.item_ids() {
-            self.item_ids.insert(item_key(item_id).0, &key[..]);
+            self.item_ids.insert(item_key(item_id).0, &owner[..]);
         }
         for digest in response.item_digests() {
-            self.item_digests.insert(digest_key(digest).0, &key[..]);
+            self.item_digests.insert(digest_key(digest).0, &owner[..]);
         }
         Ok(())
     }
 
-    /// Removes up to `limit` responses expired at `now`, with their id and index rows.
-    /// Returns the responses visited and the entries (responses and item index rows) removed.
-    pub fn sweep(&mut self, now: u64, limit: usize) -> Result<(usize, usize), StoreError> {
+    /// Removes up to `limit` responses' rows expired at `now` (their id and item rows go in
+    /// compactions). Returns how many it removed.
+    pub fn sweep(&mut self, now: u64, limit: usize) -> Result<usize, StoreError> {
         let end = at(now.saturating_add(1), &[0; 16]);
         let due = self
             .responses
@@ -213,32 +243,14 @@ impl<'k> Tables<'k> {
             .range(..end)
             .take(limit)
             .map(|row| {
-                let (at, json) = row.into_inner().map_err(unavailable("responses"))?;
-                let at: At = at.as_ref().try_into().map_err(|_| corrupt("a response's key"))?;
-                Ok((at, json))
+                let key = row.key().map_err(unavailable("responses"))?;
+                At::try_from(key.as_ref()).map_err(|_| corrupt("a response's key"))
             })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        let mut removed = 0;
-        for (row_at, json) in &due {
+            .collect::<Result<Vec<At>, StoreError>>()?;
+        for row_at in &due {
             self.responses.remove(*row_at);
-            removed += 1;
-            let (expires, key) = split_at(row_at);
-            let points_here = match self.response_ids.get(&key)? {
-                Some(value) => read_expires(&value)? == expires,
-                None => false,
-            };
-            if !points_here {
-                // A row a later record of the response left behind: whatever item rows lead
-                // to its key are the later record's (or lead nowhere in it).
-                continue;
-            }
-            self.response_ids.remove(key);
-            // An unreadable response's index rows stay; they lead nowhere.
-            if let Ok(response) = serde_json::from_slice::<StoredResponse>(json) {
-                removed += self.unindex(&response)?;
-            }
         }
-        Ok((due.len(), removed))
+        Ok(due.len())
     }
 
     /// Removes the index rows of `response`'s items that point at it (an item recorded since
@@ -262,18 +274,13 @@ fn remove_if_owned(
     item: [u8; 16],
     owner: &[u8; 16],
 ) -> Result<bool, StoreError> {
-    let owned = index.get(&item)?.is_some_and(|value| value.as_ref() == owner);
+    let owned = index
+        .get(&item)?
+        .is_some_and(|value| value.get(..16) == Some(&owner[..]));
     if owned {
         index.remove(item);
     }
     Ok(owned)
-}
-
-/// The expiry and key a row's key holds.
-fn split_at(at: &At) -> (u64, [u8; 16]) {
-    let (expires, key) = at.split_at(8);
-    let expires = u64::from_be_bytes(expires.try_into().unwrap_or_default());
-    (expires, key.try_into().unwrap_or_default())
 }
 
 /// An `expires_unix` as `response_ids` holds it.
@@ -332,9 +339,9 @@ impl<'t> ResponseReader<'t> {
             return Ok(None);
         };
         let owner: [u8; 16] = owner
-            .as_ref()
-            .try_into()
-            .map_err(|_| corrupt("an item's owner"))?;
+            .get(..16)
+            .and_then(|owner| owner.try_into().ok())
+            .ok_or_else(|| corrupt("an item's owner"))?;
         Ok(self.by_key(&owner)?.and_then(find))
     }
 

@@ -77,7 +77,7 @@ pub(super) fn write_loop(store: &Store, requests: &Receiver<Command>, tuning: Tu
             }
         }
         for (now, ack) in sweeps {
-            let _ = ack.send(sweep(store, &tuning, now).map(|(_, removed)| removed));
+            let _ = ack.send(sweep(store, &tuning, now));
         }
         // Write what is committed to disk once its wait is over (the queue's wait ends then too).
         if durable_by.is_some_and(|by| by <= Instant::now()) && make_durable(store) {
@@ -86,8 +86,8 @@ pub(super) fn write_loop(store: &Store, requests: &Receiver<Command>, tuning: Tu
         if Instant::now() >= next_sweep {
             next_sweep = match sweep(store, &tuning, now_unix()) {
                 // A full load: more may have expired, so sweep again once the queue is served.
-                Ok((rows, _)) if rows >= tuning.sweep_limit => Instant::now(),
-                Ok((_, removed)) => {
+                Ok(removed) if removed >= tuning.sweep_limit => Instant::now(),
+                Ok(removed) => {
                     tracing::debug!(removed, "ledger sweep");
                     Instant::now() + tuning.sweep_every
                 }
@@ -127,10 +127,9 @@ fn write_batch<'a>(store: &Store, batch: impl Iterator<Item = &'a Record>) -> Re
     tables.commit(&store.db)
 }
 
-/// Removes up to `tuning.sweep_limit` responses due at `now` and what they point to, in one
-/// batch written to disk (and so every batch before it). Returns the responses visited and the
-/// entries removed.
-pub(super) fn sweep(store: &Store, tuning: &Tuning, now: u64) -> Result<(usize, usize), StoreError> {
+/// Removes up to `tuning.sweep_limit` responses' rows due at `now`, in one batch written to
+/// disk (and so every batch before it). Returns how many it removed.
+pub(super) fn sweep(store: &Store, tuning: &Tuning, now: u64) -> Result<usize, StoreError> {
     let mut tables = Tables::new(&store.keyspaces);
     let swept = tables.sweep(now, tuning.sweep_limit)?;
     tables.commit(&store.db)?;
