@@ -54,6 +54,11 @@ impl KeyFilter {
         }
     }
 
+    /// The filter's size: `2^bits_log2` bits.
+    pub fn bits_log2(&self) -> u32 {
+        BLOCK_BITS_LOG2 + (self.block_mask + 1).trailing_zeros()
+    }
+
     /// Adds `key`.
     pub fn insert(&self, key: &StoreKey) {
         let block = self.block(key);

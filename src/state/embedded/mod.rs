@@ -77,16 +77,18 @@ use std::time::Duration;
 use fjall::{Database, Keyspace};
 use tokio::sync::oneshot;
 
+use self::filters::Filters;
 use self::recent::Recent;
 use self::tables::{
     digest_key, item_key, record_keys, response_key, Keyspaces, ReadResponse, ResponseReader,
 };
 use self::writer::Store;
-use super::key_filter::{KeyFilter, StoreKey};
+use super::key_filter::StoreKey;
 use super::{now_unix, StoreError};
 use crate::ledger::{StoredItem, StoredResponse};
 
 mod expiry;
+mod filters;
 mod migrate;
 mod recent;
 mod tables;
@@ -121,9 +123,11 @@ const CACHE_BYTES: u64 = 64 * 1024 * 1024;
 /// The most the journal holds before the tree writes out its in-memory tables (fjall's default
 /// is 512 MiB): bounds the disk it takes and the replay after a crash.
 const JOURNAL_BYTES: u64 = 64 * 1024 * 1024;
-/// The key filter's size: 2^24 bits (2 MiB), about one false "maybe" in a thousand lookups
-/// with a million keys stored.
+/// The key filter's smallest size: 2^24 bits (2 MiB), about one false "maybe" in a thousand
+/// lookups with a million keys stored.
 const KEY_FILTER_BITS_LOG2: u32 = 24;
+/// The key filter's largest size: 2^29 bits (64 MiB), for about 33 million keys.
+const KEY_FILTER_MAX_BITS_LOG2: u32 = 29;
 /// How many records of a `ledger.redb` one batch moves into the tree.
 const MIGRATE_BATCH: usize = 10_000;
 /// The most encoded bytes of recent records kept in memory.
@@ -145,8 +149,8 @@ struct Inner {
     queue: Option<SyncSender<Command>>,
     writer: Option<JoinHandle<()>>,
     limiter: LocalRateLimiter,
-    /// Every key in the tree (and some that have left it).
-    keys: KeyFilter,
+    /// Every key in the tree and the queue (and some that have left them).
+    filters: Arc<Filters>,
     /// What this process committed lately.
     recent: Recent,
 }
@@ -161,6 +165,8 @@ struct Tuning {
     durable_every: Duration,
     /// How long the writer gathers requests into one batch.
     linger: Duration,
+    /// The key filter's smallest and largest sizes, as powers of two.
+    filter_bits_log2: (u32, u32),
 }
 
 const TUNING: Tuning = Tuning {
@@ -169,6 +175,7 @@ const TUNING: Tuning = Tuning {
     sweep_every: SWEEP_EVERY,
     durable_every: DURABLE_EVERY,
     linger: LINGER,
+    filter_bits_log2: (KEY_FILTER_BITS_LOG2, KEY_FILTER_MAX_BITS_LOG2),
 };
 
 /// What the writer thread is asked to do.
@@ -213,6 +220,8 @@ impl Ack {
 struct Record {
     response: Arc<StoredResponse>,
     json: Vec<u8>,
+    /// Its keys ([`record_keys`]), which the writer adds to the key filters as it writes it.
+    keys: Vec<StoreKey>,
     /// The key filter lacked the response's key when it was queued: neither the tree nor the
     /// queue held a record of it.
     new: bool,
@@ -261,13 +270,20 @@ impl EmbeddedStore {
                 "ledger.redb moved into the ledger's tree"
             );
         }
-        let keys = KeyFilter::new(KEY_FILTER_BITS_LOG2);
-        load_keys(&store.keyspaces, &keys)?;
+        let held: u64 = store
+            .keyspaces
+            .keyed()
+            .iter()
+            .map(|k| k.approximate_len() as u64)
+            .sum();
+        let (min_bits, max_bits) = tuning.filter_bits_log2;
+        let filters = Arc::new(Filters::new(held, min_bits, max_bits));
+        load_keys(&store.keyspaces, &filters)?;
         let (queue, requests) = mpsc::sync_channel(tuning.queue);
-        let writer_store = store.clone();
+        let (writer_store, writer_filters) = (store.clone(), filters.clone());
         let writer = std::thread::Builder::new()
             .name("ledger-writer".into())
-            .spawn(move || writer::write_loop(&writer_store, &requests, tuning))
+            .spawn(move || writer::write_loop(&writer_store, &writer_filters, &requests, tuning))
             .map_err(unavailable("cannot start the ledger writer"))?;
         Ok(EmbeddedStore {
             inner: Arc::new(Inner {
@@ -275,7 +291,7 @@ impl EmbeddedStore {
                 queue: Some(queue),
                 writer: Some(writer),
                 limiter: LocalRateLimiter::default(),
-                keys,
+                filters,
                 recent: Recent::new(RECENT_BYTES, (tuning.queue + MAX_BATCH) as u64),
             }),
         })
@@ -316,10 +332,15 @@ impl EmbeddedStore {
         let keys: Vec<StoreKey> = record_keys(&response).collect();
         // Asked before the keys go in. Two records of one response queued at once may both be
         // told "new"; the later then leaves the earlier's row behind, which a sweep drops.
-        let new = !self.inner.keys.may_contain(&keys[0]);
-        keys.iter().for_each(|key| self.inner.keys.insert(key));
+        let new = !self.inner.filters.may_contain(&keys[0]);
+        self.inner.filters.insert(&keys);
         self.send(Command::Put {
-            record: Record { response, json, new },
+            record: Record {
+                response,
+                json,
+                keys: keys.clone(),
+                new,
+            },
             ack,
         })?;
         Ok((encoded, keys))
@@ -340,7 +361,7 @@ impl EmbeddedStore {
                 return Ok(Some(StoredResponse::clone(&response)));
             }
         }
-        if !self.inner.keys.may_contain(&key) {
+        if !self.inner.filters.may_contain(&key) {
             return Ok(None);
         }
         let id = id.to_owned();
@@ -397,7 +418,7 @@ impl EmbeddedStore {
                     .recent
                     .holder(&store_key, now)
                     .and_then(|response| find(&response, k));
-                if item.is_none() && self.inner.keys.may_contain(&store_key) {
+                if item.is_none() && self.inner.filters.may_contain(&store_key) {
                     unsure.push(i);
                 }
                 item
@@ -500,12 +521,12 @@ type ReadResponses = Vec<ReadResponse>;
 
 /// Adds every key the tree holds to `keys` (every keyspace but the responses' is keyed by
 /// [`StoreKey`]s).
-fn load_keys(keyspaces: &Keyspaces, keys: &KeyFilter) -> Result<(), StoreError> {
+fn load_keys(keyspaces: &Keyspaces, filters: &Filters) -> Result<(), StoreError> {
     for keyspace in keyspaces.keyed() {
         for row in keyspace.iter() {
             let key = row.key().map_err(unavailable("a keyspace's keys"))?;
             if let Ok(key) = <[u8; 16]>::try_from(key.as_ref()) {
-                keys.insert(&StoreKey(key));
+                filters.insert(&[StoreKey(key)]);
             }
         }
     }
@@ -856,6 +877,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_key_filter_grows_with_the_store_and_keeps_every_key() {
+        let dir = tempfile::tempdir().unwrap();
+        // 512 bits hold 32 keys well; a record has four.
+        let tuning = Tuning {
+            filter_bits_log2: (9, 13),
+            ..TUNING
+        };
+        let store = EmbeddedStore::open_tuned(dir.path(), tuning).unwrap();
+        assert_eq!(store.inner.filters.bits_log2(), 9);
+        let records: Vec<StoredResponse> = (0..60).map(|n| response(&format!("resp_{n}"), n, 60)).collect();
+        for record in &records {
+            store.put_response(record).await.unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while store.inner.filters.bits_log2() < 13 {
+            assert!(Instant::now() < deadline, "the filter did not grow");
+            // Each batch the writer commits may start the next growth.
+            store.put_response(&records[0]).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let filters = &store.inner.filters;
+        assert!(records
+            .iter()
+            .flat_map(record_keys)
+            .all(|key| filters.may_contain(&key)));
+        drop(store);
+        // Reopened, it is sized for what the tree holds (240 keys: 2^12 bits).
+        let store = EmbeddedStore::open_tuned(dir.path(), tuning).unwrap();
+        assert!(store.inner.filters.bits_log2() >= 12);
+        assert!(store.response("resp_59").await.unwrap().is_some());
+    }
+
+    #[tokio::test]
     async fn the_writer_sweeps_on_its_own() {
         let dir = tempfile::tempdir().unwrap();
         let store = tuned(dir.path(), 16, 2, Duration::from_millis(20));
@@ -1050,8 +1104,8 @@ mod tests {
             .insert(digest_key(&[9; 32]).0, tables::owner(&bad, u64::MAX))
             .unwrap();
         // Written past the store: its key filter must be told, as a put would tell it.
-        store.inner.keys.insert(&response_key("resp_bad"));
-        store.inner.keys.insert(&digest_key(&[9; 32]));
+        store.inner.filters.insert(&[response_key("resp_bad")]);
+        store.inner.filters.insert(&[digest_key(&[9; 32])]);
         assert!(matches!(
             store.response("resp_bad").await,
             Err(StoreError::Corrupt(_))
@@ -1082,9 +1136,9 @@ mod tests {
             )
             .unwrap();
         // Written past the store: its key filter must be told, as a put would tell it.
-        store.inner.keys.insert(&response_key("resp_mine"));
-        store.inner.keys.insert(&response_key("resp_other"));
-        store.inner.keys.insert(&item_key("fc_0123456789_resp_mine"));
+        store.inner.filters.insert(&[response_key("resp_mine")]);
+        store.inner.filters.insert(&[response_key("resp_other")]);
+        store.inner.filters.insert(&[item_key("fc_0123456789_resp_mine")]);
         assert_eq!(store.response("resp_mine").await.unwrap(), None);
         let found = store
             .items_by_id(&["fc_0123456789_resp_mine".into()])

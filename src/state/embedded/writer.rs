@@ -1,12 +1,16 @@
 //! The writer thread: the one writer of the store (its batches, its sweeps, its syncs to disk).
 
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Instant;
 
-use fjall::{Database, PersistMode};
+use fjall::{Database, PersistMode, Readable, Snapshot};
 
+use super::filters::Filters;
 use super::tables::{Keyspaces, Tables};
 use super::{unavailable, Command, Record, Tuning, MAX_BATCH};
+use crate::state::key_filter::{KeyFilter, StoreKey};
 use crate::state::{now_unix, StoreError};
 
 /// The store's database and keyspaces, shared by the writer and the reads.
@@ -22,7 +26,14 @@ impl std::fmt::Debug for Store {
 }
 
 /// The writer thread: batches puts, runs sweeps, ends when every store clone is gone.
-pub(super) fn write_loop(store: &Store, requests: &Receiver<Command>, tuning: Tuning) {
+pub(super) fn write_loop(
+    store: &Arc<Store>,
+    filters: &Arc<Filters>,
+    requests: &Receiver<Command>,
+    tuning: Tuning,
+) {
+    // The thread filling a grown key filter, if one is.
+    let mut filler: Option<JoinHandle<()>> = None;
     let mut next_sweep = Instant::now() + tuning.sweep_every;
     // When the batches committed since the last durable commit must be made durable.
     let mut durable_by: Option<Instant> = None;
@@ -34,6 +45,9 @@ pub(super) fn write_loop(store: &Store, requests: &Receiver<Command>, tuning: Tu
             Err(RecvTimeoutError::Disconnected) => {
                 if durable_by.is_some() {
                     make_durable(store);
+                }
+                if let Some(filler) = filler {
+                    let _ = filler.join();
                 }
                 return;
             }
@@ -67,6 +81,10 @@ pub(super) fn write_loop(store: &Store, requests: &Receiver<Command>, tuning: Tu
                     true => persist(store),
                     false => Ok(()),
                 });
+            if result.is_ok() {
+                puts.iter()
+                    .for_each(|(record, _)| filters.insert_written(&record.keys));
+            }
             match &result {
                 Ok(()) if durable => durable_by = None,
                 Ok(()) => {}
@@ -74,6 +92,21 @@ pub(super) fn write_loop(store: &Store, requests: &Receiver<Command>, tuning: Tu
             }
             for (_, ack) in puts {
                 ack.send(&result);
+            }
+        }
+        if filters.take_due() {
+            if let Some(grown) = filters.start_growing() {
+                // Every record before this point is written: the snapshot holds its keys, and
+                // the keys of every record written from now on go to the grown filter too.
+                let (tree, all, snapshot) = (store.clone(), filters.clone(), store.db.snapshot());
+                filler = std::thread::Builder::new()
+                    .name("ledger-filter".into())
+                    .spawn(move || fill(&tree, &all, &grown, &snapshot))
+                    .inspect_err(|e| tracing::warn!(error = %e, "cannot grow the ledger's key filter"))
+                    .ok();
+                if filler.is_none() {
+                    filters.abandon_growing();
+                }
             }
         }
         for (now, ack) in sweeps {
@@ -135,4 +168,32 @@ pub(super) fn sweep(store: &Store, tuning: &Tuning, now: u64) -> Result<usize, S
     tables.commit(&store.db)?;
     persist(store)?;
     Ok(swept)
+}
+
+/// Adds every key `snapshot` holds to `grown`, then makes it the filter that answers.
+fn fill(store: &Store, filters: &Filters, grown: &KeyFilter, snapshot: &Snapshot) {
+    let mut keys = 0u64;
+    for keyspace in store.keyspaces.keyed() {
+        for row in snapshot.iter(keyspace) {
+            match row.key() {
+                Ok(key) => {
+                    if let Ok(key) = <[u8; 16]>::try_from(key.as_ref()) {
+                        grown.insert(&StoreKey(key));
+                        keys += 1;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot grow the ledger's key filter");
+                    filters.abandon_growing();
+                    return;
+                }
+            }
+        }
+    }
+    filters.finish_growing(keys);
+    tracing::info!(
+        keys,
+        bits = 1u64 << filters.bits_log2(),
+        "the ledger's key filter grew"
+    );
 }
