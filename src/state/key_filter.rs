@@ -5,8 +5,9 @@
 //! write is queued, and every key in the tree when it opens is added then, so a key the filter
 //! has never seen is neither in the tree nor queued: its lookup needs no read, and a record of
 //! a response whose key it has not seen needs no read for an older one. Keys are never removed
-//! (an expired key only makes a lookup read the tree, as before). The size is fixed: past a few
-//! million keys more lookups read the tree, and none answers wrongly.
+//! (an expired key only makes a lookup read the tree, as before). A filter's size is fixed: the
+//! fuller it is, the more lookups read the tree, and none answers wrongly; the embedded store
+//! replaces its filter with a bigger one as it grows (`embedded/filters.rs`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -43,8 +43,8 @@
 //! stalled runtime worker is half the proxy.
 //!
 //! Two things in memory spare most lookups that trip: a Bloom filter of every key in the store
-//! ([`KeyFilter`], 2 MiB, filled from the keyspaces' keys when the store opens and as records
-//! are queued) answers "not recorded" at once, and the records this process wrote or read
+//! ([`Filters`], 2 MiB to 64 MiB, filled from the keyspaces' keys when the store opens and as
+//! records are queued, and grown as the store grows) answers "not recorded" at once, and the records this process wrote or read
 //! lately ([`Recent`], up to 32 MiB of them) answer the next turn's lookups. Only a key that is
 //! in neither goes to the tree, and what that read finds is kept in [`Recent`] for the next.
 //!
