@@ -95,18 +95,8 @@ pub(super) fn write_loop(
             }
         }
         if filters.take_due() {
-            if let Some(grown) = filters.start_growing() {
-                // Every record before this point is written: the snapshot holds its keys, and
-                // the keys of every record written from now on go to the grown filter too.
-                let (tree, all, snapshot) = (store.clone(), filters.clone(), store.db.snapshot());
-                filler = std::thread::Builder::new()
-                    .name("ledger-filter".into())
-                    .spawn(move || fill(&tree, &all, &grown, &snapshot))
-                    .inspect_err(|e| tracing::warn!(error = %e, "cannot grow the ledger's key filter"))
-                    .ok();
-                if filler.is_none() {
-                    filters.abandon_growing();
-                }
+            if let Some(started) = start_growing(store, filters) {
+                filler = Some(started);
             }
         }
         for (now, ack) in sweeps {
@@ -168,6 +158,23 @@ pub(super) fn sweep(store: &Store, tuning: &Tuning, now: u64) -> Result<usize, S
     tables.commit(&store.db)?;
     persist(store)?;
     Ok(swept)
+}
+
+/// Starts a bigger key filter and the thread that fills it, unless one is growing already.
+fn start_growing(store: &Arc<Store>, filters: &Arc<Filters>) -> Option<JoinHandle<()>> {
+    let grown = filters.start_growing()?;
+    // The snapshot holds the keys of every record written so far; this thread adds those of
+    // every record it writes from now on (queued ones too) to the grown filter as well.
+    let (tree, all, snapshot) = (store.clone(), filters.clone(), store.db.snapshot());
+    let filler = std::thread::Builder::new()
+        .name("ledger-filter".into())
+        .spawn(move || fill(&tree, &all, &grown, &snapshot));
+    filler
+        .inspect_err(|e| {
+            tracing::warn!(error = %e, "cannot grow the ledger's key filter");
+            filters.abandon_growing();
+        })
+        .ok()
 }
 
 /// Adds every key `snapshot` holds to `grown`, then makes it the filter that answers.
