@@ -37,17 +37,24 @@ pub(super) struct Filters {
 }
 
 impl Filters {
-    /// A filter for `keys` keys (at least `2^min_bits_log2` bits, at most `2^max_bits_log2`).
-    pub fn new(keys: u64, min_bits_log2: u32, max_bits_log2: u32) -> Filters {
+    /// The size (a power of two) of a filter for `keys` keys, from `2^min_bits_log2` to
+    /// `2^max_bits_log2` bits.
+    pub fn bits_for(keys: u64, min_bits_log2: u32, max_bits_log2: u32) -> u32 {
         let wanted = keys.saturating_mul(BITS_PER_KEY).max(1);
-        let bits_log2 = (u64::BITS - (wanted - 1).leading_zeros()).clamp(min_bits_log2, max_bits_log2);
-        Filters {
-            current: ArcSwap::from_pointee(KeyFilter::new(bits_log2)),
+        (u64::BITS - (wanted - 1).leading_zeros()).clamp(min_bits_log2, max_bits_log2.max(min_bits_log2))
+    }
+
+    /// Answers from `filter`, which holds `keys` keys, and grows it up to `2^max_bits_log2` bits.
+    pub fn new(filter: KeyFilter, keys: u64, max_bits_log2: u32) -> Filters {
+        let filters = Filters {
+            current: ArcSwap::from_pointee(filter),
             next: ArcSwapOption::empty(),
             added: AtomicU64::new(0),
             due: AtomicBool::new(false),
-            max_bits_log2: max_bits_log2.max(min_bits_log2),
-        }
+            max_bits_log2,
+        };
+        filters.count(keys);
+        filters
     }
 
     /// `false` when `key` is certainly in neither the store nor its queue.
@@ -58,16 +65,18 @@ impl Filters {
     /// Adds `keys` (to the growing filter too); marks the filter due to grow once it holds
     /// more than it holds well ([`Filters::take_due`]).
     pub fn insert(&self, keys: &[StoreKey]) {
-        let current = self.current.load();
-        keys.iter().for_each(|key| current.insert(key));
-        let next = self.next.load();
-        if let Some(next) = &*next {
-            keys.iter().for_each(|key| next.insert(key));
-        }
-        let added = self.added.fetch_add(keys.len() as u64, Ordering::Relaxed) + keys.len() as u64;
-        if next.is_none()
-            && current.bits_log2() < self.max_bits_log2
-            && added.saturating_mul(BITS_PER_KEY) > 1u64 << current.bits_log2()
+        self.insert_written(keys);
+        self.count(keys.len() as u64);
+    }
+
+    /// Counts `keys` more keys in the filter that answers; marks it due to grow once it holds
+    /// more than it holds well.
+    fn count(&self, keys: u64) {
+        let added = self.added.fetch_add(keys, Ordering::Relaxed) + keys;
+        let bits_log2 = self.current.load().bits_log2();
+        if self.next.load().is_none()
+            && bits_log2 < self.max_bits_log2
+            && added.saturating_mul(BITS_PER_KEY) > 1u64 << bits_log2
         {
             self.due.store(true, Ordering::Relaxed);
         }
@@ -75,7 +84,8 @@ impl Filters {
 
     /// Adds the keys of a record being written (counted when it was queued).
     pub fn insert_written(&self, keys: &[StoreKey]) {
-        keys.iter().for_each(|key| self.current.load().insert(key));
+        let current = self.current.load();
+        keys.iter().for_each(|key| current.insert(key));
         if let Some(next) = &*self.next.load() {
             keys.iter().for_each(|key| next.insert(key));
         }
@@ -126,16 +136,16 @@ mod tests {
 
     #[test]
     fn a_filter_is_sized_for_its_keys_within_bounds() {
-        assert_eq!(Filters::new(0, 24, 29).bits_log2(), 24);
+        assert_eq!(Filters::bits_for(0, 24, 29), 24);
         // 1,000,000 keys at 16 bits: 2^24 bits would do 1,048,576.
-        assert_eq!(Filters::new(1_000_000, 10, 29).bits_log2(), 24);
-        assert_eq!(Filters::new(1_048_577, 10, 29).bits_log2(), 25);
-        assert_eq!(Filters::new(u64::MAX, 24, 29).bits_log2(), 29);
+        assert_eq!(Filters::bits_for(1_000_000, 10, 29), 24);
+        assert_eq!(Filters::bits_for(1_048_577, 10, 29), 25);
+        assert_eq!(Filters::bits_for(u64::MAX, 24, 29), 29);
     }
 
     #[test]
     fn a_full_filter_grows_and_keeps_what_was_added_meanwhile() {
-        let filters = Filters::new(0, 9, 13);
+        let filters = Filters::new(KeyFilter::new(9), 0, 13);
         // 512 bits hold 32 keys well.
         (0..32).for_each(|n| filters.insert(&[key(n)]));
         assert!(!filters.take_due());
@@ -151,7 +161,7 @@ mod tests {
         assert_eq!(filters.bits_log2(), 11);
         assert!((0..33).chain([100]).all(|n| filters.may_contain(&key(n))));
         // The largest filter does not grow.
-        let largest = Filters::new(0, 13, 13);
+        let largest = Filters::new(KeyFilter::new(13), 0, 13);
         (0..1000).for_each(|n| largest.insert(&[key(n)]));
         assert!(!largest.take_due());
     }

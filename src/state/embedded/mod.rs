@@ -83,7 +83,7 @@ use self::tables::{
     digest_key, item_key, record_keys, response_key, Keyspaces, ReadResponse, ResponseReader,
 };
 use self::writer::Store;
-use super::key_filter::StoreKey;
+use super::key_filter::{KeyFilter, StoreKey};
 use super::{now_unix, StoreError};
 use crate::ledger::{StoredItem, StoredResponse};
 
@@ -277,8 +277,9 @@ impl EmbeddedStore {
             .map(|k| k.approximate_len() as u64)
             .sum();
         let (min_bits, max_bits) = tuning.filter_bits_log2;
-        let filters = Arc::new(Filters::new(held, min_bits, max_bits));
-        load_keys(&store.keyspaces, &filters)?;
+        let filter = KeyFilter::new(Filters::bits_for(held, min_bits, max_bits));
+        let loaded = tables::add_keys(&store.keyspaces, &store.db.snapshot(), &filter)?;
+        let filters = Arc::new(Filters::new(filter, loaded, max_bits));
         let (queue, requests) = mpsc::sync_channel(tuning.queue);
         let (writer_store, writer_filters) = (store.clone(), filters.clone());
         let writer = std::thread::Builder::new()
@@ -518,20 +519,6 @@ impl Drop for Inner {
 
 /// The live responses a lookup read from the tree, each with the length of its row.
 type ReadResponses = Vec<ReadResponse>;
-
-/// Adds every key the tree holds to `keys` (every keyspace but the responses' is keyed by
-/// [`StoreKey`]s).
-fn load_keys(keyspaces: &Keyspaces, filters: &Filters) -> Result<(), StoreError> {
-    for keyspace in keyspaces.keyed() {
-        for row in keyspace.iter() {
-            let key = row.key().map_err(unavailable("a keyspace's keys"))?;
-            if let Ok(key) = <[u8; 16]>::try_from(key.as_ref()) {
-                filters.insert(&[StoreKey(key)]);
-            }
-        }
-    }
-    Ok(())
-}
 
 fn open_error(path: &Path, e: fjall::Error) -> StoreError {
     match e {

@@ -28,7 +28,7 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, Readable
 use super::expiry::ExpiresAt;
 use super::unavailable;
 use crate::ledger::{StoredItem, StoredResponse};
-use crate::state::key_filter::StoreKey;
+use crate::state::key_filter::{KeyFilter, StoreKey};
 use crate::state::StoreError;
 
 /// Where a response's row is: its `expires_unix` (big-endian, so rows sort by it), then its key.
@@ -128,6 +128,26 @@ impl Keyspaces {
     pub fn keyed(&self) -> [&Keyspace; 3] {
         [&self.response_ids, &self.item_ids, &self.item_digests]
     }
+}
+
+/// Adds every key `snapshot` holds in the keyspaces keyed by [`StoreKey`]s (all but the
+/// responses') to `filter`; how many it added.
+pub(super) fn add_keys(
+    keyspaces: &Keyspaces,
+    snapshot: &Snapshot,
+    filter: &KeyFilter,
+) -> Result<u64, StoreError> {
+    let mut added = 0;
+    for keyspace in keyspaces.keyed() {
+        for row in snapshot.iter(keyspace) {
+            let key = row.key().map_err(unavailable("a keyspace's keys"))?;
+            if let Ok(key) = <[u8; 16]>::try_from(key.as_ref()) {
+                filter.insert(&StoreKey(key));
+                added += 1;
+            }
+        }
+    }
+    Ok(added)
 }
 
 /// One keyspace's changes in a batch, read before what the keyspace holds: `None` removes.

@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use fjall::{Database, PersistMode, Readable, Snapshot};
+use fjall::{Database, PersistMode, Snapshot};
 
 use super::filters::Filters;
 use super::tables::{Keyspaces, Tables};
 use super::{unavailable, Command, Record, Tuning, MAX_BATCH};
-use crate::state::key_filter::{KeyFilter, StoreKey};
+use crate::state::key_filter::KeyFilter;
 use crate::state::{now_unix, StoreError};
 
 /// The store's database and keyspaces, shared by the writer and the reads.
@@ -179,28 +179,18 @@ fn start_growing(store: &Arc<Store>, filters: &Arc<Filters>) -> Option<JoinHandl
 
 /// Adds every key `snapshot` holds to `grown`, then makes it the filter that answers.
 fn fill(store: &Store, filters: &Filters, grown: &KeyFilter, snapshot: &Snapshot) {
-    let mut keys = 0u64;
-    for keyspace in store.keyspaces.keyed() {
-        for row in snapshot.iter(keyspace) {
-            match row.key() {
-                Ok(key) => {
-                    if let Ok(key) = <[u8; 16]>::try_from(key.as_ref()) {
-                        grown.insert(&StoreKey(key));
-                        keys += 1;
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot grow the ledger's key filter");
-                    filters.abandon_growing();
-                    return;
-                }
-            }
+    match super::tables::add_keys(&store.keyspaces, snapshot, grown) {
+        Ok(keys) => {
+            filters.finish_growing(keys);
+            tracing::info!(
+                keys,
+                bits = 1u64 << filters.bits_log2(),
+                "the ledger's key filter grew"
+            );
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot grow the ledger's key filter");
+            filters.abandon_growing();
         }
     }
-    filters.finish_growing(keys);
-    tracing::info!(
-        keys,
-        bits = 1u64 << filters.bits_log2(),
-        "the ledger's key filter grew"
-    );
 }
