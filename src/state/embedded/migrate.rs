@@ -11,9 +11,9 @@ use std::path::Path;
 
 use redb::{Database, ReadTransaction, ReadableDatabase, TableDefinition, TableHandle};
 
+use super::tables::Store;
 use super::tables::Tables;
 use super::unavailable;
-use super::writer::Store;
 use crate::ledger::StoredResponse;
 use crate::state::StoreError;
 

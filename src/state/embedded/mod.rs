@@ -79,10 +79,8 @@ use tokio::sync::oneshot;
 
 use self::filters::Filters;
 use self::recent::Recent;
-use self::tables::{
-    digest_key, item_key, record_keys, response_key, Keyspaces, ReadResponse, ResponseReader,
-};
-use self::writer::Store;
+use self::tables::Store;
+use self::tables::{digest_key, item_key, record_keys, response_key, Keyspaces, ReadResponse};
 use super::key_filter::{KeyFilter, StoreKey};
 use super::{now_unix, StoreError};
 use crate::ledger::{StoredItem, StoredResponse};
@@ -367,7 +365,7 @@ impl EmbeddedStore {
         }
         let id = id.to_owned();
         self.read_keeping(move |store, now| {
-            let mut reader = ResponseReader::new(&store.keyspaces, store.db.snapshot(), now);
+            let mut reader = store.reader(now);
             let found = reader.response(&id)?;
             Ok((found, reader.into_read().collect()))
         })
@@ -431,7 +429,7 @@ impl EmbeddedStore {
         let keys: Vec<K> = unsure.iter().map(|&i| keys[i].clone()).collect();
         let items = self
             .read_keeping(move |store, now| {
-                let mut reader = ResponseReader::new(&store.keyspaces, store.db.snapshot(), now);
+                let mut reader = store.reader(now);
                 let index = index(&store.keyspaces);
                 let items = keys
                     .iter()
@@ -681,12 +679,18 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_sweep_removes_expired_responses_and_compactions_their_other_rows() {
+    /// A store holding `resp_old` (expired 5 s ago, digest 1) and `resp_new` (digest 2).
+    async fn old_and_new() -> (tempfile::TempDir, EmbeddedStore) {
         let dir = tempfile::tempdir().unwrap();
         let store = EmbeddedStore::open(dir.path()).unwrap();
         store.put_response(&response("resp_old", 1, -5)).await.unwrap();
         store.put_response(&response("resp_new", 2, 60)).await.unwrap();
+        (dir, store)
+    }
+
+    #[tokio::test]
+    async fn a_sweep_removes_expired_responses_and_compactions_their_other_rows() {
+        let (dir, store) = old_and_new().await;
         // Two responses, four items by id, two by digest.
         assert_eq!(rows(&store, RESPONSE_IDS), 2);
         assert_eq!(rows(&store, ITEM_IDS), 4);
@@ -710,10 +714,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_compaction_drops_expired_rows_of_every_keyspace_even_unswept() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = EmbeddedStore::open(dir.path()).unwrap();
-        store.put_response(&response("resp_old", 1, -5)).await.unwrap();
-        store.put_response(&response("resp_new", 2, 60)).await.unwrap();
+        let (_dir, store) = old_and_new().await;
         compact(&store);
         let counts = [RESPONSES, RESPONSE_IDS, ITEM_IDS, ITEM_DIGESTS].map(|pick| rows(&store, pick));
         assert_eq!(counts, [1, 1, 2, 1]);
@@ -1278,9 +1279,7 @@ mod tests {
         let start = Instant::now();
         let tree = &store.inner.store;
         for n in 0..PUTS {
-            let found = ResponseReader::new(&tree.keyspaces, tree.db.snapshot(), now_unix())
-                .response(&format!("resp_{n}"))
-                .unwrap();
+            let found = tree.reader(now_unix()).response(&format!("resp_{n}")).unwrap();
             assert!(found.is_some());
         }
         let inline = start.elapsed() / PUTS as u32;
@@ -1296,9 +1295,7 @@ mod tests {
         let mut took = Vec::new();
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
             let start = Instant::now();
-            let found = ResponseReader::new(&tree.keyspaces, tree.db.snapshot(), now_unix())
-                .response("resp_probe")
-                .unwrap();
+            let found = tree.reader(now_unix()).response("resp_probe").unwrap();
             assert!(found.is_some());
             took.push(start.elapsed());
             std::thread::sleep(Duration::from_millis(1));

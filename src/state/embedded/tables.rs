@@ -150,6 +150,25 @@ pub(super) fn add_keys(
     Ok(added)
 }
 
+/// The store's database and keyspaces, shared by the writer and the reads.
+pub(super) struct Store {
+    pub db: Database,
+    pub keyspaces: Keyspaces,
+}
+
+impl Store {
+    /// A reader of the responses live at `now`, as the tree holds them now.
+    pub fn reader(&self, now: u64) -> ResponseReader<'_> {
+        ResponseReader::new(&self.keyspaces, self.db.snapshot(), now)
+    }
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").finish_non_exhaustive()
+    }
+}
+
 /// One keyspace's changes in a batch, read before what the keyspace holds: `None` removes.
 struct Pending<'k, const N: usize> {
     keyspace: &'k Keyspace,

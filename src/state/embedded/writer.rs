@@ -5,25 +5,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use fjall::{Database, PersistMode, Snapshot};
+use fjall::{PersistMode, Snapshot};
 
 use super::filters::Filters;
-use super::tables::{Keyspaces, Tables};
+use super::tables::{Store, Tables};
 use super::{unavailable, Command, Record, Tuning, MAX_BATCH};
 use crate::state::key_filter::KeyFilter;
 use crate::state::{now_unix, StoreError};
-
-/// The store's database and keyspaces, shared by the writer and the reads.
-pub(super) struct Store {
-    pub db: Database,
-    pub keyspaces: Keyspaces,
-}
-
-impl std::fmt::Debug for Store {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").finish_non_exhaustive()
-    }
-}
 
 /// The writer thread: batches puts, runs sweeps, ends when every store clone is gone.
 pub(super) fn write_loop(
