@@ -160,6 +160,12 @@ mod tests {
         filters.finish_growing(33);
         assert_eq!(filters.bits_log2(), 11);
         assert!((0..33).chain([100]).all(|n| filters.may_contain(&key(n))));
+        // A record written after the snapshot: the writer adds it to both filters.
+        let grown = filters.start_growing().expect("grows again");
+        (0..33).chain([100]).for_each(|n| grown.insert(&key(n)));
+        filters.insert_written(&[key(200)]);
+        filters.finish_growing(34);
+        assert!(filters.may_contain(&key(200)));
         // The largest filter does not grow.
         let largest = Filters::new(KeyFilter::new(13), 0, 13);
         (0..1000).for_each(|n| largest.insert(&[key(n)]));
