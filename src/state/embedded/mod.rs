@@ -301,7 +301,7 @@ impl EmbeddedStore {
         let (ack, done) = oneshot::channel();
         let (encoded, keys) = self.enqueue_put(response.clone(), Ack::Caller(ack))?;
         done.await.map_err(|_| writer_stopped())??;
-        self.inner.recent.remember(response, encoded, &keys);
+        self.inner.recent.remember(response, encoded, keys);
         Ok(())
     }
 
@@ -315,7 +315,7 @@ impl EmbeddedStore {
     ) -> Result<(), StoreError> {
         let response = Arc::new(response);
         let (encoded, keys) = self.enqueue_put(response.clone(), Ack::Meter(meter))?;
-        self.inner.recent.remember(response, encoded, &keys);
+        self.inner.recent.remember(response, encoded, keys);
         Ok(())
     }
 

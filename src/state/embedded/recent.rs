@@ -15,6 +15,7 @@
 //! response as that response now stands. An expired entry reads as absent, as it does from
 //! the tree.
 
+use std::collections::hash_map::Entry as Slot;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
@@ -55,6 +56,9 @@ struct Held {
 #[derive(Debug)]
 struct Entry {
     response: Arc<StoredResponse>,
+    /// The keys it was held under ([`record_keys`]), so dropping or moving it reads neither
+    /// its (by then cold) record nor hashes its ids again.
+    keys: Box<[StoreKey]>,
     weight: u64,
     /// Its number among the records remembered (1 on), or 0 for a record read from the tree.
     remembered: u64,
@@ -80,11 +84,11 @@ impl Recent {
 
     /// Remembers `response`, whose encoding is `encoded` bytes long, under `keys` (its
     /// [`record_keys`]); the oldest responses go until the whole is within the budget again.
-    pub fn remember(&self, response: Arc<StoredResponse>, encoded: usize, keys: &[StoreKey]) {
+    pub fn remember(&self, response: Arc<StoredResponse>, encoded: usize, keys: Vec<StoreKey>) {
         let weight = weigh(encoded, keys.len());
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         if weight <= held.budget {
-            held.hold(response, weight, keys, Source::Written);
+            held.hold(response, weight, keys.into(), Source::Written);
         }
     }
 
@@ -109,7 +113,7 @@ impl Recent {
         if weight > held.budget || dropped_one_maybe_newer || held.keys.contains_key(&keys[0]) {
             return;
         }
-        held.hold(response, weight, &keys, Source::Read);
+        held.hold(response, weight, keys.into(), Source::Read);
     }
 
     /// The response holding `key` (a key of any kind, from [`super::tables`]) as it now
@@ -156,9 +160,9 @@ enum Source {
 
 impl Held {
     /// Holds `response` at the newest end under `keys`, as `source` says.
-    fn hold(&mut self, response: Arc<StoredResponse>, weight: u64, keys: &[StoreKey], source: Source) {
+    fn hold(&mut self, response: Arc<StoredResponse>, weight: u64, keys: Box<[StoreKey]>, source: Source) {
         let sequence = self.next();
-        for key in keys {
+        for key in &keys {
             match source {
                 Source::Written => {
                     self.keys.insert(*key, sequence);
@@ -177,6 +181,7 @@ impl Held {
         };
         self.push(Entry {
             response,
+            keys,
             weight,
             remembered,
         });
@@ -210,22 +215,19 @@ impl Held {
         else {
             return;
         };
-        let (response, weight, remembered) = (
-            entry.response.clone(),
-            std::mem::take(&mut entry.weight),
-            std::mem::take(&mut entry.remembered),
-        );
+        let moved = Entry {
+            response: entry.response.clone(),
+            keys: std::mem::take(&mut entry.keys),
+            weight: std::mem::take(&mut entry.weight),
+            remembered: std::mem::take(&mut entry.remembered),
+        };
         let newest = self.next();
-        for key in record_keys(&response) {
-            if let Some(at) = self.keys.get_mut(&key).filter(|at| **at == sequence) {
+        for key in &moved.keys {
+            if let Some(at) = self.keys.get_mut(key).filter(|at| **at == sequence) {
                 *at = newest;
             }
         }
-        self.responses.push_back(Entry {
-            response,
-            weight,
-            remembered,
-        });
+        self.responses.push_back(moved);
     }
 
     /// Drops the oldest response and the keys that still lead to it.
@@ -237,9 +239,11 @@ impl Held {
         self.first += 1;
         self.weight -= entry.weight;
         self.dropped_up_to = self.dropped_up_to.max(entry.remembered);
-        for key in record_keys(&entry.response) {
-            if self.keys.get(&key) == Some(&sequence) {
-                self.keys.remove(&key);
+        for key in &entry.keys {
+            if let Slot::Occupied(slot) = self.keys.entry(*key) {
+                if *slot.get() == sequence {
+                    slot.remove();
+                }
             }
         }
     }
@@ -263,7 +267,7 @@ mod tests {
     fn remember(recent: &Recent, id: &str, item_id: &str, encoded: usize) {
         let response = response(id, item_id);
         let keys: Vec<StoreKey> = record_keys(&response).collect();
-        recent.remember(response, encoded, &keys);
+        recent.remember(response, encoded, keys);
     }
 
     /// Remembers `resp_{i}` holding `rs_0123456789_item_{i}` for each `i` of `range`, each
