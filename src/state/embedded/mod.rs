@@ -218,8 +218,9 @@ impl Ack {
 struct Record {
     response: Arc<StoredResponse>,
     json: Vec<u8>,
-    /// Its keys ([`record_keys`]), which the writer adds to the key filters as it writes it.
-    keys: Vec<StoreKey>,
+    /// Its keys ([`record_keys`]), which the writer adds to the key filters as it writes it
+    /// (shared with the record's entry among the recent records).
+    keys: Arc<[StoreKey]>,
     /// The key filter lacked the response's key when it was queued: neither the tree nor the
     /// queue held a record of it.
     new: bool,
@@ -325,10 +326,10 @@ impl EmbeddedStore {
         &self,
         response: Arc<StoredResponse>,
         ack: Ack,
-    ) -> Result<(usize, Vec<StoreKey>), StoreError> {
+    ) -> Result<(usize, Arc<[StoreKey]>), StoreError> {
         let json = response.to_json();
         let encoded = json.len();
-        let keys: Vec<StoreKey> = record_keys(&response).collect();
+        let keys: Arc<[StoreKey]> = record_keys(&response).collect();
         // Asked before the keys go in. Two records of one response queued at once may both be
         // told "new"; the later then leaves the earlier's row behind, which a sweep drops.
         let new = !self.inner.filters.may_contain(&keys[0]);
@@ -337,7 +338,7 @@ impl EmbeddedStore {
             record: Record {
                 response,
                 json,
-                keys: keys.clone(),
+                keys: Arc::clone(&keys),
                 new,
             },
             ack,

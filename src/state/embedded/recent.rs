@@ -58,7 +58,7 @@ struct Entry {
     response: Arc<StoredResponse>,
     /// The keys it was held under ([`record_keys`]), so dropping or moving it reads neither
     /// its (by then cold) record nor hashes its ids again.
-    keys: Box<[StoreKey]>,
+    keys: Arc<[StoreKey]>,
     weight: u64,
     /// Its number among the records remembered (1 on), or 0 for a record read from the tree.
     remembered: u64,
@@ -84,11 +84,11 @@ impl Recent {
 
     /// Remembers `response`, whose encoding is `encoded` bytes long, under `keys` (its
     /// [`record_keys`]); the oldest responses go until the whole is within the budget again.
-    pub fn remember(&self, response: Arc<StoredResponse>, encoded: usize, keys: Vec<StoreKey>) {
+    pub fn remember(&self, response: Arc<StoredResponse>, encoded: usize, keys: Arc<[StoreKey]>) {
         let weight = weigh(encoded, keys.len());
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         if weight <= held.budget {
-            held.hold(response, weight, keys.into(), Source::Written);
+            held.hold(response, weight, keys, Source::Written);
         }
     }
 
@@ -105,7 +105,7 @@ impl Recent {
     /// read may have found not yet written). Of its keys, only those no held response has
     /// are taken.
     pub fn fill(&self, response: Arc<StoredResponse>, encoded: usize, mark: u64) {
-        let keys: Vec<StoreKey> = record_keys(&response).collect();
+        let keys: Arc<[StoreKey]> = record_keys(&response).collect();
         let weight = weigh(encoded, keys.len());
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let dropped_one_maybe_newer = held.dropped_up_to > mark.saturating_sub(self.uncommitted);
@@ -113,7 +113,7 @@ impl Recent {
         if weight > held.budget || dropped_one_maybe_newer || held.keys.contains_key(&keys[0]) {
             return;
         }
-        held.hold(response, weight, keys.into(), Source::Read);
+        held.hold(response, weight, keys, Source::Read);
     }
 
     /// The response holding `key` (a key of any kind, from [`super::tables`]) as it now
@@ -160,9 +160,9 @@ enum Source {
 
 impl Held {
     /// Holds `response` at the newest end under `keys`, as `source` says.
-    fn hold(&mut self, response: Arc<StoredResponse>, weight: u64, keys: Box<[StoreKey]>, source: Source) {
+    fn hold(&mut self, response: Arc<StoredResponse>, weight: u64, keys: Arc<[StoreKey]>, source: Source) {
         let sequence = self.next();
-        for key in &keys {
+        for key in keys.iter() {
             match source {
                 Source::Written => {
                     self.keys.insert(*key, sequence);
@@ -222,7 +222,7 @@ impl Held {
             remembered: std::mem::take(&mut entry.remembered),
         };
         let newest = self.next();
-        for key in &moved.keys {
+        for key in moved.keys.iter() {
             if let Some(at) = self.keys.get_mut(key).filter(|at| **at == sequence) {
                 *at = newest;
             }
@@ -239,7 +239,7 @@ impl Held {
         self.first += 1;
         self.weight -= entry.weight;
         self.dropped_up_to = self.dropped_up_to.max(entry.remembered);
-        for key in &entry.keys {
+        for key in entry.keys.iter() {
             if let Slot::Occupied(slot) = self.keys.entry(*key) {
                 if *slot.get() == sequence {
                     slot.remove();
@@ -266,7 +266,7 @@ mod tests {
     /// Remembers response `id` holding `item_id`, encoded in `encoded` bytes, as a write does.
     fn remember(recent: &Recent, id: &str, item_id: &str, encoded: usize) {
         let response = response(id, item_id);
-        let keys: Vec<StoreKey> = record_keys(&response).collect();
+        let keys: Arc<[StoreKey]> = record_keys(&response).collect();
         recent.remember(response, encoded, keys);
     }
 
