@@ -1,6 +1,6 @@
 //! Expiry in the tree's own compactions: a compaction drops each row whose time has passed, so
 //! the index rows of expired records cost no work of their own (a sweep that found them would
-//! read and decode each response and look each of its rows up: 35 µs of CPU a record, twice
+//! read and decode each response and look each of its rows up: 32 µs of CPU a record, twice
 //! what writing it costs; docs/benchmarks.md). Reads treat an expired row as absent before a
 //! compaction gets to it.
 

@@ -30,8 +30,8 @@
 //! (docs/benchmarks.md, "the embedded store's queue").
 //!
 //! Durability: a batch is visible to every read when it commits, and written to disk (an
-//! fdatasync of the journal) at most [`DURABLE_EVERY`] after the first batch not yet written
-//! (sooner when the queue goes idle), with every sweep, and when the store closes. A record is
+//! fdatasync of the journal) at most [`DURABLE_EVERY`] after the first batch not yet written,
+//! with every sweep, and when the store closes. A record is
 //! provenance the proxy could do without (unknown provenance is never a violation), so a crash
 //! may lose the last [`LINGER`] + [`DURABLE_EVERY`] of records, and nothing else: a batch is
 //! atomic, and recovery replays the journal up to the last whole batch.
@@ -479,7 +479,6 @@ impl EmbeddedStore {
         done.await.map_err(|_| writer_stopped())?
     }
 
-    /// Runs `read` on the blocking pool with the database and the time now.
     /// [`EmbeddedStore::read`] of a lookup that also hands back the responses it read: they
     /// go to the recent-records cache where it allows ([`Recent::fill`], marked before the read).
     async fn read_keeping<T: Send + 'static>(
@@ -494,6 +493,7 @@ impl EmbeddedStore {
         Ok(found)
     }
 
+    /// Runs `read` on the blocking pool with the store and the time now.
     async fn read<T: Send + 'static>(
         &self,
         read: impl FnOnce(&Store, u64) -> Result<T, StoreError> + Send + 'static,
