@@ -252,9 +252,8 @@ impl EmbeddedStore {
         Ok(store)
     }
 
+    /// [`EmbeddedStore::open`] of an existing directory, not shared, with `tuning`.
     fn open_tuned(dir: &Path, tuning: Tuning) -> Result<EmbeddedStore, StoreError> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| StoreError::Unavailable(format!("cannot create {}: {e}", dir.display())))?;
         let path = dir.join(TREE_DIR);
         let db = Database::builder(&path)
             .with_compaction_filter_factories(Arc::new(expiry::factory_for))
