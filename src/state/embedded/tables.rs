@@ -191,6 +191,12 @@ impl<'k, const N: usize> Pending<'k, N> {
         }
     }
 
+    /// The value this batch wrote under `key`, if any (for a key the keyspace is known not to
+    /// hold).
+    fn written(&self, key: &[u8; N]) -> Option<Slice> {
+        self.writes.get(key).cloned().flatten()
+    }
+
     fn insert(&mut self, key: [u8; N], value: impl Into<Slice>) {
         self.writes.insert(key, Some(value.into()));
     }
@@ -248,8 +254,8 @@ impl<'k> Tables<'k> {
     pub fn put(&mut self, response: &StoredResponse, json: &[u8], new: bool) -> Result<(), StoreError> {
         let StoreKey(key) = response_key(&response.id);
         let expires = response.expires_unix;
-        let before = match new && !self.response_ids.writes.contains_key(&key) {
-            true => None,
+        let before = match new {
+            true => self.response_ids.written(&key),
             false => self.response_ids.get(&key)?,
         };
         if let Some(before) = before.as_deref().map(read_expires) {
