@@ -1,7 +1,8 @@
 //! The provenance ledger end to end (contract §8): answers recorded as they stream (JSON and
 //! events), each request-side rule both ways through the proxy, carried sessions, the
-//! response-side check, a store that is down, the embedded store across a restart and a kill,
-//! and two replicas on one Redis. The fake providers mint ids of their own per answer.
+//! response-side check, a store that is down, the embedded store across a restart and a kill
+//! (and refusing a second process), and two replicas on one Redis. The fake providers mint ids
+//! of their own per answer.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -580,6 +581,41 @@ async fn the_embedded_store_keeps_what_was_on_disk_when_the_process_is_killed() 
     )
     .await;
     assert_eq!(code_of(&refused), "foreign_previous_response", "{}", refused.body);
+}
+
+#[tokio::test]
+async fn a_second_process_on_the_same_embedded_store_exits_2_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let openai = provider("openai", false).await;
+    let bedrock = provider("bedrock", false).await;
+    let state = format!(
+        "backend = \"embedded\"\npath = \"{}\"",
+        dir.path().join("state").display()
+    );
+    let path = dir.path().join("proxy.toml");
+    std::fs::write(&path, config(&openai, &bedrock, &state, "", "")).unwrap();
+    let _first = Serve::start(Serve::command(&path)).await;
+    let mut second = Serve::command(&path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Bounded: a second process that served instead of exiting is killed, and the test fails.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while second.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            second.kill().unwrap();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let second = second.wait_with_output().unwrap();
+    assert_eq!(second.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        stderr.contains("the state backend is unavailable") && stderr.contains("is already open"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]
