@@ -65,6 +65,10 @@ pub enum ApiError {
     /// No provider matches the path prefix or the model (404).
     #[error("{0}")]
     UnknownProvider(String),
+    /// With teams, an object route names an id the ledger does not hold for the caller's team
+    /// (another team's, or unknown): the same answer either way (404).
+    #[error("no {0} with that id was found")]
+    NotFound(&'static str),
     /// The path's provider prefix and the routes of the body's model disagree (400).
     #[error("{0}")]
     RouteConflict(String),
@@ -250,7 +254,7 @@ impl ApiError {
             ApiError::UriTooLong => StatusCode::URI_TOO_LONG,
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
-            ApiError::UnknownProvider(_) => StatusCode::NOT_FOUND,
+            ApiError::UnknownProvider(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::InvalidApiKey(_) => StatusCode::UNAUTHORIZED,
             ApiError::ProviderNotAllowed { .. } | ApiError::ModelNotAllowed { .. } => StatusCode::FORBIDDEN,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -290,6 +294,7 @@ impl ApiError {
             ApiError::UriTooLong => "uri_too_long",
             ApiError::InvalidPath(_) => "invalid_path",
             ApiError::UnknownProvider(_) => "unknown_provider",
+            ApiError::NotFound(_) => "not_found",
             ApiError::RouteConflict(_) => "route_conflict",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::UnsupportedCharset(_) => "unsupported_charset",

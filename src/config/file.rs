@@ -10,7 +10,7 @@ use toml::Spanned;
 use super::de::{millis, positive_count, positive_hours, positive_millis};
 use super::{
     Auth, EncryptedContentScope, GateConfig, LedgerConfig, LogConfig, OnUnavailable, ServerConfig, TeamMode,
-    TelemetryConfig,
+    TelemetryConfig, UnknownOwner,
 };
 use crate::gate::{Action, Reason};
 
@@ -161,6 +161,7 @@ pub(super) struct TeamEntry {
     pub(super) rules: HashMap<Reason, Action>,
     #[serde(default)]
     pub(super) mode: TeamMode,
+    pub(super) share_state_with: Option<Vec<Spanned<String>>>,
 }
 
 /// The `[audit]` table.
@@ -203,6 +204,7 @@ pub(super) struct LedgerEntry {
     pub(super) on_unavailable: OnUnavailable,
     #[serde(deserialize_with = "positive_count")]
     pub(super) max_chain: usize,
+    pub(super) unknown_owner: UnknownOwner,
 }
 
 impl Default for LedgerEntry {
@@ -215,6 +217,7 @@ impl Default for LedgerEntry {
             retention_hours: defaults.retention_hours,
             on_unavailable: defaults.on_unavailable,
             max_chain: defaults.max_chain,
+            unknown_owner: defaults.unknown_owner,
         }
     }
 }

@@ -95,6 +95,9 @@ pub struct LedgerConfig {
     /// `max_chain`: the most responses one `previous_response_id` chain walk reads, at least 1;
     /// default 64.
     pub max_chain: usize,
+    /// `unknown_owner`: whether an object route (`/responses/{id}`, `/conversations/{id}`, ...)
+    /// naming an id the ledger holds no team for is forwarded, with teams configured.
+    pub unknown_owner: UnknownOwner,
 }
 
 impl Default for LedgerConfig {
@@ -106,6 +109,7 @@ impl Default for LedgerConfig {
             retention_hours: 720,
             on_unavailable: OnUnavailable::Refuse,
             max_chain: 64,
+            unknown_owner: UnknownOwner::Deny,
         }
     }
 }
@@ -136,6 +140,19 @@ pub enum OnUnavailable {
     #[default]
     Refuse,
     /// Judge the request without the ledger, as if nothing were recorded, and forward it.
+    Allow,
+}
+
+/// `[ledger] unknown_owner`: what a team's request on an object route gets when the ledger
+/// holds no team for the object's id (never recorded, expired, created before replaygate or by
+/// an anonymous client).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnknownOwner {
+    /// 404 `not_found`, as for another team's id (the default).
+    #[default]
+    Deny,
+    /// Forward it (a rollout onto traffic that began before replaygate recorded owners).
     Allow,
 }
 

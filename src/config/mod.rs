@@ -26,9 +26,9 @@ use globset::Glob;
 
 pub use auth::{Auth, DEFAULT_SIGV4_SERVICE};
 pub use error::ConfigError;
-pub use ledger::{EncryptedContentScope, LedgerConfig, OnUnavailable, StateConfig};
+pub use ledger::{EncryptedContentScope, LedgerConfig, OnUnavailable, StateConfig, UnknownOwner};
 pub use sections::{AdminConfig, GateConfig, LogConfig, LogFormat, ServerConfig};
-pub use teams::{AuditConfig, PinnedTool, PinnedTools, TeamConfig, TeamMode};
+pub use teams::{AuditConfig, PinnedTool, PinnedTools, StateGrant, TeamConfig, TeamMode};
 pub use telemetry::TelemetryConfig;
 
 use file::ConfigFile;

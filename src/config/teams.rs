@@ -33,6 +33,32 @@ pub struct TeamConfig {
     pub rules: HashMap<Reason, Action>,
     /// `mode`: `enforce` or `monitor`.
     pub mode: TeamMode,
+    /// `share_state_with`: the teams this team lets name its recorded state (responses,
+    /// items, conversations); default none.
+    pub share_state_with: StateGrant,
+}
+
+/// A team's `share_state_with`: the owner's grant of its recorded state to other teams.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum StateGrant {
+    /// Only the team itself (the key absent, or an empty list).
+    #[default]
+    Nobody,
+    /// The teams listed, each configured (the owner itself left out).
+    Teams(Vec<String>),
+    /// `["*"]`: every team.
+    Everyone,
+}
+
+impl StateGrant {
+    /// Whether the grant lets team `team` name the owner's state.
+    pub fn grants(&self, team: &str) -> bool {
+        match self {
+            StateGrant::Nobody => false,
+            StateGrant::Teams(teams) => teams.iter().any(|t| t == team),
+            StateGrant::Everyone => true,
+        }
+    }
 }
 
 /// A team's `mode`.

@@ -65,7 +65,7 @@ fn every_key_is_read() {
         "[state]\nbackend = \"redis\"\nurl = \"rediss://:pw@cache.internal:6380/2\"\nkey_prefix = \"rg:prod\"\n\
          timeout = \"1s 250ms\"\n\
          [ledger]\nenabled = true\nstore_items = true\ncarry_sessions = true\nretention_hours = 48\n\
-         on_unavailable = \"allow\"\nmax_chain = 8\n",
+         on_unavailable = \"allow\"\nmax_chain = 8\nunknown_owner = \"allow\"\n",
     );
     assert_eq!(
         read.state,
@@ -84,6 +84,7 @@ fn every_key_is_read() {
             retention_hours: 48,
             on_unavailable: OnUnavailable::Allow,
             max_chain: 8,
+            unknown_owner: UnknownOwner::Allow,
         }
     );
     assert_eq!(read.ledger.retention(), Duration::from_secs(48 * 3600));

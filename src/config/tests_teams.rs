@@ -543,3 +543,41 @@ fn the_commented_examples_of_the_embedded_default_load() {
     assert_eq!(config.audit.unwrap().path, base.join("audit.jsonl"));
     assert!(!config.server.watch_config);
 }
+
+#[test]
+fn share_state_with_names_configured_teams_or_everyone() {
+    let two = |alpha: &str, beta: &str| {
+        format!(
+            "{PROVIDERS}[teams.alpha]\nkeys = [\"{DIGEST_A}\"]\n{alpha}\n[teams.beta]\nkeys = [\"{}\"]\n{beta}\n",
+            digest_b()
+        )
+    };
+    let grants = |text: &str| {
+        let config = Config::from_toml(text).unwrap();
+        (
+            config.teams["alpha"].share_state_with.clone(),
+            config.teams["beta"].share_state_with.clone(),
+        )
+    };
+    assert_eq!(grants(&two("", "")), (StateGrant::Nobody, StateGrant::Nobody));
+    // Grants are one-way, so a pair naming each other is no cycle to refuse.
+    assert_eq!(
+        grants(&two(
+            "share_state_with = [\"beta\"]",
+            "share_state_with = [\"alpha\", \"beta\"]"
+        )),
+        (
+            StateGrant::Teams(vec!["beta".into()]),
+            StateGrant::Teams(vec!["alpha".into()])
+        )
+    );
+    let (everyone, _) = grants(&two("share_state_with = [\"*\"]", ""));
+    assert_eq!(everyone, StateGrant::Everyone);
+    assert!(everyone.grants("beta") && !StateGrant::Nobody.grants("beta"));
+    assert_team_error_at(
+        &format!("[teams.alpha]\nkeys = [\"{DIGEST_A}\"]\nshare_state_with = [\"alpha\", \"gama\"]\n"),
+        3,
+        30,
+        "\"gama\", which is not a configured team",
+    );
+}

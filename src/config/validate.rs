@@ -20,7 +20,7 @@ use super::file::{
 use super::ledger::{DEFAULT_KEY_PREFIX, DEFAULT_REDIS_TIMEOUT, DEFAULT_STATE_PATH};
 use super::{
     pinned, AdminConfig, AuditConfig, Auth, Config, GateConfig, LedgerConfig, ProviderConfig, RouteConfig,
-    ServerConfig, StateConfig, TeamConfig,
+    ServerConfig, StateConfig, StateGrant, TeamConfig,
 };
 use crate::gate::SchemaCache;
 use crate::keys;
@@ -117,7 +117,8 @@ fn validate_teams(
     let mut schemas = None;
     let mut owners: HashMap<[u8; 32], String> = HashMap::new();
     let mut teams = BTreeMap::new();
-    for (name, entry) in entries {
+    let mut grants = Vec::with_capacity(entries.len());
+    for (name, mut entry) in entries {
         if !keys::is_valid_team_name(name.get_ref()) {
             return Err(Invalid::new(
                 name.span(),
@@ -130,10 +131,46 @@ fn validate_teams(
         }
         let name = name.into_inner();
         let schemas = schemas.get_or_insert_with(|| SchemaCache::new(gate.schema_limits()));
+        grants.push((name.clone(), entry.share_state_with.take()));
         let team = entry.validate(&name, &mut owners, providers, schemas, base_dir)?;
         teams.insert(name, team);
     }
+    for (owner, written) in grants {
+        let share = validate_grants(&owner, written.unwrap_or_default(), &teams)?;
+        teams.get_mut(&owner).expect("validated above").share_state_with = share;
+    }
     Ok(teams)
+}
+
+/// A team's `share_state_with`: each entry a configured team (not the owner itself) or `"*"`
+/// (every team). Grants are one-way, so two teams naming each other is allowed.
+fn validate_grants(
+    owner: &str,
+    written: Vec<Spanned<String>>,
+    teams: &BTreeMap<String, TeamConfig>,
+) -> Result<StateGrant, Invalid> {
+    let mut named = Vec::with_capacity(written.len());
+    for entry in written {
+        let name = entry.get_ref();
+        if name == "*" {
+            return Ok(StateGrant::Everyone);
+        }
+        if !teams.contains_key(name) {
+            return Err(Invalid::new(
+                entry.span(),
+                format!(
+                    "share_state_with names {name:?}, which is not a configured team; name teams                      defined under [teams], or \"*\" for every team"
+                ),
+            ));
+        }
+        if name != owner && !named.contains(name) {
+            named.push(name.clone());
+        }
+    }
+    Ok(match named.is_empty() {
+        true => StateGrant::Nobody,
+        false => StateGrant::Teams(named),
+    })
 }
 
 impl TeamEntry {
@@ -211,6 +248,7 @@ impl TeamEntry {
             requests_per_minute,
             rules: self.rules,
             mode: self.mode,
+            share_state_with: StateGrant::default(),
         })
     }
 }
@@ -484,6 +522,7 @@ impl LedgerEntry {
             retention_hours: self.retention_hours,
             on_unavailable: self.on_unavailable,
             max_chain: self.max_chain,
+            unknown_owner: self.unknown_owner,
         })
     }
 }

@@ -227,6 +227,7 @@ async fn carry_session(
         body,
         facts,
         query.previous_response_id.as_deref(),
+        asker.team.as_ref().map(|team| &team.access),
     )
     .await?
     else {
@@ -367,10 +368,10 @@ fn judge_now(
                     .block_on(state.judges.clone().acquire_owned())
                     .expect("the judge permits are never closed"),
             );
-            let carry = state
-                .ledger
-                .as_ref()
-                .is_some_and(|ledger| carry::may_carry(ledger, &read.provider, &known));
+            let carry = state.ledger.as_ref().is_some_and(|ledger| {
+                let access = asker.team.as_ref().map(|team| &team.access);
+                carry::may_carry(ledger, &read.provider, &known, access)
+            });
             if carry && query.previous_response_id.is_some() {
                 return Ok(Step::Carry(query, read.provider, known));
             }
@@ -429,6 +430,9 @@ fn decide(
     let mut target = Target::new(&provider.profile, policy).with_work_budget(work_budget);
     if let Some(provenance) = facts.provenance() {
         target = target.with_provenance(provenance);
+    }
+    if let Some(team) = &asker.team {
+        target = target.with_access(&team.access);
     }
     let verdict = state.gate.judge(request, &target)?;
     // A refused request is not forwarded, so nothing is cut from it.

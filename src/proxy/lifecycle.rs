@@ -68,6 +68,7 @@ where
     let rate = cx.limit_rate().await;
     let route = cx.route(parts.uri.path())?;
     rate?;
+    cx.authorize_object(&route).await?;
     let held = cx.read_body(body, &parts.headers).await?;
     let judged = cx.judge(&route, &parts, held.bytes).await?;
     let response = cx

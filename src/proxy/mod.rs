@@ -14,6 +14,7 @@ pub mod headers;
 mod judge;
 pub mod ledger;
 pub mod lifecycle;
+mod objects;
 mod phases;
 pub mod provider;
 pub mod rate_limit;

@@ -1,7 +1,8 @@
 //! The phases of one request, as methods of the context it carries from phase to phase:
 //! [`begin`](RequestContext::begin) (an in-flight permit and the configuration snapshot),
 //! [`authenticate`](RequestContext::authenticate), [`route`](RequestContext::route),
-//! [`limit_rate`](RequestContext::limit_rate), [`read_body`](RequestContext::read_body),
+//! [`limit_rate`](RequestContext::limit_rate),
+//! [`authorize_object`](RequestContext::authorize_object), [`read_body`](RequestContext::read_body),
 //! [`judge`](RequestContext::judge) (with authorization and the audit line),
 //! [`forward`](RequestContext::forward) and [`answer`](RequestContext::answer). The log phase is
 //! the access line [`super::exchange`] writes when the answer's body ends.
@@ -20,7 +21,9 @@ use super::answer_headers::{carried, monitored, repaired, stripped};
 use super::audit::AuditLine;
 use super::body::{read_body, HeldBody, Holding, ProxyBody};
 use super::judge::{judge, Asker, Judged};
+use super::ledger::conversations::{record_conversation, CreatedConversation};
 use super::ledger::recording::{record, CallsCheck, Recording};
+use super::objects;
 use super::provider::Provider;
 use super::rate_limit::retry_after_secs;
 use super::request_checks::{check_charset, check_method};
@@ -58,6 +61,8 @@ pub(super) struct Decided {
     pub(super) recording: Option<Recording>,
     /// What a WebSocket remembers of the turn (only gated requests fill it).
     pub(super) turn: Option<Turn>,
+    /// With the ledger on, for `POST /conversations`: who creates the conversation.
+    pub(super) created_conversation: Option<CreatedConversation>,
 }
 
 impl<'r> RequestContext<'r> {
@@ -146,6 +151,20 @@ impl<'r> RequestContext<'r> {
         }
     }
 
+    /// With teams: a path naming one stored response or conversation is forwarded only for
+    /// an id the ledger records for the caller's team or a team sharing with it (404
+    /// `not_found` otherwise, as for an unknown id); see [`super::objects`].
+    pub async fn authorize_object(&self, route: &PathRoute<'_>) -> Result<(), ApiError> {
+        let Some(team) = self.team.clone() else {
+            return Ok(());
+        };
+        let Some(object) = objects::object_of(route.upstream_path) else {
+            return Ok(());
+        };
+        let ledger = self.state.ledger.clone();
+        objects::authorize(ledger, &team, object, self.snapshot.unknown_owner).await
+    }
+
     /// Reads the body, under the size cap, the read timeout and the budget of bodies held at
     /// once. The body's share of that budget is held until the provider has answered (so it
     /// has every byte) or the request is refused.
@@ -232,12 +251,18 @@ impl<'r> RequestContext<'r> {
             input_call_ids: judged.input_call_ids.clone(),
         });
         let recording = self.recording(route, &mut judged, &body);
+        let created_conversation = (self.state.ledger.is_some() && items == crate::gate::ItemsAt::Items)
+            .then(|| CreatedConversation {
+                provider: judged.provider.clone(),
+                team: self.team_name().map(str::to_owned),
+            });
         Ok(Decided {
             provider: self.snapshot.provider(&judged.provider)?.clone(),
             body,
             answer_headers,
             recording,
             turn,
+            created_conversation,
         })
     }
 
@@ -266,6 +291,7 @@ impl<'r> RequestContext<'r> {
             answer_headers: Vec::new(),
             recording: None,
             turn: None,
+            created_conversation: None,
         })
     }
 
@@ -338,6 +364,13 @@ impl<'r> RequestContext<'r> {
         if let (Some(ledger), Some(recording)) = (&self.state.ledger, decided.recording) {
             if response.status().is_success() {
                 response = record(response, ledger.clone(), recording)
+                    .await
+                    .inspect_err(|error| self.upstream_error(&decided.provider, error))?;
+            }
+        }
+        if let (Some(ledger), Some(created)) = (&self.state.ledger, decided.created_conversation) {
+            if response.status().is_success() {
+                response = record_conversation(response, ledger.clone(), created)
                     .await
                     .inspect_err(|error| self.upstream_error(&decided.provider, error))?;
             }

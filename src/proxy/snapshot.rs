@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::build_error::BuildError;
 use super::provider::Provider;
 use super::teams::{Team, Teams};
-use crate::config::{Config, ProviderConfig};
+use crate::config::{Config, ProviderConfig, UnknownOwner};
 use crate::error::ApiError;
 use crate::gate::Policy;
 use crate::metrics::{Meters, Metrics};
@@ -29,6 +29,8 @@ pub struct Snapshot {
     pub teams: Teams,
     /// The metric handles of these providers and teams.
     pub meters: Arc<Meters>,
+    /// `[ledger] unknown_owner`: whether a team reaches an object the ledger holds no team for.
+    pub unknown_owner: UnknownOwner,
 }
 
 impl Snapshot {
@@ -60,6 +62,7 @@ impl Snapshot {
             teams: Teams::new(&config.teams, &policy)?,
             policy,
             meters: Arc::new(Meters::resolve(metrics, config)),
+            unknown_owner: config.ledger.unknown_owner,
         })
     }
 

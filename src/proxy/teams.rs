@@ -11,7 +11,7 @@ use subtle::ConstantTimeEq;
 
 use crate::config::{TeamConfig, TeamMode};
 use crate::error::ApiError;
-use crate::gate::{glob_set, PinnedSchema, Policy, ToolRules};
+use crate::gate::{glob_set, PinnedSchema, Policy, StateAccess, ToolRules};
 
 /// The headers a client key may come in; none of them is ever forwarded once teams are on.
 const KEY_HEADERS: [header::HeaderName; 3] = [
@@ -32,6 +32,9 @@ pub struct Team {
     /// The policy its requests are judged with: its rules over the global ones, its tools,
     /// its mode.
     pub policy: Policy,
+    /// The teams whose recorded state it may name: its own, and those that share theirs with
+    /// it (`share_state_with`).
+    pub access: StateAccess,
 }
 
 impl Team {
@@ -119,9 +122,14 @@ impl Teams {
                 message,
             };
             let index = teams.teams.len();
+            let granted_by = config
+                .iter()
+                .filter(|(owner, config)| *owner != name && config.share_state_with.grants(name))
+                .map(|(owner, _)| owner.clone());
+            let access = StateAccess::new(name, granted_by);
             teams
                 .teams
-                .push(Arc::new(build_team(name, team, global).map_err(error)?));
+                .push(Arc::new(build_team(name, team, global, access).map_err(error)?));
             for digest in &team.keys {
                 teams.by_prefix.entry(prefix(digest)).or_default().push(KeyEntry {
                     digest: *digest,
@@ -220,7 +228,7 @@ fn bearer(value: &str) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-fn build_team(name: &str, team: &TeamConfig, global: &Policy) -> Result<Team, String> {
+fn build_team(name: &str, team: &TeamConfig, global: &Policy, access: StateAccess) -> Result<Team, String> {
     let models = team
         .models
         .as_deref()
@@ -247,6 +255,7 @@ fn build_team(name: &str, team: &TeamConfig, global: &Policy) -> Result<Team, St
         models,
         per_minute: team.requests_per_minute,
         policy,
+        access,
     })
 }
 

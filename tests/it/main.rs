@@ -33,6 +33,7 @@ mod serve_binary;
 mod serve_reload;
 mod serve_signals;
 mod sigv4;
+mod team_state;
 mod teams;
 mod teams_reload;
 mod telemetry;

@@ -6,7 +6,7 @@
 //! idle socket closes; a client that does not read holds the provider back. The last test runs
 //! a Python client (the `websockets` package) through the same path.
 
-mod fake_provider;
+pub(crate) mod fake_provider;
 
 use std::time::Duration;
 

@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use super::Ledger;
 use crate::error::ApiError;
-use crate::gate::Provenance;
+use crate::gate::{Provenance, StateAccess};
 use crate::ledger::carry::{carried_body, CarriedTurn};
 use crate::metrics::{LedgerOp, LedgerResult};
 use crate::state::StoreError;
@@ -34,11 +34,12 @@ pub(crate) async fn carried(
     body: &Bytes,
     facts: &Arc<Provenance>,
     previous_response_id: Option<&str>,
+    access: Option<&StateAccess>,
 ) -> Result<Option<Carried>, ApiError> {
-    let Some(from) = previous_response_id.filter(|_| may_carry(ledger, provider, facts)) else {
+    let Some(from) = previous_response_id.filter(|_| may_carry(ledger, provider, facts, access)) else {
         return Ok(None);
     };
-    let carried = carry(ledger, provider, body, facts, from.to_owned()).await;
+    let carried = carry(ledger, provider, body, facts, (from.to_owned(), access)).await;
     let result = match &carried {
         Ok(Some(_)) => LedgerResult::Ok,
         Ok(None) => LedgerResult::Miss,
@@ -54,13 +55,19 @@ pub(crate) async fn carried(
 
 /// Whether a request bound for `provider`, with these facts, is one [`carried`] tries to
 /// carry: `carry_sessions` is on and its `previous_response_id` was recorded for another
-/// provider.
-pub(crate) fn may_carry(ledger: &Ledger, provider: &str, facts: &Provenance) -> bool {
+/// provider, for a team whose state the caller may use (with teams, `access`). Another team's
+/// chain is never read: the gate refuses the request (`cross_team_state`) instead.
+pub(crate) fn may_carry(
+    ledger: &Ledger,
+    provider: &str,
+    facts: &Provenance,
+    access: Option<&StateAccess>,
+) -> bool {
     ledger.settings.carry_sessions
-        && facts
-            .previous
-            .as_ref()
-            .is_some_and(|previous| previous.owner.provider != provider)
+        && facts.previous.as_ref().is_some_and(|previous| {
+            previous.owner.provider != provider
+                && access.is_none_or(|access| access.may_use(previous.team.as_deref()))
+        })
 }
 
 /// The rewritten request, when the chain of `from` can be carried to `provider`.
@@ -69,9 +76,9 @@ async fn carry(
     provider: &str,
     body: &Bytes,
     facts: &Arc<Provenance>,
-    from: String,
+    (from, access): (String, Option<&StateAccess>),
 ) -> Result<Option<Carried>, StoreError> {
-    let chain = match ledger.chain(&from).await {
+    let chain = match ledger.chain(&from, access).await {
         Ok(Some(chain)) => chain,
         Ok(None) => return Ok(None),
         Err(error) => {

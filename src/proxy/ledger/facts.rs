@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use foldhash::fast::RandomState;
 
 use super::Ledger;
-use crate::gate::{ChainFacts, LedgerQuery, Provenance};
+use crate::gate::{ChainFacts, ConversationFacts, LedgerQuery, Provenance, StateAccess};
 use crate::ledger::StoredResponse;
 use crate::metrics::{LedgerOp, LedgerResult};
 use crate::state::StoreError;
@@ -19,7 +19,12 @@ impl Ledger {
     pub async fn provenance(&self, query: &LedgerQuery) -> Result<Provenance, StoreError> {
         let looked_up = self.look_up(query).await;
         let result = match &looked_up {
-            Ok(facts) if facts.items.is_empty() && facts.encrypted.is_empty() && facts.previous.is_none() => {
+            Ok(facts)
+                if facts.items.is_empty()
+                    && facts.encrypted.is_empty()
+                    && facts.previous.is_none()
+                    && facts.conversation.is_none() =>
+            {
                 LedgerResult::Miss
             }
             Ok(_) => LedgerResult::Ok,
@@ -49,6 +54,13 @@ impl Ledger {
         }
         if let Some(previous) = &query.previous_response_id {
             facts.previous = self.chain_facts(previous, &query.unpaired_call_ids).await?;
+        }
+        if let Some(conversation) = &query.conversation {
+            facts.conversation = self
+                .store
+                .response(conversation)
+                .await?
+                .map(|recorded| ConversationFacts { team: recorded.team });
         }
         Ok(facts)
     }
@@ -94,13 +106,20 @@ impl Ledger {
             owner: first.owner,
             call_ids,
             complete,
+            team: first.team,
         }))
     }
 
     /// The chain of `id`, oldest first, when every response in it was recorded with its items
-    /// (`store_items`) and the walk ends at the chain's start within `max_chain`; `None`
-    /// otherwise (the session cannot be carried).
-    pub async fn chain(&self, id: &str) -> Result<Option<Vec<StoredResponse>>, StoreError> {
+    /// (`store_items`), for a team `access` lets the caller name (with teams), and the walk ends
+    /// at the chain's start within `max_chain`; `None` otherwise (the session cannot be
+    /// carried). The walk stops at the first response of a team outside `access`, whose items
+    /// are never read.
+    pub async fn chain(
+        &self,
+        id: &str,
+        access: Option<&StateAccess>,
+    ) -> Result<Option<Vec<StoredResponse>>, StoreError> {
         let mut chain = Vec::new();
         let mut next = Some(id.to_owned());
         while let Some(id) = next.take() {
@@ -110,6 +129,9 @@ impl Ledger {
             let Some(response) = self.store.response(&id).await? else {
                 return Ok(None);
             };
+            if access.is_some_and(|access| !access.may_use(response.team.as_deref())) {
+                return Ok(None);
+            }
             if response.content.is_none() {
                 return Ok(None);
             }

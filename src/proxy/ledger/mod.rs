@@ -4,6 +4,7 @@
 //! answer as it streams ([`recording`]).
 
 pub(crate) mod carry;
+pub mod conversations;
 pub mod facts;
 pub mod recording;
 

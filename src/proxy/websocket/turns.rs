@@ -75,6 +75,8 @@ impl SocketTurns {
             owner: first.owner.clone(),
             call_ids,
             complete,
+            // Produced on this socket, so for its own team.
+            team: None,
         })
     }
 

@@ -21,6 +21,7 @@
 //! [`repair`] cuts repaired members out of a body.
 //! [`provenance`] is what the provenance ledger is asked and answers.
 
+pub mod access;
 mod field;
 pub mod item;
 pub mod item_profile;
@@ -40,11 +41,12 @@ mod text_set;
 mod tool_rules;
 pub mod verdict;
 
+pub use access::StateAccess;
 pub use field::{misspelling_of, Field, JsonKind, Text};
 pub use item_profile::{ItemProfile, ProfileError};
 pub use output::{OutputCall, ResponseViolation};
 pub use profile::{EncryptedScope, Policy, ProviderProfile, Target, DEFAULT_WORK_BUDGET};
-pub use provenance::{ChainFacts, LedgerQuery, Provenance, MAX_QUERY_KEYS};
+pub use provenance::{ChainFacts, ConversationFacts, LedgerQuery, Provenance, MAX_QUERY_KEYS};
 pub use request::{
     parse, parse_noting_spans, parse_tools, parse_with, BodyError, DeclaredTools, ItemsAt, ParsedRequest,
     WorkExceeded, MAX_ITEMS,

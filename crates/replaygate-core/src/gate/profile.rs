@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::access::StateAccess;
 use super::item_profile::ItemProfile;
 use super::provenance::Provenance;
 use super::tool_rules::ToolRules;
@@ -155,12 +156,22 @@ impl Policy {
     /// cure (the request's tools, `previous_response_id`; see [`Reason::is_strippable`]) acts
     /// as `reject`; then, in monitor mode, `reject` and `strip` act as `monitor`: a shadow
     /// rollout changes nothing on the wire.
+    ///
+    /// `cross_team_state` keeps teams apart rather than judging what a provider can read, so it
+    /// is never only monitored: `monitor` (and monitor mode) and `repair` act as `reject` on it,
+    /// and `strip` stays `strip`.
     pub fn action(&self, reason: Reason) -> Action {
         let action = self
             .actions
             .get(&reason)
             .copied()
             .unwrap_or_else(|| reason.default_action());
+        if reason == Reason::CrossTeamState {
+            return match action {
+                Action::Strip => Action::Strip,
+                _ => Action::Reject,
+            };
+        }
         match action {
             Action::Reject | Action::Strip | Action::Repair if self.monitor_only => Action::Monitor,
             Action::Strip if !reason.is_strippable() => Action::Reject,
@@ -200,6 +211,9 @@ pub struct Target<'a> {
     /// What the provenance ledger knows of the request's items and previous response; `None`
     /// (the ledger was not asked) runs no provenance rule.
     pub provenance: Option<&'a Provenance>,
+    /// With teams: the teams whose recorded state the request may name; `None` (no teams)
+    /// runs no `cross_team_state` check.
+    pub access: Option<&'a StateAccess>,
 }
 
 /// The policy of a [`Target`] built without one.
@@ -218,6 +232,7 @@ impl<'a> Target<'a> {
             policy,
             work_budget: policy.work_budget,
             provenance: None,
+            access: None,
         }
     }
 
@@ -233,6 +248,15 @@ impl<'a> Target<'a> {
     pub fn with_provenance(self, provenance: &'a Provenance) -> Self {
         Self {
             provenance: Some(provenance),
+            ..self
+        }
+    }
+
+    /// The same target for a team with `access`: with provenance, a request naming state
+    /// recorded for a team outside it gets `cross_team_state`.
+    pub fn with_access(self, access: &'a StateAccess) -> Self {
+        Self {
+            access: Some(access),
             ..self
         }
     }

@@ -19,7 +19,7 @@
 //! let record = item_record_from_value(&output).unwrap();
 //! assert_eq!(record.digest, query.digests[0]);
 //! let owner = Owner { provider: "openai".into(), model: Some("m".into()) };
-//! let stored = StoredItem { response_id: "resp_1".into(), owner, record, expires_unix: 0 };
+//! let stored = StoredItem { response_id: "resp_1".into(), owner, record, expires_unix: 0, team: None };
 //! let mut provenance = Provenance::default();
 //! provenance.encrypted.insert(query.digests[0], stored);
 //!
@@ -61,6 +61,8 @@ pub struct LedgerQuery {
     /// `input`, once each (at most [`MAX_QUERY_KEYS`]). The chain must hold their calls, so
     /// a walk of it may stop once it has found them all.
     pub unpaired_call_ids: Vec<String>,
+    /// The id of the request's `conversation`, when the ledger could have recorded it.
+    pub conversation: Option<String>,
 }
 
 impl LedgerQuery {
@@ -108,17 +110,26 @@ impl LedgerQuery {
             Some(_) => unpaired_call_ids(items),
             None => Vec::new(),
         };
+        let conversation = request
+            .conversation
+            .as_str()
+            .filter(|id| recordable(id))
+            .map(str::to_owned);
         LedgerQuery {
             previous_response_id,
             item_ids,
             digests,
             unpaired_call_ids,
+            conversation,
         }
     }
 
     /// Whether there is nothing to ask: the request needs no store lookup.
     pub fn is_empty(&self) -> bool {
-        self.previous_response_id.is_none() && self.item_ids.is_empty() && self.digests.is_empty()
+        self.previous_response_id.is_none()
+            && self.item_ids.is_empty()
+            && self.digests.is_empty()
+            && self.conversation.is_none()
     }
 }
 
@@ -133,6 +144,15 @@ pub struct Provenance {
     /// The recorded reasoning and compaction items, by the digest of their `encrypted_content`
     /// (the digests of the query that the store knows).
     pub encrypted: HashMap<[u8; 32], StoredItem, RandomState>,
+    /// The conversation the request's `conversation` names, when the ledger recorded it.
+    pub conversation: Option<ConversationFacts>,
+}
+
+/// What the ledger knows of a conversation created through the proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConversationFacts {
+    /// The team whose request created it (`None`: anonymous).
+    pub team: Option<String>,
 }
 
 /// What the ledger knows of a `previous_response_id` chain.
@@ -148,6 +168,8 @@ pub struct ChainFacts {
     /// A chain cut short (expired, never seen, or past the proxy's walking limit) still tells
     /// whose the previous response is.
     pub complete: bool,
+    /// The team whose request the response answered (`None`: anonymous, or not known).
+    pub team: Option<String>,
 }
 
 /// Whether an id can be a ledger key: the ledger records no longer one.

@@ -25,7 +25,8 @@ pub struct ParsedRequest<'a> {
     pub tools: Vec<Tool<'a>>,
     /// `previous_response_id`.
     pub previous_response_id: Field<'a>,
-    /// `conversation` (a string id or an object; only its presence is kept).
+    /// `conversation`: its id as a string ([`Field::Str`]), whether it was written as a string
+    /// or as an object's string `id`; any other value only by its kind.
     pub conversation: Field<'a>,
     /// The member the items were read from.
     pub at: ItemsAt,
@@ -501,7 +502,7 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
         let mut input = None;
         let mut tools = None;
         let mut previous_response_id = None;
-        let mut conversation = None;
+        let mut conversation: Option<super::field::ConversationRef<'_>> = None;
         let mut shape = Shape::default();
         while let Some(key) = map.next_key::<Key>()? {
             match key {
@@ -546,7 +547,9 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
             input: input.unwrap_or_default(),
             tools: tools.unwrap_or_default(),
             previous_response_id: previous_response_id.unwrap_or_default(),
-            conversation: conversation.unwrap_or_default(),
+            conversation: conversation
+                .map(|conversation| conversation.0)
+                .unwrap_or_default(),
             at: self.at,
             shape,
             source: Source::default(),

@@ -53,11 +53,15 @@ pub enum Reason {
     ItemUnknownField,
     /// A `function_call` that no output in `input` answers, followed later by a message.
     CallWithoutOutput,
+    /// The request names stored state the ledger recorded for another team, which has not
+    /// granted it to the caller's team: `previous_response_id`, `conversation`, or an item
+    /// whose `id` or `encrypted_content` the ledger knows.
+    CrossTeamState,
 }
 
 impl Reason {
     /// Every reason, in the contract's order.
-    pub const ALL: [Reason; 20] = [
+    pub const ALL: [Reason; 21] = [
         Reason::Namespaced,
         Reason::Status,
         Reason::ArgumentsType,
@@ -78,6 +82,7 @@ impl Reason {
         Reason::ItemField,
         Reason::ItemUnknownField,
         Reason::CallWithoutOutput,
+        Reason::CrossTeamState,
     ];
 
     /// The reason called `code` on the wire.
@@ -126,6 +131,7 @@ impl Reason {
             Reason::ItemField => "item_field",
             Reason::ItemUnknownField => "item_unknown_field",
             Reason::CallWithoutOutput => "call_without_output",
+            Reason::CrossTeamState => "cross_team_state",
         }
     }
 

@@ -64,6 +64,9 @@ pub struct StoredItem {
     pub record: ItemRecord,
     /// When the store may forget it (its response's `expires_unix`).
     pub expires_unix: u64,
+    /// The team whose request its response answered (`None`: anonymous).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team: Option<String>,
 }
 
 impl StoredResponse {
@@ -146,6 +149,7 @@ impl StoredResponse {
             owner: self.owner.clone(),
             record: item.clone(),
             expires_unix: self.expires_unix,
+            team: self.team.clone(),
         }
     }
 

@@ -60,7 +60,10 @@ impl StoredResponse {
 impl StoredItem {
     /// The index entry's stored form (its JSON).
     pub fn to_json(&self) -> Vec<u8> {
-        let texts = self.response_id.len() + owner_len(&self.owner) + item_record_len(&self.record);
+        let texts = self.response_id.len()
+            + owner_len(&self.owner)
+            + item_record_len(&self.record)
+            + opt_len(&self.team);
         let mut out = Vec::with_capacity(texts + 192);
         out.extend_from_slice(b"{\"response_id\":");
         put_str(&mut out, &self.response_id);
@@ -70,6 +73,10 @@ impl StoredItem {
         put_item_record(&mut out, &self.record);
         out.extend_from_slice(b",\"expires_unix\":");
         put_u64(&mut out, self.expires_unix);
+        if let Some(team) = &self.team {
+            out.extend_from_slice(b",\"team\":");
+            put_str(&mut out, team);
+        }
         out.push(b'}');
         out
     }
@@ -264,8 +271,9 @@ mod tests {
             owner in owner(),
             record in item_record(),
             expires_unix in any::<u64>(),
+            team in proptest::option::of(text()),
         ) {
-            let item = StoredItem { response_id, owner, record, expires_unix };
+            let item = StoredItem { response_id, owner, record, expires_unix, team };
             prop_assert_eq!(
                 String::from_utf8(item.to_json()).unwrap(),
                 serde_json::to_string(&item).unwrap()

@@ -15,6 +15,12 @@
 //! provenance, an output whose call is not in `input` is paired with the calls the ledger
 //! recorded for the `previous_response_id` chain (`call_id_mismatch` when none matches).
 //!
+//! With teams (the target carries the caller's [`StateAccess`](super::StateAccess)) and
+//! provenance, `cross_team_state` comes before everything else of what it names: after the
+//! tools, `previous_response_id` and `conversation` when they name another team's state (then no
+//! `foreign_previous_response`, and no pairing with that chain), and on an item whose `id` or
+//! `encrypted_content` another team's record holds, in place of any other finding.
+//!
 //! When the target provider has an item profile (contract §5a), an item that the rules above
 //! did not refuse or strip then gets its shape findings (`item_value`, else `item_field` and
 //! `item_unknown_field` per member in the order written), and `call_without_output` last.
@@ -22,6 +28,7 @@
 mod call_ids;
 mod chat_envelope;
 mod clean_shape;
+mod cross_team;
 mod function_call;
 mod item_shape;
 mod namespace;
@@ -30,6 +37,8 @@ mod provenance;
 mod team_tools;
 #[cfg(test)]
 mod tests_corpus;
+#[cfg(test)]
+mod tests_cross_team;
 #[cfg(test)]
 mod tests_provenance;
 mod tools;
@@ -43,6 +52,7 @@ use super::verdict::{Action, Reason, Repair, Verdict, Violation};
 
 pub(crate) use call_ids::for_each_answer;
 use call_ids::CallIndex;
+use cross_team::CrossTeam;
 use function_call::CallContext;
 use provenance::ProvenanceRules;
 use tools::ToolIndex;
@@ -152,8 +162,15 @@ fn judge_items(
     let provenance = target
         .provenance
         .map(|provenance| ProvenanceRules::new(request, provenance, target.provider));
+    let cross_team = target
+        .provenance
+        .zip(target.access)
+        .map(|(provenance, access)| CrossTeam::new(provenance, access));
+    let previous_foreign_team = cross_team.as_ref().is_some_and(CrossTeam::previous_is_foreign);
+    // Another team's chain is neither judged nor paired with: its calls are not this team's.
     let stored_calls = target
         .provenance
+        .filter(|_| !previous_foreign_team)
         .and_then(|provenance| provenance::stored_calls(request, provenance));
     let mut pairing = CallIndex::for_items(items.len(), request.continues_stored_state())
         .with_stored_calls(stored_calls)
@@ -177,8 +194,32 @@ fn judge_items(
             });
         }
     }
+    for (member, message) in cross_team.iter().flat_map(|rules| rules.members(request)) {
+        // No item to strip: `strip` acts as `reject` on these members.
+        let action = match policy.action(Reason::CrossTeamState) {
+            Action::Strip => Action::Reject,
+            action => action,
+        };
+        verdict.push_with(Reason::CrossTeamState, action, None, policy.max_listed, || {
+            Violation {
+                index: None,
+                item_type: match member {
+                    "previous_response_id" => "response".to_owned(),
+                    _ => member.to_owned(),
+                },
+                id: None,
+                call_id: None,
+                reason: Reason::CrossTeamState,
+                action,
+                param: member.to_owned(),
+                pointer: None,
+                message,
+            }
+        });
+    }
     if let Some((id, message)) = provenance
         .as_ref()
+        .filter(|_| !previous_foreign_team)
         .and_then(|rules| rules.foreign_previous(request))
     {
         let action = policy.action(Reason::ForeignPreviousResponse);
@@ -219,7 +260,11 @@ fn judge_items(
             ItemClass::FunctionCallOutput => paired,
             ItemClass::Reasoning | ItemClass::Compaction | ItemClass::ItemReference => None,
         };
-        let finding = finding.or_else(|| provenance.as_ref()?.check(index, item));
+        // Another team's item is refused for that alone, whatever else it holds.
+        let finding = match cross_team.as_ref().and_then(|rules| rules.check(item)) {
+            Some(crossed) => Some(crossed),
+            None => finding.or_else(|| provenance.as_ref()?.check(index, item)),
+        };
         // An item refused or stripped under section 5 gets no shape check (contract §5a); one
         // only monitored still does, so a member its provider refuses is not sent.
         let mut shape_checked = true;

@@ -25,6 +25,7 @@ fn stored(owner: Owner, json: &str) -> StoredItem {
         owner,
         record,
         expires_unix: u64::MAX,
+        team: None,
     }
 }
 
@@ -90,6 +91,7 @@ fn a_previous_response_of_another_provider_is_foreign() {
             owner: owner("openai", Some("m1")),
             call_ids: Vec::new(),
             complete: true,
+            team: None,
         }),
         ..Provenance::default()
     };
@@ -491,6 +493,7 @@ fn chain(call_ids: &[&str], complete: bool) -> Provenance {
             owner: owner("openai", Some("m1")),
             call_ids: call_ids.iter().map(|id| id.to_string()).collect(),
             complete,
+            team: None,
         }),
         ..Provenance::default()
     }
@@ -677,6 +680,7 @@ fn faithful_ledger(body: &str, at: ItemsAt, producer: &str) -> Provenance {
             owner: producer,
             call_ids,
             complete: true,
+            team: None,
         });
     }
     provenance
@@ -704,6 +708,7 @@ fn every_real_client_body_passes_with_what_a_faithful_ledger_knows() {
                     owner: owner(provider, request.model()),
                     call_ids: Vec::new(),
                     complete: false,
+                    team: None,
                 }),
                 ..Provenance::default()
             };
