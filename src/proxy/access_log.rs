@@ -153,8 +153,12 @@ impl AccessRecord {
         self.error_code = Some(error.code().to_owned());
     }
 
-    /// Notes what passed on the WebSocket the request opened, as it closed.
+    /// Notes what passed on the WebSocket the request opened, as it closed. A socket on which
+    /// a message was refused is `rejected`, whatever the messages after it.
     pub fn socket(&mut self, counts: SocketCounts) {
+        if counts.refused > 0 {
+            self.decision = Decision::Rejected;
+        }
         self.socket = Some(counts);
     }
 
@@ -174,6 +178,8 @@ impl AccessRecord {
         );
         let millis = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1000.0);
         let or_dash = |d: Option<Duration>| d.map_or_else(|| "-".to_owned(), millis);
+        let socket = self.socket.as_ref();
+        let refused_codes = socket.and_then(SocketCounts::refused_by_code);
         tracing::info!(
             target: "replaygate::access",
             request_id = %self.request_id,
@@ -193,11 +199,12 @@ impl AccessRecord {
             duration_ms = %or_dash(outcome.duration),
             bytes_out = outcome.bytes_out,
             stream_error = outcome.stream_error.as_deref(),
-            ws_messages_in = self.socket.map(|socket| socket.messages_in),
-            ws_messages_out = self.socket.map(|socket| socket.messages_out),
-            ws_forwarded = self.socket.map(|socket| socket.forwarded),
-            ws_refused = self.socket.map(|socket| socket.refused),
-            ws_ended = self.socket.map(|socket| socket.ended),
+            ws_messages_in = socket.map(|socket| socket.messages_in),
+            ws_messages_out = socket.map(|socket| socket.messages_out),
+            ws_forwarded = socket.map(|socket| socket.forwarded),
+            ws_refused = socket.map(|socket| socket.refused),
+            ws_refused_codes = refused_codes.as_deref(),
+            ws_ended = socket.map(|socket| socket.ended),
             "request"
         );
     }
