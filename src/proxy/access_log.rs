@@ -153,13 +153,19 @@ impl AccessRecord {
         self.error_code = Some(error.code().to_owned());
     }
 
-    /// Notes what passed on the WebSocket the request opened, as it closed. A socket on which
-    /// a message was refused is `rejected`, whatever the messages after it.
+    /// Notes what passed on the WebSocket the request opened, as it closed.
     pub fn socket(&mut self, counts: SocketCounts) {
-        if counts.refused > 0 {
-            self.decision = Decision::Rejected;
-        }
         self.socket = Some(counts);
+    }
+
+    /// The decision the line and the span show: a socket on which a message was refused is
+    /// `rejected`, whatever its last message was. (The metrics count each refused message as
+    /// a request of its own, so they keep the socket's last decision.)
+    fn shown_decision(&self) -> Decision {
+        match &self.socket {
+            Some(socket) if socket.refused > 0 => Decision::Rejected,
+            _ => self.decision,
+        }
     }
 
     /// The request id as a header value.
@@ -171,8 +177,9 @@ impl AccessRecord {
     /// Writes the log line for `outcome` (outside the request's span), and ends the span with
     /// it.
     pub fn write(&self, outcome: &Outcome) {
+        let decision = self.shown_decision();
         self.span.ended(
-            self.decision.as_str(),
+            decision.as_str(),
             outcome.status.as_u16(),
             outcome.stream_error.as_deref(),
         );
@@ -188,7 +195,7 @@ impl AccessRecord {
             team = self.team.as_deref().unwrap_or("-"),
             provider = self.provider.as_deref().unwrap_or("-"),
             model = self.model.as_deref().unwrap_or("-"),
-            decision = self.decision.as_str(),
+            decision = decision.as_str(),
             reasons = %self.reasons.join(","),
             monitored = self.monitored,
             error = outcome.error.or(self.error_code.as_deref()).unwrap_or("-"),
