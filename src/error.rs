@@ -169,6 +169,16 @@ pub enum ApiError {
         /// The provider's status.
         status: StatusCode,
     },
+    /// A WebSocket client event of a type the socket does not accept: only `response.create`,
+    /// and the types `[server] websocket_client_events` adds (400).
+    #[error("this socket does not accept client events of type `{0}`")]
+    UnsupportedEvent(String),
+    /// A WebSocket message continues a response this socket no longer holds: one that was not
+    /// stored and whose continuation was refused (400).
+    #[error(
+        "previous response `{0}` is not found on this socket (a refused continuation evicted it); continue another response or send the whole input"
+    )]
+    PreviousResponseNotFound(String),
 }
 
 /// The `retry-after` of a 503 `overloaded`, in seconds.
@@ -246,7 +256,9 @@ impl ApiError {
             | ApiError::InvalidPath(_)
             | ApiError::RouteConflict(_)
             | ApiError::MalformedHead
-            | ApiError::BadUpgrade(_) => StatusCode::BAD_REQUEST,
+            | ApiError::BadUpgrade(_)
+            | ApiError::UnsupportedEvent(_)
+            | ApiError::PreviousResponseNotFound(_) => StatusCode::BAD_REQUEST,
             ApiError::UpgradeRefused { status, .. } => *status,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::UnsupportedCharset(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -310,6 +322,8 @@ impl ApiError {
             ApiError::RateLimited { .. } => "rate_limit_exceeded",
             ApiError::BadUpgrade(_) => "invalid_upgrade",
             ApiError::UpgradeRefused { .. } => "upstream_refused_upgrade",
+            ApiError::UnsupportedEvent(_) => "unsupported_event",
+            ApiError::PreviousResponseNotFound(_) => "previous_response_not_found",
         }
     }
 

@@ -64,6 +64,7 @@ pub(super) struct ServerTable {
     websocket_idle_timeout: Duration,
     #[serde(rename = "websocket_max_duration_ms", deserialize_with = "positive_millis")]
     websocket_max_duration: Duration,
+    websocket_client_events: Vec<String>,
 }
 
 impl Default for ServerTable {
@@ -82,6 +83,7 @@ impl Default for ServerTable {
             watch_config: defaults.watch_config,
             websocket_idle_timeout: defaults.websocket_idle_timeout,
             websocket_max_duration: defaults.websocket_max_duration,
+            websocket_client_events: defaults.websocket_client_events,
         }
     }
 }
@@ -101,6 +103,7 @@ impl ServerTable {
             watch_config: self.watch_config,
             websocket_idle_timeout: self.websocket_idle_timeout,
             websocket_max_duration: self.websocket_max_duration,
+            websocket_client_events: self.websocket_client_events.clone(),
         }
     }
 }

@@ -41,6 +41,11 @@ pub struct ServerConfig {
     /// `websocket_max_duration_ms`: the longest a WebSocket stays open (default 60 minutes, the
     /// providers' own cap).
     pub websocket_max_duration: Duration,
+    /// `websocket_client_events`: the types of client events a WebSocket accepts. A
+    /// `response.create` is always accepted and judged; the other types listed are forwarded
+    /// unjudged (they carry no items), and any type not listed gets an `unsupported_event`
+    /// error event. Default: `["response.create"]`.
+    pub websocket_client_events: Vec<String>,
 }
 
 impl ServerConfig {
@@ -67,6 +72,7 @@ impl Default for ServerConfig {
             watch_config: false,
             websocket_idle_timeout: Duration::from_secs(5 * 60),
             websocket_max_duration: Duration::from_secs(60 * 60),
+            websocket_client_events: vec!["response.create".to_owned()],
         }
     }
 }

@@ -158,6 +158,16 @@ impl AccessRecord {
         self.socket = Some(counts);
     }
 
+    /// The decision the line and the span show: a socket on which a message was refused is
+    /// `rejected`, whatever its last message was. (The metrics count each refused message as
+    /// a request of its own, so they keep the socket's last decision.)
+    fn shown_decision(&self) -> Decision {
+        match &self.socket {
+            Some(socket) if socket.refused > 0 => Decision::Rejected,
+            _ => self.decision,
+        }
+    }
+
     /// The request id as a header value.
     pub fn request_id_header(&self) -> HeaderValue {
         HeaderValue::try_from(self.request_id.as_str())
@@ -167,13 +177,16 @@ impl AccessRecord {
     /// Writes the log line for `outcome` (outside the request's span), and ends the span with
     /// it.
     pub fn write(&self, outcome: &Outcome) {
+        let decision = self.shown_decision();
         self.span.ended(
-            self.decision.as_str(),
+            decision.as_str(),
             outcome.status.as_u16(),
             outcome.stream_error.as_deref(),
         );
         let millis = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1000.0);
         let or_dash = |d: Option<Duration>| d.map_or_else(|| "-".to_owned(), millis);
+        let socket = self.socket.as_ref();
+        let refused_codes = socket.and_then(SocketCounts::refused_by_code);
         tracing::info!(
             target: "replaygate::access",
             request_id = %self.request_id,
@@ -182,7 +195,7 @@ impl AccessRecord {
             team = self.team.as_deref().unwrap_or("-"),
             provider = self.provider.as_deref().unwrap_or("-"),
             model = self.model.as_deref().unwrap_or("-"),
-            decision = self.decision.as_str(),
+            decision = decision.as_str(),
             reasons = %self.reasons.join(","),
             monitored = self.monitored,
             error = outcome.error.or(self.error_code.as_deref()).unwrap_or("-"),
@@ -193,11 +206,12 @@ impl AccessRecord {
             duration_ms = %or_dash(outcome.duration),
             bytes_out = outcome.bytes_out,
             stream_error = outcome.stream_error.as_deref(),
-            ws_messages_in = self.socket.map(|socket| socket.messages_in),
-            ws_messages_out = self.socket.map(|socket| socket.messages_out),
-            ws_forwarded = self.socket.map(|socket| socket.forwarded),
-            ws_refused = self.socket.map(|socket| socket.refused),
-            ws_ended = self.socket.map(|socket| socket.ended),
+            ws_messages_in = socket.map(|socket| socket.messages_in),
+            ws_messages_out = socket.map(|socket| socket.messages_out),
+            ws_forwarded = socket.map(|socket| socket.forwarded),
+            ws_refused = socket.map(|socket| socket.refused),
+            ws_refused_codes = refused_codes.as_deref(),
+            ws_ended = socket.map(|socket| socket.ended),
             "request"
         );
     }

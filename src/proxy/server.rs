@@ -20,6 +20,9 @@ use super::state::ProxyState;
 /// buffer that size; bodies are copied out of it frame by frame, so a small one reads as fast.
 pub(super) const READ_BUFFER_BYTES: usize = 64 << 10;
 
+/// How long sockets still open when the grace period ends get to send their close (1001).
+const SOCKETS_CLOSING: Duration = Duration::from_secs(1);
+
 /// Connection settings of the listener.
 #[derive(Debug, Clone, Copy)]
 pub struct ServerSettings {
@@ -31,7 +34,8 @@ pub struct ServerSettings {
 }
 
 /// Serves `listener` until `shutdown` completes, then lets open requests finish for up to the
-/// grace period and closes whatever is still open. Binding is the caller's job, so tests can
+/// grace period and closes whatever is still open. WebSockets close with 1001 as soon as no
+/// turn streams on them, and at the latest as the grace period ends. Binding is the caller's job, so tests can
 /// pass a listener on port 0.
 ///
 /// When `run` returns, the listener is closed and every connection it accepted has ended.
@@ -85,16 +89,30 @@ pub async fn run(
         ));
     }
     drop(listener);
-    tracing::info!(open_connections = graceful.count(), "shutting down");
-    if tokio::time::timeout(settings.shutdown_grace, graceful.shutdown())
+    let sockets = &state.sockets;
+    tracing::info!(
+        open_connections = graceful.count(),
+        open_sockets = sockets.count(),
+        "shutting down"
+    );
+    // WebSockets close (1001) as soon as no turn streams on them; connections finish their
+    // requests.
+    sockets.drain();
+    let drained = async {
+        tokio::join!(graceful.shutdown(), sockets.closed());
+    };
+    if tokio::time::timeout(settings.shutdown_grace, drained)
         .await
         .is_err()
     {
         tracing::warn!(
             open_connections = connections.len(),
-            "grace period over; closing the remaining connections"
+            open_sockets = sockets.count(),
+            "grace period over; closing the remaining connections and sockets"
         );
         connections.abort_all();
+        sockets.close_all();
+        let _ = tokio::time::timeout(SOCKETS_CLOSING, sockets.closed()).await;
     }
     while connections.join_next().await.is_some() {}
 }

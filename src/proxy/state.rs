@@ -38,6 +38,8 @@ pub struct ProxyState {
     pub body_limits: BodyLimits,
     /// The limits of a WebSocket (`[server] websocket_*`, and `max_body_bytes` per message).
     pub websocket: super::websocket::SocketLimits,
+    /// This worker's open WebSockets, closed (1001) when the server shuts down.
+    pub sockets: super::websocket::OpenSockets,
     /// Permits for requests in flight.
     pub in_flight: Arc<Semaphore>,
     /// Permits for judgments on the blocking pool, shared by all workers (one per worker).
@@ -83,6 +85,7 @@ impl ProxyState {
                 read_timeout: config.server.body_read_timeout,
             },
             websocket: super::websocket::SocketLimits::of(&config.server),
+            sockets: Default::default(),
             in_flight: Arc::new(Semaphore::new(config.server.max_concurrent_requests)),
             judges: Arc::new(Semaphore::new(config.server.worker_threads())),
             judge_waits: Arc::new(Semaphore::new(JUDGE_WAITS)),
@@ -117,7 +120,8 @@ impl ProxyState {
                 &self.metrics,
             )?)),
             body_limits: self.body_limits,
-            websocket: self.websocket,
+            websocket: self.websocket.clone(),
+            sockets: Default::default(),
             in_flight: self.in_flight.clone(),
             judges: self.judges.clone(),
             judge_waits: self.judge_waits.clone(),

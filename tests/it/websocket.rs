@@ -3,19 +3,24 @@
 //! its events come back unchanged; refused ones get an error event and the socket stays; call
 //! pairing sees the socket's earlier turns; oversize frames close with 1009; a provider's
 //! refusal of the upgrade reaches the client as its status; pings, pongs and closes cross; an
-//! idle socket closes; a client that does not read holds the provider back. The last test runs
-//! a Python client (the `websockets` package) through the same path.
+//! idle socket closes; a client that does not read holds the provider back; messages are held in
+//! `max_buffered_bytes` (beyond it: `overloaded` and 1013); events of other types are refused
+//! unless configured; a refused continuation evicts an unstored response; the server's shutdown
+//! closes sockets with 1001. One test runs a Python client (the `websockets` package) through
+//! the same path.
 
 pub(crate) mod fake_provider;
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
+use tokio_tungstenite::tungstenite::protocol::frame::Frame;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
@@ -122,11 +127,7 @@ async fn valid_messages_pass_byte_for_byte_with_the_providers_credential_only() 
     let mut client = connect(&proxy, "/v1/responses").await.unwrap();
     let first = create("weather in Paris?");
     assert_eq!(turn(&mut client, &first).await, turn_events(1));
-    // An event other than response.create passes on unjudged.
-    let cancel = r#"{"type":"response.cancel"}"#;
-    client.send(Message::text(cancel)).await.unwrap();
-    wait_for(|| provider.texts().len() == 2).await;
-    assert_eq!(provider.texts(), [first.as_str(), cancel]);
+    assert_eq!(provider.texts(), [first.as_str()]);
 
     let seen = provider.seen.lock().unwrap();
     let (path, headers) = &seen.upgrades[0];
@@ -353,7 +354,9 @@ async fn pings_and_closes_cross_both_ways() {
     })
     .await;
 
-    // The provider's close reaches the client.
+    // The provider's close reaches the client (the event asking for it is one the proxy must
+    // be told to accept).
+    let proxy = self::proxy(&provider, r#"websocket_client_events = ["test.close_me"]"#).await;
     let mut client = connect(&proxy, "/v1/responses").await.unwrap();
     turn(&mut client, &create("hi")).await;
     client.send(Message::text(CLOSE_ME)).await.unwrap();
@@ -482,9 +485,15 @@ async fn a_python_websockets_client_passes_valid_and_refused_messages_on_one_soc
         .map(|m| m.as_str().unwrap().to_owned())
         .collect();
     assert_eq!(provider.texts(), forwarded);
+    // The first response was `store: false`: once a continuation of it is refused, it is
+    // evicted, and the valid continuation that follows finds it gone.
     assert_eq!(
         report["refused_codes"],
-        json!(["call_id_mismatch", "arguments_type"])
+        json!([
+            "call_id_mismatch",
+            "previous_response_not_found",
+            "arguments_type"
+        ])
     );
 }
 
@@ -637,4 +646,275 @@ async fn a_sigv4_provider_gets_a_signed_upgrade() {
         "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     );
     assert!(!headers.contains_key("x-api-key"));
+}
+
+/// Captures the proxy's JSON log lines on this thread (the test's runtime is one thread, so the
+/// proxy's tasks log here too) and returns the access lines of request `id`.
+fn capture_logs() -> (
+    crate::support::log_capture::Captured,
+    tracing::subscriber::DefaultGuard,
+) {
+    let captured = crate::support::log_capture::Captured::default();
+    let sink = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
+        .with_writer(move || sink.clone())
+        .finish();
+    (captured, tracing::subscriber::set_default(subscriber))
+}
+
+fn access_lines(captured: &crate::support::log_capture::Captured, id: &str) -> Vec<Value> {
+    captured
+        .text()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line["target"] == "replaygate::access" && line["request_id"] == id)
+        .collect()
+}
+
+/// Opens a client socket on `/v1/responses` with `x-request-id: id`.
+async fn connect_as(proxy: &Proxy, id: &str) -> Client {
+    let mut request = format!("ws://{}/v1/responses", proxy.addr)
+        .into_client_request()
+        .unwrap();
+    request.headers_mut().insert("x-request-id", id.parse().unwrap());
+    let stream = TcpStream::connect(proxy.addr).await.unwrap();
+    let (socket, _) = tokio::time::timeout(LIMIT, tokio_tungstenite::client_async(request, stream))
+        .await
+        .unwrap()
+        .unwrap();
+    socket
+}
+
+#[tokio::test]
+async fn messages_past_the_buffer_budget_are_refused_overloaded_with_1013_and_the_rest_pass_intact() {
+    let provider = FakeProvider::start(Behaviour::Turns).await;
+    // Room for three first halves, or two whole messages, at once.
+    let proxy = proxy(
+        &provider,
+        "max_body_bytes = 1048576\nmax_buffered_bytes = 2097152",
+    )
+    .await;
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(connect(&proxy, "/v1/responses").await.unwrap());
+    }
+    let message = |n: usize| {
+        let filler = char::from(b'a' + n as u8).to_string().repeat(900_000);
+        format!(r#"{{"type":"response.create","model":"gpt-5","input":"{filler}"}}"#)
+    };
+    let half = 600_000;
+    // Every socket sends the first 600 kB of its message as a fragment; none can end yet.
+    for (n, client) in clients.iter_mut().enumerate() {
+        let text = Bytes::from(message(n));
+        let first = Frame::message(text.slice(..half), OpCode::Data(Data::Text), false);
+        client.send(Message::Frame(first)).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let outcomes =
+        futures_util::future::join_all(clients.iter_mut().enumerate().map(|(n, client)| async move {
+            let text = Bytes::from(message(n));
+            let rest = Frame::message(text.slice(half..), OpCode::Data(Data::Continue), true);
+            // A refused socket may be closing already: what it reads is what matters.
+            let _ = client.send(Message::Frame(rest)).await;
+            let event = next_json(client).await;
+            if event["type"] == "error" {
+                let close = match next(client).await {
+                    Message::Close(Some(frame)) => frame.code,
+                    other => panic!("expected a close, got {other:?}"),
+                };
+                return Err((event, close));
+            }
+            assert_eq!(event["type"], "response.created", "{event}");
+            Ok(n)
+        }))
+        .await;
+    let mut forwarded = Vec::new();
+    for outcome in outcomes {
+        match outcome {
+            Ok(n) => forwarded.push(message(n)),
+            Err((event, close)) => {
+                assert_eq!(event["status"], 503, "{event}");
+                assert_eq!(event["error"]["code"], "overloaded");
+                assert_eq!(event["error"]["type"], "server_error");
+                assert_eq!(close, CloseCode::Again);
+            }
+        }
+    }
+    assert!(
+        forwarded.len() < 4,
+        "four messages of 900 kB cannot all be held in 2 MiB"
+    );
+    assert!(
+        !forwarded.is_empty(),
+        "three first halves fit, so one message at least"
+    );
+    // What was forwarded reached the provider whole, each message once.
+    wait_for(|| provider.texts().len() == forwarded.len()).await;
+    let mut received = provider.texts();
+    received.sort();
+    forwarded.sort();
+    assert!(received == forwarded, "the forwarded messages arrived changed");
+}
+
+#[tokio::test]
+async fn events_of_other_types_are_refused_unless_the_config_accepts_them() {
+    let provider = FakeProvider::start(Behaviour::Turns).await;
+    let strict = proxy(&provider, "").await;
+    let mut client = connect(&strict, "/v1/responses").await.unwrap();
+    let first = create("hi");
+    turn(&mut client, &first).await;
+    let cancel = r#"{"type":"response.cancel","response_id":"resp_1"}"#;
+    client.send(Message::text(cancel)).await.unwrap();
+    let event = next_json(&mut client).await;
+    assert_eq!(
+        (event["status"].as_u64(), event["error"]["code"].as_str()),
+        (Some(400), Some("unsupported_event")),
+        "{event}"
+    );
+    assert!(event["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("response.cancel"));
+    // The socket stays, and nothing but the first turn reached the provider.
+    assert_eq!(turn(&mut client, &first).await, turn_events(2));
+    assert_eq!(provider.texts(), [first.as_str(), first.as_str()]);
+
+    // Listed in websocket_client_events, it passes unjudged, byte for byte.
+    let provider = FakeProvider::start(Behaviour::Turns).await;
+    let widened = proxy(
+        &provider,
+        r#"websocket_client_events = ["response.create", "response.cancel"]"#,
+    )
+    .await;
+    let mut client = connect(&widened, "/v1/responses").await.unwrap();
+    turn(&mut client, &first).await;
+    // (The fake provider answers any message with a turn.)
+    assert_eq!(turn(&mut client, cancel).await, turn_events(2));
+    let other = r#"{"type":"session.update"}"#;
+    client.send(Message::text(other)).await.unwrap();
+    assert_eq!(next_json(&mut client).await["error"]["code"], "unsupported_event");
+    assert_eq!(provider.texts(), [first.as_str(), cancel]);
+}
+
+#[tokio::test]
+async fn a_refused_continuation_evicts_the_unstored_response_it_named() {
+    let provider = FakeProvider::start(Behaviour::Turns).await;
+    let proxy = proxy(&provider, "").await;
+    let mut client = connect(&proxy, "/v1/responses").await.unwrap();
+    // resp_1: store false (as `create` asks); resp_2: stored.
+    turn(&mut client, &create("weather?")).await;
+    let stored = create("weather?").replace(r#""store":false"#, r#""store":true"#);
+    turn(&mut client, &stored).await;
+    // Each continuation answers a call its response never made: refused.
+    for previous in ["resp_1", "resp_2"] {
+        client
+            .send(Message::text(continuation(previous, "call_999")))
+            .await
+            .unwrap();
+        assert_eq!(next_json(&mut client).await["error"]["code"], "call_id_mismatch");
+    }
+    // A valid continuation of the unstored resp_1 is no longer possible on this socket.
+    client
+        .send(Message::text(continuation("resp_1", "call_1")))
+        .await
+        .unwrap();
+    let event = next_json(&mut client).await;
+    assert_eq!(
+        (event["status"].as_u64(), event["error"]["code"].as_str()),
+        (Some(400), Some("previous_response_not_found")),
+        "{event}"
+    );
+    assert!(event["error"]["message"].as_str().unwrap().contains("resp_1"));
+    // The stored resp_2 stays: a valid continuation of it passes.
+    assert_eq!(
+        turn(&mut client, &continuation("resp_2", "call_2")).await,
+        turn_events(3)
+    );
+    assert_eq!(provider.texts().len(), 3, "no refused message was forwarded");
+}
+
+#[tokio::test]
+async fn the_access_line_counts_refusals_by_code_and_says_rejected() {
+    let (captured, _logging) = capture_logs();
+    let provider = FakeProvider::start(Behaviour::Turns).await;
+    let proxy = proxy(&provider, "").await;
+    let mut client = connect_as(&proxy, "ws-refusals").await;
+    turn(&mut client, &create("hi")).await;
+    for _ in 0..2 {
+        client
+            .send(Message::text(r#"{"type":"response.cancel"}"#))
+            .await
+            .unwrap();
+        assert_eq!(next_json(&mut client).await["error"]["code"], "unsupported_event");
+    }
+    client.send(Message::text("not json")).await.unwrap();
+    assert_eq!(next_json(&mut client).await["error"]["code"], "invalid_json");
+    // The last message passes: the line still says the socket refused some.
+    turn(&mut client, &create("again")).await;
+    client.send(Message::Close(None)).await.unwrap();
+    while let Ok(Some(Ok(_))) = tokio::time::timeout(LIMIT, client.next()).await {}
+    wait_for(|| !access_lines(&captured, "ws-refusals").is_empty()).await;
+    let line = &access_lines(&captured, "ws-refusals")[0];
+    assert_eq!(line["decision"], "rejected", "{line}");
+    assert_eq!(line["ws_refused"], 3);
+    assert_eq!(line["ws_refused_codes"], "unsupported_event=2,invalid_json=1");
+    assert_eq!(
+        (&line["ws_forwarded"], &line["ws_ended"]),
+        (&json!(2), &json!("client_closed"))
+    );
+
+    // A socket that refused nothing is allowed, and its line has no refusals.
+    let mut client = connect_as(&proxy, "ws-clean").await;
+    turn(&mut client, &create("hi")).await;
+    client.send(Message::Close(None)).await.unwrap();
+    while let Ok(Some(Ok(_))) = tokio::time::timeout(LIMIT, client.next()).await {}
+    wait_for(|| !access_lines(&captured, "ws-clean").is_empty()).await;
+    let line = &access_lines(&captured, "ws-clean")[0];
+    assert_eq!(line["decision"], "allowed", "{line}");
+    assert_eq!(line["ws_refused"], 0);
+    assert!(line.get("ws_refused_codes").is_none(), "{line}");
+}
+
+#[tokio::test]
+async fn shutdown_closes_open_sockets_with_1001_within_the_grace_period() {
+    let provider = FakeProvider::start(Behaviour::Turns).await;
+    let mut proxy = proxy(&provider, "shutdown_grace_ms = 3000").await;
+    let mut idle = connect(&proxy, "/v1/responses").await.unwrap();
+    turn(&mut idle, &create("hi")).await;
+    let mut fresh = connect(&proxy, "/v1/responses").await.unwrap();
+    let started = std::time::Instant::now();
+    proxy.begin_shutdown();
+    for client in [&mut idle, &mut fresh] {
+        match next(client).await {
+            Message::Close(Some(frame)) => {
+                assert_eq!(
+                    (frame.code, frame.reason.as_str()),
+                    (CloseCode::Away, "server shutting down")
+                )
+            }
+            other => panic!("expected a close, got {other:?}"),
+        }
+    }
+    // Idle sockets do not wait for the grace period; the provider's side was closed too.
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    wait_for(|| {
+        provider
+            .seen
+            .lock()
+            .unwrap()
+            .messages
+            .iter()
+            .any(Message::is_close)
+    })
+    .await;
+    assert!(
+        proxy.stopped_within(Duration::from_secs(4)).await,
+        "run() did not return"
+    );
 }

@@ -1,10 +1,13 @@
 //! What a client message is, and the events replaygate itself sends on a socket.
 //!
-//! A message is passed on untouched only when it is plainly not a `response.create`: a JSON
-//! object with one member spelt exactly `type` whose value is a string that is not
-//! `response.create` in any case or spacing, and no other member a lenient reader takes for
-//! `type`. Everything else (a `response.create`, text that is not JSON, an object without a
-//! type) is judged like a POST body, so the gate, not a guess, answers what it cannot read.
+//! A message is plainly an event other than `response.create` only when it is a JSON object
+//! with one member spelt exactly `type` whose value is a string that is not `response.create`
+//! in any case or spacing, and no other member a lenient reader takes for `type`. Such an event
+//! is forwarded unjudged when its type is one the socket accepts, and refused otherwise.
+//! Everything else (a `response.create`, text that is not JSON, an object without a type) is
+//! judged like a POST body, so the gate, not a guess, answers what it cannot read.
+
+use std::borrow::Cow;
 
 use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
@@ -14,41 +17,88 @@ use crate::error::ApiError;
 use crate::gate::misspelling_of;
 
 /// The message type that is judged.
-const RESPONSE_CREATE: &str = "response.create";
+pub(super) const RESPONSE_CREATE: &str = "response.create";
 
-/// Whether `message` is an event other than `response.create`, to pass on unjudged.
-pub(super) fn is_other_event(message: &[u8]) -> bool {
-    struct TypeOnly;
+/// The longest event type an `unsupported_event` error repeats.
+const MAX_TYPE_SHOWN: usize = 100;
 
-    impl<'de> Visitor<'de> for TypeOnly {
-        type Value = bool;
+/// What the relay reads of a client message before it is judged.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Head {
+    /// The event's type, when the message is plainly an event other than `response.create`.
+    pub other_type: Option<String>,
+    /// `store`, when the message has one member `store` and it is a boolean.
+    pub store: Option<bool>,
+    /// `previous_response_id`, when the message has one member of that name and it is a
+    /// string.
+    pub previous_response_id: Option<String>,
+}
+
+/// Reads the head of a client message: its type, when it is plainly another event than
+/// `response.create`, and its `store` and `previous_response_id`. Anything that does not read
+/// as one JSON object has an empty head.
+pub(super) fn read_head(message: &[u8]) -> Head {
+    struct HeadOnly;
+
+    impl<'de> Visitor<'de> for HeadOnly {
+        type Value = Head;
 
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("a JSON object")
         }
 
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
-            let mut types = 0;
-            let mut other = false;
-            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                if key == "type" {
-                    types += 1;
-                    other = match map.next_value::<Option<String>>() {
-                        Ok(Some(kind)) => !kind.trim().eq_ignore_ascii_case(RESPONSE_CREATE),
-                        _ => return Ok(false),
-                    };
-                } else if misspelling_of(&key, &["type"]).is_some() {
-                    return Ok(false);
-                } else {
-                    map.next_value::<IgnoredAny>()?;
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Head, A::Error> {
+            let (mut types, mut plain, mut kind) = (0, true, None);
+            let (mut stores, mut store) = (0, None);
+            let (mut previouses, mut previous) = (0, None);
+            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                match key.as_ref() {
+                    "type" => {
+                        types += 1;
+                        kind = map.next_value::<Option<String>>()?;
+                    }
+                    "store" => {
+                        stores += 1;
+                        store = match map.next_value::<&'de RawValue>()?.get() {
+                            "true" => Some(true),
+                            "false" => Some(false),
+                            _ => None,
+                        };
+                    }
+                    "previous_response_id" => {
+                        previouses += 1;
+                        previous =
+                            serde_json::from_str::<String>(map.next_value::<&'de RawValue>()?.get()).ok();
+                    }
+                    other => {
+                        if misspelling_of(other, &["type"]).is_some() {
+                            plain = false;
+                        }
+                        map.next_value::<IgnoredAny>()?;
+                    }
                 }
             }
-            Ok(types == 1 && other)
+            let other_type =
+                kind.filter(|kind| plain && types == 1 && !kind.trim().eq_ignore_ascii_case(RESPONSE_CREATE));
+            Ok(Head {
+                other_type,
+                store: store.filter(|_| stores == 1),
+                previous_response_id: previous.filter(|_| previouses == 1),
+            })
         }
     }
 
     let mut reader = serde_json::Deserializer::from_slice(message);
-    matches!(reader.deserialize_map(TypeOnly), Ok(true)) && reader.end().is_ok()
+    match reader.deserialize_map(HeadOnly) {
+        Ok(head) if reader.end().is_ok() => head,
+        _ => Head::default(),
+    }
+}
+
+/// The refusal of an event of a type the socket does not accept.
+pub(super) fn unsupported(kind: &str) -> ApiError {
+    let shown: String = kind.chars().take(MAX_TYPE_SHOWN).collect();
+    ApiError::UnsupportedEvent(shown)
 }
 
 /// The `type` of a server event, when it has a string one.
@@ -100,13 +150,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_plainly_typed_other_events_pass_unjudged() {
-        for other in [
-            r#"{"type":"response.cancel"}"#,
-            r#"{"type":"session.update","session":{"type":"x"}}"#,
-        ] {
-            assert!(is_other_event(other.as_bytes()), "{other}");
-        }
+    fn only_plainly_typed_other_events_read_as_other_events() {
+        let other = |message: &str| read_head(message.as_bytes()).other_type;
+        assert_eq!(
+            other(r#"{"type":"response.cancel"}"#).as_deref(),
+            Some("response.cancel")
+        );
+        assert_eq!(
+            other(r#"{"type":"session.update","session":{"type":"x"}}"#).as_deref(),
+            Some("session.update")
+        );
         for judged in [
             r#"{"type":"response.create","model":"m"}"#,
             r#"{"type":" Response.Create "}"#,
@@ -119,8 +172,36 @@ mod tests {
             "not json",
             "[]",
         ] {
-            assert!(!is_other_event(judged.as_bytes()), "{judged}");
+            assert_eq!(other(judged), None, "{judged}");
         }
+    }
+
+    #[test]
+    fn store_and_the_previous_response_are_read_when_plain() {
+        let head = read_head(
+            br#"{"type":"response.create","store":false,"previous_response_id":"resp_1","input":[]}"#,
+        );
+        assert_eq!(
+            head,
+            Head {
+                other_type: None,
+                store: Some(false),
+                previous_response_id: Some("resp_1".into()),
+            }
+        );
+        let twice = read_head(br#"{"store":false,"store":true,"previous_response_id":7}"#);
+        assert_eq!((twice.store, twice.previous_response_id), (None, None));
+        assert_eq!(read_head(br#"{"store":"false"}"#).store, None);
+    }
+
+    #[test]
+    fn unsupported_events_are_400_and_name_a_bounded_type() {
+        let error = unsupported(&"x".repeat(1000));
+        assert_eq!(
+            (error.status().as_u16(), error.code()),
+            (400, "unsupported_event")
+        );
+        assert!(error.message().len() < 200);
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! `response.create` message on it is gated like a POST body.
 //!
 //! - `handshake`: recognising the upgrade, answering it, opening the provider's socket.
+//! - `frames`: the client's side, framed by replaygate so each message is held in
+//!   `max_buffered_bytes` from its frame's head until it is judged and forwarded.
 //! - `relay`: the loop that carries messages both ways, judging the client's.
 //! - `message`: which client messages are judged, and the error events.
 //! - `turns`: the socket's memory of its earlier turns, which later messages continue.
@@ -12,8 +14,10 @@
 //! opened before the client's upgrade is answered (a refusal is answered with the provider's
 //! status in the error envelope); without one, the first `response.create` chooses the
 //! provider by its model and opens it (a refusal is then an error event). The access line is
-//! written once, when the socket closes.
+//! written once, when the socket closes. When the server shuts down, its sockets close with
+//! 1001 (see [`OpenSockets`]).
 
+mod frames;
 mod handshake;
 mod message;
 mod relay;
@@ -26,9 +30,8 @@ use http::request::Parts;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
-use tokio::sync::oneshot;
-use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
-use tokio_tungstenite::WebSocketStream;
+use tokio::sync::{oneshot, watch};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tracing::Instrument;
 
 pub(crate) use handshake::is_upgrade;
@@ -46,7 +49,7 @@ use crate::error::ApiError;
 const RESPONSES: &str = "/responses";
 
 /// The limits of a socket.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SocketLimits {
     /// The largest client message (and frame): `max_body_bytes`; larger closes with 1009.
     pub max_message_bytes: usize,
@@ -54,6 +57,9 @@ pub struct SocketLimits {
     pub idle: Duration,
     /// The longest life of a socket.
     pub max_duration: Duration,
+    /// The client event types forwarded unjudged (`websocket_client_events`, less
+    /// `response.create`, which is always judged).
+    pub client_events: Arc<[String]>,
 }
 
 impl SocketLimits {
@@ -63,16 +69,13 @@ impl SocketLimits {
             max_message_bytes: server.max_body_bytes,
             idle: server.websocket_idle_timeout,
             max_duration: server.websocket_max_duration,
+            client_events: server
+                .websocket_client_events
+                .iter()
+                .filter(|kind| kind.as_str() != message::RESPONSE_CREATE)
+                .cloned()
+                .collect(),
         }
-    }
-
-    /// The client side: messages and frames up to `max_message_bytes` (a frame's head that
-    /// announces more is refused before its payload is read). Every send flushes, so what waits
-    /// for a client that does not read is one message.
-    fn client_config(&self) -> WebSocketConfig {
-        WebSocketConfig::default()
-            .max_message_size(Some(self.max_message_bytes))
-            .max_frame_size(Some(self.max_message_bytes))
     }
 
     /// The provider side: tungstenite's own limits on what the provider sends.
@@ -81,8 +84,64 @@ impl SocketLimits {
     }
 }
 
+/// Where the server's shutdown stands, as open sockets see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// Serving.
+    Serving,
+    /// Shutting down: a socket closes (1001) as soon as no turn is streaming on it.
+    Draining,
+    /// The grace period is over: every socket closes (1001) now.
+    Closing,
+}
+
+/// The open WebSockets of one worker, which the server tells when it shuts down and waits for.
+#[derive(Debug)]
+pub struct OpenSockets {
+    stage: watch::Sender<Stage>,
+}
+
+impl Default for OpenSockets {
+    fn default() -> Self {
+        OpenSockets {
+            stage: watch::Sender::new(Stage::Serving),
+        }
+    }
+}
+
+impl OpenSockets {
+    /// How many sockets are open.
+    pub fn count(&self) -> usize {
+        self.stage.receiver_count()
+    }
+
+    /// Shutdown began: each socket closes with 1001 once no turn streams on it.
+    pub fn drain(&self) {
+        self.stage.send_replace(Stage::Draining);
+    }
+
+    /// The grace period is over: every socket closes with 1001 now.
+    pub fn close_all(&self) {
+        self.stage.send_replace(Stage::Closing);
+    }
+
+    /// Waits until every socket has closed.
+    pub async fn closed(&self) {
+        self.stage.closed().await;
+    }
+
+    /// A new socket's view of the shutdown; it counts as open while this lives.
+    fn watch(&self) -> watch::Receiver<Stage> {
+        let mut stage = self.stage.subscribe();
+        if *stage.borrow() != Stage::Serving {
+            stage.mark_changed();
+        }
+        stage
+    }
+}
+
 /// What passed on a socket, for its access line.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SocketCounts {
     /// Data messages from the client.
     pub messages_in: u64,
@@ -92,9 +151,37 @@ pub struct SocketCounts {
     pub forwarded: u64,
     /// Client messages refused with an error event.
     pub refused: u64,
+    /// The refused messages by the error's `code`, in the order the codes first came.
+    pub refused_codes: Vec<(String, u64)>,
     /// How the socket ended: `client_closed`, `provider_closed`, `idle_timeout`,
-    /// `max_duration`, `message_too_large`, `client_gone`, `provider_gone`.
+    /// `max_duration`, `message_too_large`, `overloaded`, `protocol_error`, `shutdown`,
+    /// `client_gone`, `provider_gone`.
     pub ended: &'static str,
+}
+
+impl SocketCounts {
+    /// Counts a message refused with `code`.
+    fn refused(&mut self, code: &str) {
+        self.refused += 1;
+        match self.refused_codes.iter_mut().find(|(known, _)| known == code) {
+            Some((_, count)) => *count += 1,
+            None => self.refused_codes.push((code.to_owned(), 1)),
+        }
+    }
+
+    /// The refused messages by code, as the access line has them: `code=N,code=N`; `None`
+    /// when none was refused.
+    pub fn refused_by_code(&self) -> Option<String> {
+        if self.refused_codes.is_empty() {
+            return None;
+        }
+        let by_code: Vec<String> = self
+            .refused_codes
+            .iter()
+            .map(|(code, count)| format!("{code}={count}"))
+            .collect();
+        Some(by_code.join(","))
+    }
 }
 
 /// Answers a WebSocket upgrade (see [`is_upgrade`]): 101 and the relay, or the error envelope.
@@ -160,7 +247,7 @@ async fn serve(
         )));
     }
     let key = handshake::client_key(&upgrade.headers)?;
-    let limits = state.websocket;
+    let limits = state.websocket.clone();
     let (upstream, provider) = match route.prefix {
         Some(prefix) => {
             let provider = cx.provider(prefix)?;
@@ -183,16 +270,15 @@ async fn serve(
     let upgraded = on_upgrade
         .await
         .map_err(|error| ApiError::BodyUnreadable(format!("the upgrade failed: {error}")))?;
-    let client =
-        WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(limits.client_config()))
-            .await;
+    let (read, write) = tokio::io::split(TokioIo::new(upgraded));
     let turns = Arc::new(SocketTurns::default());
     cx.on_socket(turns.clone());
     let post = post_head(&upgrade);
     let relay = relay::Relay {
         state,
         cx: &mut cx,
-        client,
+        reader: frames::ClientReader::new(read, state.buffered.clone(), limits.max_message_bytes),
+        writer: frames::ClientWriter::new(write),
         upstream,
         provider,
         upgrade,
@@ -200,6 +286,8 @@ async fn serve(
         upstream_path: RESPONSES.to_owned(),
         turns,
         limits,
+        shutdown: state.sockets.watch(),
+        draining: false,
         pending: Default::default(),
         counts: SocketCounts::default(),
     };

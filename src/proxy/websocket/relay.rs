@@ -5,6 +5,10 @@
 //! the way. Pings, pongs and close frames cross both ways. Each side is read only while the
 //! last message is being delivered, so a client that does not read holds the provider back (no
 //! queue grows); a delivery that makes no progress for the idle timeout ends the socket.
+//!
+//! A client message holds its bytes in `max_buffered_bytes` (see [`super::frames`]) until it
+//! is forwarded or refused; a large one goes to the provider in fragments, so no buffer of the
+//! provider's socket grows to its size.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -15,16 +19,20 @@ use futures_util::{SinkExt, StreamExt};
 use http::request::Parts;
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
+use tokio::io::{ReadHalf, WriteHalf};
+use tokio::sync::watch;
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
+use tokio_tungstenite::tungstenite::protocol::frame::Frame;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
 
+use super::frames::{ClientReader, ClientWriter, Incoming, ReadError};
 use super::handshake::{open, UpstreamSocket};
-use super::message::{error_event, event_type, is_other_event, limit_reached_event};
+use super::message::{error_event, event_type, limit_reached_event, read_head, unsupported, Head};
 use super::turns::{Pending, SocketTurns};
-use super::{SocketCounts, SocketLimits};
+use super::{SocketCounts, SocketLimits, Stage};
 use crate::error::ApiError;
 use crate::ledger::{AnswerKind, Tap, TapLimits};
 use crate::metrics::{LedgerOp, LedgerResult};
@@ -32,17 +40,22 @@ use crate::proxy::phases::{Decided, RequestContext};
 use crate::proxy::state::ProxyState;
 use crate::routing::PathRoute;
 
-/// The client's socket.
-pub(super) type ClientSocket = WebSocketStream<TokioIo<Upgraded>>;
+/// The client's connection, as the relay reads and writes it.
+type ClientIo = TokioIo<Upgraded>;
 
 /// How long the other side gets to answer a close before the socket is dropped.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// The largest fragment a client message goes to the provider in.
+const FORWARD_FRAGMENT: usize = 64 << 10;
 
 /// One socket's relay and what it knows.
 pub(super) struct Relay<'c, 'r> {
     pub state: &'c Arc<ProxyState>,
     pub cx: &'c mut RequestContext<'r>,
-    pub client: ClientSocket,
+    /// The client's frames in, and out.
+    pub reader: ClientReader<ReadHalf<ClientIo>>,
+    pub writer: ClientWriter<WriteHalf<ClientIo>>,
     /// The provider's socket, once a message chose the provider (or the path did).
     pub upstream: Option<UpstreamSocket>,
     /// The provider every message of the socket goes to, once chosen.
@@ -56,6 +69,10 @@ pub(super) struct Relay<'c, 'r> {
     pub upstream_path: String,
     pub turns: Arc<SocketTurns>,
     pub limits: SocketLimits,
+    /// The server's shutdown, as it stands.
+    pub shutdown: watch::Receiver<Stage>,
+    /// Shutdown began: the socket closes once no turn streams on it.
+    pub draining: bool,
     pub pending: VecDeque<Pending>,
     pub counts: SocketCounts,
 }
@@ -74,13 +91,28 @@ impl Relay<'_, '_> {
         let mut last_activity = Instant::now();
         loop {
             let flow = tokio::select! {
-                message = self.client.next() => {
+                incoming = self.reader.next() => {
                     last_activity = Instant::now();
-                    self.on_client(message).await
+                    self.on_client(incoming).await
                 }
                 message = next_of(&mut self.upstream) => {
                     last_activity = Instant::now();
-                    self.on_upstream(message).await
+                    match self.on_upstream(message).await {
+                        Flow::Go if self.draining && self.pending.is_empty() => self.go_away().await,
+                        flow => flow,
+                    }
+                }
+                changed = self.shutdown.changed() => {
+                    let stage = match changed {
+                        Ok(()) => *self.shutdown.borrow_and_update(),
+                        Err(_) => Stage::Closing,
+                    };
+                    self.draining = true;
+                    match (stage, self.pending.is_empty()) {
+                        (Stage::Serving, _) => Flow::Go,
+                        (Stage::Draining, false) => Flow::Go,
+                        _ => self.go_away().await,
+                    }
                 }
                 () = tokio::time::sleep_until(last_activity + self.limits.idle) => {
                     self.counts.ended = "idle_timeout";
@@ -103,46 +135,105 @@ impl Relay<'_, '_> {
         }
     }
 
-    async fn on_client(&mut self, message: Option<Result<Message, WsError>>) -> Flow {
-        match message {
-            Some(Ok(Message::Text(text))) => self.client_data(Bytes::from(text), true).await,
-            Some(Ok(Message::Binary(bytes))) => self.client_data(bytes, false).await,
-            Some(Ok(message @ (Message::Ping(_) | Message::Pong(_)))) => {
+    /// The server shuts down: both sides close with 1001.
+    async fn go_away(&mut self) -> Flow {
+        self.counts.ended = "shutdown";
+        self.close_both(close_frame(CloseCode::Away, "server shutting down"))
+            .await;
+        Flow::Stop
+    }
+
+    async fn on_client(&mut self, incoming: Result<Incoming, ReadError>) -> Flow {
+        let incoming = match incoming {
+            Ok(incoming) => incoming,
+            Err(error) => return self.client_failed(error).await,
+        };
+        match incoming.message {
+            Message::Text(text) => {
+                let flow = self.client_data(Bytes::from(text), true).await;
+                drop(incoming.held);
+                flow
+            }
+            Message::Binary(bytes) => {
+                let flow = self.client_data(bytes, false).await;
+                drop(incoming.held);
+                flow
+            }
+            Message::Ping(data) => {
+                if !self.send_client(Message::Pong(data.clone())).await {
+                    return self.client_gone().await;
+                }
+                self.send_upstream(Message::Ping(data)).await;
+                Flow::Go
+            }
+            message @ Message::Pong(_) => {
                 self.send_upstream(message).await;
                 Flow::Go
             }
-            Some(Ok(Message::Close(frame))) => {
+            Message::Close(frame) => {
                 self.counts.ended = "client_closed";
+                let _ = self.send_client(Message::Close(frame.clone())).await;
                 if self.send_upstream(Message::Close(frame)).await {
                     drain_until_closed(self.upstream.as_mut()).await;
                 }
                 Flow::Stop
             }
-            Some(Ok(Message::Frame(_))) => Flow::Go,
-            Some(Err(WsError::Capacity(_))) => {
-                self.counts.ended = "message_too_large";
-                let limit = self.limits.max_message_bytes;
-                let reason = format!("a message may be at most {limit} bytes (max_body_bytes)");
-                let _ = self
-                    .send_client(Message::Close(Some(close_frame(CloseCode::Size, &reason))))
-                    .await;
-                self.send_upstream(Message::Close(Some(close_frame(
-                    CloseCode::Away,
-                    "client went away",
-                ))))
-                .await;
-                Flow::Stop
-            }
-            Some(Err(_)) | None => {
-                self.counts.ended = "client_gone";
-                self.send_upstream(Message::Close(Some(close_frame(
-                    CloseCode::Away,
-                    "client went away",
-                ))))
-                .await;
-                Flow::Stop
-            }
+            Message::Frame(_) => Flow::Go,
         }
+    }
+
+    /// The client's side cannot be read on: a message too large, or over the budget, a broken
+    /// protocol, or a client gone.
+    async fn client_failed(&mut self, error: ReadError) -> Flow {
+        let (ended, code) = match &error {
+            ReadError::Gone => return self.client_gone().await,
+            ReadError::TooLarge { .. } => ("message_too_large", CloseCode::Size),
+            ReadError::Overloaded { limit } => {
+                self.counts.messages_in += 1;
+                let _ = self.refuse(&ApiError::BufferFull { limit: *limit }).await;
+                ("overloaded", CloseCode::Again)
+            }
+            ReadError::Protocol { code, .. } => ("protocol_error", *code),
+        };
+        self.counts.ended = ended;
+        let reason = error.to_string();
+        let _ = self
+            .send_client(Message::Close(Some(close_frame(code, &reason))))
+            .await;
+        self.send_upstream(Message::Close(Some(close_frame(
+            CloseCode::Away,
+            "client went away",
+        ))))
+        .await;
+        // What the client still sends is read and dropped until its close, so it reads ours.
+        self.drain_client().await;
+        Flow::Stop
+    }
+
+    /// Reads (and drops) what the client still sends until its close arrives, it ends, or the
+    /// grace passes.
+    async fn drain_client(&mut self) {
+        self.reader.discard();
+        let reader = &mut self.reader;
+        let _ = tokio::time::timeout(CLOSE_GRACE, async {
+            while let Ok(incoming) = reader.next().await {
+                if incoming.message.is_close() {
+                    break;
+                }
+            }
+        })
+        .await;
+    }
+
+    /// The client went away: the provider's side closes too.
+    async fn client_gone(&mut self) -> Flow {
+        self.counts.ended = "client_gone";
+        self.send_upstream(Message::Close(Some(close_frame(
+            CloseCode::Away,
+            "client went away",
+        ))))
+        .await;
+        Flow::Stop
     }
 
     async fn on_upstream(&mut self, message: Option<Result<Message, WsError>>) -> Flow {
@@ -160,7 +251,7 @@ impl Relay<'_, '_> {
             Some(Ok(Message::Close(frame))) => {
                 self.counts.ended = "provider_closed";
                 if self.send_client(Message::Close(frame)).await {
-                    drain_until_closed(Some(&mut self.client)).await;
+                    self.drain_client().await;
                 }
                 Flow::Stop
             }
@@ -174,10 +265,15 @@ impl Relay<'_, '_> {
         }
     }
 
-    /// A client text (or binary) message: passed on, or judged and forwarded or refused.
+    /// A client text (or binary) message: judged and forwarded or refused, or an event of
+    /// another type, forwarded unjudged when the socket accepts its type and refused otherwise.
     async fn client_data(&mut self, bytes: Bytes, text: bool) -> Flow {
         self.counts.messages_in += 1;
-        if is_other_event(&bytes) {
+        let head = read_head(&bytes);
+        if let Some(kind) = &head.other_type {
+            if !self.limits.client_events.iter().any(|accepted| accepted == kind) {
+                return self.refuse(&unsupported(kind)).await;
+            }
             if self.upstream.is_none() {
                 let error = ApiError::BadUpgrade(
                     "send a response.create first: it chooses the provider this socket goes to".to_owned(),
@@ -193,9 +289,23 @@ impl Relay<'_, '_> {
                 Err(_) => Flow::Go,
             };
         }
-        let decided = match self.judge(bytes).await {
+        let decided = match self.judge(bytes, &head).await {
             Ok(decided) => decided,
-            Err(error) => return self.refuse(&error).await,
+            Err(error) => {
+                // A refused continuation evicts the unstored response it named.
+                let refused_for_itself =
+                    error.status().is_client_error() && error.status() != http::StatusCode::TOO_MANY_REQUESTS;
+                if let Some(previous) = head
+                    .previous_response_id
+                    .as_deref()
+                    .filter(|_| refused_for_itself)
+                {
+                    if self.turns.evict_unstored(previous) {
+                        tracing::info!("a refused continuation evicted the unstored response it named");
+                    }
+                }
+                return self.refuse(&error).await;
+            }
         };
         if self.upstream.is_none() {
             let config = self.limits.upstream_config();
@@ -227,16 +337,30 @@ impl Relay<'_, '_> {
                 (Some(ledger), Some(recording)) => ledger.tap(AnswerKind::EventStream, recording),
                 _ => Tap::new(AnswerKind::EventStream, TapLimits::default()),
             };
-            self.pending.push_back(Pending { tap, turn, recording });
+            self.pending.push_back(Pending {
+                tap,
+                turn,
+                stored: head.store != Some(false),
+                recording,
+            });
         }
         self.counts.forwarded += 1;
         self.forward(message).await
     }
 
-    /// Sends a client message on to the provider; a provider that cannot take it ends the
-    /// socket.
+    /// Sends a client message on to the provider, a large one in fragments; a provider that
+    /// cannot take it ends the socket.
     async fn forward(&mut self, message: Message) -> Flow {
-        if self.send_upstream(message).await {
+        let sent = match message {
+            Message::Text(text) if text.len() > FORWARD_FRAGMENT => {
+                self.send_fragments(Bytes::from(text), Data::Text).await
+            }
+            Message::Binary(bytes) if bytes.len() > FORWARD_FRAGMENT => {
+                self.send_fragments(bytes, Data::Binary).await
+            }
+            message => self.send_upstream(message).await,
+        };
+        if sent {
             return Flow::Go;
         }
         self.counts.ended = "provider_gone";
@@ -245,12 +369,34 @@ impl Relay<'_, '_> {
         Flow::Stop
     }
 
+    /// Sends one message to the provider as fragments of at most [`FORWARD_FRAGMENT`] bytes,
+    /// so the provider socket's write buffer never grows to the message's size.
+    async fn send_fragments(&mut self, bytes: Bytes, kind: Data) -> bool {
+        let mut start = 0;
+        while start < bytes.len() {
+            let end = (start + FORWARD_FRAGMENT).min(bytes.len());
+            let opcode = OpCode::Data(if start == 0 { kind } else { Data::Continue });
+            let fragment = Frame::message(bytes.slice(start..end), opcode, end == bytes.len());
+            if !self.send_upstream(Message::Frame(fragment)).await {
+                return false;
+            }
+            start = end;
+        }
+        true
+    }
+
     /// Judges one message as a POST of it to the upgrade's path: the team's rate, the route
-    /// (the socket's provider, once chosen, as if the path named it), then the gate.
-    async fn judge(&mut self, body: Bytes) -> Result<Decided, ApiError> {
+    /// (the socket's provider, once chosen, as if the path named it), whether it continues a
+    /// response this socket evicted, then the gate.
+    async fn judge(&mut self, body: Bytes, head: &Head) -> Result<Decided, ApiError> {
         let rate = self.cx.limit_rate().await;
         let route = self.cx.route(self.upgrade.uri.path())?;
         rate?;
+        if let Some(previous) = &head.previous_response_id {
+            if self.turns.is_evicted(previous) {
+                return Err(ApiError::PreviousResponseNotFound(previous.clone()));
+            }
+        }
         let route = match (&self.provider, route.prefix) {
             (Some(provider), None) => PathRoute {
                 prefix: Some(provider.as_str()),
@@ -263,7 +409,7 @@ impl Relay<'_, '_> {
 
     /// Answers a refused message with its error event; the socket stays open.
     async fn refuse(&mut self, error: &ApiError) -> Flow {
-        self.counts.refused += 1;
+        self.counts.refused(error.code());
         let (provider, rejected) = match error {
             ApiError::Rejected { provider, .. } => (Some(provider.as_str()), true),
             _ => (self.provider.as_deref(), false),
@@ -298,7 +444,13 @@ impl Relay<'_, '_> {
             }
             return;
         }
-        let Some(Pending { tap, turn, recording }) = self.pending.pop_front() else {
+        let Some(Pending {
+            tap,
+            turn,
+            stored,
+            recording,
+        }) = self.pending.pop_front()
+        else {
             return;
         };
         let Some(tapped) = tap.finish_kept() else {
@@ -307,7 +459,7 @@ impl Relay<'_, '_> {
             }
             return;
         };
-        self.turns.remember(&turn, &tapped.record);
+        self.turns.remember(&turn, &tapped.record, stored);
         if let (Some(ledger), Some(recording)) = (&self.state.ledger, recording) {
             let violations = recording.check_calls(&tapped);
             recording.report(&tapped.record.id, &violations);
@@ -331,7 +483,7 @@ impl Relay<'_, '_> {
     /// Sends to the client; `false` when it failed or made no progress for the idle timeout.
     async fn send_client(&mut self, message: Message) -> bool {
         matches!(
-            tokio::time::timeout(self.limits.idle, self.client.send(message)).await,
+            tokio::time::timeout(self.limits.idle, self.writer.send(message)).await,
             Ok(Ok(()))
         )
     }
@@ -349,7 +501,7 @@ impl Relay<'_, '_> {
 
     /// Closes both sides with `frame`, each given a moment to answer.
     async fn close_both(&mut self, frame: CloseFrame) {
-        let (client, upstream) = (&mut self.client, &mut self.upstream);
+        let (client, upstream) = (&mut self.writer, &mut self.upstream);
         let client = async {
             let _ = tokio::time::timeout(CLOSE_GRACE, client.send(Message::Close(Some(frame.clone())))).await;
         };

@@ -5,8 +5,12 @@
 //!
 //! Server events are the same events as over SSE, so each turn's answer is read by the
 //! ledger's own [`Tap`], fed one event per message.
+//!
+//! A response the socket knows was not stored (its request said `store: false`) lives only
+//! here; when a continuation of it is refused, it is evicted (as the Open Responses WebSocket
+//! continuation has it), and a later continuation of it is answered `previous_response_not_found`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, PoisonError};
 
 use crate::gate::ChainFacts;
@@ -36,12 +40,17 @@ struct Produced {
     owner: Owner,
     /// The calls of its output, then those of its request's input.
     call_ids: Vec<String>,
+    /// Whether its request let the provider store it (not `store: false`).
+    stored: bool,
 }
 
 #[derive(Debug, Default)]
 struct Remembered {
     by_id: HashMap<String, Produced>,
     order: VecDeque<String>,
+    /// Responses evicted after a refused continuation, oldest first.
+    evicted: HashSet<String>,
+    evicted_order: VecDeque<String>,
 }
 
 /// The responses produced on one socket, shared by its relay and its judgments.
@@ -80,8 +89,9 @@ impl SocketTurns {
         })
     }
 
-    /// Remembers response `record`, the answer to `turn`.
-    pub(crate) fn remember(&self, turn: &Turn, record: &ResponseRecord) {
+    /// Remembers response `record`, the answer to `turn`; `stored` is false when the turn
+    /// asked for `store: false`.
+    pub(crate) fn remember(&self, turn: &Turn, record: &ResponseRecord, stored: bool) {
         let calls = record
             .items
             .iter()
@@ -96,6 +106,7 @@ impl SocketTurns {
             call_ids: calls
                 .chain(turn.input_call_ids.iter().map(str::to_owned))
                 .collect(),
+            stored,
         };
         let mut remembered = self.remembered.lock().unwrap_or_else(PoisonError::into_inner);
         if remembered.by_id.insert(record.id.clone(), produced).is_none() {
@@ -107,12 +118,41 @@ impl SocketTurns {
             }
         }
     }
+
+    /// After a refused continuation of response `id`: forgets it if this socket produced it
+    /// unstored, and remembers that it did; whether it was evicted. A stored response stays
+    /// (the provider still has it).
+    pub(crate) fn evict_unstored(&self, id: &str) -> bool {
+        let mut remembered = self.remembered.lock().unwrap_or_else(PoisonError::into_inner);
+        if remembered.by_id.get(id).is_none_or(|produced| produced.stored) {
+            return false;
+        }
+        remembered.by_id.remove(id);
+        remembered.order.retain(|kept| kept != id);
+        if remembered.evicted.insert(id.to_owned()) {
+            remembered.evicted_order.push_back(id.to_owned());
+        }
+        while remembered.evicted_order.len() > MAX_REMEMBERED {
+            if let Some(oldest) = remembered.evicted_order.pop_front() {
+                remembered.evicted.remove(&oldest);
+            }
+        }
+        true
+    }
+
+    /// Whether response `id` was evicted from this socket.
+    pub(crate) fn is_evicted(&self, id: &str) -> bool {
+        let remembered = self.remembered.lock().unwrap_or_else(PoisonError::into_inner);
+        remembered.evicted.contains(id)
+    }
 }
 
 /// A forwarded turn whose answer is still streaming: its events are read as they pass.
 pub(super) struct Pending {
     pub tap: Tap,
     pub turn: Turn,
+    /// Whether its request let the provider store the response (not `store: false`).
+    pub stored: bool,
     /// What the ledger records of it, when the ledger is on.
     pub recording: Option<Recording>,
 }
@@ -169,6 +209,7 @@ mod tests {
         turns.remember(
             &turn(None, &["call_in"]),
             &record("resp_1", &[("function_call", "call_a")]),
+            true,
         );
         turns.remember(
             &turn(Some("resp_1"), &[]),
@@ -176,6 +217,7 @@ mod tests {
                 "resp_2",
                 &[("function_call", "call_b"), ("function_call_output", "call_x")],
             ),
+            true,
         );
         let chain = turns.chain("resp_2").unwrap();
         assert_eq!(chain.call_ids, ["call_b", "call_a", "call_in"]);
@@ -190,8 +232,22 @@ mod tests {
         turns.remember(
             &turn(Some("resp_elsewhere"), &[]),
             &record("resp_1", &[("function_call", "c")]),
+            true,
         );
         assert!(!turns.chain("resp_1").unwrap().complete);
+    }
+
+    #[test]
+    fn only_unstored_responses_are_evicted() {
+        let turns = SocketTurns::default();
+        turns.remember(&turn(None, &[]), &record("resp_stored", &[]), true);
+        turns.remember(&turn(None, &[]), &record("resp_unstored", &[]), false);
+        assert!(!turns.evict_unstored("resp_stored"));
+        assert!(!turns.evict_unstored("resp_unknown"));
+        assert!(turns.evict_unstored("resp_unstored"));
+        assert!(turns.is_evicted("resp_unstored"));
+        assert!(turns.chain("resp_unstored").is_none());
+        assert!(!turns.is_evicted("resp_stored") && turns.chain("resp_stored").is_some());
     }
 
     #[test]
@@ -199,6 +255,7 @@ mod tests {
         let mut pending = Pending {
             tap: Tap::new(AnswerKind::EventStream, TapLimits::default()),
             turn: turn(None, &[]),
+            stored: true,
             recording: None,
         };
         pending.feed("{\"type\":\"response.created\",\n\"response\":{\"id\":\"resp_1\",\"model\":\"m\"}}");
