@@ -36,6 +36,13 @@ pub(crate) struct ResponseViolationLabels {
     pub provider: Arc<str>,
 }
 
+/// `replaygate_client_gone_total{provider,team}`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct TeamLabels {
+    pub provider: Arc<str>,
+    pub team: Arc<str>,
+}
+
 /// The families labelled by provider alone (durations, bytes out).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ProviderLabels {
