@@ -36,6 +36,13 @@ pub(crate) struct ResponseViolationLabels {
     pub provider: Arc<str>,
 }
 
+/// `replaygate_client_gone_total{provider,team}`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct TeamLabels {
+    pub provider: Arc<str>,
+    pub team: Arc<str>,
+}
+
 /// The families labelled by provider alone (durations, bytes out).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ProviderLabels {
@@ -175,6 +182,9 @@ pub enum LedgerResult {
     /// An answer that was to be recorded and was not: it broke, its client left, or the tap
     /// could not vouch for it.
     Dropped,
+    /// An answer not recorded because a part of it passed the tap's caps (one output item over
+    /// 32 MiB, or one event over 1 MiB).
+    TooLarge,
 }
 
 impl LedgerResult {
@@ -185,18 +195,20 @@ impl LedgerResult {
             LedgerResult::Miss => "miss",
             LedgerResult::Error => "error",
             LedgerResult::Dropped => "dropped",
+            LedgerResult::TooLarge => "too_large",
         }
     }
 }
 
 /// The operations and results that can happen together, each counted from zero.
-pub const LEDGER_OUTCOMES: [(LedgerOp, LedgerResult); 9] = [
+pub const LEDGER_OUTCOMES: [(LedgerOp, LedgerResult); 10] = [
     (LedgerOp::Lookup, LedgerResult::Ok),
     (LedgerOp::Lookup, LedgerResult::Miss),
     (LedgerOp::Lookup, LedgerResult::Error),
     (LedgerOp::Record, LedgerResult::Ok),
     (LedgerOp::Record, LedgerResult::Error),
     (LedgerOp::Record, LedgerResult::Dropped),
+    (LedgerOp::Record, LedgerResult::TooLarge),
     (LedgerOp::Carry, LedgerResult::Ok),
     (LedgerOp::Carry, LedgerResult::Miss),
     (LedgerOp::Carry, LedgerResult::Error),

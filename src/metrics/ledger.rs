@@ -10,21 +10,19 @@ use super::Metrics;
 #[derive(Debug, Clone)]
 pub struct LedgerMeter {
     lookup: [Counter; 3],
-    record: [Counter; 3],
+    record: [Counter; 4],
     carry: [Counter; 3],
 }
 
 impl LedgerMeter {
     /// The ledger's counters among `metrics`.
     pub fn new(metrics: &Metrics) -> LedgerMeter {
-        let counters = |op: LedgerOp, results: [LedgerResult; 3]| {
-            results.map(|result| metrics.ledger_counter(op, result))
-        };
-        use LedgerResult::{Dropped, Error, Miss, Ok};
+        let counter = |op: LedgerOp| move |result| metrics.ledger_counter(op, result);
+        use LedgerResult::{Dropped, Error, Miss, Ok, TooLarge};
         LedgerMeter {
-            lookup: counters(LedgerOp::Lookup, [Ok, Miss, Error]),
-            record: counters(LedgerOp::Record, [Ok, Error, Dropped]),
-            carry: counters(LedgerOp::Carry, [Ok, Miss, Error]),
+            lookup: [Ok, Miss, Error].map(counter(LedgerOp::Lookup)),
+            record: [Ok, Error, Dropped, TooLarge].map(counter(LedgerOp::Record)),
+            carry: [Ok, Miss, Error].map(counter(LedgerOp::Carry)),
         }
     }
 
@@ -42,7 +40,7 @@ impl LedgerMeter {
     }
 
     fn counter(&self, op: LedgerOp, result: LedgerResult) -> Option<&Counter> {
-        use LedgerResult::{Dropped, Error, Miss, Ok};
+        use LedgerResult::{Dropped, Error, Miss, Ok, TooLarge};
         match (op, result) {
             (LedgerOp::Lookup, Ok) => Some(&self.lookup[0]),
             (LedgerOp::Lookup, Miss) => Some(&self.lookup[1]),
@@ -50,6 +48,7 @@ impl LedgerMeter {
             (LedgerOp::Record, Ok) => Some(&self.record[0]),
             (LedgerOp::Record, Error) => Some(&self.record[1]),
             (LedgerOp::Record, Dropped) => Some(&self.record[2]),
+            (LedgerOp::Record, TooLarge) => Some(&self.record[3]),
             (LedgerOp::Carry, Ok) => Some(&self.carry[0]),
             (LedgerOp::Carry, Miss) => Some(&self.carry[1]),
             (LedgerOp::Carry, Error) => Some(&self.carry[2]),
@@ -79,7 +78,7 @@ mod tests {
         assert_eq!(meter.get(LedgerOp::Record, LedgerResult::Miss), 0);
         let text = metrics.encode();
         assert!(
-            text.contains("replaygate_ledger_operations_total{op=\"carry\",result=\"error\"} 9\n"),
+            text.contains("replaygate_ledger_operations_total{op=\"carry\",result=\"error\"} 10\n"),
             "{text}"
         );
     }

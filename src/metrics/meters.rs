@@ -11,7 +11,7 @@ use foldhash::fast::RandomState;
 use prometheus_client::metrics::counter::Counter;
 
 use super::labels::{
-    upstream_error_code, ProviderLabels, RequestDecision, RequestLabels, ResponseViolationLabels,
+    upstream_error_code, ProviderLabels, RequestDecision, RequestLabels, ResponseViolationLabels, TeamLabels,
     UpstreamErrorLabels, ViolationLabels, NONE,
 };
 use super::{counter, histogram, LatencyHistogram, Metrics};
@@ -239,6 +239,14 @@ impl RequestMeter {
         }
         if outcome.bytes_out > 0 {
             provider.bytes_out.inc_by(outcome.bytes_out);
+        }
+        if outcome.client_gone() {
+            // Rare enough for a lookup in the family; both labels are configured names.
+            let labels = TeamLabels {
+                provider: provider.label.clone(),
+                team: self.meters.team_labels[self.meters.team(record.team_name())].clone(),
+            };
+            self.meters.metrics.client_gone.get_or_create(&labels).inc();
         }
     }
 }

@@ -22,8 +22,8 @@ pub use ledger::LedgerMeter;
 pub use meters::{Meters, ProviderMeter, RequestMeter};
 
 use labels::{
-    LedgerLabels, ProviderLabels, RequestLabels, ResponseViolationLabels, ResultLabels, UpstreamErrorLabels,
-    VersionLabels, ViolationLabels,
+    LedgerLabels, ProviderLabels, RequestLabels, ResponseViolationLabels, ResultLabels, TeamLabels,
+    UpstreamErrorLabels, VersionLabels, ViolationLabels,
 };
 
 /// The content type of [`Metrics::encode`]'s text: OpenMetrics 1.0, which Prometheus scrapes.
@@ -46,6 +46,7 @@ pub struct Metrics {
     ledger_operations: Family<LedgerLabels, Counter>,
     config_reloads: Family<ResultLabels, Counter>,
     bytes_out: Family<ProviderLabels, Counter>,
+    client_gone: Family<TeamLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -78,6 +79,7 @@ impl Metrics {
             ledger_operations: Family::default(),
             config_reloads: Family::default(),
             bytes_out: Family::default(),
+            client_gone: Family::default(),
         };
         metrics.register()
     }
@@ -144,6 +146,11 @@ impl Metrics {
             "replaygate_bytes_out",
             "Answer body bytes sent to clients",
             self.bytes_out.clone(),
+        );
+        registry.register(
+            "replaygate_client_gone",
+            "Requests whose client went away before the answer's end (its provider request dropped)",
+            self.client_gone.clone(),
         );
         let build_info = Family::<VersionLabels, Gauge>::default();
         build_info

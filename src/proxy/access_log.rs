@@ -271,8 +271,17 @@ pub struct Outcome {
     pub duration: Option<Duration>,
     /// Bytes of the answer's body passed on to the connection.
     pub bytes_out: u64,
-    /// Overrides the recorded error code (`client_closed` when no answer was sent).
+    /// Overrides the recorded error code (`client_gone` when no answer was sent).
     pub error: Option<&'static str>,
     /// Why the answer's body stopped before its end, when it did.
     pub stream_error: Option<String>,
+}
+
+impl Outcome {
+    /// Whether the client went away before the answer's end (before its head, or during its
+    /// body).
+    pub fn client_gone(&self) -> bool {
+        use super::exchange::CLIENT_GONE;
+        self.error == Some(CLIENT_GONE) || self.stream_error.as_deref() == Some(CLIENT_GONE)
+    }
 }

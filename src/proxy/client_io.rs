@@ -1,4 +1,5 @@
-//! The client connection's IO, which puts hyper's own error answers in the OpenAI envelope.
+//! The client connection's IO, which puts hyper's own error answers in the OpenAI envelope and
+//! tells a client that went away from one that only half-closed.
 //!
 //! When hyper cannot parse an HTTP/1 request head it answers by itself, before any service
 //! sees a request: a bare `400 Bad Request` (malformed request line or header), `431 Request
@@ -14,15 +15,28 @@
 //! is flushed); every answer replaygate itself sends carries `x-replaygate-request-id`; and the
 //! last bytes of a provider's body are written before the flush that follows its end. So
 //! neither an answer of ours nor a provider's body passing through can be taken for it.
+//!
+//! A client's FIN while its request is open means it went away, so hyper ends the connection
+//! and the request's work (the provider's request with it) is dropped. One exception: HTTP/1.1
+//! lets a client shut down its sending side once its request is sent and still read the answer,
+//! and a FIN alone cannot tell the two apart. So when the FIN comes while an HTTP/1.1 request
+//! (whole body read) waits for its answer's head, the IO first writes an interim
+//! `100 Continue`, which every HTTP/1.1 client must accept before a final answer: a socket the
+//! client closed answers it with a reset, which shows as the socket's pending error within a
+//! round trip (checked every 50 ms for a second), and hyper ends the connection on it; a client that only half-closed takes it, and its FIN is kept from hyper until
+//! the request's answer has ended. A FIN after the answer's head has gone out is a client gone.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use http::{header, StatusCode};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::Sleep;
 
 use super::access_log::REQUEST_ID_HEADER;
 use super::body::Holding;
@@ -31,11 +45,24 @@ use crate::error::ApiError;
 /// The length of an HTTP date, as in `date: Thu, 03 Dec 2026 03:39:58 GMT`.
 const HTTP_DATE_LEN: usize = 29;
 
-/// What the service tells the IO: how many requests are open, and how many have ended.
+/// The interim answer written to a client whose FIN came while its request waited (see the
+/// module's documentation).
+const PROBE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+/// How often reads are rechecked for the client's reset after the probe, and how many times.
+/// The reset comes one round trip after the probe; 20 checks 50 ms apart wait a second for it.
+const PROBE_CHECK_EVERY: Duration = Duration::from_millis(50);
+const PROBE_CHECKS: u8 = 20;
+
+/// What the service tells the IO: how many requests are open, how many have ended, and
+/// whether the newest one may be probed.
 #[derive(Debug, Default)]
 pub(super) struct Requests {
     open: AtomicUsize,
     ended: AtomicU64,
+    /// How many requests have begun: the newest one's number.
+    begun: AtomicU64,
+    /// The number of the newest HTTP/1.1 request whose body has been read whole (0: none).
+    body_read: AtomicU64,
 }
 
 impl Requests {
@@ -43,14 +70,83 @@ impl Requests {
     /// happens before hyper reads or writes anything more.
     pub(super) fn begin(self: &Arc<Self>) -> OpenRequest {
         self.open.fetch_add(1, Ordering::Relaxed);
-        OpenRequest(self.clone())
+        let number = self.begun.fetch_add(1, Ordering::Relaxed) + 1;
+        OpenRequest(self.clone(), number)
+    }
+
+    /// Whether the newest request is an HTTP/1.1 one whose whole body is read and that is open.
+    fn newest_waits(&self) -> bool {
+        self.open.load(Ordering::Relaxed) > 0
+            && self.body_read.load(Ordering::Relaxed) == self.begun.load(Ordering::Relaxed)
     }
 }
 
 /// A request of the connection that has not ended; drop it when its answer's body has ended
 /// or was dropped.
 #[derive(Debug)]
-pub(super) struct OpenRequest(Arc<Requests>);
+pub(super) struct OpenRequest(Arc<Requests>, u64);
+
+impl OpenRequest {
+    /// `body` of this request, which tells the IO when it has been read whole, so that a FIN
+    /// before the answer's head is probed from then on (see the module's documentation). Only
+    /// for HTTP/1.1 requests.
+    pub(super) fn watch<B>(&self, body: B) -> WatchedBody<B> {
+        WatchedBody {
+            inner: body,
+            request: Some((self.0.clone(), self.1)),
+        }
+    }
+}
+
+/// A request body that tells its connection's IO when it has been read whole.
+#[derive(Debug)]
+pub(super) struct WatchedBody<B> {
+    inner: B,
+    /// The request, until its end is noted.
+    request: Option<(Arc<Requests>, u64)>,
+}
+
+impl<B> WatchedBody<B> {
+    /// `body` as is, telling no one (HTTP/1.0 and HTTP/2 requests).
+    pub(super) fn unwatched(body: B) -> WatchedBody<B> {
+        WatchedBody {
+            inner: body,
+            request: None,
+        }
+    }
+
+    fn note_end(&mut self) {
+        if let Some((requests, number)) = self.request.take() {
+            requests.body_read.store(number, Ordering::Relaxed);
+        }
+    }
+}
+
+impl<B: http_body::Body + Unpin> http_body::Body for WatchedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(None) => self.note_end(),
+            Poll::Ready(Some(Ok(_))) if self.inner.is_end_stream() => self.note_end(),
+            _ => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
 
 impl Drop for OpenRequest {
     fn drop(&mut self) {
@@ -72,6 +168,23 @@ pub(super) struct ClientIo<S> {
     head_limit: usize,
     /// The envelope answer being written in place of hyper's, and how much of it is out.
     replacement: Option<(Vec<u8>, usize)>,
+    /// `requests.begun` at the last write: the newest request's answer has started when equal.
+    answer_of: u64,
+    /// How much of [`PROBE`] is out, while it is being written.
+    probe: Option<usize>,
+    /// What the client's FIN turned out to mean.
+    peer: Peer,
+}
+
+/// The client's side of the connection, as reads and the probe tell it.
+enum Peer {
+    /// No FIN read, or none that needed a probe.
+    Open,
+    /// The probe went out; reads are rechecked for a reset `checks` more times.
+    Probing { checks: u8, timer: Pin<Box<Sleep>> },
+    /// The client took the probe: it half-closed and still reads, so its FIN is kept from
+    /// hyper while a request is open.
+    HalfClosed,
 }
 
 impl<S> ClientIo<S> {
@@ -82,7 +195,20 @@ impl<S> ClientIo<S> {
             ended_flushed: 0,
             head_limit,
             replacement: None,
+            answer_of: 0,
+            probe: None,
+            peer: Peer::Open,
         }
+    }
+
+    /// Notes that hyper writes: the newest request's answer has started.
+    fn writing(&mut self) {
+        self.answer_of = self.requests.begun.load(Ordering::Relaxed);
+    }
+
+    /// Whether the newest request waits for its answer's head with its body read whole.
+    fn awaits_head(&self) -> bool {
+        self.requests.newest_waits() && self.answer_of != self.requests.begun.load(Ordering::Relaxed)
     }
 
     /// Whether hyper may be writing its canned answer now.
@@ -95,8 +221,19 @@ impl<S> ClientIo<S> {
 }
 
 impl<S: AsyncWrite + Unpin> ClientIo<S> {
-    /// Writes what is left of the replacement answer.
+    /// Writes what is left of the probe, then of the replacement answer.
     fn poll_replacement(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while let Some(written) = &mut self.probe {
+            if *written == PROBE.len() {
+                self.probe = None;
+                break;
+            }
+            let n = std::task::ready!(Pin::new(&mut self.inner).poll_write(cx, &PROBE[*written..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            *written += n;
+        }
         while let Some((bytes, written)) = &mut self.replacement {
             if *written == bytes.len() {
                 break;
@@ -123,13 +260,76 @@ impl<S: AsyncWrite + Unpin> ClientIo<S> {
     }
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for ClientIo<S> {
+/// A socket that reports an error it was told (the reset a closed peer answers data with).
+pub(super) trait PendingError {
+    /// The socket's pending error, which reading it clears (`SO_ERROR`).
+    fn take_error(&self) -> io::Result<Option<io::Error>>;
+}
+
+impl PendingError for tokio::net::TcpStream {
+    fn take_error(&self) -> io::Result<Option<io::Error>> {
+        tokio::net::TcpStream::take_error(self)
+    }
+}
+
+impl<S: AsyncWrite + PendingError + Unpin> ClientIo<S> {
+    /// What a read that found the client's FIN returns to hyper: the end of the input (hyper
+    /// ends the connection if a request is open), or, for a client that only half-closed (or
+    /// may have), nothing yet.
+    fn after_fin(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.requests.open.load(Ordering::Relaxed) == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        loop {
+            let awaits_head = self.awaits_head();
+            match &mut self.peer {
+                Peer::HalfClosed => return Poll::Pending,
+                Peer::Open if !awaits_head => return Poll::Ready(Ok(())),
+                Peer::Open => {
+                    self.probe = Some(0);
+                    self.peer = Peer::Probing {
+                        checks: PROBE_CHECKS,
+                        timer: Box::pin(tokio::time::sleep(PROBE_CHECK_EVERY)),
+                    };
+                    // A write refused now is the reset already: the client is gone.
+                    if let Poll::Ready(Err(error)) = self.poll_replacement(cx) {
+                        return Poll::Ready(Err(error));
+                    }
+                }
+                Peer::Probing { checks, timer } => {
+                    // Once a FIN is read, reads return the end of input even after a reset:
+                    // the reset shows as the socket's pending error.
+                    if let Some(error) = self.inner.take_error()? {
+                        return Poll::Ready(Err(error));
+                    }
+                    std::task::ready!(timer.as_mut().poll(cx));
+                    *checks -= 1;
+                    if *checks == 0 {
+                        self.peer = Peer::HalfClosed;
+                        return Poll::Pending;
+                    }
+                    timer
+                        .as_mut()
+                        .reset(tokio::time::Instant::now() + PROBE_CHECK_EVERY);
+                }
+            }
+        }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + PendingError + Unpin> AsyncRead for ClientIo<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        let this = &mut *self;
+        let before = buf.filled().len();
+        std::task::ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+        if buf.filled().len() > before || buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        this.after_fin(cx)
     }
 }
 
@@ -137,6 +337,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for ClientIo<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = &mut *self;
         std::task::ready!(this.poll_replacement(cx))?;
+        if !buf.is_empty() {
+            this.writing();
+        }
         if this.may_be_canned(buf) {
             if let Some(done) = this.replace(cx, buf) {
                 return done;
@@ -153,6 +356,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for ClientIo<S> {
         let this = &mut *self;
         std::task::ready!(this.poll_replacement(cx))?;
         let first = bufs.iter().find(|b| !b.is_empty()).map_or(&[][..], |b| &b[..]);
+        if !first.is_empty() {
+            this.writing();
+        }
         if this.may_be_canned(first) {
             let total: usize = bufs.iter().map(|b| b.len()).sum();
             if total <= CANNED_MAX_LEN {

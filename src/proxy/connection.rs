@@ -17,7 +17,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
-use super::client_io::{ClientIo, OpenBody, Requests};
+use super::client_io::{ClientIo, OpenBody, Requests, WatchedBody};
 use super::lifecycle::handle;
 use super::server::READ_BUFFER_BYTES;
 use super::state::ProxyState;
@@ -40,6 +40,10 @@ pub(super) fn serve(
         arrived.notify_one();
         // Counted as hyper hands the request over, before it reads or writes anything more.
         let open = requests.begin();
+        let request = match request.version() {
+            http::Version::HTTP_11 => request.map(|body| open.watch(body)),
+            _ => request.map(WatchedBody::unwatched),
+        };
         let state = state.clone();
         async move {
             let response = handle(state, request).await;

@@ -14,8 +14,9 @@ use super::access_log::{AccessRecord, Outcome};
 use super::body::{BoxError, ProxyBody};
 use crate::metrics::RequestMeter;
 
-/// `stream_error` of an answer whose client stopped taking it before its end.
-const CLIENT_CLOSED: &str = "client_closed";
+/// `stream_error` of an answer whose client went away before its end, and `error` of a request
+/// whose client went away before its answer's head.
+pub(crate) const CLIENT_GONE: &str = "client_gone";
 
 /// One request's access record and the facts of its answer so far; writes the line on drop.
 #[derive(Debug)]
@@ -107,7 +108,7 @@ impl Exchange {
                 first_byte: None,
                 duration,
                 bytes_out: 0,
-                error: Some(CLIENT_CLOSED),
+                error: Some(CLIENT_GONE),
                 stream_error: None,
             },
         }
@@ -183,13 +184,13 @@ impl Body for LoggedBody {
 }
 
 impl LoggedBody {
-    /// Notes a body dropped before its end: its client stopped taking it.
+    /// Notes a body dropped before its end: its client went away.
     fn note_drop(&mut self) {
         // hyper may stop polling once `is_end_stream` says the body is done.
         let finished = self.ended || self.inner.is_end_stream();
         let bodiless = self.exchange.head.is_some_and(|head| head.bodiless);
         if !finished && !bodiless {
-            self.exchange.stream_error = Some(CLIENT_CLOSED.to_owned());
+            self.exchange.stream_error = Some(CLIENT_GONE.to_owned());
         }
     }
 }
@@ -244,7 +245,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_body_dropped_early_is_a_client_that_closed() {
+    async fn a_body_dropped_early_is_a_client_gone() {
         let mut exchange = begun(&Method::POST);
         exchange.answered(StatusCode::OK, Some(StatusCode::OK));
         let mut body = LoggedBody::new(chunks(vec![Ok(b"abc"), Ok(b"de")]), exchange);
@@ -253,7 +254,7 @@ mod tests {
         let outcome = body.exchange.outcome();
         assert_eq!(
             (outcome.bytes_out, outcome.stream_error.as_deref()),
-            (3, Some("client_closed"))
+            (3, Some("client_gone"))
         );
 
         // A body that says it is done after its last frame is not polled again: not a break.
@@ -301,7 +302,8 @@ mod tests {
         let mut exchange = begun(&Method::POST);
         let outcome = exchange.outcome();
         assert_eq!(outcome.status.as_u16(), 499);
-        assert_eq!(outcome.error, Some("client_closed"));
+        assert_eq!(outcome.error, Some("client_gone"));
+        assert!(outcome.client_gone());
         assert!(outcome.head.is_none());
     }
 }

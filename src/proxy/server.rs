@@ -50,12 +50,11 @@ pub async fn run(
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(settings.header_read_timeout)
-        .max_buf_size(READ_BUFFER_BYTES)
-        // A client that shuts down its sending side once its request is sent still gets the
-        // answer. Without this, hyper takes that read EOF for a client gone away and drops the
-        // request, sometimes before it reaches the provider. The price: a client that closes
-        // while waiting is noticed when its answer is written, not before.
-        .half_close(true);
+        // No `half_close`: hyper reads the connection while a request is open and ends it at
+        // the client's FIN, which drops the request and its provider request. A client that
+        // only shut down its sending side is told from one gone away by the connection's IO
+        // (see `client_io`), which keeps that FIN from hyper.
+        .max_buf_size(READ_BUFFER_BYTES);
     builder.http2().timer(TokioTimer::new()).adaptive_window(true);
     let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();

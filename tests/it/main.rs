@@ -9,6 +9,7 @@ mod admin;
 mod buffered_bytes;
 mod cli_check;
 mod client_faults;
+mod client_gone;
 mod gate_actions;
 mod gate_props;
 mod graceful_shutdown;

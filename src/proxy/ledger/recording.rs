@@ -158,8 +158,18 @@ impl RecordingBody {
     /// are checked first; what the check flags is logged (the answer's head has gone out).
     fn start_write(&mut self) -> Option<Write> {
         let (tap, recording) = self.tap.take()?;
+        let too_large = tap.too_large();
         let Some(tapped) = tap.finish_kept() else {
-            self.ledger.count(LedgerOp::Record, LedgerResult::Dropped);
+            if too_large {
+                // Never silent: replaying its items to another provider is not caught.
+                tracing::warn!(
+                    provider = %recording.provider,
+                    "answer not recorded: a part of it is over the ledger's caps (an output item over 32 MiB, or an event over 1 MiB)"
+                );
+                self.ledger.count(LedgerOp::Record, LedgerResult::TooLarge);
+            } else {
+                self.ledger.count(LedgerOp::Record, LedgerResult::Dropped);
+            }
             return None;
         };
         let violations = recording.check_calls(&tapped);

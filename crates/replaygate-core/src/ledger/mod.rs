@@ -23,6 +23,7 @@
 mod call_ids;
 mod canon;
 pub mod carry;
+pub(crate) mod json_stream;
 mod quick_item;
 pub mod record;
 mod sse;

@@ -4,9 +4,11 @@
 //! What is recorded, and when nothing is:
 //!
 //! - JSON (`application/json`): the whole body, held up to [`TapLimits::max_json_bytes`], read
-//!   at [`Tap::finish`] as `{"id", "model", "status", "output": [items]}`. Nothing when the body
-//!   is larger, is not such an object, or has a `status` other than `completed` (a `queued`
-//!   background response has no output yet). A body without `status` (the `CompactResource`
+//!   at [`Tap::finish`] as `{"id", "model", "status", "output": [items]}`. A larger body is read
+//!   as it streams instead (the `json_stream` module), holding one output item at a time, and
+//!   records the same. Nothing when the body is not such an object, has an output item over
+//!   [`TapLimits::max_item_bytes`] ([`Tap::too_large`] then says so), or has a `status` other
+//!   than `completed` (a `queued` background response has no output yet). A body without `status` (the `CompactResource`
 //!   of `/responses/compact`) is recorded.
 //! - Events (`text/event-stream`): each event's `data` is read as JSON when the event ends.
 //!   `response.created`, `response.queued`, `response.in_progress` and `response.completed`
@@ -38,6 +40,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::json_stream::{JsonStream, Unrecorded};
 use super::quick_item::{quick_item, ItemInPlace};
 use super::record::{item_record_from_value, ItemRecord, ResponseRecord};
 use super::sse::{push_capped, Framing};
@@ -78,6 +81,9 @@ pub struct TapLimits {
     pub max_event_bytes: usize,
     /// The most output items one answer may have and be recorded (default 10,000).
     pub max_items: usize,
+    /// The largest single output item of a JSON answer over `max_json_bytes`, read as it
+    /// streams, in bytes (default 32 MiB).
+    pub max_item_bytes: usize,
 }
 
 impl Default for TapLimits {
@@ -86,6 +92,7 @@ impl Default for TapLimits {
             max_json_bytes: 8 << 20,
             max_event_bytes: 1 << 20,
             max_items: 10_000,
+            max_item_bytes: 32 << 20,
         }
     }
 }
@@ -97,6 +104,8 @@ pub struct Tap {
     limits: TapLimits,
     keep: Keep,
     state: State,
+    /// It gave up because a cap was passed (see [`Tap::too_large`]).
+    too_large: bool,
 }
 
 /// A finished answer: its record and what the tap was asked to keep of its output items.
@@ -116,18 +125,18 @@ pub struct Tapped {
 
 /// What a tap keeps besides the record.
 #[derive(Debug, Clone, Copy, Default)]
-struct Keep {
+pub(crate) struct Keep {
     calls: bool,
     items: bool,
 }
 
 /// What a tap kept so far.
 #[derive(Debug, Default)]
-struct Kept {
+pub(crate) struct Kept {
     calls: Vec<OutputCall>,
     items: Vec<String>,
     /// Bytes of text held in `calls` and `items`.
-    bytes: usize,
+    pub(crate) bytes: usize,
     /// The cap was passed: nothing is kept any more.
     spilled: bool,
 }
@@ -136,6 +145,8 @@ struct Kept {
 enum State {
     /// The JSON body so far.
     Json(Vec<u8>),
+    /// A JSON body over `max_json_bytes`, read as it streams.
+    JsonStream(Box<JsonStream>),
     /// An event stream being read.
     Events(Box<Events>),
     /// Nothing will be recorded.
@@ -175,6 +186,7 @@ impl Tap {
             limits,
             keep: Keep::default(),
             state,
+            too_large: false,
         }
     }
 
@@ -198,10 +210,24 @@ impl Tap {
             State::GaveUp => return,
             State::Json(body) => {
                 if body.len() + chunk.len() > self.limits.max_json_bytes {
-                    Err(GiveUp)
+                    // Too large to hold whole: read on as it streams, from what came so far.
+                    let mut stream = JsonStream::new(self.limits, self.keep);
+                    stream.feed(body);
+                    stream.feed(chunk);
+                    self.state = State::JsonStream(Box::new(stream));
                 } else {
                     push_capped(body, chunk, self.limits.max_json_bytes);
-                    Ok(())
+                }
+                Ok(())
+            }
+            State::JsonStream(stream) => {
+                stream.feed(chunk);
+                match stream.failed() {
+                    None => Ok(()),
+                    Some(why) => {
+                        self.too_large = why == Unrecorded::ItemTooLarge;
+                        Err(GiveUp)
+                    }
                 }
             }
             State::Events(events) => {
@@ -213,12 +239,20 @@ impl Tap {
                         outcome = facts.read_event(name, data, limits, keep);
                     }
                 });
+                self.too_large = framed.is_err();
                 framed.map_err(|_| GiveUp).and(outcome)
             }
         };
         if fed.is_err() {
             self.state = State::GaveUp;
         }
+    }
+
+    /// Whether the tap gave up because a cap was passed: an output item of a streamed JSON
+    /// answer over [`TapLimits::max_item_bytes`], or an event over
+    /// [`TapLimits::max_event_bytes`]. Such an answer is not recorded and should be reported.
+    pub fn too_large(&self) -> bool {
+        self.too_large
     }
 
     /// Whether the tap may still record the answer (it has not given up).
@@ -238,6 +272,7 @@ impl Tap {
     pub fn held_bytes(&self) -> usize {
         match &self.state {
             State::Json(body) => body.len(),
+            State::JsonStream(stream) => stream.held_bytes(),
             State::Events(events) => events.framing.held_bytes() + events.facts.kept.bytes,
             State::GaveUp => 0,
         }
@@ -247,10 +282,7 @@ impl Tap {
     /// read where it lies rather than copied into the tap first.
     pub fn finish_whole(mut self, body: &[u8]) -> Option<Tapped> {
         match &self.state {
-            State::Json(held) if held.is_empty() => {
-                if body.len() > self.limits.max_json_bytes {
-                    return None;
-                }
+            State::Json(held) if held.is_empty() && body.len() <= self.limits.max_json_bytes => {
                 json_record(body, &self.limits, self.keep)
             }
             _ => {
@@ -273,6 +305,7 @@ impl Tap {
         match self.state {
             State::GaveUp => None,
             State::Json(body) => json_record(&body, &self.limits, keep),
+            State::JsonStream(stream) => stream.finish().ok(),
             State::Events(events) => {
                 let Facts {
                     id,
@@ -304,7 +337,7 @@ impl Kept {
 
     /// [`Kept::read`] of the item with JSON text `item`, whose members were read in place
     /// when `in_place` holds them.
-    fn read_with(
+    pub(crate) fn read_with(
         &mut self,
         item: &str,
         in_place: Option<ItemInPlace<'_>>,
@@ -530,6 +563,26 @@ fn answer_record<'a>(
     Some(kept.into_tapped(ResponseRecord { id, model, items }, keep))
 }
 
+/// [`answer_record`] of an answer read as it streams, whose items are read already.
+pub(crate) fn answer_record_streamed(
+    id: Option<Cow<'_, str>>,
+    model: Option<Cow<'_, str>>,
+    status: Option<&str>,
+    items: Vec<ItemRecord>,
+    kept: Kept,
+    keep: Keep,
+) -> Option<Tapped> {
+    if status.is_some_and(|status| status != "completed") {
+        return None;
+    }
+    let id = checked_id(id?)?;
+    let model = match model {
+        Some(model) => Some(checked_id(model)?),
+        None => None,
+    };
+    Some(kept.into_tapped(ResponseRecord { id, model, items }, keep))
+}
+
 /// An id (or model) to keep: not empty and at most [`MAX_ID_BYTES`].
 fn checked_id(id: Cow<'_, str>) -> Option<String> {
     (!id.is_empty() && id.len() <= MAX_ID_BYTES).then(|| id.into_owned())
@@ -662,5 +715,80 @@ mod tests {
             }
             prop_assert_eq!(json_record(text.as_bytes(), &limits, keep), two_pass);
         }
+
+        /// The answer read as it streams, cut anywhere, records what the whole-body read
+        /// records: the same items with the same digests.
+        #[test]
+        fn the_streamed_read_records_what_the_whole_body_read_records(
+            id in select(&[r#""resp_1""#, r#""""#, "7", ""][..]),
+            status in select(&[r#""completed""#, r#""incomplete""#, ""][..]),
+            model in select(&[r#""gpt-5""#, "null", ""][..]),
+            items in proptest::option::of(prop::collection::vec(select(ITEMS), 0..6)),
+            calls in any::<bool>(),
+            kept_items in any::<bool>(),
+            max_items in 1..8usize,
+            max_json_bytes in select(&[64usize, 100_000][..]),
+            cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..4),
+        ) {
+            let text = answer(id, status, model, items.as_deref());
+            let limits = TapLimits { max_items, max_json_bytes, ..TapLimits::default() };
+            let keep = Keep { calls, items: kept_items };
+            let whole = json_record_two_pass(text.as_bytes(), &limits, keep);
+            let mut cuts: Vec<usize> = cuts.iter().map(|cut| cut.index(text.len() + 1)).collect();
+            cuts.push(0);
+            cuts.push(text.len());
+            cuts.sort_unstable();
+            let mut stream = JsonStream::new(limits, keep);
+            for pair in cuts.windows(2) {
+                stream.feed(&text.as_bytes()[pair[0]..pair[1]]);
+            }
+            prop_assert_eq!(stream.finish().ok(), whole, "{}", text);
+        }
+    }
+
+    #[test]
+    fn an_answer_over_the_whole_body_cap_is_recorded_as_it_streams() {
+        let blob = "A".repeat(10 << 20);
+        let reasoning =
+            format!(r#"{{"type":"reasoning","id":"rs_big","summary":[],"encrypted_content":"{blob}"}}"#);
+        let padding = format!(
+            r#"{{"type":"message","id":"msg_1","content":"{}"}}"#,
+            "b".repeat(2 << 20)
+        );
+        let text = answer(
+            r#""resp_big""#,
+            r#""completed""#,
+            r#""gpt-5""#,
+            Some(&[&reasoning, &padding]),
+        );
+        assert!(text.len() > 12 << 20);
+        let mut tap = Tap::new(AnswerKind::Json, TapLimits::default());
+        for chunk in text.as_bytes().chunks(16 << 10) {
+            tap.feed(chunk);
+            assert!(tap.held_bytes() <= (10 << 20) + 1024, "{}", tap.held_bytes());
+        }
+        let record = tap.finish().expect("recorded");
+        let small = TapLimits {
+            max_json_bytes: 64 << 20,
+            ..TapLimits::default()
+        };
+        let whole = json_record(text.as_bytes(), &small, Keep::default())
+            .unwrap()
+            .record;
+        assert_eq!(record, whole);
+        assert_eq!(record.items[0].id.as_deref(), Some("rs_big"));
+        assert!(record.items[0].has_encrypted_content);
+
+        // One item over its cap records nothing, and the tap says why.
+        let limits = TapLimits {
+            max_item_bytes: 1 << 20,
+            ..TapLimits::default()
+        };
+        let mut tap = Tap::new(AnswerKind::Json, limits);
+        for chunk in text.as_bytes().chunks(16 << 10) {
+            tap.feed(chunk);
+        }
+        assert!(tap.too_large() && !tap.is_recording());
+        assert_eq!(tap.finish(), None);
     }
 }

@@ -140,17 +140,32 @@ fn a_compact_resource_without_status_is_recorded() {
 }
 
 #[test]
-fn a_json_answer_over_its_limit_is_dropped_at_once() {
+fn a_json_answer_over_its_limit_is_read_as_it_streams() {
+    let answer = json_answer();
     let limits = TapLimits {
         max_json_bytes: 100,
         ..TapLimits::default()
     };
+    let largest_item = 300;
     let mut tap = Tap::new(AnswerKind::Json, limits);
-    for chunk in json_answer().as_bytes().chunks(30) {
+    for chunk in answer.as_bytes().chunks(30) {
         tap.feed(chunk);
-        assert!(tap.held_bytes() <= 100);
+        assert!(tap.held_bytes() <= largest_item, "{}", tap.held_bytes());
     }
-    assert!(!tap.is_recording());
+    assert!(tap.is_recording() && !tap.too_large());
+    let whole = Tap::new(AnswerKind::Json, TapLimits::default()).finish_whole(answer.as_bytes());
+    assert_eq!(tap.finish(), whole.map(|tapped| tapped.record));
+
+    // An item over its own cap records nothing, and the tap says a cap was passed.
+    let limits = TapLimits {
+        max_item_bytes: 20,
+        ..limits
+    };
+    let mut tap = Tap::new(AnswerKind::Json, limits);
+    for chunk in answer.as_bytes().chunks(30) {
+        tap.feed(chunk);
+    }
+    assert!(!tap.is_recording() && tap.too_large());
     assert_eq!(tap.held_bytes(), 0);
     assert_eq!(tap.finish(), None);
 }
@@ -186,7 +201,8 @@ fn an_answer_given_whole_is_recorded_as_one_fed_in_chunks() {
     };
     assert_eq!(
         Tap::new(AnswerKind::Json, small).finish_whole(answer.as_bytes()),
-        None
+        Tap::new(AnswerKind::Json, TapLimits::default()).finish_whole(answer.as_bytes()),
+        "an answer over the whole-body cap is read as it streams"
     );
 }
 

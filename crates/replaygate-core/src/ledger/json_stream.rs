@@ -1,0 +1,345 @@
+//! A JSON answer read as it streams, for answers over the tap's whole-body cap: the top-level
+//! `id`, `model` and `status` are kept (each at most 1 KiB of JSON), and each item of the
+//! top-level `output` array is held only until it ends, then read as the whole-body read reads
+//! it (so its record, digest included, is the same). Memory stays within one item
+//! ([`TapLimits::max_item_bytes`]) plus the small members, whatever the answer's size.
+//!
+//! The scanner follows only JSON's structure (strings, escapes, nesting); the text of each
+//! item and member it keeps is read by the same readers as a whole body, so a malformed answer
+//! records nothing, as before.
+
+use std::borrow::Cow;
+
+use super::record::ItemRecord;
+use super::tap::{answer_record_streamed, Keep, Kept, TapLimits, Tapped};
+
+/// The most bytes a kept top-level member (`id`, `model`, `status`) may take as JSON.
+const MEMBER_CAP: usize = 1024;
+
+/// Why a streamed answer records nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unrecorded {
+    /// Not a response object, an item the ledger cannot read, or too many items.
+    Unreadable,
+    /// One output item is larger than [`TapLimits::max_item_bytes`].
+    ItemTooLarge,
+}
+
+/// Which top-level member's value is being read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Member {
+    Id,
+    Model,
+    Status,
+    Output,
+    Other,
+}
+
+/// The reader's state: see the module documentation.
+#[derive(Debug)]
+pub(crate) struct JsonStream {
+    limits: TapLimits,
+    keep: Keep,
+    /// Containers open around the current byte (the response object is depth 1).
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+    /// At depth 1: the next string is a member name.
+    expect_key: bool,
+    /// The member name being read (at most [`MEMBER_CAP`] bytes), and whose value follows.
+    key: Vec<u8>,
+    member: Member,
+    /// The value of `id`, `model` or `status`, or the output item, being read.
+    held: Vec<u8>,
+    id: Option<Vec<u8>>,
+    model: Option<Vec<u8>>,
+    status: Option<Vec<u8>>,
+    saw_output: bool,
+    /// Output items read so far (`null` ones included), and their records.
+    count: usize,
+    items: Vec<ItemRecord>,
+    kept: Kept,
+    failed: Option<Unrecorded>,
+    ended: bool,
+}
+
+impl JsonStream {
+    /// A reader of one answer.
+    pub(crate) fn new(limits: TapLimits, keep: Keep) -> JsonStream {
+        JsonStream {
+            limits,
+            keep,
+            depth: 0,
+            in_string: false,
+            escaped: false,
+            expect_key: false,
+            key: Vec::new(),
+            member: Member::Other,
+            held: Vec::new(),
+            id: None,
+            model: None,
+            status: None,
+            saw_output: false,
+            count: 0,
+            items: Vec::new(),
+            kept: Kept::default(),
+            failed: None,
+            ended: false,
+        }
+    }
+
+    /// Bytes held now.
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.held.len() + self.key.len() + self.kept.bytes
+    }
+
+    /// Why the answer records nothing, once that is known.
+    pub(crate) fn failed(&self) -> Option<Unrecorded> {
+        self.failed
+    }
+
+    /// Reads the next bytes of the answer.
+    pub(crate) fn feed(&mut self, chunk: &[u8]) {
+        for &byte in chunk {
+            if self.failed.is_some() {
+                return;
+            }
+            self.byte(byte);
+        }
+    }
+
+    fn fail(&mut self, why: Unrecorded) {
+        self.failed = Some(why);
+        self.held = Vec::new();
+        self.key = Vec::new();
+        self.items = Vec::new();
+        self.kept = Kept::default();
+    }
+
+    /// Whether the current byte belongs to a value that is kept: a small member's value (at
+    /// depth 1 or deeper) or an output item (at depth 2 or deeper).
+    fn keeping(&self) -> bool {
+        match self.member {
+            Member::Id | Member::Model | Member::Status => self.depth >= 1 && !self.expect_key,
+            Member::Output => self.depth >= 2,
+            Member::Other => false,
+        }
+    }
+
+    fn hold(&mut self, byte: u8) {
+        let cap = match self.member {
+            Member::Output => self.limits.max_item_bytes,
+            _ => MEMBER_CAP,
+        };
+        if self.held.len() >= cap {
+            let why = match self.member {
+                Member::Output => Unrecorded::ItemTooLarge,
+                _ => Unrecorded::Unreadable,
+            };
+            self.fail(why);
+            return;
+        }
+        super::sse::push_capped(&mut self.held, &[byte], cap);
+    }
+
+    fn byte(&mut self, byte: u8) {
+        if self.ended {
+            if !byte.is_ascii_whitespace() {
+                self.fail(Unrecorded::Unreadable);
+            }
+            return;
+        }
+        if self.in_string {
+            if self.depth == 1 && self.expect_key {
+                if self.escaped {
+                    self.escaped = false;
+                } else if byte == b'\\' {
+                    self.escaped = true;
+                } else if byte == b'"' {
+                    self.in_string = false;
+                    return;
+                }
+                if self.key.len() < MEMBER_CAP {
+                    self.key.push(byte);
+                }
+                return;
+            }
+            if self.keeping() {
+                self.hold(byte);
+            }
+            if self.escaped {
+                self.escaped = false;
+            } else if byte == b'\\' {
+                self.escaped = true;
+            } else if byte == b'"' {
+                self.in_string = false;
+            }
+            return;
+        }
+        match byte {
+            b' ' | b'\t' | b'\n' | b'\r' => {
+                if self.keeping() && self.depth >= 3 {
+                    self.hold(byte);
+                }
+            }
+            b'{' | b'[' => {
+                if self.depth == 0 && byte == b'[' {
+                    return self.fail(Unrecorded::Unreadable);
+                }
+                if self.depth == 1 && self.expect_key {
+                    return self.fail(Unrecorded::Unreadable);
+                }
+                if self.depth == 1 && self.member == Member::Output {
+                    if byte != b'[' || self.saw_output {
+                        return self.fail(Unrecorded::Unreadable);
+                    }
+                    self.saw_output = true;
+                    self.depth += 1;
+                    return;
+                }
+                self.depth += 1;
+                if self.depth == 1 {
+                    self.expect_key = true;
+                    return;
+                }
+                if self.keeping() {
+                    self.hold(byte);
+                }
+            }
+            b'}' | b']' => {
+                if self.depth == 0 {
+                    return self.fail(Unrecorded::Unreadable);
+                }
+                if self.depth == 2 && self.member == Member::Output {
+                    self.item_ended();
+                    self.depth -= 1;
+                    return;
+                }
+                if self.depth == 1 {
+                    self.member_ended();
+                    self.depth = 0;
+                    self.ended = true;
+                    return;
+                }
+                if self.keeping() {
+                    self.hold(byte);
+                }
+                self.depth -= 1;
+            }
+            b',' => match self.depth {
+                1 => {
+                    self.member_ended();
+                    self.expect_key = true;
+                }
+                2 if self.member == Member::Output => self.item_ended(),
+                _ => {
+                    if self.keeping() {
+                        self.hold(byte);
+                    }
+                }
+            },
+            b':' if self.depth == 1 && self.expect_key => {
+                self.expect_key = false;
+                self.member = match self.key.as_slice() {
+                    b"id" => Member::Id,
+                    b"model" => Member::Model,
+                    b"status" => Member::Status,
+                    b"output" => Member::Output,
+                    _ => Member::Other,
+                };
+                self.key.clear();
+            }
+            b'"' => {
+                if self.depth == 0 {
+                    return self.fail(Unrecorded::Unreadable);
+                }
+                self.in_string = true;
+                if !(self.depth == 1 && self.expect_key) && self.keeping() {
+                    self.hold(byte);
+                }
+            }
+            _ => {
+                if self.depth == 0 {
+                    return self.fail(Unrecorded::Unreadable);
+                }
+                if self.keeping() {
+                    self.hold(byte);
+                }
+            }
+        }
+    }
+
+    /// A top-level member's value ended.
+    fn member_ended(&mut self) {
+        let value = std::mem::take(&mut self.held);
+        match self.member {
+            // A member written twice is not a response object the whole-body read accepts.
+            Member::Id if self.id.is_some() => self.fail(Unrecorded::Unreadable),
+            Member::Model if self.model.is_some() => self.fail(Unrecorded::Unreadable),
+            Member::Status if self.status.is_some() => self.fail(Unrecorded::Unreadable),
+            Member::Id => self.id = Some(value),
+            Member::Model => self.model = Some(value),
+            Member::Status => self.status = Some(value),
+            Member::Output | Member::Other => {}
+        }
+        self.member = Member::Other;
+    }
+
+    /// An output item ended (or the array, when nothing is held).
+    fn item_ended(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        let text = std::mem::take(&mut self.held);
+        let index = self.count;
+        self.count += 1;
+        if self.count > self.limits.max_items {
+            return self.fail(Unrecorded::Unreadable);
+        }
+        let Ok(text) = std::str::from_utf8(&text) else {
+            return self.fail(Unrecorded::Unreadable);
+        };
+        if text == "null" {
+            return;
+        }
+        match self
+            .kept
+            .read_with(text, None, index, self.keep, self.limits.max_json_bytes)
+        {
+            Some(record) => self.items.push(record),
+            None => self.fail(Unrecorded::Unreadable),
+        }
+        // The item's buffer goes; the next one grows its own.
+    }
+
+    /// The answer's record, or why there is none.
+    pub(crate) fn finish(self) -> Result<Tapped, Unrecorded> {
+        if let Some(why) = self.failed {
+            return Err(why);
+        }
+        if !self.ended || !self.saw_output {
+            return Err(Unrecorded::Unreadable);
+        }
+        let string = |value: Option<Vec<u8>>| -> Result<Option<String>, Unrecorded> {
+            match value {
+                None => Ok(None),
+                Some(bytes) => match serde_json::from_slice::<Option<String>>(&bytes) {
+                    Ok(text) => Ok(text),
+                    Err(_) => Err(Unrecorded::Unreadable),
+                },
+            }
+        };
+        let id = string(self.id)?;
+        let model = string(self.model)?;
+        let status = string(self.status)?;
+        answer_record_streamed(
+            id.map(Cow::Owned),
+            model.map(Cow::Owned),
+            status.as_deref(),
+            self.items,
+            self.kept,
+            self.keep,
+        )
+        .ok_or(Unrecorded::Unreadable)
+    }
+}
