@@ -43,7 +43,7 @@ fn bench(c: &mut Criterion) {
             let mut headers = HeaderMap::new();
             headers.insert("authorization", authorization.clone());
             headers.insert("content-type", HeaderValue::from_static("application/json"));
-            let team = teams.authenticate(black_box(&mut headers)).unwrap().unwrap();
+            let team = teams.authenticate(black_box(&mut headers)).unwrap().unwrap().team;
             team.authorize_provider(black_box("openai")).unwrap();
             team.authorize_model(black_box(Some("gpt-5-mini"))).unwrap();
             limiter.check(&team.name, team.per_minute.unwrap()).unwrap();

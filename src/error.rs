@@ -127,6 +127,12 @@ pub enum ApiError {
     /// Teams are configured and the request carries no client key, or one no team has (401).
     #[error("{0}")]
     InvalidApiKey(&'static str),
+    /// The client key is known, and its `expires` has passed (401).
+    #[error("the client key has expired; ask the people who run this replaygate for a new one")]
+    ExpiredApiKey {
+        /// The key's id (for the access line; the message leaves it out).
+        key_id: std::sync::Arc<str>,
+    },
     /// The key's team may not use the provider the request is routed to (403).
     #[error("team `{team}` may not use provider `{provider}`")]
     ProviderNotAllowed {
@@ -251,7 +257,7 @@ impl ApiError {
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::UnknownProvider(_) => StatusCode::NOT_FOUND,
-            ApiError::InvalidApiKey(_) => StatusCode::UNAUTHORIZED,
+            ApiError::InvalidApiKey(_) | ApiError::ExpiredApiKey { .. } => StatusCode::UNAUTHORIZED,
             ApiError::ProviderNotAllowed { .. } | ApiError::ModelNotAllowed { .. } => StatusCode::FORBIDDEN,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::ProviderUnconfigured { .. }
@@ -300,6 +306,7 @@ impl ApiError {
             ApiError::JudgeFailed => "internal_error",
             ApiError::LedgerUnavailable(_) => "ledger_unavailable",
             ApiError::InvalidApiKey(_) => "invalid_api_key",
+            ApiError::ExpiredApiKey { .. } => "expired_api_key",
             ApiError::ProviderNotAllowed { .. } => "provider_not_allowed",
             ApiError::ModelNotAllowed { .. } => "model_not_allowed",
             ApiError::RateLimited { .. } => "rate_limit_exceeded",

@@ -102,11 +102,17 @@ impl<'r> RequestContext<'r> {
         self.socket = Some(turns);
     }
 
-    /// Finds the client key's team (401 when teams are on and the key is missing or unknown);
-    /// the key headers are removed for good.
+    /// Finds the client key's team (401 when teams are on and the key is missing, unknown or
+    /// expired); the key headers are removed for good.
     pub fn authenticate(&mut self, headers: &mut HeaderMap) -> Result<(), ApiError> {
-        self.team = self.snapshot.teams.authenticate(headers)?;
-        self.record.team(self.team.as_deref());
+        let caller = self.snapshot.teams.authenticate(headers).inspect_err(|error| {
+            // An expired key is named in the access line, so its holders can be found.
+            if let ApiError::ExpiredApiKey { key_id } = error {
+                self.record.key_id(key_id);
+            }
+        })?;
+        self.record.caller(caller.as_ref());
+        self.team = caller.map(|caller| caller.team);
         Ok(())
     }
 
@@ -303,6 +309,7 @@ impl<'r> RequestContext<'r> {
             log.write(&AuditLine::new(
                 &self.record.request_id,
                 self.team.as_deref().map(|team| team.name.as_str()),
+                self.record.key_id_name(),
                 &judged.provider,
                 judged.model.as_deref(),
                 &judged.verdict,
