@@ -111,9 +111,10 @@ pub enum ApiError {
         /// What failed, without secrets.
         detail: String,
     },
-    /// The ledger's store cannot answer and the request needs it (503), unless
-    /// `[ledger] on_unavailable = "allow"`.
-    #[error("the provenance ledger cannot be read now, and this request names ids it must check ({0}); retry shortly")]
+    /// The state backend cannot answer and the request needs it (503): the ledger, for ids it
+    /// must check, or the team rate limiter, to count the request; unless `[ledger]
+    /// on_unavailable = "allow"`.
+    #[error("replaygate's state store cannot answer now, and this request needs it ({0}); retry shortly")]
     LedgerUnavailable(String),
     /// Judging the request failed inside replaygate (500); never expected.
     #[error("replaygate failed to judge this request; please report it")]

@@ -126,8 +126,9 @@ impl<'r> RequestContext<'r> {
         Ok(route)
     }
 
-    /// Counts the request against its team's `requests_per_minute` (429 over it), before its
-    /// body is read. Every authenticated request counts, refused or not, so this runs before
+    /// Counts the request against its team's `requests_per_minute` (429 over it; 503
+    /// `ledger_unavailable` when the state backend cannot count, unless `[ledger]
+    /// on_unavailable = "allow"`), before its body is read. Every authenticated request counts, refused or not, so this runs before
     /// any later phase can refuse it.
     pub async fn limit_rate(&self) -> Result<(), ApiError> {
         let Some(team) = &self.team else {
@@ -143,12 +144,8 @@ impl<'r> RequestContext<'r> {
                 per_minute: per_minute.get(),
                 retry_after: retry_after_secs(wait),
             }),
-            // A rate limit fails open: a state backend that cannot count must not stop every
-            // team's traffic.
-            Err(error) => {
-                tracing::warn!(team = %team.name, %error, "the team's rate could not be counted");
-                Ok(())
-            }
+            // As the ledger's lookups: refused (503) unless `on_unavailable = "allow"`.
+            Err(error) => self.state.uncounted_rates.decide(&team.name, &error),
         }
     }
 

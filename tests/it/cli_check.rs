@@ -333,7 +333,12 @@ fn keys_new_prints_a_key_and_its_digest_line() {
     let dir = tempfile::tempdir().unwrap();
     let path = team_config(dir.path(), &format!("\"sha256:{digest}\""));
     let config = replaygate::config::Config::load(&path).unwrap();
-    assert_eq!(config.teams["payments"].keys, [replaygate::keys::digest(&key)]);
+    assert_eq!(
+        config.teams["payments"].keys,
+        [replaygate::config::ClientKey::of_digest(
+            replaygate::keys::digest(&key)
+        )]
+    );
 }
 
 #[test]
