@@ -540,7 +540,15 @@ fn the_commented_examples_of_the_embedded_default_load() {
     let config = Config::load(&path).unwrap();
     let base = std::path::absolute(dir.path()).unwrap();
     let payments = &config.teams["payments"];
-    assert_eq!(payments.keys, [ClientKey::of_digest(keys::digest("test"))]);
+    assert_eq!(payments.keys[0], ClientKey::of_digest(keys::digest("test")));
+    assert_eq!(
+        payments.keys[1],
+        ClientKey {
+            digest: keys::digest("rg-other"),
+            id: Some("ci-2026-12".into()),
+            expires: keys::parse_expiry("2027-03-01T00:00:00Z"),
+        }
+    );
     assert_eq!(payments.pinned_tools.as_ref().unwrap().tools.len(), 3);
     assert_eq!(payments.requests_per_minute, NonZeroU32::new(600));
     assert_eq!(config.audit.unwrap().path, base.join("audit.jsonl"));
