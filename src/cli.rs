@@ -58,6 +58,14 @@ pub struct KeysNewArgs {
     /// The team the key is for: ASCII letters, digits, `_` and `-`, not starting with `-`.
     #[arg(long, value_name = "NAME")]
     pub team: String,
+    /// A name for the key in the logs: 1 to 64 ASCII letters, digits, `_`, `-` and `.`
+    /// (prints the table form of the `keys` entry).
+    #[arg(long, value_name = "ID")]
+    pub id: Option<String>,
+    /// When the key stops working, RFC 3339 (e.g. 2027-03-01T00:00:00Z); prints the table
+    /// form of the `keys` entry.
+    #[arg(long, value_name = "DATE")]
+    pub expires: Option<String>,
 }
 
 /// `replaygate serve`.

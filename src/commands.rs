@@ -3,6 +3,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use crate::cli::{ConfigCheckArgs, KeysNewArgs};
 use crate::config::Config;
@@ -39,7 +40,7 @@ pub fn config_check(args: &ConfigCheckArgs, out: &mut dyn Write, err: &mut dyn W
     }
 }
 
-/// `replaygate keys new --team NAME`: prints to `out`, in two lines,
+/// `replaygate keys new --team NAME [--id ID] [--expires DATE]`: prints to `out`, in two lines,
 ///
 /// ```text
 /// rg-<64 hex digits>
@@ -47,9 +48,11 @@ pub fn config_check(args: &ConfigCheckArgs, out: &mut dyn Write, err: &mut dyn W
 /// ```
 ///
 /// the new key (shown this once: replaygate keeps only its digest) and the `keys` line for
-/// `proxy.toml`, whose digest is the SHA-256 of the whole key, `rg-` included. A note on what to
-/// do with them goes to `err`. Returns the exit code: 0; 2 when NAME is not a usable team name;
-/// 1 when the operating system's random source cannot be read.
+/// `proxy.toml`, whose digest is the SHA-256 of the whole key, `rg-` included. With `--id` or
+/// `--expires` the entry is a table, `{ id = "ID", digest = "sha256:...", expires = "DATE" }`
+/// (the expiry in UTC). A note on what to do with them goes to `err`. Returns the exit code:
+/// 0; 2 when NAME, ID or DATE is not usable (as `proxy.toml` would refuse it, or DATE is
+/// past); 1 when the operating system's random source cannot be read.
 pub fn keys_new(args: &KeysNewArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     let team = &args.team;
     if !keys::is_valid_team_name(team) {
@@ -60,6 +63,9 @@ pub fn keys_new(args: &KeysNewArgs, out: &mut dyn Write, err: &mut dyn Write) ->
         );
         return 2;
     }
+    let Some(table) = table_fields(args, err) else {
+        return 2;
+    };
     let key = match keys::new_key() {
         Ok(key) => key,
         Err(error) => {
@@ -71,7 +77,17 @@ pub fn keys_new(args: &KeysNewArgs, out: &mut dyn Write, err: &mut dyn Write) ->
         }
     };
     let digest = keys::format_digest(&keys::digest(&key));
-    if writeln!(out, "{key}\nkeys = [\"{digest}\"]   # add to [teams.{team}]").is_err() {
+    let entry = match table {
+        None => format!("\"{digest}\""),
+        Some(table) => {
+            let mut fields = Vec::new();
+            fields.extend(table.id.map(|id| format!("id = \"{id}\"")));
+            fields.push(format!("digest = \"{digest}\""));
+            fields.extend(table.expires.map(|expires| format!("expires = \"{expires}\"")));
+            format!("{{ {} }}", fields.join(", "))
+        }
+    };
+    if writeln!(out, "{key}\nkeys = [{entry}]   # add to [teams.{team}]").is_err() {
         return 1;
     }
     let _ = writeln!(
@@ -81,4 +97,50 @@ pub fn keys_new(args: &KeysNewArgs, out: &mut dyn Write, err: &mut dyn Write) ->
          (next to any digests already there)."
     );
     0
+}
+
+/// The fields of a table entry besides its digest: `--id`, and `--expires` in UTC.
+struct TableFields {
+    id: Option<String>,
+    expires: Option<String>,
+}
+
+/// `--id` and `--expires`, checked as `proxy.toml` checks them (and an expiry already past is
+/// refused too): `Some(None)` when neither is given (the string form), `None` after writing
+/// to `err` why one is unusable.
+fn table_fields(args: &KeysNewArgs, err: &mut dyn Write) -> Option<Option<TableFields>> {
+    if args.id.is_none() && args.expires.is_none() {
+        return Some(None);
+    }
+    if let Some(id) = args.id.as_deref().filter(|id| !keys::is_valid_key_id(id)) {
+        let _ = writeln!(
+            err,
+            "replaygate keys new: key id {id:?} may contain only ASCII letters, digits, `_`, `-` and `.`, \
+             1 to {}",
+            keys::MAX_KEY_ID_LEN
+        );
+        return None;
+    }
+    let expires = match args.expires.as_deref() {
+        None => None,
+        Some(text) => match keys::parse_expiry(text) {
+            Some(expires) if expires > SystemTime::now() => Some(keys::format_expiry(expires)),
+            Some(_) => {
+                let _ = writeln!(err, "replaygate keys new: --expires {text:?} is already past");
+                return None;
+            }
+            None => {
+                let _ = writeln!(
+                    err,
+                    "replaygate keys new: --expires {text:?} is not an RFC 3339 date and time with its \
+                     offset, like 2027-03-01T00:00:00Z"
+                );
+                return None;
+            }
+        },
+    };
+    Some(Some(TableFields {
+        id: args.id.clone(),
+        expires,
+    }))
 }

@@ -115,9 +115,10 @@ pub enum ApiError {
         /// What failed, without secrets.
         detail: String,
     },
-    /// The ledger's store cannot answer and the request needs it (503), unless
-    /// `[ledger] on_unavailable = "allow"`.
-    #[error("the provenance ledger cannot be read now, and this request names ids it must check ({0}); retry shortly")]
+    /// The state backend cannot answer and the request needs it (503): the ledger, for ids it
+    /// must check, or the team rate limiter, to count the request; unless `[ledger]
+    /// on_unavailable = "allow"`.
+    #[error("replaygate's state store cannot answer now, and this request needs it ({0}); retry shortly")]
     LedgerUnavailable(String),
     /// Judging the request failed inside replaygate (500); never expected.
     #[error("replaygate failed to judge this request; please report it")]
@@ -131,6 +132,12 @@ pub enum ApiError {
     /// Teams are configured and the request carries no client key, or one no team has (401).
     #[error("{0}")]
     InvalidApiKey(&'static str),
+    /// The client key is known, and its `expires` has passed (401).
+    #[error("the client key has expired; ask the people who run this replaygate for a new one")]
+    ExpiredApiKey {
+        /// The key's id (for the access line; the message leaves it out).
+        key_id: std::sync::Arc<str>,
+    },
     /// The key's team may not use the provider the request is routed to (403).
     #[error("team `{team}` may not use provider `{provider}`")]
     ProviderNotAllowed {
@@ -267,7 +274,7 @@ impl ApiError {
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::UnknownProvider(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::InvalidApiKey(_) => StatusCode::UNAUTHORIZED,
+            ApiError::InvalidApiKey(_) | ApiError::ExpiredApiKey { .. } => StatusCode::UNAUTHORIZED,
             ApiError::ProviderNotAllowed { .. } | ApiError::ModelNotAllowed { .. } => StatusCode::FORBIDDEN,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::ProviderUnconfigured { .. }
@@ -317,6 +324,7 @@ impl ApiError {
             ApiError::JudgeFailed => "internal_error",
             ApiError::LedgerUnavailable(_) => "ledger_unavailable",
             ApiError::InvalidApiKey(_) => "invalid_api_key",
+            ApiError::ExpiredApiKey { .. } => "expired_api_key",
             ApiError::ProviderNotAllowed { .. } => "provider_not_allowed",
             ApiError::ModelNotAllowed { .. } => "model_not_allowed",
             ApiError::RateLimited { .. } => "rate_limit_exceeded",

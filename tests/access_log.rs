@@ -349,3 +349,58 @@ async fn a_head_hyper_cannot_parse_leaves_a_line_of_the_same_shape() {
     }
     assert_eq!(line["duration_ms"], "-");
 }
+
+/// The access line names the client key by its id (else by its digest's first 8 hex digits),
+/// an expired key's too, and never holds the key.
+#[tokio::test]
+async fn the_access_line_names_the_client_key_by_its_id() {
+    const EXPIRED: &str = "rg-expired-secret-5151";
+    const FRESH: &str = "rg-fresh-secret-6161";
+    const PLAIN: &str = "rg-plain-secret-7171";
+    let captured = captured();
+    let upstream = Upstream::json(200, RESPONSE_JSON).await;
+    let entry = |key: &str| replaygate::keys::format_digest(&replaygate::keys::digest(key));
+    let config = format!(
+        "default_provider = \"openai\"\n[providers.openai]\nbase_url = \"{}\"\nauth = {{ bearer_env = \"KEY\" }}\n\
+         [teams.ci]\nkeys = [\n  {{ id = \"ci-2019\", digest = \"{}\", expires = \"2020-01-01T00:00:00Z\" }},\n  \
+         {{ id = \"ci-2099\", digest = \"{}\", expires = \"2099-01-01T00:00:00Z\" }},\n  \"{}\",\n]\n",
+        upstream.base_url(),
+        entry(EXPIRED),
+        entry(FRESH),
+        entry(PLAIN)
+    );
+    let proxy = Proxy::start(&config, &[("KEY", PROVIDER_KEY)]).await;
+    let client = reqwest::Client::new();
+    for (key, request_id, status) in [
+        (EXPIRED, "key-id-expired", 401),
+        (FRESH, "key-id-fresh", 200),
+        (PLAIN, "key-id-plain", 200),
+    ] {
+        let answer = client
+            .post(proxy.url("/v1/responses"))
+            .header("authorization", format!("Bearer {key}"))
+            .header("x-request-id", request_id)
+            .body(r#"{"model":"gpt-5","input":"hi"}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), status, "{request_id}");
+    }
+    proxy.shutdown().await;
+
+    let expired = access_lines("key-id-expired").await;
+    assert_eq!(expired.len(), 1, "{expired:?}");
+    assert_eq!(expired[0]["key_id"], "ci-2019");
+    assert_eq!(expired[0]["error"], "expired_api_key");
+    let fresh = access_lines("key-id-fresh").await;
+    assert_eq!(
+        (&fresh[0]["team"], &fresh[0]["key_id"]),
+        (&"ci".into(), &"ci-2099".into())
+    );
+    let plain = access_lines("key-id-plain").await;
+    assert_eq!(plain[0]["key_id"], entry(PLAIN)[7..15]);
+    let text = captured.text();
+    for key in [EXPIRED, FRESH, PLAIN] {
+        assert!(!text.contains(key), "the log holds a client key");
+    }
+}

@@ -8,6 +8,7 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::de::{millis, positive_count, positive_hours, positive_millis};
+use super::key_entry::KeyEntry;
 use super::{
     Auth, EncryptedContentScope, GateConfig, LedgerConfig, LogConfig, OnUnavailable, ServerConfig, TeamMode,
     TelemetryConfig, UnknownOwner,
@@ -154,7 +155,7 @@ pub(super) struct RouteEntry {
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct TeamEntry {
-    pub(super) keys: Spanned<Vec<Spanned<String>>>,
+    pub(super) keys: Spanned<Vec<Spanned<KeyEntry>>>,
     pub(super) providers: Option<Vec<Spanned<String>>>,
     pub(super) models: Option<Vec<Spanned<String>>>,
     pub(super) tools: Option<Vec<Spanned<String>>>,

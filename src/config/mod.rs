@@ -11,6 +11,7 @@ mod auth;
 mod de;
 mod error;
 mod file;
+mod key_entry;
 mod ledger;
 mod pinned;
 mod sections;
@@ -28,7 +29,7 @@ pub use auth::{Auth, DEFAULT_SIGV4_SERVICE};
 pub use error::ConfigError;
 pub use ledger::{EncryptedContentScope, LedgerConfig, OnUnavailable, StateConfig, UnknownOwner};
 pub use sections::{AdminConfig, GateConfig, LogConfig, LogFormat, ServerConfig};
-pub use teams::{AuditConfig, PinnedTool, PinnedTools, StateGrant, TeamConfig, TeamMode};
+pub use teams::{AuditConfig, ClientKey, PinnedTool, PinnedTools, StateGrant, TeamConfig, TeamMode};
 pub use telemetry::TelemetryConfig;
 
 use file::ConfigFile;

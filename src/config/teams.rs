@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
+use std::time::SystemTime;
 
 use globset::Glob;
 
@@ -13,9 +14,9 @@ use crate::gate::{Action, Reason};
 /// One team, `[teams.NAME]`: the clients holding one of its keys, and what they may do.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TeamConfig {
-    /// `keys`: the SHA-256 digests of the team's client keys (see [`crate::keys`]); at least
-    /// one, and no digest belongs to two teams.
-    pub keys: Vec<[u8; 32]>,
+    /// `keys`: the team's client keys, by their SHA-256 digests (see [`crate::keys`]); at
+    /// least one, no digest belongs to two teams and no id names two keys.
+    pub keys: Vec<ClientKey>,
     /// `providers`: the providers the team may use, each defined under `[providers]`;
     /// `None` (key absent): all.
     pub providers: Option<Vec<String>>,
@@ -58,6 +59,38 @@ impl StateGrant {
             StateGrant::Teams(teams) => teams.iter().any(|t| t == team),
             StateGrant::Everyone => true,
         }
+    }
+}
+
+/// One entry of a team's `keys`: `"sha256:..."`, or `{ id = ..., digest = "sha256:...",
+/// expires = ... }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientKey {
+    /// `digest`: the SHA-256 of the client key.
+    pub digest: [u8; 32],
+    /// `id`: what the logs call the key (see [`crate::keys::is_valid_key_id`]); `None`: the
+    /// first 8 hex digits of the digest.
+    pub id: Option<String>,
+    /// `expires`: from when on the key is refused (401 `expired_api_key`); `None`: never.
+    pub expires: Option<SystemTime>,
+}
+
+impl ClientKey {
+    /// A key with neither id nor expiry: the string form of a `keys` entry.
+    pub fn of_digest(digest: [u8; 32]) -> ClientKey {
+        ClientKey {
+            digest,
+            id: None,
+            expires: None,
+        }
+    }
+
+    /// What the access line, the audit line and the request span call the key: its id, else
+    /// the first 8 hex digits of its digest.
+    pub fn log_id(&self) -> String {
+        self.id
+            .clone()
+            .unwrap_or_else(|| crate::keys::short_id(&self.digest))
     }
 }
 

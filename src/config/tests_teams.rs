@@ -108,7 +108,7 @@ mode = "monitor"
     assert_eq!(config.teams.keys().collect::<Vec<_>>(), ["payments", "research"]);
 
     let payments = &config.teams["payments"];
-    assert_eq!(payments.keys, [keys::digest("test")]);
+    assert_eq!(payments.keys, [ClientKey::of_digest(keys::digest("test"))]);
     assert_eq!(
         payments.providers.as_deref(),
         Some(&["openai".to_owned(), "bedrock".to_owned()][..])
@@ -161,7 +161,10 @@ mode = "monitor"
     let research = &config.teams["research"];
     assert_eq!(
         research.keys,
-        [keys::digest("rg-other"), keys::digest("rg-third")],
+        [
+            ClientKey::of_digest(keys::digest("rg-other")),
+            ClientKey::of_digest(keys::digest("rg-third"))
+        ],
         "upper-case hex reads the same"
     );
     assert_eq!(research.providers, None);
@@ -537,7 +540,15 @@ fn the_commented_examples_of_the_embedded_default_load() {
     let config = Config::load(&path).unwrap();
     let base = std::path::absolute(dir.path()).unwrap();
     let payments = &config.teams["payments"];
-    assert_eq!(payments.keys, [keys::digest("test")]);
+    assert_eq!(payments.keys[0], ClientKey::of_digest(keys::digest("test")));
+    assert_eq!(
+        payments.keys[1],
+        ClientKey {
+            digest: keys::digest("rg-other"),
+            id: Some("ci-2026-12".into()),
+            expires: keys::parse_expiry("2027-03-01T00:00:00Z"),
+        }
+    );
     assert_eq!(payments.pinned_tools.as_ref().unwrap().tools.len(), 3);
     assert_eq!(payments.requests_per_minute, NonZeroU32::new(600));
     assert_eq!(config.audit.unwrap().path, base.join("audit.jsonl"));
@@ -579,5 +590,153 @@ fn share_state_with_names_configured_teams_or_everyone() {
         3,
         30,
         "\"gama\", which is not a configured team",
+    );
+}
+
+/// `[teams.t]` with `keys = [` and `entries`, one a line (lines 3 on), then `]`.
+fn keys_table(entries: &[&str]) -> String {
+    format!("[teams.t]\nkeys = [\n{}\n]\n", entries.join(",\n"))
+}
+
+/// The 1-based column of `needle` in `line`.
+fn column_of(line: &str, needle: &str) -> usize {
+    line[..line.find(needle).unwrap()].chars().count() + 1
+}
+
+#[test]
+fn a_key_may_be_a_table_with_an_id_and_an_expiry() {
+    let at = |secs: u64| std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+    // 2027-03-01T00:00:00Z.
+    let march = at(1_803_859_200);
+    let b = digest_b();
+    let c = keys::format_digest(&keys::digest("rg-third"));
+    let d = keys::format_digest(&keys::digest("rg-fourth"));
+    let text = keys_table(&[
+        &format!("\"{DIGEST_A}\""),
+        &format!("{{ id = \"ci-2026-12\", digest = \"{b}\", expires = \"2027-03-01T00:00:00Z\" }}"),
+        &format!("{{ digest = \"{c}\", expires = 2027-03-01T01:00:00+01:00 }}"),
+        &format!("{{ id = \"laptop.ana_1\", digest = \"{d}\" }}"),
+    ]);
+    let config = Config::from_toml(&format!("{PROVIDERS}{text}")).unwrap();
+    let keys = &config.teams["t"].keys;
+    assert_eq!(
+        keys,
+        &[
+            ClientKey::of_digest(keys::digest("test")),
+            ClientKey {
+                digest: keys::digest("rg-other"),
+                id: Some("ci-2026-12".into()),
+                expires: Some(march),
+            },
+            ClientKey {
+                digest: keys::digest("rg-third"),
+                id: None,
+                expires: Some(march),
+            },
+            ClientKey {
+                digest: keys::digest("rg-fourth"),
+                id: Some("laptop.ana_1".into()),
+                expires: None,
+            },
+        ]
+    );
+    let log_ids: Vec<String> = keys.iter().map(ClientKey::log_id).collect();
+    assert_eq!(
+        log_ids[0], "9f86d081",
+        "a key without an id goes by its digest's start"
+    );
+    assert_eq!(log_ids[1], "ci-2026-12");
+    assert_eq!(log_ids[2], c[7..15]);
+    assert!(config.summary().contains("(4 keys)"), "{}", config.summary());
+}
+
+#[test]
+fn a_malformed_expiry_is_an_error_at_its_line() {
+    let b = digest_b();
+    for expires in [
+        "\"2027-13-01T00:00:00Z\"",
+        "\"2027-03-01\"",
+        "\"2027-03-01T00:00:00\"",
+        "\"next year\"",
+        "2027-03-01T00:00:00",
+        "2027-03-01",
+    ] {
+        let entry = format!("  {{ digest = \"{b}\", expires = {expires} }}");
+        let text = keys_table(&[&format!("\"{DIGEST_A}\""), &entry]);
+        assert_team_error_at(
+            &text,
+            4,
+            column_of(&entry, &expires[..5]),
+            "is not an RFC 3339 date and time",
+        );
+    }
+    let entry = format!("{{ digest = \"{b}\", expires = 7 }}");
+    assert_team_error_at(&keys_table(&[&entry]), 3, column_of(&entry, "7 }"), "RFC 3339");
+}
+
+#[test]
+fn a_key_table_needs_a_digest_and_nothing_unknown() {
+    let b = digest_b();
+    let entry = "{ id = \"ci\" }";
+    assert_team_error_at(&keys_table(&[entry]), 3, 1, "missing field `digest`");
+    let entry = format!("{{ digest = \"{b}\", expiry = \"2027-03-01T00:00:00Z\" }}");
+    assert_team_error_at(
+        &keys_table(&[&entry]),
+        3,
+        column_of(&entry, "expiry"),
+        "unknown field `expiry`",
+    );
+    let entry = "{ id = \"ci\", digest = \"sha256:abc\" }";
+    assert_team_error_at(
+        &keys_table(&[entry]),
+        3,
+        column_of(entry, "\"sha256"),
+        "not a key digest",
+    );
+    let entry = format!("{{ digest = \"{DIGEST_A}\" }}");
+    let twice = keys_table(&[&format!("\"{DIGEST_A}\""), &entry]);
+    assert_team_error_at(
+        &twice,
+        4,
+        column_of(&entry, "\"sha256"),
+        "this team already lists it",
+    );
+    let key = keys::new_key().unwrap();
+    let error = Config::from_toml(&format!(
+        "{PROVIDERS}{}",
+        keys_table(&[&format!("{{ digest = \"{key}\" }}")])
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(error.contains("looks like a client key itself"), "{error}");
+    assert!(!error.contains(&key[3..]), "the key must not be echoed: {error}");
+}
+
+#[test]
+fn key_ids_are_short_printable_and_name_one_key() {
+    let b = digest_b();
+    for id in ["", "a b", "ci/1", "é", &"x".repeat(65)] {
+        let entry = format!("{{ id = \"{id}\", digest = \"{b}\" }}");
+        assert_team_error_at(
+            &keys_table(&[&entry]),
+            3,
+            column_of(&entry, "\""),
+            "may contain only ASCII letters, digits, `_`, `-` and `.`",
+        );
+    }
+    let first = format!("{{ id = \"ci\", digest = \"{DIGEST_A}\" }}");
+    let second = format!("{{ id = \"ci\", digest = \"{b}\" }}");
+    assert_team_error_at(
+        &keys_table(&[&first, &second]),
+        4,
+        column_of(&second, "\"ci\""),
+        "key id \"ci\" names one key only: this team already lists it",
+    );
+    let across = format!("{}[teams.u]\nkeys = [{second}]\n", keys_table(&[&first]));
+    assert_team_error_at(
+        &across,
+        6,
+        column_of(&format!("keys = [{second}]"), "\"ci\""),
+        "team \"t\" already lists it",
     );
 }

@@ -17,6 +17,7 @@ use super::file::{
     AdminEntry, AuditEntry, ConfigFile, LedgerEntry, ProviderEntry, RouteEntry, StateBackend, StateEntry,
     TeamEntry,
 };
+use super::key_entry::validate_key;
 use super::ledger::{DEFAULT_KEY_PREFIX, DEFAULT_REDIS_TIMEOUT, DEFAULT_STATE_PATH};
 use super::{
     pinned, AdminConfig, AuditConfig, Auth, Config, GateConfig, LedgerConfig, ProviderConfig, RouteConfig,
@@ -104,7 +105,8 @@ impl ConfigFile {
     }
 }
 
-/// Checks every team, in file order, and that no key digest is listed twice.
+/// Checks every team, in file order, and that no key digest is listed twice and no key id
+/// names two keys.
 fn validate_teams(
     entries: BTreeMap<Spanned<String>, TeamEntry>,
     providers: &BTreeMap<String, ProviderConfig>,
@@ -116,6 +118,7 @@ fn validate_teams(
     // Compiles the pinned schemas with the limits the gate uses; made only when a team pins tools.
     let mut schemas = None;
     let mut owners: HashMap<[u8; 32], String> = HashMap::new();
+    let mut key_ids: HashMap<String, String> = HashMap::new();
     let mut teams = BTreeMap::new();
     let mut grants = Vec::with_capacity(entries.len());
     for (name, mut entry) in entries {
@@ -132,7 +135,7 @@ fn validate_teams(
         let name = name.into_inner();
         let schemas = schemas.get_or_insert_with(|| SchemaCache::new(gate.schema_limits()));
         grants.push((name.clone(), entry.share_state_with.take()));
-        let team = entry.validate(&name, &mut owners, providers, schemas, base_dir)?;
+        let team = entry.validate(&name, &mut owners, &mut key_ids, providers, schemas, base_dir)?;
         teams.insert(name, team);
     }
     for (owner, written) in grants {
@@ -178,6 +181,7 @@ impl TeamEntry {
         self,
         team: &str,
         owners: &mut HashMap<[u8; 32], String>,
+        key_ids: &mut HashMap<String, String>,
         providers: &BTreeMap<String, ProviderConfig>,
         schemas: &SchemaCache,
         base_dir: &Path,
@@ -191,22 +195,12 @@ impl TeamEntry {
                 ),
             ));
         }
-        let mut keys = Vec::with_capacity(self.keys.get_ref().len());
-        for written in self.keys.into_inner() {
-            let digest = parse_key_digest(&written)?;
-            if let Some(owner) = owners.insert(digest, team.to_owned()) {
-                let whose = if owner == team {
-                    "this team already lists it".to_owned()
-                } else {
-                    format!("team {owner:?} already lists it")
-                };
-                return Err(Invalid::new(
-                    written.span(),
-                    format!("a key digest may be listed once: {whose}; a key maps to one team"),
-                ));
-            }
-            keys.push(digest);
-        }
+        let keys = self
+            .keys
+            .into_inner()
+            .into_iter()
+            .map(|entry| validate_key(entry, team, owners, key_ids))
+            .collect::<Result<Vec<_>, _>>()?;
         let providers = self
             .providers
             .map(|names| {
@@ -281,27 +275,6 @@ impl AuditEntry {
             path: resolve_path(base_dir, &self.path, "[audit] path", "a file")?,
         })
     }
-}
-
-/// A key digest as written in `keys`. The message never repeats the text: what was written
-/// there by mistake may be a key itself.
-fn parse_key_digest(written: &Spanned<String>) -> Result<[u8; 32], Invalid> {
-    let text = written.get_ref();
-    keys::parse_digest(text).ok_or_else(|| {
-        let hint = if text.starts_with(keys::KEY_PREFIX) {
-            "; this looks like a client key itself, which must not be written here: list its digest, \
-             and make a new key if this file was shared"
-        } else {
-            ""
-        };
-        Invalid::new(
-            written.span(),
-            format!(
-                "not a key digest: expected \"sha256:\" and the 64 hex digits of the SHA-256 of the \
-                 client key (as `replaygate keys new` prints it){hint}"
-            ),
-        )
-    })
 }
 
 /// The error for a passthrough provider in a configuration with teams.

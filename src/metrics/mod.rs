@@ -44,6 +44,7 @@ pub struct Metrics {
     upstream_errors: Family<UpstreamErrorLabels, Counter>,
     in_flight: Gauge,
     ledger_operations: Family<LedgerLabels, Counter>,
+    rate_limit_unavailable: Counter,
     config_reloads: Family<ResultLabels, Counter>,
     bytes_out: Family<ProviderLabels, Counter>,
     client_gone: Family<TeamLabels, Counter>,
@@ -77,6 +78,7 @@ impl Metrics {
             upstream_errors: Family::default(),
             in_flight: Gauge::default(),
             ledger_operations: Family::default(),
+            rate_limit_unavailable: Counter::default(),
             config_reloads: Family::default(),
             bytes_out: Family::default(),
             client_gone: Family::default(),
@@ -138,6 +140,11 @@ impl Metrics {
             self.ledger_operations.clone(),
         );
         registry.register(
+            "replaygate_rate_limit_unavailable",
+            "Team requests whose rate the state backend could not count, refused or let through by [ledger] on_unavailable",
+            self.rate_limit_unavailable.clone(),
+        );
+        registry.register(
             "replaygate_config_reloads",
             "Configuration reloads, by result",
             self.config_reloads.clone(),
@@ -195,6 +202,11 @@ impl Metrics {
                 result: result.as_str(),
             })
             .clone()
+    }
+
+    /// The counter of team requests whose rate could not be counted.
+    pub(crate) fn rate_limit_unavailable(&self) -> Counter {
+        self.rate_limit_unavailable.clone()
     }
 
     /// Requests in flight.

@@ -1,5 +1,6 @@
 //! One structured log line per request: who asked, where it went, what the gate said.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
@@ -56,6 +57,8 @@ pub struct AccessRecord {
     method: Option<Method>,
     path: String,
     team: Option<String>,
+    /// The client key's id (see [`super::teams::Caller::key_id`]), never the key.
+    key_id: Option<Arc<str>>,
     provider: Option<String>,
     model: Option<String>,
     decision: Decision,
@@ -91,6 +94,7 @@ impl AccessRecord {
             method: None,
             path: "-".to_owned(),
             team: None,
+            key_id: None,
             provider: None,
             model: None,
             decision: Decision::Ungated,
@@ -108,12 +112,21 @@ impl AccessRecord {
         self.span.span()
     }
 
-    /// Notes the client key's team.
-    pub fn team(&mut self, team: Option<&super::teams::Team>) {
-        self.team = team.map(|team| team.name.clone());
+    /// Notes the client key's team and id.
+    pub fn caller(&mut self, caller: Option<&super::teams::Caller>) {
+        self.team = caller.map(|caller| caller.team.name.clone());
         if let Some(team) = &self.team {
             self.span.team(team);
         }
+        if let Some(caller) = caller {
+            self.key_id(&caller.key_id);
+        }
+    }
+
+    /// Notes the client key's id (also of a key that was refused, so an expired one shows).
+    pub fn key_id(&mut self, key_id: &Arc<str>) {
+        self.span.key_id(key_id);
+        self.key_id = Some(key_id.clone());
     }
 
     /// Notes where the request was routed.
@@ -193,6 +206,7 @@ impl AccessRecord {
             method = self.method.as_ref().map_or("-", Method::as_str),
             path = %self.path,
             team = self.team.as_deref().unwrap_or("-"),
+            key_id = self.key_id.as_deref().unwrap_or("-"),
             provider = self.provider.as_deref().unwrap_or("-"),
             model = self.model.as_deref().unwrap_or("-"),
             decision = decision.as_str(),
@@ -229,6 +243,11 @@ impl AccessRecord {
     /// The client key's team, once authenticated.
     pub fn team_name(&self) -> Option<&str> {
         self.team.as_deref()
+    }
+
+    /// The client key's id, once known.
+    pub fn key_id_name(&self) -> Option<&str> {
+        self.key_id.as_deref()
     }
 
     /// What the gate (or the proxy) decided so far.

@@ -60,6 +60,9 @@ pub struct AuditLine<'a> {
     pub request_id: &'a str,
     /// The key's team; `null` for anonymous clients.
     pub team: Option<&'a str>,
+    /// The key's id, else the first 8 hex digits of its digest (never the key); `null` for
+    /// anonymous clients.
+    pub key_id: Option<&'a str>,
     /// The provider the request was routed to.
     pub provider: &'a str,
     /// The request's model, when it names one.
@@ -88,9 +91,11 @@ pub struct AuditViolation<'a> {
 impl<'a> AuditLine<'a> {
     /// The line for a request with id `request_id`, judged as `verdict`, whose body hashed to
     /// `body_sha256` ([`body_sha256`]).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         request_id: &'a str,
         team: Option<&'a str>,
+        key_id: Option<&'a str>,
         provider: &'a str,
         model: Option<&'a str>,
         verdict: &'a Verdict,
@@ -100,6 +105,7 @@ impl<'a> AuditLine<'a> {
             ts: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
             request_id,
             team,
+            key_id,
             provider,
             model,
             decision: AuditDecision::of(verdict),
@@ -289,6 +295,7 @@ mod tests {
         let line = AuditLine::new(
             "req-1",
             Some("payments"),
+            Some("ci-2026-12"),
             "openai",
             Some("gpt-5"),
             &verdict,
@@ -298,6 +305,7 @@ mod tests {
         let value: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(value["decision"], "stripped");
         assert_eq!(value["team"], "payments");
+        assert_eq!(value["key_id"], "ci-2026-12");
         assert_eq!(
             value["violations"][0],
             serde_json::json!({"index": 2, "reason": "status", "action": "strip", "param": "input[2].status"})
@@ -319,6 +327,7 @@ mod tests {
         log.write(&AuditLine::new(
             "a",
             None,
+            None,
             "openai",
             None,
             &verdict,
@@ -335,6 +344,7 @@ mod tests {
         log.reopen(&first);
         log.write(&AuditLine::new(
             "b",
+            None,
             None,
             "openai",
             None,

@@ -107,11 +107,17 @@ impl<'r> RequestContext<'r> {
         self.socket = Some(turns);
     }
 
-    /// Finds the client key's team (401 when teams are on and the key is missing or unknown);
-    /// the key headers are removed for good.
+    /// Finds the client key's team (401 when teams are on and the key is missing, unknown or
+    /// expired); the key headers are removed for good.
     pub fn authenticate(&mut self, headers: &mut HeaderMap) -> Result<(), ApiError> {
-        self.team = self.snapshot.teams.authenticate(headers)?;
-        self.record.team(self.team.as_deref());
+        let caller = self.snapshot.teams.authenticate(headers).inspect_err(|error| {
+            // An expired key is named in the access line, so its holders can be found.
+            if let ApiError::ExpiredApiKey { key_id } = error {
+                self.record.key_id(key_id);
+            }
+        })?;
+        self.record.caller(caller.as_ref());
+        self.team = caller.map(|caller| caller.team);
         Ok(())
     }
 
@@ -125,8 +131,9 @@ impl<'r> RequestContext<'r> {
         Ok(route)
     }
 
-    /// Counts the request against its team's `requests_per_minute` (429 over it), before its
-    /// body is read. Every authenticated request counts, refused or not, so this runs before
+    /// Counts the request against its team's `requests_per_minute` (429 over it; 503
+    /// `ledger_unavailable` when the state backend cannot count, unless `[ledger]
+    /// on_unavailable = "allow"`), before its body is read. Every authenticated request counts, refused or not, so this runs before
     /// any later phase can refuse it.
     pub async fn limit_rate(&self) -> Result<(), ApiError> {
         let Some(team) = &self.team else {
@@ -142,12 +149,8 @@ impl<'r> RequestContext<'r> {
                 per_minute: per_minute.get(),
                 retry_after: retry_after_secs(wait),
             }),
-            // A rate limit fails open: a state backend that cannot count must not stop every
-            // team's traffic.
-            Err(error) => {
-                tracing::warn!(team = %team.name, %error, "the team's rate could not be counted");
-                Ok(())
-            }
+            // As the ledger's lookups: refused (503) unless `on_unavailable = "allow"`.
+            Err(error) => self.state.uncounted_rates.decide(&team.name, &error),
         }
     }
 
@@ -329,6 +332,7 @@ impl<'r> RequestContext<'r> {
             log.write(&AuditLine::new(
                 &self.record.request_id,
                 self.team.as_deref().map(|team| team.name.as_str()),
+                self.record.key_id_name(),
                 &judged.provider,
                 judged.model.as_deref(),
                 &judged.verdict,

@@ -8,6 +8,12 @@ use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter as Gcra};
+use prometheus_client::metrics::counter::Counter;
+
+use crate::config::OnUnavailable;
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::telemetry::LogEvery;
 
 /// Counts requests per team against each team's limit.
 pub trait RateLimiter: Send + Sync + std::fmt::Debug {
@@ -71,6 +77,51 @@ pub fn retry_after_secs(wait: Duration) -> u64 {
     secs.max(1)
 }
 
+/// What a team's request gets while the state backend cannot count its rate: `[ledger]
+/// on_unavailable`, as for the ledger's own lookups. One per process.
+#[derive(Debug)]
+pub struct UncountedRates {
+    allow: bool,
+    /// `replaygate_rate_limit_unavailable_total`.
+    counter: Counter,
+    /// The warnings, one a second.
+    warnings: LogEvery,
+}
+
+impl UncountedRates {
+    /// The policy `on_unavailable`, counting among `metrics`.
+    pub fn new(on_unavailable: OnUnavailable, metrics: &Metrics) -> UncountedRates {
+        UncountedRates {
+            allow: on_unavailable == OnUnavailable::Allow,
+            counter: metrics.rate_limit_unavailable(),
+            warnings: LogEvery::new(Duration::from_secs(1)),
+        }
+    }
+
+    /// A request of `team` whose rate could not be counted (`error`): counted and logged (one
+    /// line a second, with how many were not logged since), then let through under `"allow"`,
+    /// else refused 503 `ledger_unavailable` (a limit nobody can count is not enforced).
+    pub fn decide(&self, team: &str, error: &dyn std::fmt::Display) -> Result<(), ApiError> {
+        self.counter.inc();
+        if let Some(held_back) = self.warnings.admit() {
+            let outcome = if self.allow { "allowed" } else { "refused" };
+            tracing::warn!(
+                team = %team,
+                %error,
+                outcome,
+                held_back,
+                "the team's rate could not be counted"
+            );
+        }
+        if self.allow {
+            return Ok(());
+        }
+        Err(ApiError::LedgerUnavailable(format!(
+            "counting team `{team}`'s requests per minute: {error}"
+        )))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,5 +159,23 @@ mod tests {
         assert_eq!(retry_after_secs(Duration::ZERO), 1);
         assert_eq!(retry_after_secs(Duration::from_secs(20)), 20);
         assert_eq!(retry_after_secs(Duration::from_millis(19_001)), 20);
+    }
+
+    #[test]
+    fn an_uncounted_rate_is_refused_unless_allowed_and_counted_either_way() {
+        let metrics = Metrics::new();
+        let refuse = UncountedRates::new(OnUnavailable::Refuse, &metrics);
+        let error = refuse.decide("payments", &"connection refused").unwrap_err();
+        assert_eq!(error.code(), "ledger_unavailable");
+        assert_eq!(error.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+        let allow = UncountedRates::new(OnUnavailable::Allow, &metrics);
+        assert!(allow.decide("payments", &"connection refused").is_ok());
+        assert!(
+            metrics
+                .encode()
+                .contains("replaygate_rate_limit_unavailable_total 2\n"),
+            "{}",
+            metrics.encode()
+        );
     }
 }

@@ -13,6 +13,7 @@ use super::budget::BufferBudget;
 pub use super::build_error::BuildError;
 use super::ledger::{Ledger, LedgerSettings};
 use super::provider::Credential;
+use super::rate_limit::UncountedRates;
 use super::snapshot::Snapshot;
 use crate::config::{Config, LedgerConfig, OnUnavailable, StateConfig};
 use crate::gate::Gate;
@@ -57,6 +58,8 @@ pub struct ProxyState {
     pub audit: Option<Arc<AuditLog>>,
     /// The provenance ledger (`[ledger]`), unless it is off.
     pub ledger: Option<Arc<Ledger>>,
+    /// What a team's request gets while its rate cannot be counted (`[ledger] on_unavailable`).
+    pub uncounted_rates: Arc<UncountedRates>,
     /// The process's metric families (served on the admin listener).
     pub metrics: Arc<Metrics>,
 }
@@ -98,6 +101,7 @@ impl ProxyState {
                     LedgerMeter::new(&metrics),
                 ))
             }),
+            uncounted_rates: Arc::new(UncountedRates::new(config.ledger.on_unavailable, &metrics)),
             store,
             audit,
             metrics,
@@ -130,6 +134,7 @@ impl ProxyState {
             store: self.store.clone(),
             audit: self.audit.clone(),
             ledger: self.ledger.clone(),
+            uncounted_rates: self.uncounted_rates.clone(),
             metrics: self.metrics.clone(),
         })
     }

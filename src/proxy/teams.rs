@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroU32;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use globset::GlobSet;
 use http::{header, HeaderMap};
@@ -87,11 +88,23 @@ impl Team {
     }
 }
 
-/// A key's digest, and the team it belongs to.
+/// A key's digest, the team it belongs to, what the logs call it and when it expires.
 #[derive(Debug)]
 struct KeyEntry {
     digest: [u8; 32],
     team: usize,
+    id: Arc<str>,
+    expires: Option<SystemTime>,
+}
+
+/// Who sent a request: the team of its client key, and the key's id.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The key's team.
+    pub team: Arc<Team>,
+    /// The key's id, else the first 8 hex digits of its digest: what the access line, the
+    /// audit line and the request span call the key (never the key).
+    pub key_id: Arc<str>,
 }
 
 /// Every team, and their keys by digest.
@@ -130,11 +143,17 @@ impl Teams {
             teams
                 .teams
                 .push(Arc::new(build_team(name, team, global, access).map_err(error)?));
-            for digest in &team.keys {
-                teams.by_prefix.entry(prefix(digest)).or_default().push(KeyEntry {
-                    digest: *digest,
-                    team: index,
-                });
+            for key in &team.keys {
+                teams
+                    .by_prefix
+                    .entry(prefix(&key.digest))
+                    .or_default()
+                    .push(KeyEntry {
+                        digest: key.digest,
+                        team: index,
+                        id: key.log_id().into(),
+                        expires: key.expires,
+                    });
             }
         }
         Ok(teams)
@@ -150,23 +169,48 @@ impl Teams {
         self.teams.is_empty()
     }
 
-    /// The team of the client key `key`.
+    /// The team of the client key `key`, whether or not the key has expired.
     pub fn find(&self, key: &str) -> Option<&Arc<Team>> {
+        self.entry(key).map(|entry| &self.teams[entry.team])
+    }
+
+    /// The entry of the client key `key`: every candidate with the digest's first eight bytes
+    /// is compared in constant time, the last match kept.
+    fn entry(&self, key: &str) -> Option<&KeyEntry> {
         let digest = crate::keys::digest(key);
         let candidates = self.by_prefix.get(&prefix(&digest))?;
         let mut found = None;
         for entry in candidates {
             if bool::from(entry.digest.ct_eq(&digest)) {
-                found = Some(entry.team);
+                found = Some(entry);
             }
         }
-        found.map(|team| &self.teams[team])
+        found
     }
 
-    /// The authenticate phase: the team of the request's client key, with every header a
-    /// key may come in removed (a client key is never forwarded). `None` when no team is
-    /// configured (clients are anonymous and their headers are left alone).
-    pub fn authenticate(&self, headers: &mut HeaderMap) -> Result<Option<Arc<Team>>, ApiError> {
+    /// The caller of the client key `key`: 401 `invalid_api_key` for a key no team has, 401
+    /// `expired_api_key` for one whose `expires` is not after `now()` (asked only of a key
+    /// that has an expiry).
+    pub fn caller(&self, key: &str, now: impl FnOnce() -> SystemTime) -> Result<Caller, ApiError> {
+        let entry = self.entry(key).ok_or(ApiError::InvalidApiKey(
+            "the client key is not known to this replaygate",
+        ))?;
+        if entry.expires.is_some_and(|expires| now() >= expires) {
+            return Err(ApiError::ExpiredApiKey {
+                key_id: entry.id.clone(),
+            });
+        }
+        Ok(Caller {
+            team: self.teams[entry.team].clone(),
+            key_id: entry.id.clone(),
+        })
+    }
+
+    /// The authenticate phase: the caller (team and key id) of the request's client key, with
+    /// every header a key may come in removed (a client key is never forwarded). `None` when
+    /// no team is configured (clients are anonymous and their headers are left alone). An
+    /// expired key is refused here, at each request: keys expire without a reload.
+    pub fn authenticate(&self, headers: &mut HeaderMap) -> Result<Option<Caller>, ApiError> {
         if self.is_empty() {
             return Ok(None);
         }
@@ -178,9 +222,7 @@ impl Teams {
             "this replaygate needs a client key: send it as `Authorization: Bearer KEY`, \
              `x-api-key` or `api-key`",
         ))?;
-        self.find(&key).cloned().map(Some).ok_or(ApiError::InvalidApiKey(
-            "the client key is not known to this replaygate",
-        ))
+        self.caller(&key, SystemTime::now).map(Some)
     }
 }
 
@@ -308,7 +350,7 @@ mod tests {
             assert!(!head.contains_key(name), "{name} stays behind");
         }
         match found {
-            Ok(team) => Ok(team.unwrap().name.clone()),
+            Ok(caller) => Ok(caller.unwrap().team.name.clone()),
             Err(error) => Err(error.code().to_owned()),
         }
     }
@@ -384,5 +426,46 @@ mod tests {
             search.authorize_model(None).is_ok(),
             "a team without model limits needs no model"
         );
+    }
+
+    #[test]
+    fn a_key_expires_at_its_time_and_names_itself_by_id_or_digest() {
+        let config = crate::config::Config::from_toml(&format!(
+            r#"
+            [providers.openai]
+            base_url = "https://api.openai.com/v1"
+            auth = "none"
+            [teams.ci]
+            keys = [
+                {{ id = "ci-2026-12", digest = "{}", expires = "2027-03-01T00:00:00Z" }},
+                "{}",
+            ]
+            "#,
+            digest_of("rg-ci"),
+            digest_of("rg-plain"),
+        ))
+        .unwrap();
+        let teams = Teams::new(&config.teams, &Policy::default()).unwrap();
+        let expires = crate::keys::parse_expiry("2027-03-01T00:00:00Z").unwrap();
+        let second = std::time::Duration::from_secs(1);
+        let before = teams.caller("rg-ci", || expires - second).unwrap();
+        assert_eq!((before.team.name.as_str(), &*before.key_id), ("ci", "ci-2026-12"));
+        for now in [expires, expires + second] {
+            let error = teams.caller("rg-ci", || now).unwrap_err();
+            assert_eq!(error.code(), "expired_api_key");
+            assert_eq!(error.status(), http::StatusCode::UNAUTHORIZED);
+            assert!(!error.to_string().contains("rg-ci"), "{error}");
+        }
+        // A key without an expiry never asks the time, and goes by its digest's start.
+        let plain = teams
+            .caller("rg-plain", || panic!("the time is not needed"))
+            .unwrap();
+        assert_eq!(&*plain.key_id, &digest_of("rg-plain")[7..15]);
+        assert_eq!(
+            teams.caller("rg-other", || expires).unwrap_err().code(),
+            "invalid_api_key"
+        );
+        // `find` knows the team of a key whatever its expiry.
+        assert_eq!(teams.find("rg-ci").unwrap().name, "ci");
     }
 }

@@ -1,7 +1,7 @@
-//! The span of one request: it carries the request id (and, once known, the team and provider)
-//! to every event logged while the request is handled, and, when spans are exported
-//! (`[telemetry] otlp_endpoint`), it is the request's exported span, which also gets the gate's
-//! decision and the status when the request ends.
+//! The span of one request: it carries the request id (and, once known, the team, the client
+//! key's id and the provider) to every event logged while the request is handled, and, when
+//! spans are exported (`[telemetry] otlp_endpoint`), it is the request's exported span, which
+//! also gets the gate's decision and the status when the request ends.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -47,6 +47,7 @@ impl RequestSpan {
                 method = %method,
                 path = %path,
                 team = Empty,
+                key_id = Empty,
                 provider = Empty,
             ));
         }
@@ -57,6 +58,7 @@ impl RequestSpan {
             method = %method,
             path = %path,
             team = Empty,
+            key_id = Empty,
             provider = Empty,
             decision = Empty,
             status = Empty,
@@ -81,6 +83,11 @@ impl RequestSpan {
     /// Notes the client key's team.
     pub fn team(&self, team: &str) {
         self.0.record("team", display(team));
+    }
+
+    /// Notes the client key's id (never the key).
+    pub fn key_id(&self, key_id: &str) {
+        self.0.record("key_id", display(key_id));
     }
 
     /// Notes the provider the request was routed to.
@@ -114,12 +121,13 @@ mod tests {
     use crate::config::{LogConfig, LogFormat};
     use crate::telemetry::memory_lines::MemoryLines as Lines;
 
-    /// Logs, through `subscriber`, a warning inside a request span that learned its team and
-    /// provider, then the access line outside it.
+    /// Logs, through `subscriber`, a warning inside a request span that learned its team, key
+    /// id and provider, then the access line outside it.
     fn log_a_request(subscriber: impl Into<tracing::Dispatch>) {
         tracing::dispatcher::with_default(&subscriber.into(), || {
             let span = RequestSpan::start("req-7", &Method::POST, "/v1/responses", &HeaderMap::new());
             span.team("payments");
+            span.key_id("ci-2026-12");
             span.provider("openai");
             span.span().in_scope(|| {
                 tracing::warn!("the team's rate could not be counted");
@@ -161,7 +169,7 @@ mod tests {
             let warning = lines.next().unwrap();
             assert!(
                 warning.contains(
-                    "request{request_id=req-7 method=POST path=/v1/responses team=payments provider=openai}: "
+                    "request{request_id=req-7 method=POST path=/v1/responses team=payments key_id=ci-2026-12 provider=openai}: "
                 ),
                 "{warning}"
             );
@@ -192,6 +200,7 @@ mod tests {
                 "method": "POST",
                 "path": "/v1/responses",
                 "team": "payments",
+                "key_id": "ci-2026-12",
                 "provider": "openai",
             })
         );

@@ -333,7 +333,12 @@ fn keys_new_prints_a_key_and_its_digest_line() {
     let dir = tempfile::tempdir().unwrap();
     let path = team_config(dir.path(), &format!("\"sha256:{digest}\""));
     let config = replaygate::config::Config::load(&path).unwrap();
-    assert_eq!(config.teams["payments"].keys, [replaygate::keys::digest(&key)]);
+    assert_eq!(
+        config.teams["payments"].keys,
+        [replaygate::config::ClientKey::of_digest(
+            replaygate::keys::digest(&key)
+        )]
+    );
 }
 
 #[test]
@@ -399,4 +404,80 @@ fn a_team_judges_with_its_own_rules_and_mode() {
             .code(),
         Some(2)
     );
+}
+
+#[test]
+fn keys_new_with_an_id_or_an_expiry_prints_the_table_form() {
+    use sha2::{Digest, Sha256};
+
+    let out = replaygate(
+        &[
+            "keys",
+            "new",
+            "--team",
+            "payments",
+            "--id",
+            "ci-2026-12",
+            "--expires",
+            "2099-03-01T01:00:00+01:00",
+        ],
+        "",
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    let key = lines[0];
+    let digest = hex::encode(Sha256::digest(key.as_bytes()));
+    assert_eq!(
+        lines[1],
+        format!(
+            "keys = [{{ id = \"ci-2026-12\", digest = \"sha256:{digest}\", expires = \"2099-03-01T00:00:00Z\" }}]   # add to [teams.payments]"
+        )
+    );
+    // The printed entry is valid in a team table.
+    let entry = lines[1]["keys = [".len()..lines[1].find("]   #").unwrap()].to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let config = replaygate::config::Config::load(&team_config(dir.path(), &entry)).unwrap();
+    let keys = &config.teams["payments"].keys;
+    assert_eq!(keys[0].digest, replaygate::keys::digest(key));
+    assert_eq!(keys[0].id.as_deref(), Some("ci-2026-12"));
+    assert_eq!(
+        keys[0].expires,
+        replaygate::keys::parse_expiry("2099-03-01T00:00:00Z")
+    );
+
+    // Either flag alone gives the table with that field only.
+    let out = replaygate(&["keys", "new", "--team", "payments", "--id", "laptop.1"], "");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let line = stdout.lines().nth(1).unwrap();
+    assert!(
+        line.starts_with("keys = [{ id = \"laptop.1\", digest = \"sha256:"),
+        "{line}"
+    );
+    assert!(!line.contains("expires"), "{line}");
+}
+
+#[test]
+fn keys_new_refuses_an_unusable_id_or_expiry() {
+    for flags in [
+        &["--id", "a b"][..],
+        &["--id", ""],
+        &["--expires", "2099-03-01"],
+        &["--expires", "2099-03-01T00:00:00"],
+        &["--expires", "2020-01-01T00:00:00Z"],
+    ] {
+        let mut args = vec!["keys", "new", "--team", "payments"];
+        args.extend(flags);
+        let out = replaygate(&args, "");
+        assert_eq!(out.status.code(), Some(2), "{flags:?}");
+        assert!(out.stdout.is_empty(), "no key is printed for {flags:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("replaygate keys new: "), "{stderr}");
+    }
 }

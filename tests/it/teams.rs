@@ -478,6 +478,9 @@ async fn the_audit_log_has_one_line_per_judged_request_and_no_secrets() {
     assert_eq!(decisions, ["allowed", "stripped", "rejected"]);
     assert_eq!(lines[0]["team"], "payments");
     assert_eq!(lines[2]["team"], "search");
+    // Keys without an id go by the first 8 hex digits of their digest.
+    assert_eq!(lines[0]["key_id"], digest(PAY_KEY)[..8]);
+    assert_eq!(lines[2]["key_id"], digest(SEARCH_KEY)[..8]);
     assert_eq!(lines[1]["provider"], "bedrock");
     assert_eq!(lines[1]["model"], "gpt-5");
     assert_eq!(
@@ -495,4 +498,138 @@ async fn the_audit_log_has_one_line_per_judged_request_and_no_secrets() {
     for secret in [secret_prompt, "9876", PAY_KEY, SEARCH_KEY, UPSTREAM_KEY] {
         assert!(!text.contains(secret), "the audit log holds {secret}");
     }
+}
+
+/// A key whose `expires` has passed gets 401 `expired_api_key` and reaches nothing; one that
+/// expires later passes, and the audit line names it by its id, never by the key. (The access
+/// line's `key_id` is tested in `tests/access_log.rs`, which owns the process's log.)
+#[tokio::test]
+async fn an_expired_key_gets_401_expired_api_key_and_one_expiring_later_passes() {
+    const FRESH_KEY: &str = "rg-fresh-test-key";
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let teams = format!(
+        r#"[audit]
+path = "{}"
+[teams.payments]
+keys = [
+  {{ id = "ci-2019", digest = "{}", expires = "2020-01-01T00:00:00Z" }},
+  {{ id = "ci-2099", digest = "{}", expires = 2099-01-01T00:00:00+01:00 }},
+]
+"#,
+        audit.display(),
+        key_entry(PAY_KEY),
+        key_entry(FRESH_KEY)
+    );
+    let upstream = Upstream::json(200, r#"{"ok":true}"#).await;
+    let proxy = start(&upstream, &teams).await;
+    let expired = bearer(PAY_KEY);
+    let expired_id = [("authorization", expired.as_str()), ("x-request-id", "expired-1")];
+    for path in ["/v1/responses", "/v1/models"] {
+        let (status, head, answer) = post(&proxy, path, &expired_id, HELLO).await;
+        assert_eq!(status, 401, "{path}: {answer}");
+        assert_eq!(answer["error"]["code"], "expired_api_key");
+        assert_eq!(answer["error"]["type"], "invalid_request_error");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("expired") && message.contains("new one"),
+            "{message}"
+        );
+        assert!(!message.contains(PAY_KEY), "{message}");
+        assert_eq!(head["x-should-retry"], "false");
+    }
+    assert!(upstream.received().is_empty(), "nothing reached the provider");
+
+    let fresh = bearer(FRESH_KEY);
+    let fresh_id = [("authorization", fresh.as_str()), ("x-request-id", "fresh-1")];
+    let (status, _, answer) = post(&proxy, "/v1/responses", &fresh_id, HELLO).await;
+    assert_eq!(status, 200, "{answer}");
+    proxy.shutdown().await;
+
+    let audited = std::fs::read_to_string(&audit).unwrap();
+    let lines: Vec<Value> = audited
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "only the fresh key's request was judged: {audited}"
+    );
+    assert_eq!(
+        (&lines[0]["team"], &lines[0]["key_id"]),
+        (&json!("payments"), &json!("ci-2099"))
+    );
+
+    for key in [PAY_KEY, FRESH_KEY] {
+        assert!(!audited.contains(key), "the audit log holds {key}");
+    }
+}
+
+/// `[state]` on Redis at a port nothing listens on, `[ledger]` as `ledger`, and two teams, the
+/// first with a rate limit.
+fn redis_down(upstream: &Upstream, ledger: &str) -> String {
+    let closed = crate::support::closed_port::closed_port();
+    config(
+        upstream,
+        &format!(
+            "[state]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:{closed}\"\n[ledger]\n{ledger}\n{}",
+            two_teams("requests_per_minute = 600")
+        ),
+    )
+}
+
+/// `replaygate_rate_limit_unavailable_total` on the proxy's admin listener.
+async fn uncounted(proxy: &mut Proxy) -> u64 {
+    let admin = proxy.admin().await;
+    let text = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        reqwest::get(format!("http://{admin}/metrics")),
+    )
+    .await
+    .expect("the metrics in time")
+    .unwrap()
+    .text()
+    .await
+    .unwrap();
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("replaygate_rate_limit_unavailable_total "))
+        .unwrap_or_else(|| panic!("no rate_limit_unavailable counter in {text}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_rate_limit_the_state_backend_cannot_count_refuses_by_default() {
+    let upstream = Upstream::json(200, r#"{"ok":true}"#).await;
+    let mut proxy = Proxy::start(&redis_down(&upstream, ""), &[("UP_KEY", UPSTREAM_KEY)]).await;
+    let pay = bearer(PAY_KEY);
+    for _ in 0..2 {
+        let (status, head, answer) = post(&proxy, "/v1/responses", &[("authorization", &pay)], HELLO).await;
+        assert_eq!(status, 503, "{answer}");
+        assert_eq!(answer["error"]["code"], "ledger_unavailable");
+        assert_eq!(answer["error"]["type"], "server_error");
+        assert_eq!(head["x-should-retry"], "true");
+    }
+    assert!(upstream.received().is_empty(), "nothing reached the provider");
+    assert_eq!(uncounted(&mut proxy).await, 2);
+    // A team without a rate limit needs no count.
+    let search = bearer(SEARCH_KEY);
+    let (status, _, answer) = post(&proxy, "/v1/responses", &[("authorization", &search)], HELLO).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(uncounted(&mut proxy).await, 2);
+}
+
+#[tokio::test]
+async fn a_rate_limit_the_state_backend_cannot_count_lets_requests_through_when_allowed() {
+    let upstream = Upstream::json(200, r#"{"ok":true}"#).await;
+    let config = redis_down(&upstream, "on_unavailable = \"allow\"");
+    let mut proxy = Proxy::start(&config, &[("UP_KEY", UPSTREAM_KEY)]).await;
+    let pay = bearer(PAY_KEY);
+    for _ in 0..2 {
+        let (status, _, answer) = post(&proxy, "/v1/responses", &[("authorization", &pay)], HELLO).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    assert_eq!(upstream.received().len(), 2);
+    assert_eq!(uncounted(&mut proxy).await, 2);
 }

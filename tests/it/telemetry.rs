@@ -284,9 +284,10 @@ async fn a_warning_logged_inside_a_request_names_it() {
     let upstream = Upstream::json(200, RESPONSE_JSON).await;
     let dir = tempfile::tempdir().unwrap();
     // Redis on a port nothing listens on: the team's rate cannot be counted (a warning, and the
-    // request goes on), nor the answer recorded in the ledger (another, while the body streams).
+    // request goes on under on_unavailable = "allow"), nor the answer recorded in the ledger
+    // (another, while the body streams).
     let teams = format!(
-        "[teams.payments]\nkeys = [\"{}\"]\nrequests_per_minute = 600\n",
+        "[ledger]\non_unavailable = \"allow\"\n[teams.payments]\nkeys = [{{ id = \"ci-1\", digest = \"{}\" }}]\nrequests_per_minute = 600\n",
         key_entry(PAY_KEY)
     );
     let config = write_config(dir.path(), &json_logs_and_no_redis(&upstream, &teams));
@@ -308,6 +309,9 @@ async fn a_warning_logged_inside_a_request_names_it() {
     assert_eq!(warning["span"]["name"], "request", "{line}");
     assert_eq!(warning["span"]["request_id"], "warned-request", "{line}");
     assert_eq!(warning["span"]["team"], "payments", "{line}");
+    assert_eq!(warning["span"]["key_id"], "ci-1", "{line}");
+    assert_eq!(warning["outcome"], "allowed", "{line}");
+    assert!(!line.contains(PAY_KEY), "{line}");
 
     let line = serve.until_logged("a ledger record was not written").await;
     let warning: Value = serde_json::from_str(&line).unwrap();
@@ -318,6 +322,7 @@ async fn a_warning_logged_inside_a_request_names_it() {
     let line = serve.until_logged("\"target\":\"replaygate::access\"").await;
     let access: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(access["request_id"], "warned-request", "{line}");
+    assert_eq!(access["key_id"], "ci-1", "{line}");
     assert!(
         access.get("span").is_none() && access.get("spans").is_none(),
         "{line}"
