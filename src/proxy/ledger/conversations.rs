@@ -33,7 +33,7 @@ pub struct CreatedConversation {
 
 /// Records the conversation a successful `POST /conversations` answer created, before the
 /// answer goes on (so the client's next request finds it). The answer is read whole (at most
-/// [`MAX_CONVERSATION_ANSWER`]); one that is larger, chunked past that, or not a JSON object
+/// 64 KiB); one that is larger, chunked past that, or not a JSON object
 /// with a string `id` is passed on as it is, and counted as a dropped record.
 pub async fn record_conversation(
     response: Response<ProxyBody>,
