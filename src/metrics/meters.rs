@@ -110,6 +110,17 @@ impl Meters {
                 (name.clone(), meter)
             })
             .collect();
+        // Every configured series of `replaygate_client_gone_total` is exposed from the start, at
+        // zero, as the other families' are.
+        for provider in std::iter::once(NONE).chain(config.providers.keys().map(String::as_str)) {
+            for team in &team_labels {
+                let labels = TeamLabels {
+                    provider: Arc::from(provider),
+                    team: team.clone(),
+                };
+                drop(metrics.client_gone.get_or_create(&labels));
+            }
+        }
         Meters {
             unrouted: ProviderMeter::new(metrics, Arc::from(NONE), team_labels.len()),
             metrics: metrics.clone(),
