@@ -23,6 +23,7 @@ fn limits() -> TapLimits {
         max_json_bytes: 16 * 1024,
         max_event_bytes: 4 * 1024,
         max_items: 64,
+        max_item_bytes: 8 * 1024,
     }
 }
 
@@ -34,7 +35,9 @@ fn tap(kind: AnswerKind, calls: bool, items: bool) -> Tap {
 fn fed(kind: AnswerKind, calls: bool, items: bool, answer: &[u8], chunk: usize) -> Option<Tapped> {
     let limits = limits();
     let cap = match kind {
-        AnswerKind::Json => limits.max_json_bytes,
+        // The whole answer up to its cap; past it, the item being read as it streams (its
+        // buffer grows by doubling) and the kept texts so far.
+        AnswerKind::Json => limits.max_json_bytes + 2 * limits.max_item_bytes + limits.max_json_bytes,
         // A pending event, and the kept texts of the items so far.
         AnswerKind::EventStream => limits.max_event_bytes + limits.max_json_bytes,
     };
