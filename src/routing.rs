@@ -22,11 +22,18 @@
 //! - With a prefix, a gated request whose model matches routes that all name
 //!   other providers is refused ([`RouteError::RouteConflict`]): it fails
 //!   closed rather than leave for a provider its model was not meant for.
+//! - Except when the prefix is the *own path* of one of those providers: the
+//!   segment its `base_url` has before `/v1` (`openai` for
+//!   `https://bedrock-mantle.us-east-1.api.aws/openai/v1`). A client given
+//!   only a host (Bedrock Mantle's SDKs) builds that path itself, so the
+//!   request goes to the model's provider, at that path; the provider the
+//!   prefix names by coincidence gets nothing. Such a prefix decides nothing
+//!   until the model is known ([`Router::prefix_decides`]).
 //!
 //! Paths that could be read differently upstream are rejected before any of
 //! this: see [`RouteError::InvalidPath`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use globset::GlobSet;
 
@@ -47,6 +54,8 @@ pub struct Router {
     model_providers: Vec<String>,
     /// `default_provider`.
     default_provider: Option<String>,
+    /// Each provider's own path, where its `base_url` has one: see [`own_path`].
+    own_paths: BTreeMap<String, String>,
 }
 
 /// What a request path says about routing.
@@ -91,11 +100,14 @@ pub enum RouteError {
         model: Option<String>,
     },
     /// The path names a provider, but the model matches routes and none of
-    /// them names that provider; answer 400 `route_conflict`.
+    /// them names that provider (nor has the prefix as its own path); answer
+    /// 400 `route_conflict`. The message says how to reach the model's
+    /// providers: without a prefix, or with one naming them.
     #[error(
         "model `{model}` is routed to {routed} by [[routes]], not to `{provider}` named by the \
-         path; send it without the `/{provider}` prefix, or add a route for it to `{provider}`",
-        routed = listed(routed)
+         path; send it without a prefix, or with {prefixes}",
+        routed = listed(routed),
+        prefixes = prefixes(routed)
     )]
     RouteConflict {
         /// The request's model.
@@ -111,6 +123,12 @@ pub enum RouteError {
 fn listed(names: &[String]) -> String {
     let names: Vec<String> = names.iter().map(|name| format!("`{name}`")).collect();
     names.join(", ")
+}
+
+/// `` `/a` `` or `` `/a` or `/b` ``: the path prefixes that reach the providers `names`.
+fn prefixes(names: &[String]) -> String {
+    let names: Vec<String> = names.iter().map(|name| format!("`/{name}`")).collect();
+    names.join(" or ")
 }
 
 fn no_provider_message(model: Option<&str>) -> String {
@@ -131,7 +149,23 @@ impl Router {
             model_globs: crate::gate::glob_set(config.routes.iter().map(|route| &route.model))?,
             model_providers: config.routes.iter().map(|r| r.provider.clone()).collect(),
             default_provider: config.default_provider.clone(),
+            own_paths: config
+                .providers
+                .iter()
+                .filter_map(|(name, provider)| Some((name.clone(), own_path(&provider.base_url)?)))
+                .collect(),
         })
+    }
+
+    /// Whether a path's provider `prefix` alone decides where a gated request goes: it does
+    /// unless it is also another provider's own path (see the [module](self) doc), when the
+    /// request's model decides. Checks made on the prefix's provider before the body is read
+    /// are made only when it decides.
+    pub fn prefix_decides(&self, prefix: &str) -> bool {
+        !self
+            .own_paths
+            .iter()
+            .any(|(name, own)| own == prefix && name != prefix)
     }
 
     /// Classifies a request path (without its query string): provider
@@ -158,8 +192,9 @@ impl Router {
 
     /// Chooses the provider for a classified request (`model` is the request
     /// body's, consulted only for gated requests): its path prefix, unless
-    /// the model matches routes and none of them names that provider;
-    /// without a prefix, the first route whose glob matches `model`, else
+    /// the model matches routes and none of them names that provider (then the
+    /// first of them whose own path the prefix is, else a conflict); without a
+    /// prefix, the first route whose glob matches `model`, else
     /// `default_provider`.
     pub fn choose(&self, route: &PathRoute<'_>, model: Option<&str>) -> Result<&str, RouteError> {
         self.choose_by(route.prefix, model.filter(|_| route.is_gated()))
@@ -175,10 +210,10 @@ impl Router {
                 .get(prefix)
                 .map(String::as_str)
                 .ok_or_else(|| RouteError::UnknownProvider(prefix.to_owned()))?;
-            if let Some(model) = model {
-                self.check_prefix(provider, model)?;
-            }
-            return Ok(provider);
+            return match model {
+                Some(model) => self.by_prefix(provider, model),
+                None => Ok(provider),
+            };
         }
         if let Some(model) = model {
             if let Some(&index) = self.model_globs.matches(model).first() {
@@ -194,20 +229,29 @@ impl Router {
 }
 
 impl Router {
-    /// Refuses a `model` whose routes all name providers other than `provider`.
-    fn check_prefix(&self, provider: &str, model: &str) -> Result<(), RouteError> {
+    /// The provider of a `model` whose path prefix names `provider`: that provider when one of
+    /// the model's routes names it or the model matches no route; else the first of the
+    /// model's providers whose own path the prefix is; else a conflict.
+    fn by_prefix<'a>(&'a self, provider: &'a str, model: &str) -> Result<&'a str, RouteError> {
         let mut routed: Vec<String> = Vec::new();
+        let mut at_own_path = None;
         for index in self.model_globs.matches(model) {
-            let name = &self.model_providers[index];
+            let name = self.model_providers[index].as_str();
             if name == provider {
-                return Ok(());
+                return Ok(provider);
             }
-            if !routed.contains(name) {
-                routed.push(name.clone());
+            if at_own_path.is_none() && self.own_paths.get(name).is_some_and(|own| own == provider) {
+                at_own_path = Some(name);
+            }
+            if !routed.iter().any(|known| known == name) {
+                routed.push(name.to_owned());
             }
         }
+        if let Some(name) = at_own_path {
+            return Ok(name);
+        }
         if routed.is_empty() {
-            return Ok(());
+            return Ok(provider);
         }
         Err(RouteError::RouteConflict {
             model: model.to_owned(),
@@ -215,6 +259,21 @@ impl Router {
             routed,
         })
     }
+}
+
+/// A provider's own path: the last segment of its `base_url`'s path before a final `/v1`
+/// (`openai` for `https://bedrock-mantle.us-east-1.api.aws/openai/v1`); `None` when the path
+/// does not end in `/v1` or has nothing before it.
+fn own_path(base_url: &str) -> Option<String> {
+    let url = reqwest::Url::parse(base_url).ok()?;
+    let mut segments: Vec<&str> = url.path_segments()?.collect();
+    if segments.last() == Some(&"") {
+        segments.pop();
+    }
+    let [.., own, version] = segments.as_slice() else {
+        return None;
+    };
+    (*version == API_VERSION && !own.is_empty()).then(|| (*own).to_owned())
 }
 
 /// Joins a provider's `base_url`, an upstream path from [`PathRoute`] and the
@@ -686,10 +745,10 @@ provider = "bedrock"
     fn a_prefix_that_none_of_the_models_routes_names_is_a_conflict() {
         let router = router();
         assert_eq!(
-            provider_for(&router, "/openai/v1/responses", Some("openai.gpt-5.4")),
+            provider_for(&router, "/models/v1/responses", Some("openai.gpt-5.4")),
             Err(RouteError::RouteConflict {
                 model: "openai.gpt-5.4".into(),
-                provider: "openai".into(),
+                provider: "models".into(),
                 routed: vec!["bedrock-openai".into(), "bedrock".into()],
             })
         );
@@ -706,12 +765,161 @@ provider = "bedrock"
             provider_for(&router, "/openai/v1/models", Some("openai.gpt-5.4")),
             Ok("openai".into())
         );
-        let message = provider_for(&router, "/openai/v1/responses", Some("openai.gpt-5.4"))
+        let message = provider_for(&router, "/models/v1/responses", Some("openai.gpt-5.4"))
             .unwrap_err()
             .to_string();
-        for part in ["`openai.gpt-5.4`", "`openai`", "`bedrock-openai`, `bedrock`"] {
+        for part in [
+            "`openai.gpt-5.4`",
+            "`models`",
+            "`bedrock-openai`, `bedrock`",
+            "send it without a prefix, or with `/bedrock-openai` or `/bedrock`",
+        ] {
             assert!(message.contains(part), "{message}");
         }
+    }
+
+    #[test]
+    fn own_paths_are_the_segment_before_v1() {
+        assert_eq!(
+            own_path("https://bedrock-mantle.us-east-1.api.aws/openai/v1").as_deref(),
+            Some("openai")
+        );
+        assert_eq!(own_path("https://openrouter.ai/api/v1/").as_deref(), Some("api"));
+        assert_eq!(own_path("http://127.0.0.1:1/a/b/v1").as_deref(), Some("b"));
+        for base_url in [
+            "https://api.openai.com/v1",
+            "https://api.openai.com/v1/",
+            "http://127.0.0.1:9000",
+            "https://example.com/openai/v2",
+            "https://example.com/openai",
+            "https://example.com/openai/v1/x",
+            "not a url",
+        ] {
+            assert_eq!(own_path(base_url), None, "{base_url}");
+        }
+    }
+
+    #[test]
+    fn a_prefix_that_is_the_routed_providers_own_path_goes_there() {
+        let router = router();
+        // Bedrock Mantle's own `/openai/v1/...`, built by its SDKs from the host alone.
+        for path in [
+            "/openai/v1/responses",
+            "/openai/v1/responses/compact",
+            "/openai/v1/responses/input_tokens",
+            "/openai/v1/conversations",
+            "/openai/responses",
+        ] {
+            assert_eq!(
+                provider_for(&router, path, Some("openai.gpt-5.4")),
+                Ok("bedrock-openai".into()),
+                "{path}"
+            );
+        }
+        // Through choose_by too, as a judgment on another thread calls it.
+        assert_eq!(
+            router.choose_by(Some("openai"), Some("openai.gpt-5.4")),
+            Ok("bedrock-openai")
+        );
+        // At the provider's own path, the prefix read once.
+        let config = Config::from_toml(CONFIG).unwrap();
+        let route = router.classify("/openai/v1/responses").unwrap();
+        let provider = router.choose(&route, Some("openai.gpt-5.4")).unwrap();
+        assert_eq!(
+            upstream_url(&config.providers[provider].base_url, route.upstream_path, None),
+            "https://bedrock-mantle.us-east-1.api.aws/openai/v1/responses"
+        );
+    }
+
+    #[test]
+    fn a_prefix_spelled_like_an_own_path_still_names_its_provider() {
+        let router = router();
+        // One of the model's routes names `openai`: the prefix is read as the provider.
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("gpt-4.1")),
+            Ok("openai".into())
+        );
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("gpt-4o")),
+            Ok("openai".into())
+        );
+        // A model no route matches goes to the provider the prefix names.
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("llama-3")),
+            Ok("openai".into())
+        );
+        // An ungated path has no model to tell the two readings apart.
+        assert_eq!(
+            provider_for(&router, "/openai/v1/models", Some("openai.gpt-5.4")),
+            Ok("openai".into())
+        );
+        assert_eq!(router.choose_by(Some("openai"), None), Ok("openai"));
+    }
+
+    #[test]
+    fn an_own_path_that_is_not_the_routed_providers_is_a_conflict() {
+        let router = router();
+        // `openai.*` routes to `bedrock`, whose base_url has no segment before `/v1`.
+        let conflict = provider_for(&router, "/openai/v1/responses", Some("openai.gpt-oss-120b"));
+        assert_eq!(
+            conflict,
+            Err(RouteError::RouteConflict {
+                model: "openai.gpt-oss-120b".into(),
+                provider: "openai".into(),
+                routed: vec!["bedrock".into()],
+            })
+        );
+        let message = conflict.unwrap_err().to_string();
+        assert!(
+            message.ends_with("send it without a prefix, or with `/bedrock`"),
+            "{message}"
+        );
+        assert!(!message.contains("add a route"), "{message}");
+        // The own path of `bedrock-openai` is not `bedrock`'s.
+        assert!(matches!(
+            provider_for(&router, "/bedrock/v1/responses", Some("openai.gpt-5.4")),
+            Ok(name) if name == "bedrock"
+        ));
+        assert!(matches!(
+            provider_for(&router, "/bedrock/v1/responses", Some("gpt-4.1")),
+            Err(RouteError::RouteConflict { .. })
+        ));
+    }
+
+    #[test]
+    fn only_a_prefix_that_is_another_providers_own_path_leaves_the_choice_to_the_model() {
+        let router = router();
+        assert!(!router.prefix_decides("openai"));
+        for prefix in ["bedrock", "bedrock-openai", "models"] {
+            assert!(router.prefix_decides(prefix), "{prefix}");
+        }
+        // A provider whose own path is its own name is named by it, nothing else.
+        let text = format!("{CONFIG}\n[providers.api]\nbase_url = \"https://openrouter.ai/api/v1\"\n");
+        let router = Router::new(&Config::from_toml(&text).unwrap()).unwrap();
+        assert!(router.prefix_decides("api"));
+    }
+
+    #[test]
+    fn of_several_providers_at_one_own_path_the_models_first_route_wins() {
+        let text = CONFIG.replace(
+            "[[routes]]\nmodel = \"openai.gpt-5*\"",
+            "[providers.azure]\nbase_url = \"https://example.openai.azure.com/openai/v1\"\n\n\
+             [[routes]]\nmodel = \"openai.gpt-5.9*\"\nprovider = \"azure\"\n\n\
+             [[routes]]\nmodel = \"openai.gpt-5*\"",
+        );
+        let router = Router::new(&Config::from_toml(&text).unwrap()).unwrap();
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("openai.gpt-5.9")),
+            Ok("azure".into())
+        );
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("openai.gpt-5.4")),
+            Ok("bedrock-openai".into())
+        );
+        assert_eq!(
+            provider_for(&router, "/v1/responses", Some("openai.gpt-5.9")),
+            Ok("azure".into())
+        );
     }
 
     #[test]
