@@ -28,7 +28,13 @@
 //!   only a host (Bedrock Mantle's SDKs) builds that path itself, so the
 //!   request goes to the model's provider, at that path; the provider the
 //!   prefix names by coincidence gets nothing. Such a prefix decides nothing
-//!   until the model is known ([`Router::prefix_decides`]).
+//!   until the model is known ([`Router::chosen_by_path`]).
+//! - A `/{x}/v1/...` prefix that names no provider but is the own path of
+//!   one or more (a configuration without a provider called `openai`) goes
+//!   to the first of the model's routed providers at that path; for a model
+//!   no route matches, to `default_provider` if it is at that path; without
+//!   a model, to the one provider at that path. Else it is an unknown
+//!   provider.
 //!
 //! Paths that could be read differently upstream are rejected before any of
 //! this: see [`RouteError::InvalidPath`].
@@ -61,7 +67,8 @@ pub struct Router {
 /// What a request path says about routing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PathRoute<'p> {
-    /// The provider named by a `/{provider}/...` prefix, if any.
+    /// The path's first segment when it names a provider (`/{provider}/...`),
+    /// or when it is the own path of one and `/v1` follows it; else `None`.
     pub prefix: Option<&'p str>,
     /// Which body member holds the items to gate; `None` for an ungated path.
     pub items: Option<ItemsAt>,
@@ -157,15 +164,18 @@ impl Router {
         })
     }
 
-    /// Whether a path's provider `prefix` alone decides where a gated request goes: it does
-    /// unless it is also another provider's own path (see the [module](self) doc), when the
-    /// request's model decides. Checks made on the prefix's provider before the body is read
-    /// are made only when it decides.
-    pub fn prefix_decides(&self, prefix: &str) -> bool {
-        !self
+    /// The provider a classified path's prefix chooses on its own, before any body is read:
+    /// the provider it names, unless the path is gated and the prefix is also another
+    /// provider's own path (then the model chooses; see the [module](self) doc). `None`
+    /// without a prefix or with one that names no provider. Checks made on the path's
+    /// provider before the body is read are made on this one only.
+    pub fn chosen_by_path<'p>(&self, route: &PathRoute<'p>) -> Option<&'p str> {
+        let prefix = route.prefix.filter(|prefix| self.providers.contains(*prefix))?;
+        let own_path_of_another = self
             .own_paths
             .iter()
-            .any(|(name, own)| own == prefix && name != prefix)
+            .any(|(name, own)| own == prefix && name != prefix);
+        (!(route.is_gated() && own_path_of_another)).then_some(prefix)
     }
 
     /// Classifies a request path (without its query string): provider
@@ -178,7 +188,10 @@ impl Router {
         } else if self.providers.contains(first) {
             (Some(first), after_first)
         } else if strip_api_version(after_first).is_some() {
-            return Err(RouteError::UnknownProvider(first.to_owned()));
+            if !self.own_paths.values().any(|own| own == first) {
+                return Err(RouteError::UnknownProvider(first.to_owned()));
+            }
+            (Some(first), after_first)
         } else {
             (None, path)
         };
@@ -205,11 +218,9 @@ impl Router {
     /// [`PathRoute`], such as a judgment moved to another thread.
     pub fn choose_by(&self, prefix: Option<&str>, model: Option<&str>) -> Result<&str, RouteError> {
         if let Some(prefix) = prefix {
-            let provider = self
-                .providers
-                .get(prefix)
-                .map(String::as_str)
-                .ok_or_else(|| RouteError::UnknownProvider(prefix.to_owned()))?;
+            let Some(provider) = self.providers.get(prefix).map(String::as_str) else {
+                return self.by_own_path(prefix, model);
+            };
             return match model {
                 Some(model) => self.by_prefix(provider, model),
                 None => Ok(provider),
@@ -258,6 +269,43 @@ impl Router {
             provider: provider.to_owned(),
             routed,
         })
+    }
+}
+
+impl Router {
+    /// The provider of a request whose prefix names no provider: the first of the `model`'s
+    /// routed providers whose own path it is; for a model no route matches (or none),
+    /// `default_provider` when the prefix is its own path, else (without a model) the one
+    /// provider whose own path it is; else an unknown provider.
+    fn by_own_path(&self, prefix: &str, model: Option<&str>) -> Result<&str, RouteError> {
+        let unknown = || RouteError::UnknownProvider(prefix.to_owned());
+        let at_prefix = |name: &str| self.own_paths.get(name).is_some_and(|own| own == prefix);
+        if let Some(model) = model {
+            let routed = self.model_globs.matches(model);
+            if !routed.is_empty() {
+                return routed
+                    .into_iter()
+                    .map(|index| self.model_providers[index].as_str())
+                    .find(|name| at_prefix(name))
+                    .ok_or_else(unknown);
+            }
+        }
+        // A model no route matches goes where it would without a prefix.
+        if let Some(default) = self.default_provider.as_deref().filter(|name| at_prefix(name)) {
+            return Ok(default);
+        }
+        if model.is_some() {
+            return Err(unknown());
+        }
+        let mut at = self
+            .own_paths
+            .iter()
+            .filter(|(_, own)| *own == prefix)
+            .map(|(name, _)| name.as_str());
+        match (at.next(), at.next()) {
+            (Some(only), None) => Ok(only),
+            _ => Err(unknown()),
+        }
     }
 }
 
@@ -889,14 +937,115 @@ provider = "bedrock"
     #[test]
     fn only_a_prefix_that_is_another_providers_own_path_leaves_the_choice_to_the_model() {
         let router = router();
-        assert!(!router.prefix_decides("openai"));
+        let chosen = |path: &str| {
+            let route = router.classify(path).unwrap();
+            router.chosen_by_path(&route).map(str::to_owned)
+        };
+        assert_eq!(chosen("/openai/v1/responses"), None);
+        assert_eq!(chosen("/openai/v1/conversations"), None);
+        // Ungated: no model will choose, the prefix does.
+        assert_eq!(chosen("/openai/v1/models").as_deref(), Some("openai"));
         for prefix in ["bedrock", "bedrock-openai", "models"] {
-            assert!(router.prefix_decides(prefix), "{prefix}");
+            assert_eq!(
+                chosen(&format!("/{prefix}/v1/responses")).as_deref(),
+                Some(prefix)
+            );
         }
-        // A provider whose own path is its own name is named by it, nothing else.
+        assert_eq!(chosen("/v1/responses"), None);
+        // A provider whose own path is its own name is chosen by it.
         let text = format!("{CONFIG}\n[providers.api]\nbase_url = \"https://openrouter.ai/api/v1\"\n");
         let router = Router::new(&Config::from_toml(&text).unwrap()).unwrap();
-        assert!(router.prefix_decides("api"));
+        let route = router.classify("/api/v1/responses").unwrap();
+        assert_eq!(router.chosen_by_path(&route), Some("api"));
+    }
+
+    /// Bedrock Mantle's two paths and no provider called `openai`.
+    const MANTLE_ONLY: &str = r#"
+default_provider = "bedrock"
+
+[providers.bedrock]
+base_url = "https://bedrock-mantle.us-east-1.api.aws/v1"
+
+[providers.bedrock-openai]
+base_url = "https://bedrock-mantle.us-east-1.api.aws/openai/v1"
+
+[[routes]]
+model = "openai.gpt-5*"
+provider = "bedrock-openai"
+
+[[routes]]
+model = "openai.*"
+provider = "bedrock"
+"#;
+
+    #[test]
+    fn an_own_path_that_names_no_provider_is_a_prefix_before_v1_only() {
+        let router = Router::new(&Config::from_toml(MANTLE_ONLY).unwrap()).unwrap();
+        assert_eq!(
+            router.classify("/openai/v1/responses"),
+            Ok(route(Some("openai"), true, "/responses"))
+        );
+        assert_eq!(
+            router.classify("/openai/v1/models"),
+            Ok(route(Some("openai"), false, "/models"))
+        );
+        // Without `/v1` after it, the path is forwarded as it is, as before.
+        assert_eq!(
+            router.classify("/openai/responses"),
+            Ok(route(None, true, "/openai/responses"))
+        );
+        assert_eq!(
+            router.classify("/azure/v1/responses"),
+            Err(RouteError::UnknownProvider("azure".into()))
+        );
+        assert_eq!(
+            router.chosen_by_path(&router.classify("/openai/v1/models").unwrap()),
+            None
+        );
+    }
+
+    #[test]
+    fn an_own_path_that_names_no_provider_goes_to_the_provider_at_it() {
+        let router = Router::new(&Config::from_toml(MANTLE_ONLY).unwrap()).unwrap();
+        let unknown = || Err(RouteError::UnknownProvider("openai".into()));
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("openai.gpt-5.4")),
+            Ok("bedrock-openai".into())
+        );
+        // Served at the other path: not reached through this one.
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("openai.gpt-oss-120b")),
+            unknown()
+        );
+        // A model no route matches goes to the default only if the prefix is its own path.
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("llama-3")),
+            unknown()
+        );
+        // Without a model: the one provider at that path.
+        assert_eq!(
+            provider_for(&router, "/openai/v1/models", None),
+            Ok("bedrock-openai".into())
+        );
+        let text = MANTLE_ONLY.replace(
+            "default_provider = \"bedrock\"",
+            "default_provider = \"bedrock-openai\"",
+        );
+        let router = Router::new(&Config::from_toml(&text).unwrap()).unwrap();
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("llama-3")),
+            Ok("bedrock-openai".into())
+        );
+        // Two providers at one path and no model to choose: none of them.
+        let text = format!(
+            "{MANTLE_ONLY}\n[providers.azure]\nbase_url = \"https://example.openai.azure.com/openai/v1\"\n"
+        );
+        let router = Router::new(&Config::from_toml(&text).unwrap()).unwrap();
+        assert_eq!(provider_for(&router, "/openai/v1/models", None), unknown());
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("openai.gpt-5.4")),
+            Ok("bedrock-openai".into())
+        );
     }
 
     #[test]

@@ -468,3 +468,39 @@ async fn a_team_limited_to_bedrock_reaches_mantle_through_its_own_path() {
     // The client key went no further.
     assert!(!m.mantle.received()[0].headers.contains_key("authorization"));
 }
+
+#[tokio::test]
+async fn mantles_own_path_without_a_provider_of_that_name_reaches_mantle() {
+    let mantle = Upstream::json(200, RESPONSE_JSON).await;
+    let config = format!(
+        r#"default_provider = "bedrock"
+
+[providers.bedrock]
+base_url = "{}"
+
+[providers.bedrock-openai]
+base_url = "{}"
+
+[[routes]]
+model = "openai.gpt-5*"
+provider = "bedrock-openai"
+"#,
+        mantle.base_url(),
+        mantle.base_url().replace("/v1", "/openai/v1"),
+    );
+    let proxy = Proxy::start(&config, &[]).await;
+    let body = spaced("openai.gpt-5.4");
+    assert_eq!(send(&proxy, "POST", "/openai/v1/responses", &body).await, 200);
+    // gpt-oss is served at `/v1`, the default's path: not through `/openai`.
+    let (status, answer) = proxy
+        .post_json("/openai/v1/responses", spaced("openai.gpt-oss-120b"))
+        .await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (404, Some("unknown_provider"))
+    );
+    // No model to choose: the one provider at that path.
+    assert_eq!(send(&proxy, "GET", "/openai/v1/models", "").await, 200);
+    assert_eq!(targets(&mantle), ["/openai/v1/responses", "/openai/v1/models"]);
+    assert_eq!(&mantle.received()[0].body[..], body.as_bytes());
+}
