@@ -22,11 +22,24 @@
 //! - With a prefix, a gated request whose model matches routes that all name
 //!   other providers is refused ([`RouteError::RouteConflict`]): it fails
 //!   closed rather than leave for a provider its model was not meant for.
+//! - Except when the prefix is the *own path* of one of those providers: the
+//!   segment its `base_url` has before `/v1` (`openai` for
+//!   `https://bedrock-mantle.us-east-1.api.aws/openai/v1`). A client given
+//!   only a host (Bedrock Mantle's SDKs) builds that path itself, so the
+//!   request goes to the model's provider, at that path; the provider the
+//!   prefix names by coincidence gets nothing. Such a prefix decides nothing
+//!   until the model is known ([`Router::chosen_by_path`]).
+//! - A `/{x}/v1/...` prefix that names no provider but is the own path of
+//!   one or more (a configuration without a provider called `openai`) goes
+//!   to the first of the model's routed providers at that path; for a model
+//!   no route matches, to `default_provider` if it is at that path; without
+//!   a model, to the one provider at that path. Else it is an unknown
+//!   provider.
 //!
 //! Paths that could be read differently upstream are rejected before any of
 //! this: see [`RouteError::InvalidPath`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use globset::GlobSet;
 
@@ -47,12 +60,15 @@ pub struct Router {
     model_providers: Vec<String>,
     /// `default_provider`.
     default_provider: Option<String>,
+    /// Each provider's own path, where its `base_url` has one: see [`own_path`].
+    own_paths: BTreeMap<String, String>,
 }
 
 /// What a request path says about routing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PathRoute<'p> {
-    /// The provider named by a `/{provider}/...` prefix, if any.
+    /// The path's first segment when it names a provider (`/{provider}/...`),
+    /// or when it is the own path of one and `/v1` follows it; else `None`.
     pub prefix: Option<&'p str>,
     /// Which body member holds the items to gate; `None` for an ungated path.
     pub items: Option<ItemsAt>,
@@ -91,11 +107,14 @@ pub enum RouteError {
         model: Option<String>,
     },
     /// The path names a provider, but the model matches routes and none of
-    /// them names that provider; answer 400 `route_conflict`.
+    /// them names that provider (nor has the prefix as its own path); answer
+    /// 400 `route_conflict`. The message says how to reach the model's
+    /// providers: without a prefix, or with one naming them.
     #[error(
         "model `{model}` is routed to {routed} by [[routes]], not to `{provider}` named by the \
-         path; send it without the `/{provider}` prefix, or add a route for it to `{provider}`",
-        routed = listed(routed)
+         path; send it without a prefix, or with {prefixes}",
+        routed = listed(routed),
+        prefixes = prefixes(routed)
     )]
     RouteConflict {
         /// The request's model.
@@ -111,6 +130,12 @@ pub enum RouteError {
 fn listed(names: &[String]) -> String {
     let names: Vec<String> = names.iter().map(|name| format!("`{name}`")).collect();
     names.join(", ")
+}
+
+/// `` `/a` `` or `` `/a` or `/b` ``: the path prefixes that reach the providers `names`.
+fn prefixes(names: &[String]) -> String {
+    let names: Vec<String> = names.iter().map(|name| format!("`/{name}`")).collect();
+    names.join(" or ")
 }
 
 fn no_provider_message(model: Option<&str>) -> String {
@@ -131,7 +156,26 @@ impl Router {
             model_globs: crate::gate::glob_set(config.routes.iter().map(|route| &route.model))?,
             model_providers: config.routes.iter().map(|r| r.provider.clone()).collect(),
             default_provider: config.default_provider.clone(),
+            own_paths: config
+                .providers
+                .iter()
+                .filter_map(|(name, provider)| Some((name.clone(), own_path(&provider.base_url)?)))
+                .collect(),
         })
+    }
+
+    /// The provider a classified path's prefix chooses on its own, before any body is read:
+    /// the provider it names, unless the path is gated and the prefix is also another
+    /// provider's own path (then the model chooses; see the [module](self) doc). `None`
+    /// without a prefix or with one that names no provider. Checks made on the path's
+    /// provider before the body is read are made on this one only.
+    pub fn chosen_by_path<'p>(&self, route: &PathRoute<'p>) -> Option<&'p str> {
+        let prefix = route.prefix.filter(|prefix| self.providers.contains(*prefix))?;
+        let own_path_of_another = self
+            .own_paths
+            .iter()
+            .any(|(name, own)| own == prefix && name != prefix);
+        (!(route.is_gated() && own_path_of_another)).then_some(prefix)
     }
 
     /// Classifies a request path (without its query string): provider
@@ -144,7 +188,10 @@ impl Router {
         } else if self.providers.contains(first) {
             (Some(first), after_first)
         } else if strip_api_version(after_first).is_some() {
-            return Err(RouteError::UnknownProvider(first.to_owned()));
+            if !self.own_paths.values().any(|own| own == first) {
+                return Err(RouteError::UnknownProvider(first.to_owned()));
+            }
+            (Some(first), after_first)
         } else {
             (None, path)
         };
@@ -158,8 +205,9 @@ impl Router {
 
     /// Chooses the provider for a classified request (`model` is the request
     /// body's, consulted only for gated requests): its path prefix, unless
-    /// the model matches routes and none of them names that provider;
-    /// without a prefix, the first route whose glob matches `model`, else
+    /// the model matches routes and none of them names that provider (then the
+    /// first of them whose own path the prefix is, else a conflict); without a
+    /// prefix, the first route whose glob matches `model`, else
     /// `default_provider`.
     pub fn choose(&self, route: &PathRoute<'_>, model: Option<&str>) -> Result<&str, RouteError> {
         self.choose_by(route.prefix, model.filter(|_| route.is_gated()))
@@ -170,15 +218,13 @@ impl Router {
     /// [`PathRoute`], such as a judgment moved to another thread.
     pub fn choose_by(&self, prefix: Option<&str>, model: Option<&str>) -> Result<&str, RouteError> {
         if let Some(prefix) = prefix {
-            let provider = self
-                .providers
-                .get(prefix)
-                .map(String::as_str)
-                .ok_or_else(|| RouteError::UnknownProvider(prefix.to_owned()))?;
-            if let Some(model) = model {
-                self.check_prefix(provider, model)?;
-            }
-            return Ok(provider);
+            let Some(provider) = self.providers.get(prefix).map(String::as_str) else {
+                return self.by_own_path(prefix, model);
+            };
+            return match model {
+                Some(model) => self.by_prefix(provider, model),
+                None => Ok(provider),
+            };
         }
         if let Some(model) = model {
             if let Some(&index) = self.model_globs.matches(model).first() {
@@ -194,20 +240,29 @@ impl Router {
 }
 
 impl Router {
-    /// Refuses a `model` whose routes all name providers other than `provider`.
-    fn check_prefix(&self, provider: &str, model: &str) -> Result<(), RouteError> {
+    /// The provider of a `model` whose path prefix names `provider`: that provider when one of
+    /// the model's routes names it or the model matches no route; else the first of the
+    /// model's providers whose own path the prefix is; else a conflict.
+    fn by_prefix<'a>(&'a self, provider: &'a str, model: &str) -> Result<&'a str, RouteError> {
         let mut routed: Vec<String> = Vec::new();
+        let mut at_own_path = None;
         for index in self.model_globs.matches(model) {
-            let name = &self.model_providers[index];
+            let name = self.model_providers[index].as_str();
             if name == provider {
-                return Ok(());
+                return Ok(provider);
             }
-            if !routed.contains(name) {
-                routed.push(name.clone());
+            if at_own_path.is_none() && self.own_paths.get(name).is_some_and(|own| own == provider) {
+                at_own_path = Some(name);
+            }
+            if !routed.iter().any(|known| known == name) {
+                routed.push(name.to_owned());
             }
         }
+        if let Some(name) = at_own_path {
+            return Ok(name);
+        }
         if routed.is_empty() {
-            return Ok(());
+            return Ok(provider);
         }
         Err(RouteError::RouteConflict {
             model: model.to_owned(),
@@ -215,6 +270,58 @@ impl Router {
             routed,
         })
     }
+}
+
+impl Router {
+    /// The provider of a request whose prefix names no provider: the first of the `model`'s
+    /// routed providers whose own path it is; for a model no route matches (or none),
+    /// `default_provider` when the prefix is its own path, else (without a model) the one
+    /// provider whose own path it is; else an unknown provider.
+    fn by_own_path(&self, prefix: &str, model: Option<&str>) -> Result<&str, RouteError> {
+        let unknown = || RouteError::UnknownProvider(prefix.to_owned());
+        let at_prefix = |name: &str| self.own_paths.get(name).is_some_and(|own| own == prefix);
+        if let Some(model) = model {
+            let routed = self.model_globs.matches(model);
+            if !routed.is_empty() {
+                return routed
+                    .into_iter()
+                    .map(|index| self.model_providers[index].as_str())
+                    .find(|name| at_prefix(name))
+                    .ok_or_else(unknown);
+            }
+        }
+        // A model no route matches goes where it would without a prefix.
+        if let Some(default) = self.default_provider.as_deref().filter(|name| at_prefix(name)) {
+            return Ok(default);
+        }
+        if model.is_some() {
+            return Err(unknown());
+        }
+        let mut at = self
+            .own_paths
+            .iter()
+            .filter(|(_, own)| *own == prefix)
+            .map(|(name, _)| name.as_str());
+        match (at.next(), at.next()) {
+            (Some(only), None) => Ok(only),
+            _ => Err(unknown()),
+        }
+    }
+}
+
+/// A provider's own path: the last segment of its `base_url`'s path before a final `/v1`
+/// (`openai` for `https://bedrock-mantle.us-east-1.api.aws/openai/v1`); `None` when the path
+/// does not end in `/v1` or has nothing before it.
+fn own_path(base_url: &str) -> Option<String> {
+    let url = reqwest::Url::parse(base_url).ok()?;
+    let mut segments: Vec<&str> = url.path_segments()?.collect();
+    if segments.last() == Some(&"") {
+        segments.pop();
+    }
+    let [.., own, version] = segments.as_slice() else {
+        return None;
+    };
+    (*version == API_VERSION && !own.is_empty()).then(|| (*own).to_owned())
 }
 
 /// Joins a provider's `base_url`, an upstream path from [`PathRoute`] and the
@@ -686,10 +793,10 @@ provider = "bedrock"
     fn a_prefix_that_none_of_the_models_routes_names_is_a_conflict() {
         let router = router();
         assert_eq!(
-            provider_for(&router, "/openai/v1/responses", Some("openai.gpt-5.4")),
+            provider_for(&router, "/models/v1/responses", Some("openai.gpt-5.4")),
             Err(RouteError::RouteConflict {
                 model: "openai.gpt-5.4".into(),
-                provider: "openai".into(),
+                provider: "models".into(),
                 routed: vec!["bedrock-openai".into(), "bedrock".into()],
             })
         );
@@ -706,12 +813,262 @@ provider = "bedrock"
             provider_for(&router, "/openai/v1/models", Some("openai.gpt-5.4")),
             Ok("openai".into())
         );
-        let message = provider_for(&router, "/openai/v1/responses", Some("openai.gpt-5.4"))
+        let message = provider_for(&router, "/models/v1/responses", Some("openai.gpt-5.4"))
             .unwrap_err()
             .to_string();
-        for part in ["`openai.gpt-5.4`", "`openai`", "`bedrock-openai`, `bedrock`"] {
+        for part in [
+            "`openai.gpt-5.4`",
+            "`models`",
+            "`bedrock-openai`, `bedrock`",
+            "send it without a prefix, or with `/bedrock-openai` or `/bedrock`",
+        ] {
             assert!(message.contains(part), "{message}");
         }
+    }
+
+    #[test]
+    fn own_paths_are_the_segment_before_v1() {
+        assert_eq!(
+            own_path("https://bedrock-mantle.us-east-1.api.aws/openai/v1").as_deref(),
+            Some("openai")
+        );
+        assert_eq!(own_path("https://openrouter.ai/api/v1/").as_deref(), Some("api"));
+        assert_eq!(own_path("http://127.0.0.1:1/a/b/v1").as_deref(), Some("b"));
+        for base_url in [
+            "https://api.openai.com/v1",
+            "https://api.openai.com/v1/",
+            "http://127.0.0.1:9000",
+            "https://example.com/openai/v2",
+            "https://example.com/openai",
+            "https://example.com/openai/v1/x",
+            "not a url",
+        ] {
+            assert_eq!(own_path(base_url), None, "{base_url}");
+        }
+    }
+
+    #[test]
+    fn a_prefix_that_is_the_routed_providers_own_path_goes_there() {
+        let router = router();
+        // Bedrock Mantle's own `/openai/v1/...`, built by its SDKs from the host alone.
+        for path in [
+            "/openai/v1/responses",
+            "/openai/v1/responses/compact",
+            "/openai/v1/responses/input_tokens",
+            "/openai/v1/conversations",
+            "/openai/responses",
+        ] {
+            assert_eq!(
+                provider_for(&router, path, Some("openai.gpt-5.4")),
+                Ok("bedrock-openai".into()),
+                "{path}"
+            );
+        }
+        // Through choose_by too, as a judgment on another thread calls it.
+        assert_eq!(
+            router.choose_by(Some("openai"), Some("openai.gpt-5.4")),
+            Ok("bedrock-openai")
+        );
+        // At the provider's own path, the prefix read once.
+        let config = Config::from_toml(CONFIG).unwrap();
+        let route = router.classify("/openai/v1/responses").unwrap();
+        let provider = router.choose(&route, Some("openai.gpt-5.4")).unwrap();
+        assert_eq!(
+            upstream_url(&config.providers[provider].base_url, route.upstream_path, None),
+            "https://bedrock-mantle.us-east-1.api.aws/openai/v1/responses"
+        );
+    }
+
+    #[test]
+    fn a_prefix_spelled_like_an_own_path_still_names_its_provider() {
+        let router = router();
+        // One of the model's routes names `openai`: the prefix is read as the provider.
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("gpt-4.1")),
+            Ok("openai".into())
+        );
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("gpt-4o")),
+            Ok("openai".into())
+        );
+        // A model no route matches goes to the provider the prefix names.
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("llama-3")),
+            Ok("openai".into())
+        );
+        // An ungated path has no model to tell the two readings apart.
+        assert_eq!(
+            provider_for(&router, "/openai/v1/models", Some("openai.gpt-5.4")),
+            Ok("openai".into())
+        );
+        assert_eq!(router.choose_by(Some("openai"), None), Ok("openai"));
+    }
+
+    #[test]
+    fn an_own_path_that_is_not_the_routed_providers_is_a_conflict() {
+        let router = router();
+        // `openai.*` routes to `bedrock`, whose base_url has no segment before `/v1`.
+        let conflict = provider_for(&router, "/openai/v1/responses", Some("openai.gpt-oss-120b"));
+        assert_eq!(
+            conflict,
+            Err(RouteError::RouteConflict {
+                model: "openai.gpt-oss-120b".into(),
+                provider: "openai".into(),
+                routed: vec!["bedrock".into()],
+            })
+        );
+        let message = conflict.unwrap_err().to_string();
+        assert!(
+            message.ends_with("send it without a prefix, or with `/bedrock`"),
+            "{message}"
+        );
+        assert!(!message.contains("add a route"), "{message}");
+        // The own path of `bedrock-openai` is not `bedrock`'s.
+        assert!(matches!(
+            provider_for(&router, "/bedrock/v1/responses", Some("openai.gpt-5.4")),
+            Ok(name) if name == "bedrock"
+        ));
+        assert!(matches!(
+            provider_for(&router, "/bedrock/v1/responses", Some("gpt-4.1")),
+            Err(RouteError::RouteConflict { .. })
+        ));
+    }
+
+    #[test]
+    fn only_a_prefix_that_is_another_providers_own_path_leaves_the_choice_to_the_model() {
+        let router = router();
+        let chosen = |path: &str| {
+            let route = router.classify(path).unwrap();
+            router.chosen_by_path(&route).map(str::to_owned)
+        };
+        assert_eq!(chosen("/openai/v1/responses"), None);
+        assert_eq!(chosen("/openai/v1/conversations"), None);
+        // Ungated: no model will choose, the prefix does.
+        assert_eq!(chosen("/openai/v1/models").as_deref(), Some("openai"));
+        for prefix in ["bedrock", "bedrock-openai", "models"] {
+            assert_eq!(
+                chosen(&format!("/{prefix}/v1/responses")).as_deref(),
+                Some(prefix)
+            );
+        }
+        assert_eq!(chosen("/v1/responses"), None);
+        // A provider whose own path is its own name is chosen by it.
+        let text = format!("{CONFIG}\n[providers.api]\nbase_url = \"https://openrouter.ai/api/v1\"\n");
+        let router = Router::new(&Config::from_toml(&text).unwrap()).unwrap();
+        let route = router.classify("/api/v1/responses").unwrap();
+        assert_eq!(router.chosen_by_path(&route), Some("api"));
+    }
+
+    /// Bedrock Mantle's two paths and no provider called `openai`.
+    const MANTLE_ONLY: &str = r#"
+default_provider = "bedrock"
+
+[providers.bedrock]
+base_url = "https://bedrock-mantle.us-east-1.api.aws/v1"
+
+[providers.bedrock-openai]
+base_url = "https://bedrock-mantle.us-east-1.api.aws/openai/v1"
+
+[[routes]]
+model = "openai.gpt-5*"
+provider = "bedrock-openai"
+
+[[routes]]
+model = "openai.*"
+provider = "bedrock"
+"#;
+
+    #[test]
+    fn an_own_path_that_names_no_provider_is_a_prefix_before_v1_only() {
+        let router = Router::new(&Config::from_toml(MANTLE_ONLY).unwrap()).unwrap();
+        assert_eq!(
+            router.classify("/openai/v1/responses"),
+            Ok(route(Some("openai"), true, "/responses"))
+        );
+        assert_eq!(
+            router.classify("/openai/v1/models"),
+            Ok(route(Some("openai"), false, "/models"))
+        );
+        // Without `/v1` after it, the path is forwarded as it is, as before.
+        assert_eq!(
+            router.classify("/openai/responses"),
+            Ok(route(None, true, "/openai/responses"))
+        );
+        assert_eq!(
+            router.classify("/azure/v1/responses"),
+            Err(RouteError::UnknownProvider("azure".into()))
+        );
+        assert_eq!(
+            router.chosen_by_path(&router.classify("/openai/v1/models").unwrap()),
+            None
+        );
+    }
+
+    #[test]
+    fn an_own_path_that_names_no_provider_goes_to_the_provider_at_it() {
+        let router = Router::new(&Config::from_toml(MANTLE_ONLY).unwrap()).unwrap();
+        let unknown = || Err(RouteError::UnknownProvider("openai".into()));
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("openai.gpt-5.4")),
+            Ok("bedrock-openai".into())
+        );
+        // Served at the other path: not reached through this one.
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("openai.gpt-oss-120b")),
+            unknown()
+        );
+        // A model no route matches goes to the default only if the prefix is its own path.
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("llama-3")),
+            unknown()
+        );
+        // Without a model: the one provider at that path.
+        assert_eq!(
+            provider_for(&router, "/openai/v1/models", None),
+            Ok("bedrock-openai".into())
+        );
+        let text = MANTLE_ONLY.replace(
+            "default_provider = \"bedrock\"",
+            "default_provider = \"bedrock-openai\"",
+        );
+        let router = Router::new(&Config::from_toml(&text).unwrap()).unwrap();
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("llama-3")),
+            Ok("bedrock-openai".into())
+        );
+        // Two providers at one path and no model to choose: none of them.
+        let text = format!(
+            "{MANTLE_ONLY}\n[providers.azure]\nbase_url = \"https://example.openai.azure.com/openai/v1\"\n"
+        );
+        let router = Router::new(&Config::from_toml(&text).unwrap()).unwrap();
+        assert_eq!(provider_for(&router, "/openai/v1/models", None), unknown());
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("openai.gpt-5.4")),
+            Ok("bedrock-openai".into())
+        );
+    }
+
+    #[test]
+    fn of_several_providers_at_one_own_path_the_models_first_route_wins() {
+        let text = CONFIG.replace(
+            "[[routes]]\nmodel = \"openai.gpt-5*\"",
+            "[providers.azure]\nbase_url = \"https://example.openai.azure.com/openai/v1\"\n\n\
+             [[routes]]\nmodel = \"openai.gpt-5.9*\"\nprovider = \"azure\"\n\n\
+             [[routes]]\nmodel = \"openai.gpt-5*\"",
+        );
+        let router = Router::new(&Config::from_toml(&text).unwrap()).unwrap();
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("openai.gpt-5.9")),
+            Ok("azure".into())
+        );
+        assert_eq!(
+            provider_for(&router, "/openai/v1/responses", Some("openai.gpt-5.4")),
+            Ok("bedrock-openai".into())
+        );
+        assert_eq!(
+            provider_for(&router, "/v1/responses", Some("openai.gpt-5.9")),
+            Ok("azure".into())
+        );
     }
 
     #[test]

@@ -122,13 +122,21 @@ impl<'r> RequestContext<'r> {
     }
 
     /// Routes the path: which provider prefix, whether (and where) its items are gated, what
-    /// to ask upstream. A provider the path names must be one the team may use (403).
+    /// to ask upstream. A provider the path chooses on its own must be one the team may use
+    /// (403); when the model chooses (the prefix is also a provider's own path), the provider
+    /// is authorized once chosen.
     pub fn route<'p>(&self, path: &'p str) -> Result<PathRoute<'p>, ApiError> {
         let route = self.snapshot.router.classify(path)?;
-        if let (Some(team), Some(prefix)) = (&self.team, route.prefix) {
-            team.authorize_provider(prefix)?;
+        if let (Some(team), Some(provider)) = (&self.team, self.chosen_by_path(&route)) {
+            team.authorize_provider(provider)?;
         }
         Ok(route)
+    }
+
+    /// The provider a classified path chooses before its body is read, if it does: see
+    /// [`Router::chosen_by_path`](crate::routing::Router::chosen_by_path).
+    pub fn chosen_by_path<'p>(&self, route: &PathRoute<'p>) -> Option<&'p str> {
+        self.snapshot.router.chosen_by_path(route)
     }
 
     /// Counts the request against its team's `requests_per_minute` (429 over it; 503

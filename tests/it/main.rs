@@ -26,6 +26,7 @@ mod proxy_forwarding;
 mod proxy_props;
 mod proxy_routing;
 mod proxy_streaming;
+mod pydantic_ai_e2e;
 mod real_clients;
 mod sdk_e2e;
 mod security_request_head;

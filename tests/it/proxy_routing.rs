@@ -310,3 +310,197 @@ async fn an_absolute_form_target_goes_to_the_configured_provider_only() {
     assert_eq!(received[0].target, "/v1/responses");
     assert_ne!(received[0].headers["host"], "evil.example");
 }
+
+/// OpenAI (`openai`, the default, `gpt-*`) and Bedrock Mantle at one fake host with its two
+/// paths, as the repo's proxy.toml has them: `bedrock` at `/v1` (`openai.gpt-oss-*`) and
+/// `bedrock-openai` at `/openai/v1` (`openai.gpt-5*`); `extra` is appended (teams).
+struct Mantle {
+    openai: Upstream,
+    mantle: Upstream,
+    proxy: Proxy,
+}
+
+async fn mantle(extra: &str) -> Mantle {
+    let openai = Upstream::json(200, RESPONSE_JSON).await;
+    let mantle = Upstream::json(200, RESPONSE_JSON).await;
+    let config = format!(
+        r#"default_provider = "openai"
+
+[providers.openai]
+base_url = "{}"
+auth = "none"
+
+[providers.bedrock]
+base_url = "{}"
+auth = "none"
+
+[providers.bedrock-openai]
+base_url = "{}"
+auth = "none"
+
+[[routes]]
+model = "gpt-*"
+provider = "openai"
+
+[[routes]]
+model = "openai.gpt-5*"
+provider = "bedrock-openai"
+
+[[routes]]
+model = "openai.gpt-oss-*"
+provider = "bedrock"
+{extra}"#,
+        openai.base_url(),
+        mantle.base_url(),
+        mantle.base_url().replace("/v1", "/openai/v1"),
+    );
+    let proxy = Proxy::start(&config, &[]).await;
+    Mantle {
+        openai,
+        mantle,
+        proxy,
+    }
+}
+
+/// A Responses body for `model`, spaced as no re-serialisation would write it.
+fn spaced(model: &str) -> String {
+    format!(r#"{{ "model" : "{model}",  "input":[{{"role":"user","content":"hi"}}] }}"#)
+}
+
+#[tokio::test]
+async fn mantles_own_path_reaches_the_models_provider_at_that_path() {
+    let m = mantle("").await;
+    // What pydantic-ai's Bedrock Mantle provider sends for a GPT-5 model, given only a host.
+    let body = spaced("openai.gpt-5.4");
+    for path in ["/openai/v1/responses", "/openai/v1/responses/compact"] {
+        assert_eq!(send(&m.proxy, "POST", path, &body).await, 200, "{path}");
+    }
+    assert_eq!(
+        targets(&m.mantle),
+        ["/openai/v1/responses", "/openai/v1/responses/compact"]
+    );
+    for received in m.mantle.received() {
+        assert_eq!(&received.body[..], body.as_bytes(), "{}", received.target);
+    }
+    assert!(m.openai.received().is_empty(), "a Bedrock model reached OpenAI");
+}
+
+#[tokio::test]
+async fn mantles_own_path_with_a_model_routed_elsewhere_is_a_conflict_with_advice_that_works() {
+    let m = mantle("").await;
+    // gpt-oss is served at Mantle's `/v1`: the `/openai` prefix is no provider of its.
+    let body = spaced("openai.gpt-oss-120b");
+    let (status, answer) = m.proxy.post_json("/openai/v1/responses", body.clone()).await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (400, Some("route_conflict"))
+    );
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("routed to `bedrock`")
+            && message.contains("send it without a prefix, or with `/bedrock`")
+            && !message.contains("add a route"),
+        "{message}"
+    );
+    assert!(m.openai.received().is_empty() && m.mantle.received().is_empty());
+    // Both ways the message names reach the model's provider.
+    for path in ["/v1/responses", "/bedrock/v1/responses"] {
+        assert_eq!(send(&m.proxy, "POST", path, &body).await, 200, "{path}");
+    }
+    assert_eq!(targets(&m.mantle), ["/v1/responses", "/v1/responses"]);
+    assert!(m.openai.received().is_empty());
+}
+
+#[tokio::test]
+async fn the_openai_prefix_still_names_openai_for_its_models_unrouted_ones_and_ungated_paths() {
+    let m = mantle("").await;
+    assert_eq!(
+        send(&m.proxy, "POST", "/openai/v1/responses", &spaced("gpt-5")).await,
+        200
+    );
+    assert_eq!(
+        send(&m.proxy, "POST", "/openai/v1/responses", &spaced("my-fine-tune")).await,
+        200
+    );
+    // No model to tell the two readings apart: the provider the prefix names.
+    assert_eq!(send(&m.proxy, "GET", "/openai/v1/models", "").await, 200);
+    assert_eq!(
+        targets(&m.openai),
+        ["/v1/responses", "/v1/responses", "/v1/models"]
+    );
+    assert!(m.mantle.received().is_empty());
+}
+
+#[tokio::test]
+async fn a_team_limited_to_bedrock_reaches_mantle_through_its_own_path() {
+    let key = "rg-mantle-team-key";
+    let teams = format!(
+        "\n[teams.mantle]\nkeys = [\"{}\"]\nproviders = [\"bedrock\", \"bedrock-openai\"]\n",
+        crate::teams::key_entry(key)
+    );
+    let m = mantle(&teams).await;
+    let bearer = crate::teams::bearer(key);
+    let with_key = [("authorization", bearer.as_str())];
+    let post = |model: &str| {
+        let body = spaced(model);
+        let with_key = &with_key;
+        let proxy = &m.proxy;
+        async move { crate::teams::post(proxy, "/openai/v1/responses", with_key, &body).await }
+    };
+    let (status, _, answer) = post("openai.gpt-5.4").await;
+    assert_eq!(status, 200, "{answer}");
+    // A model that goes to OpenAI is refused for the provider it goes to.
+    let (status, _, answer) = post("gpt-5").await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (403, Some("provider_not_allowed"))
+    );
+    // An ungated path with the prefix would go to OpenAI: refused too.
+    let models = reqwest::Client::new()
+        .get(m.proxy.url("/openai/v1/models"))
+        .header("authorization", &bearer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(models.status().as_u16(), 403);
+    assert_eq!(targets(&m.mantle), ["/openai/v1/responses"]);
+    assert!(m.openai.received().is_empty());
+    // The client key went no further.
+    assert!(!m.mantle.received()[0].headers.contains_key("authorization"));
+}
+
+#[tokio::test]
+async fn mantles_own_path_without_a_provider_of_that_name_reaches_mantle() {
+    let mantle = Upstream::json(200, RESPONSE_JSON).await;
+    let config = format!(
+        r#"default_provider = "bedrock"
+
+[providers.bedrock]
+base_url = "{}"
+
+[providers.bedrock-openai]
+base_url = "{}"
+
+[[routes]]
+model = "openai.gpt-5*"
+provider = "bedrock-openai"
+"#,
+        mantle.base_url(),
+        mantle.base_url().replace("/v1", "/openai/v1"),
+    );
+    let proxy = Proxy::start(&config, &[]).await;
+    let body = spaced("openai.gpt-5.4");
+    assert_eq!(send(&proxy, "POST", "/openai/v1/responses", &body).await, 200);
+    // gpt-oss is served at `/v1`, the default's path: not through `/openai`.
+    let (status, answer) = proxy
+        .post_json("/openai/v1/responses", spaced("openai.gpt-oss-120b"))
+        .await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (404, Some("unknown_provider"))
+    );
+    // No model to choose: the one provider at that path.
+    assert_eq!(send(&proxy, "GET", "/openai/v1/models", "").await, 200);
+    assert_eq!(targets(&mantle), ["/openai/v1/responses", "/openai/v1/models"]);
+    assert_eq!(&mantle.received()[0].body[..], body.as_bytes());
+}

@@ -253,7 +253,8 @@ async fn session_headers_reach_only_a_passthrough_provider_and_proxy_authorizati
     }
 }
 
-/// The repo's proxy.toml, with each provider's base URL pointed at a fake upstream.
+/// The repo's proxy.toml, with each provider's base URL pointed at a fake upstream (at the same
+/// path after the host).
 struct RepoConfig {
     openai: Upstream,
     bedrock: Upstream,
@@ -277,7 +278,8 @@ async fn repo_config() -> RepoConfig {
         )
         .replace(
             "\"https://bedrock-mantle.us-east-1.api.aws/openai/v1\"",
-            &format!("\"{}\"", bedrock_openai.base_url()),
+            // Its own path kept, as Mantle's.
+            &format!("\"{}\"", bedrock_openai.base_url().replace("/v1", "/openai/v1")),
         );
     // Commented-out examples may name real hosts; no provider in force may.
     assert!(
@@ -310,9 +312,10 @@ fn body_for(model: &str) -> String {
 #[tokio::test]
 async fn a_provider_prefix_never_sends_a_model_routed_elsewhere() {
     let c = repo_config().await;
-    // Bedrock Mantle's own `/openai/v1` path pointed at replaygate, where `openai` is OpenAI.
+    // Bedrock Mantle's own `/openai/v1` path pointed at replaygate, where `openai` is OpenAI,
+    // with a model Mantle serves at `/v1` (`bedrock`), whose own path it is not.
     for (path, model, routed) in [
-        ("/openai/v1/responses", "openai.gpt-5.4", "`bedrock-openai`"),
+        ("/openai/v1/responses", "openai.gpt-oss-120b", "`bedrock`"),
         ("/openai/v1/responses/compact", "openai.gpt-oss-120b", "`bedrock`"),
         (
             "/openai/v1/responses/input_tokens",
@@ -330,7 +333,17 @@ async fn a_provider_prefix_never_sends_a_model_routed_elsewhere() {
         assert_eq!(error["type"], "invalid_request_error");
         let message = error["message"].as_str().unwrap();
         let prefix = path.split('/').nth(1).unwrap();
-        for part in [format!("`{model}`"), format!("`{prefix}`"), routed.to_owned()] {
+        // The advice reaches the model's provider, never the one the prefix names.
+        let advice = format!(
+            "send it without a prefix, or with `/{}`",
+            routed.trim_matches('`')
+        );
+        for part in [
+            format!("`{model}`"),
+            format!("`{prefix}`"),
+            routed.to_owned(),
+            advice,
+        ] {
             assert!(message.contains(&part), "{message} lacks {part}");
         }
     }
@@ -352,6 +365,8 @@ async fn a_provider_prefix_takes_its_own_models_and_unrouted_ones() {
         ("/bedrock/v1/responses", "unlisted.model-v1"),
         ("/bedrock-openai/v1/responses", "openai.gpt-5.4"),
         ("/v1/responses", "openai.gpt-5.4"),
+        // Mantle's own path for its GPT-5 models: `bedrock-openai`'s, not OpenAI's.
+        ("/openai/v1/responses", "openai.gpt-5.4"),
     ] {
         let (status, body) = c.proxy.post_json(path, body_for(model)).await;
         assert_eq!(status, 200, "{path} {model}: {body}");
@@ -370,8 +385,15 @@ async fn a_provider_prefix_takes_its_own_models_and_unrouted_ones() {
     );
     assert_eq!(
         models(&c.bedrock_openai),
-        ["\"openai.gpt-5.4\"", "\"openai.gpt-5.4\""]
+        ["\"openai.gpt-5.4\"", "\"openai.gpt-5.4\"", "\"openai.gpt-5.4\""]
     );
+    let targets: Vec<String> = c
+        .bedrock_openai
+        .received()
+        .into_iter()
+        .map(|r| r.target)
+        .collect();
+    assert_eq!(targets, ["/openai/v1/responses"; 3]);
     // Each with its provider's own key.
     assert_eq!(
         c.openai.received()[0].headers["authorization"],

@@ -246,6 +246,44 @@ async fn a_later_message_routed_elsewhere_is_a_route_conflict() {
 }
 
 #[tokio::test]
+async fn mantles_own_path_opens_the_socket_of_the_models_provider() {
+    let openai = FakeProvider::start(Behaviour::Turns).await;
+    let mantle = FakeProvider::start(Behaviour::Turns).await;
+    let config = format!(
+        "default_provider = \"openai\"\n[providers.openai]\nbase_url = \"{}\"\n[providers.bedrock-openai]\nbase_url = \"{}\"\n[[routes]]\nmodel = \"gpt-*\"\nprovider = \"openai\"\n[[routes]]\nmodel = \"openai.gpt-5*\"\nprovider = \"bedrock-openai\"\n",
+        openai.base_url(),
+        mantle.base_url().replace("/v1", "/openai/v1")
+    );
+    let proxy = Proxy::start(&config, &[]).await;
+    // `/openai` is Mantle's own path here, not yet a choice of provider: the first message's
+    // model chooses, as it does without a prefix.
+    let mut client = connect(&proxy, "/openai/v1/responses").await.unwrap();
+    let first = r#"{"type":"response.create", "model":"openai.gpt-5.4","input":"hi","store":false}"#;
+    let events = turn(&mut client, first).await;
+    assert_eq!(events, turn_events(1));
+    let upgrades: Vec<String> = mantle
+        .seen
+        .lock()
+        .unwrap()
+        .upgrades
+        .iter()
+        .map(|u| u.0.clone())
+        .collect();
+    assert_eq!(upgrades, ["/openai/v1/responses"]);
+    assert_eq!(mantle.texts(), [first]);
+    // The socket stays with its provider: a model routed to OpenAI is a conflict.
+    let elsewhere = json!({"type": "response.create", "model": "gpt-5", "input": "hi"}).to_string();
+    client.send(Message::text(elsewhere)).await.unwrap();
+    let event = next_json(&mut client).await;
+    assert_eq!(
+        (event["status"].as_u64(), event["error"]["code"].as_str()),
+        (Some(400), Some("route_conflict"))
+    );
+    assert_eq!(mantle.texts(), [first]);
+    assert!(openai.seen.lock().unwrap().upgrades.is_empty());
+}
+
+#[tokio::test]
 async fn an_oversize_message_closes_with_1009() {
     let provider = FakeProvider::start(Behaviour::Turns).await;
     let proxy = proxy(&provider, "max_body_bytes = 65536").await;

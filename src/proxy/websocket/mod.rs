@@ -248,7 +248,9 @@ async fn serve(
     }
     let key = handshake::client_key(&upgrade.headers)?;
     let limits = state.websocket.clone();
-    let (upstream, provider) = match route.prefix {
+    // A prefix that is also a provider's own path leaves the choice to the first message's
+    // model, as no prefix does.
+    let (upstream, provider) = match cx.chosen_by_path(&route) {
         Some(prefix) => {
             let provider = cx.provider(prefix)?;
             let headers = upgrade.headers.clone();

@@ -397,12 +397,12 @@ impl Relay<'_, '_> {
                 return Err(ApiError::PreviousResponseNotFound(previous.clone()));
             }
         }
-        let route = match (&self.provider, route.prefix) {
-            (Some(provider), None) => PathRoute {
+        let route = match &self.provider {
+            Some(provider) => PathRoute {
                 prefix: Some(provider.as_str()),
                 ..route
             },
-            _ => route,
+            None => route,
         };
         self.cx.judge(&route, &self.post, body).await
     }
