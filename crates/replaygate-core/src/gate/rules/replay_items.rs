@@ -73,14 +73,14 @@ impl ReplayFindings {
         }
         let items = request.items();
         let mut found = Vec::new();
-        if rules.duplicate_item_id.is_some() {
-            duplicates(request, &mut found);
+        if let Some(source) = &rules.duplicate_item_id {
+            duplicates(request, source, &mut found);
         }
-        if rules.reasoning_orphaned.is_some() {
-            orphans(items, &mut found);
+        if let Some(source) = &rules.reasoning_orphaned {
+            orphans(items, source, &mut found);
         }
-        if let Some(provenance) = provenance.filter(|_| rules.reasoning_missing.is_some()) {
-            missing_reasoning(items, provenance, provider, &mut found);
+        if let Some((source, provenance)) = rules.reasoning_missing.as_ref().zip(provenance) {
+            missing_reasoning(items, provenance, provider, source, &mut found);
         }
         if found.is_empty() {
             return None;
@@ -100,7 +100,7 @@ impl ReplayFindings {
 
 /// `duplicate_item_id`: each item whose string `id` an earlier item has, curable when its text
 /// is byte for byte the earlier one's.
-fn duplicates(request: &ParsedRequest<'_>, found: &mut Vec<(usize, WholeFinding)>) {
+fn duplicates(request: &ParsedRequest<'_>, source: &str, found: &mut Vec<(usize, WholeFinding)>) {
     let items = request.items();
     let mut first: HashMap<&str, usize, RandomState> = HashMap::default();
     let mut texts = None;
@@ -124,16 +124,14 @@ fn duplicates(request: &ParsedRequest<'_>, found: &mut Vec<(usize, WholeFinding)
         let (message, cure) = match identical {
             true => (
                 format!(
-                    "{} `{id}` repeats {member}[{earlier}] byte for byte; the provider refuses a \
-                     duplicate item id (Duplicate item found with id {id}), and repair cuts this copy",
+                    "{} `{id}` repeats {member}[{earlier}] byte for byte; repair cuts this copy ({source})",
                     item.type_name()
                 ),
                 Cure::Cut,
             ),
             false => (
                 format!(
-                    "{} `{id}` has the id of {member}[{earlier}] but not its bytes; the provider \
-                     refuses a duplicate item id (Duplicate item found with id {id}): send one of them",
+                    "{} `{id}` has the id of {member}[{earlier}] but not its bytes: send one of them ({source})",
                     item.type_name()
                 ),
                 Cure::None,
@@ -151,7 +149,7 @@ fn duplicates(request: &ParsedRequest<'_>, found: &mut Vec<(usize, WholeFinding)
 }
 
 /// `reasoning_orphaned`: each reasoning item with nothing after it that it led to.
-fn orphans(items: &[Item<'_>], found: &mut Vec<(usize, WholeFinding)>) {
+fn orphans(items: &[Item<'_>], source: &str, found: &mut Vec<(usize, WholeFinding)>) {
     for (index, item) in items.iter().enumerate() {
         if item.class != ItemClass::Reasoning {
             continue;
@@ -176,9 +174,8 @@ fn orphans(items: &[Item<'_>], found: &mut Vec<(usize, WholeFinding)>) {
             WholeFinding {
                 reason: Reason::ReasoningOrphaned,
                 message: format!(
-                    "{named} {followed_by}: the provider wants the item it led to right after it \
-                     (was provided without its required following item); repair cuts it, which \
-                     loses nothing the provider would read"
+                    "{named} {followed_by}, not the item it led to; repair cuts it, which loses \
+                     nothing the provider would read ({source})"
                 ),
                 cure: Cure::Cut,
             },
@@ -195,6 +192,7 @@ fn missing_reasoning(
     items: &[Item<'_>],
     provenance: &Provenance,
     provider: &ProviderProfile,
+    source: &str,
     found: &mut Vec<(usize, WholeFinding)>,
 ) {
     let follows_reasoning = provenance
@@ -230,8 +228,7 @@ fn missing_reasoning(
                     };
                     let message = format!(
                         "{} `{id}` was produced right after reasoning item `{reasoning}` of response \
-                         `{}`, which input does not send before it; the provider refuses it without \
-                         its required reasoning item: {then}",
+                         `{}`, which input does not send before it: {then} ({source})",
                         item.type_name(),
                         stored.response_id
                     );
