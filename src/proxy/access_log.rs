@@ -7,7 +7,7 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode};
 
 use super::websocket::SocketCounts;
 use crate::error::ApiError;
-use crate::gate::Verdict;
+use crate::gate::{Action, Verdict};
 use crate::telemetry::RequestSpan;
 
 /// The response header that carries the request id back to the client.
@@ -142,7 +142,7 @@ impl AccessRecord {
             Decision::Rejected
         } else if !verdict.stripped.is_empty() {
             Decision::Stripped
-        } else if !verdict.repairs.is_empty() {
+        } else if verdict.count(Action::Repair) > 0 {
             Decision::Repaired
         } else if verdict.monitored > 0 {
             Decision::Monitored

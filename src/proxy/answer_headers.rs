@@ -4,6 +4,7 @@ use std::fmt::{Display, Write};
 
 use http::HeaderValue;
 
+use crate::gate::strip::Stripped;
 use crate::gate::{Action, Verdict};
 
 /// The response header naming the violations a request was forwarded with.
@@ -14,6 +15,10 @@ pub const STRIPPED_HEADER: &str = "x-replaygate-stripped";
 
 /// The response header naming the members cut out of the forwarded items (contract §5a).
 pub const REPAIRED_HEADER: &str = "x-replaygate-repaired";
+
+/// The response header naming the items `repair` inserted into the forwarded body (the
+/// reasoning items the ledger kept, for `reasoning_missing`).
+pub const INSERTED_HEADER: &str = "x-replaygate-inserted";
 
 /// The response header naming the foreign response whose recorded chain replaced the
 /// request's `previous_response_id` (contract §8, `carry_sessions`).
@@ -42,26 +47,48 @@ pub(super) fn stripped(member: &str, removed: &[usize], limit: usize) -> Option<
     listed(STRIPPED_HEADER, names, removed.len().saturating_sub(limit))
 }
 
-/// `item_field@input[2].parsed_arguments`: the listed `repair` violations of a verdict whose
-/// items were not cut out whole (`removed`, ascending), at most `limit` named (then `+N`).
+/// `item_field@input[2].parsed_arguments,reasoning_orphaned@input[5]`: the listed `repair`
+/// violations of a verdict whose items `strip` did not cut out (`cut.removed`), then the items
+/// cut out along with a call or output that `repair` cut whole (`input[7]`), at most `limit`
+/// named (then `+N`).
 pub(super) fn repaired(
     verdict: &Verdict,
-    removed: &[usize],
+    member: &str,
+    cut: &Stripped,
     limit: usize,
 ) -> Option<(&'static str, HeaderValue)> {
-    let kept = |index: &Option<usize>| index.is_none_or(|i| removed.binary_search(&i).is_err());
-    let names: Vec<String> = verdict
+    let in_list = |list: &[usize], index: usize| list.binary_search(&index).is_ok();
+    // Cut along with an item `repair` cut whole, not for a finding of its own.
+    let along = |index: usize| in_list(&cut.repair_cut, index) && !in_list(&verdict.repair_cuts, index);
+    let kept = |index: usize| !in_list(&cut.removed, index) && !along(index);
+    let mut names: Vec<String> = verdict
         .with_action(Action::Repair)
-        .filter(|violation| kept(&violation.index))
+        .filter(|violation| violation.index.is_none_or(kept))
         .map(|violation| format!("{}@{}", violation.reason, violation.param))
         .collect();
+    let alongside = cut.repair_cut.iter().filter(|&&index| along(index));
+    names.extend(alongside.clone().map(|index| format!("{member}[{index}]")));
+    let total = verdict.repairs.iter().filter(|r| kept(r.index)).count()
+        + verdict.repair_cuts.iter().filter(|&&index| kept(index)).count()
+        + verdict.inserts.iter().filter(|insert| kept(insert.index)).count()
+        + alongside.count();
     let listed_count = names.len().min(limit);
-    let total = verdict.repairs.iter().filter(|r| kept(&Some(r.index))).count();
     listed(
         REPAIRED_HEADER,
         names.into_iter().take(limit),
         total.saturating_sub(listed_count),
     )
+}
+
+/// `rs_1@input[4]`: the items `repair` inserted, each with the position of the item it went
+/// before (in the body as received), at most `limit` named (then `+N`).
+pub(super) fn inserted(member: &str, cut: &Stripped, limit: usize) -> Option<(&'static str, HeaderValue)> {
+    let names = cut
+        .inserted
+        .iter()
+        .take(limit)
+        .map(|insert| format!("{}@{member}[{}]", insert.id, insert.index));
+    listed(INSERTED_HEADER, names, cut.inserted.len().saturating_sub(limit))
 }
 
 /// `name: a,b,c` (and `,+more` when `more` were left out); `None` for an empty list.

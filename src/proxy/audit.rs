@@ -41,7 +41,7 @@ impl AuditDecision {
             AuditDecision::Rejected
         } else if !verdict.stripped.is_empty() {
             AuditDecision::Stripped
-        } else if !verdict.repairs.is_empty() {
+        } else if verdict.count(Action::Repair) > 0 {
             AuditDecision::Repaired
         } else if verdict.monitored > 0 {
             AuditDecision::Monitored

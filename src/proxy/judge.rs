@@ -497,6 +497,7 @@ mod tests {
                 call_id: None,
                 digest: [1; 32],
                 has_encrypted_content: false,
+                preceded_by: None,
             }],
         };
         let owner = Owner {

@@ -17,7 +17,7 @@ use http_body_util::BodyExt;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::access_log::AccessRecord;
-use super::answer_headers::{carried, monitored, repaired, stripped};
+use super::answer_headers::{carried, inserted, monitored, repaired, stripped};
 use super::audit::AuditLine;
 use super::body::{read_body, HeldBody, Holding, ProxyBody};
 use super::judge::{judge, Asker, Judged};
@@ -250,7 +250,8 @@ impl<'r> RequestContext<'r> {
         let body = match judged.stripped.take() {
             Some(cut) => {
                 answer_headers.extend(stripped(items.member(), &cut.removed, limit));
-                answer_headers.extend(repaired(&judged.verdict, &cut.removed, limit));
+                answer_headers.extend(repaired(&judged.verdict, items.member(), &cut, limit));
+                answer_headers.extend(inserted(items.member(), &cut, limit));
                 Bytes::from(cut.body)
             }
             None => judged.body.take().unwrap_or(body),

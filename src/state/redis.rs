@@ -356,6 +356,7 @@ mod tests {
                 call_id: Some(format!("call_{id}")),
                 digest: [1; 32],
                 has_encrypted_content: false,
+                preceded_by: None,
             },
             ItemRecord {
                 id: Some(format!("rs_0123456789_{id}")),
@@ -363,6 +364,7 @@ mod tests {
                 call_id: None,
                 digest: [digest; 32],
                 has_encrypted_content: true,
+                preceded_by: None,
             },
         ];
         let record = ResponseRecord {

@@ -11,6 +11,7 @@ pub(crate) fn one_reasoning_item(id: &str, item_id: &str, expires_unix: u64) -> 
         call_id: None,
         digest: [7; 32],
         has_encrypted_content: true,
+        preceded_by: None,
     };
     let record = ResponseRecord {
         id: id.to_owned(),

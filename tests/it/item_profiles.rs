@@ -408,3 +408,145 @@ async fn hostile_member_names_get_a_clear_answer_and_never_a_broken_cut() {
         r#"{"model":"m","input":[{"role":"user","content":"hi"}]}"#
     );
 }
+
+/// Replayed items as agents send them: a user turn, a reasoning item, the call it led to and
+/// the call's output, with OpenAI's long ids.
+const RS: &str =
+    r#"{"type":"reasoning","id":"rs_68c1a2b3c4d5e6f70001","summary":[],"encrypted_content":"gAAAAB-one"}"#;
+const CALL: &str = r#"{"type":"function_call","id":"fc_68c1a2b3c4d5e6f70002","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Paris\"}"}"#;
+const ANSWER: &str = r#"{"type":"function_call_output","call_id":"call_1","output":"21C"}"#;
+const RS2: &str =
+    r#"{"type":"reasoning","id":"rs_68c1a2b3c4d5e6f70004","summary":[],"encrypted_content":"gAAAAB-two"}"#;
+const USER: &str = r#"{"role":"user","content":"Paris?"}"#;
+const MESSAGE: &str = r#"{"type":"message","id":"msg_68c1a2b3c4d5e6f70003","role":"assistant","content":[{"type":"output_text","text":"Sunny."}]}"#;
+
+fn replayed(items: &[&str]) -> String {
+    format!(
+        r#"{{"model":"gpt-5","tools":[{{"type":"function","name":"get_weather","parameters":{{"type":"object"}}}}],"input":[{}]}}"#,
+        items.join(",")
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphaned_reasoning_and_repeated_items_are_cut_byte_exactly_or_refused() {
+    let upstream = recording_upstream().await;
+    let proxy = Proxy::start(&config(&upstream, true, ""), &[]).await;
+    let cases: [(&[&str], &[&str], &str); 5] = [
+        // (sent, forwarded, x-replaygate-repaired)
+        (&[USER, RS, USER], &[USER, USER], "reasoning_orphaned@input[1]"),
+        (&[USER, RS], &[USER], "reasoning_orphaned@input[1]"),
+        (
+            &[USER, RS, RS2, CALL, ANSWER],
+            &[USER, RS2, CALL, ANSWER],
+            "reasoning_orphaned@input[1]",
+        ),
+        (
+            &[USER, MESSAGE, USER, MESSAGE, USER],
+            &[USER, MESSAGE, USER, USER],
+            "duplicate_item_id@input[3]",
+        ),
+        // A repeated call takes its output along, named after it.
+        (
+            &[USER, CALL, ANSWER, CALL, ANSWER, USER],
+            &[USER, CALL, ANSWER, USER],
+            "duplicate_item_id@input[3],input[4]",
+        ),
+    ];
+    for (sent, forwarded, header) in cases {
+        let body = replayed(sent);
+        let before = upstream.received().len();
+        let (status, headers, answer) = post(&proxy, &body, &[]).await;
+        assert_eq!(status, 200, "{body}: {answer}");
+        assert_eq!(
+            headers["x-replaygate-repaired"].to_str().unwrap(),
+            header,
+            "{body}"
+        );
+        let received = upstream.received();
+        assert_eq!(received.len(), before + 1);
+        assert_eq!(
+            String::from_utf8(received[before].body.to_vec()).unwrap(),
+            replayed(forwarded),
+            "{body}"
+        );
+    }
+    // The valid shapes pass byte for byte, nothing named.
+    for sent in [
+        &[USER, RS, CALL, ANSWER, RS2, MESSAGE, USER][..],
+        &[USER, MESSAGE, USER],
+    ] {
+        let body = replayed(sent);
+        let before = upstream.received().len();
+        let (status, headers, answer) = post(&proxy, &body, &[]).await;
+        assert_eq!(status, 200, "{body}: {answer}");
+        assert!(headers.get("x-replaygate-repaired").is_none(), "{body}");
+        assert_eq!(upstream.received()[before].body, body.as_bytes());
+    }
+    // A repeat with other bytes cannot be cut: refused before it leaves.
+    let changed = MESSAGE.replace("Sunny.", "Rainy.");
+    let body = replayed(&[USER, MESSAGE, USER, &changed]);
+    let before = upstream.received().len();
+    let (status, _, answer) = post(&proxy, &body, &[]).await;
+    assert_eq!(status, 422, "{answer}");
+    assert_eq!(answer["error"]["code"], "duplicate_item_id");
+    assert_eq!(answer["error"]["param"], "input[3]");
+    assert_eq!(upstream.received().len(), before);
+    // A rule may refuse what is repaired by default.
+    let strict = Proxy::start(
+        &config(&upstream, true, "[gate.rules]\nreasoning_orphaned = \"reject\"\n"),
+        &[],
+    )
+    .await;
+    let (status, _, answer) = post(&strict, &replayed(&[USER, RS, USER]), &[]).await;
+    assert_eq!(status, 422, "{answer}");
+    assert_eq!(answer["error"]["code"], "reasoning_orphaned");
+    assert_eq!(answer["error"]["param"], "input[1]");
+}
+
+/// An answer whose output is the reasoning item `RS` and the call `CALL` it led to.
+const REASONED: &str = r#"{"id":"resp_68c1a2b3c4d5e6f7","object":"response","status":"completed","model":"gpt-5","output":[{"type":"reasoning","id":"rs_68c1a2b3c4d5e6f70001","summary":[],"encrypted_content":"gAAAAB-one"},{"type":"function_call","id":"fc_68c1a2b3c4d5e6f70002","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Paris\"}","status":"completed"}]}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_sent_back_without_its_reasoning_item_is_refused_or_given_it_back() {
+    let upstream = Upstream::start(|_| async { json_response(200, REASONED) }).await;
+    let first = replayed(&[USER]);
+    let without = replayed(&[USER, CALL, ANSWER]);
+    // Without the reasoning item's bytes (store_items off), nothing can be inserted.
+    let memory = "[state]\nbackend = \"memory\"\n";
+    let ids_only = Proxy::start(&config(&upstream, true, memory), &[]).await;
+    assert_eq!(post(&ids_only, &first, &[]).await.0, 200);
+    let before = upstream.received().len();
+    let (status, _, answer) = post(&ids_only, &without, &[]).await;
+    assert_eq!(status, 422, "{answer}");
+    assert_eq!(answer["error"]["code"], "reasoning_missing");
+    assert_eq!(answer["error"]["param"], "input[1]");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("rs_68c1a2b3c4d5e6f70001"), "{message}");
+    assert_eq!(upstream.received().len(), before, "a refused body left");
+    // Sent with it, the call passes byte for byte.
+    let with = replayed(&[USER, RS, CALL, ANSWER]);
+    let (status, headers, answer) = post(&ids_only, &with, &[]).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(headers.get("x-replaygate-repaired").is_none());
+    assert_eq!(upstream.received().last().unwrap().body, with.as_bytes());
+
+    // With the items kept and `repair`, the reasoning item's bytes go back in before the call.
+    let kept =
+        format!("{memory}[ledger]\nstore_items = true\n[gate.rules]\nreasoning_missing = \"repair\"\n");
+    let repairing = Proxy::start(&config(&upstream, true, &kept), &[]).await;
+    assert_eq!(post(&repairing, &first, &[]).await.0, 200);
+    let (status, headers, answer) = post(&repairing, &without, &[]).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        headers["x-replaygate-repaired"].to_str().unwrap(),
+        "reasoning_missing@input[1]"
+    );
+    assert_eq!(
+        headers["x-replaygate-inserted"].to_str().unwrap(),
+        "rs_68c1a2b3c4d5e6f70001@input[1]"
+    );
+    assert_eq!(
+        String::from_utf8(upstream.received().last().unwrap().body.to_vec()).unwrap(),
+        with
+    );
+}

@@ -131,7 +131,7 @@ fn repaired_prints_the_forwarded_bodies_and_sends_refused_verdicts_to_stderr() {
 fn every_row_of_the_profile_table_reads_offline() {
     let rows = [
         (
-            r#"{"input":[{"type":"reasoning","id":"rs_1","summary":[],"status":"completed"}]}"#,
+            r#"{"input":[{"type":"reasoning","id":"rs_1","summary":[],"status":"completed"},{"role":"assistant","content":"ok"}]}"#,
             "item_field",
             "repair",
             "input[0].status",
@@ -165,6 +165,27 @@ fn every_row_of_the_profile_table_reads_offline() {
             "input[0].call_id",
             false,
         ),
+        (
+            r#"{"input":[{"role":"user","content":"hi"},{"type":"reasoning","id":"rs_1","summary":[]},{"role":"user","content":"again"}]}"#,
+            "reasoning_orphaned",
+            "repair",
+            "input[1]",
+            true,
+        ),
+        (
+            r#"{"input":[{"type":"message","id":"msg_0123456789abcdef","role":"assistant","content":"a"},{"type":"message","id":"msg_0123456789abcdef","role":"assistant","content":"a"}]}"#,
+            "duplicate_item_id",
+            "repair",
+            "input[1]",
+            true,
+        ),
+        (
+            r#"{"input":[{"type":"message","id":"msg_0123456789abcdef","role":"assistant","content":"a"},{"type":"message","id":"msg_0123456789abcdef","role":"assistant","content":"b"}]}"#,
+            "duplicate_item_id",
+            "reject",
+            "input[1]",
+            false,
+        ),
     ];
     for (body, reason, action, param, allowed) in rows {
         let out = replaygate(
@@ -194,8 +215,51 @@ fn every_row_of_the_profile_table_reads_offline() {
                 .unwrap()
                 .iter()
                 .all(|v| !v["reason"].as_str().unwrap().starts_with("item_")
-                    && v["reason"] != "call_without_output"),
+                    && !["call_without_output", "reasoning_orphaned", "duplicate_item_id"]
+                        .contains(&v["reason"].as_str().unwrap())),
             "{plain}"
+        );
+    }
+}
+
+#[test]
+fn repaired_prints_bodies_without_orphaned_reasoning_or_repeated_items() {
+    let user = r#"{"role":"user","content":"hi"}"#;
+    let reasoning =
+        r#"{"type":"reasoning","id":"rs_0123456789abcdef","summary":[],"encrypted_content":"gA"}"#;
+    let message = r#"{"type":"message","id":"msg_0123456789abcdef","role":"assistant","content":"ok"}"#;
+    let body = |items: &[&str]| format!(r#"{{"model":"m","input":[{}]}}"#, items.join(", "));
+    let cases = [
+        (body(&[user, reasoning, user]), body(&[user, user])),
+        (body(&[user, reasoning]), body(&[user])),
+        (
+            body(&[user, message, user, message]),
+            body(&[user, message, user]),
+        ),
+        // The valid shape is printed as it came.
+        (
+            body(&[user, reasoning, message, user]),
+            body(&[user, reasoning, message, user]),
+        ),
+    ];
+    for (sent, expected) in cases {
+        let out = replaygate(
+            &[
+                "check",
+                "--provider",
+                "openai",
+                "--item-profile",
+                "openai",
+                "--repaired",
+                "-",
+            ],
+            &sent,
+        );
+        assert_eq!(out.status.code(), Some(0), "{sent}");
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap().trim_end(),
+            expected,
+            "{sent}"
         );
     }
 }

@@ -956,3 +956,45 @@ async fn shutdown_closes_open_sockets_with_1001_within_the_grace_period() {
         "run() did not return"
     );
 }
+
+#[tokio::test]
+async fn replayed_items_are_repaired_or_refused_on_a_socket_as_on_a_post() {
+    let provider = FakeProvider::start(Behaviour::Turns).await;
+    let config = format!(
+        "default_provider = \"openai\"\n[providers.openai]\nbase_url = \"{}\"\nauth = {{ bearer_env = \"UP_KEY\" }}\nitem_profile = \"openai\"\n",
+        provider.base_url()
+    );
+    let proxy = Proxy::start(&config, &[("UP_KEY", PROVIDER_KEY)]).await;
+    let mut client = connect(&proxy, "/v1/responses").await.unwrap();
+    let user = r#"{"role":"user","content":"weather?"}"#;
+    let reasoning =
+        r#"{"type":"reasoning","id":"rs_68c1a2b3c4d5e6f70001","summary":[],"encrypted_content":"gAAAAB"}"#;
+    let message = r#"{"type":"message","id":"msg_68c1a2b3c4d5e6f70003","role":"assistant","content":[{"type":"output_text","text":"Sunny."}]}"#;
+    let create = |items: &[&str]| {
+        format!(
+            r#"{{"type":"response.create","model":"gpt-5","input":[{}],"store":false}}"#,
+            items.join(",")
+        )
+    };
+    // An orphaned reasoning item is cut: the provider gets the message without it.
+    assert_eq!(
+        turn(&mut client, &create(&[user, reasoning, user])).await,
+        turn_events(1)
+    );
+    // The valid shape passes byte for byte.
+    let valid = create(&[user, reasoning, message, user]);
+    assert_eq!(turn(&mut client, &valid).await, turn_events(2));
+    assert_eq!(provider.texts(), [create(&[user, user]), valid.clone()]);
+    // A repeat with other bytes is refused with an error event, and the socket stays.
+    let changed = message.replace("Sunny.", "Rainy.");
+    client
+        .send(Message::text(create(&[user, message, user, &changed])))
+        .await
+        .unwrap();
+    let event = next_json(&mut client).await;
+    assert_eq!(event["type"], "error");
+    assert_eq!(event["status"], 422);
+    assert_eq!(event["error"]["code"], "duplicate_item_id");
+    assert_eq!(event["error"]["param"], "input[3]");
+    assert_eq!(provider.texts().len(), 2, "the refused message did not leave");
+}

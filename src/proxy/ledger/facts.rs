@@ -1,6 +1,6 @@
 //! The lookup before the gate: what the store knows of the ids a request names.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use foldhash::fast::RandomState;
 
@@ -52,6 +52,9 @@ impl Ledger {
                 }
             }
         }
+        if self.settings.store_items {
+            facts.reasoning_texts = self.reasoning_texts(&facts, query).await?;
+        }
         if let Some(previous) = &query.previous_response_id {
             facts.previous = self.chain_facts(previous, &query.unpaired_call_ids).await?;
         }
@@ -63,6 +66,32 @@ impl Ledger {
                 .map(|recorded| ConversationFacts { team: recorded.team });
         }
         Ok(facts)
+    }
+
+    /// The texts the store kept of the reasoning items that items of the request were recorded
+    /// right after and that the request does not send (rare: one read of each response that
+    /// produced one), by id, for `reasoning_missing` to put back.
+    async fn reasoning_texts(
+        &self,
+        facts: &Provenance,
+        query: &LedgerQuery,
+    ) -> Result<HashMap<String, String, RandomState>, StoreError> {
+        let mut texts = HashMap::default();
+        let missing = facts.missing_reasoning(query);
+        let mut read: Option<(&str, Option<StoredResponse>)> = None;
+        for (response_id, reasoning) in missing {
+            // A response's come together: each is read once.
+            if read.as_ref().is_none_or(|(id, _)| *id != response_id) {
+                read = Some((response_id, self.store.response(response_id).await?));
+            }
+            let Some((_, Some(response))) = &read else {
+                continue;
+            };
+            if let Some(text) = kept_text(response, reasoning) {
+                texts.insert(reasoning.to_owned(), text.to_owned());
+            }
+        }
+        Ok(texts)
     }
 
     /// The owner of response `id` and the calls of its chain. The walk stops once every call
@@ -141,6 +170,20 @@ impl Ledger {
         chain.reverse();
         Ok(Some(chain))
     }
+}
+
+/// The output text the store kept (`store_items`) of the reasoning item `id` of `response`.
+fn kept_text<'r>(response: &'r StoredResponse, id: &str) -> Option<&'r str> {
+    let output = &response.content.as_ref()?.output;
+    // The kept texts are the recorded items', one each, in output order.
+    if output.len() != response.items.len() {
+        return None;
+    }
+    let at = response
+        .items
+        .iter()
+        .position(|item| item.item_type == "reasoning" && item.id.as_deref() == Some(id))?;
+    Some(output[at].as_str())
 }
 
 /// The call ids of the calls in a response's context: those it produced (items with a

@@ -198,6 +198,7 @@ mod tests {
                     call_id: Some(call_id.to_string()),
                     digest: [0; 32],
                     has_encrypted_content: false,
+                    preceded_by: None,
                 })
                 .collect(),
         }

@@ -556,6 +556,7 @@ mod tests {
             call_id: (!encrypted).then(|| format!("call_{id}")),
             digest: [digest; 32],
             has_encrypted_content: encrypted,
+            preceded_by: None,
         };
         let record = ResponseRecord {
             id: id.into(),

@@ -39,6 +39,40 @@ pub struct ItemProfile {
     by_class: [u8; CLASS_SLOTS],
     parts: NameTable<Members>,
     call_without_output: Option<String>,
+    replay: ReplayRules,
+}
+
+/// The sources of the profile's rules about the order and repetition of replayed items: each
+/// rule applies only when the profile has it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplayRules {
+    /// `duplicate_item_id`: an item's `id` repeats an earlier item's.
+    pub duplicate_item_id: Option<String>,
+    /// `reasoning_orphaned`: a reasoning item with nothing after it that it led to.
+    pub reasoning_orphaned: Option<String>,
+    /// `reasoning_missing`: an item sent back without the reasoning item that preceded it.
+    pub reasoning_missing: Option<String>,
+}
+
+impl ReplayRules {
+    /// Takes the source of rule `name`; gives `source` back when the name is none of these.
+    fn set(&mut self, name: &str, source: String) -> Result<(), String> {
+        let slot = match name {
+            "duplicate_item_id" => &mut self.duplicate_item_id,
+            "reasoning_orphaned" => &mut self.reasoning_orphaned,
+            "reasoning_missing" => &mut self.reasoning_missing,
+            _ => return Err(source),
+        };
+        *slot = Some(source);
+        Ok(())
+    }
+
+    /// Whether the profile has any of these rules.
+    pub fn any(&self) -> bool {
+        self.duplicate_item_id.is_some()
+            || self.reasoning_orphaned.is_some()
+            || self.reasoning_missing.is_some()
+    }
 }
 
 /// The members of one item type or content-part type.
@@ -332,10 +366,13 @@ impl ItemProfile {
             members.set_part_tables(&part_tables);
         }
         let mut call_without_output = None;
+        let mut replay = ReplayRules::default();
         for (rule, source) in file.rules {
             match rule.as_str() {
                 "call_without_output" => call_without_output = Some(source),
-                other => return Err(invalid(format!("unknown rule `{other}` in `rules`"))),
+                other => replay
+                    .set(other, source)
+                    .map_err(|_| invalid(format!("unknown rule `{other}` in `rules`")))?,
             }
         }
         let mut by_class = [u8::MAX; CLASS_SLOTS];
@@ -351,6 +388,7 @@ impl ItemProfile {
             by_class,
             parts,
             call_without_output,
+            replay,
         })
     }
 
@@ -389,6 +427,11 @@ impl ItemProfile {
     /// The source of the `call_without_output` rule, when the profile has it.
     pub fn call_without_output(&self) -> Option<&str> {
         self.call_without_output.as_deref()
+    }
+
+    /// The profile's rules about replayed items' order and repetition.
+    pub fn replay_rules(&self) -> &ReplayRules {
+        &self.replay
     }
 }
 

@@ -272,7 +272,7 @@ mod tests {
         for reason in Reason::ALL {
             let expected = match reason {
                 Reason::UnknownTool | Reason::ItemTampered | Reason::ItemUnknownField => Action::Monitor,
-                Reason::ItemField => Action::Repair,
+                Reason::ItemField | Reason::DuplicateItemId | Reason::ReasoningOrphaned => Action::Repair,
                 _ => Action::Reject,
             };
             assert_eq!(policy.action(reason), expected, "{reason}");

@@ -146,6 +146,34 @@ pub struct Provenance {
     pub encrypted: HashMap<[u8; 32], StoredItem, RandomState>,
     /// The conversation the request's `conversation` names, when the ledger recorded it.
     pub conversation: Option<ConversationFacts>,
+    /// The JSON texts the ledger kept (`store_items`) of reasoning items, by `id`: those that
+    /// recorded items of the request came right after ([`ItemRecord::preceded_by`]) and that
+    /// the request does not send, so `repair` can put them back (`reasoning_missing`).
+    ///
+    /// [`ItemRecord::preceded_by`]: crate::ledger::ItemRecord::preceded_by
+    pub reasoning_texts: HashMap<String, String, RandomState>,
+}
+
+impl Provenance {
+    /// The ids of the reasoning items that recorded items of the request came right after and
+    /// that `query` (the request's) does not name, each after the response that recorded it
+    /// (sorted, so a response's come together): the ones whose kept texts
+    /// [`Provenance::reasoning_texts`] may hold.
+    pub fn missing_reasoning<'p>(&'p self, query: &LedgerQuery) -> Vec<(&'p str, &'p str)> {
+        let mut missing: Vec<(&str, &str)> = self
+            .items
+            .values()
+            .filter_map(|item| Some((item.response_id.as_str(), item.record.preceded_by.as_deref()?)))
+            .collect();
+        if missing.is_empty() {
+            return missing;
+        }
+        let named: HashSet<&str, RandomState> = query.item_ids.iter().map(String::as_str).collect();
+        missing.retain(|(_, reasoning)| !named.contains(reasoning));
+        missing.sort_unstable();
+        missing.dedup();
+        missing
+    }
 }
 
 /// What the ledger knows of a conversation created through the proxy.

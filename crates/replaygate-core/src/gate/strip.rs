@@ -30,21 +30,28 @@ use serde_json::value::RawValue;
 use super::repair::member_ranges;
 use super::request::{BodyError, ItemsAt, ParsedRequest};
 use super::rules::for_each_answer;
-use super::verdict::{Repair, Verdict};
+use super::verdict::{Insert, Repair, Verdict};
 
 /// A body with its stripped items and repaired members cut out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stripped {
     /// The body to forward.
     pub body: Vec<u8>,
-    /// The positions, in the original items, of the items cut out: ascending, once each.
+    /// The positions, in the original items, of the items `strip` cut out (with the outputs
+    /// and calls paired with them): ascending, once each.
     pub removed: Vec<usize>,
     /// The members cut out of the items that stay (contract §5a `repair`), in input order.
     pub repaired: Vec<Repair>,
+    /// The positions of the items `repair` cut out whole (with the outputs and calls paired
+    /// with them) that `strip` did not: ascending, once each.
+    pub repair_cut: Vec<usize>,
+    /// The items `repair` inserted, each before the item at its position (which stays).
+    pub inserted: Vec<Insert>,
 }
 
-/// Cuts out of `body` the items `verdict` strips and the outputs paired with them, and the
-/// members it repairs in the items that stay (see [`crate::gate::repair`]); `None` when the
+/// Cuts out of `body` the items `verdict` strips and the outputs paired with them, the items
+/// it repairs by cutting them whole (and theirs), and the members it repairs in the items that
+/// stay (see [`crate::gate::repair`]); inserts what it repairs by inserting; `None` when the
 /// verdict strips and repairs nothing (the body is forwarded as it is).
 ///
 /// `request` must be `body` as read by [`crate::gate::parse_with`], and `verdict` its judgment.
@@ -54,7 +61,11 @@ pub fn strip(
     request: &ParsedRequest<'_>,
     verdict: &Verdict,
 ) -> Result<Option<Stripped>, BodyError> {
-    if verdict.stripped.is_empty() && verdict.repairs.is_empty() {
+    if verdict.stripped.is_empty()
+        && verdict.repairs.is_empty()
+        && verdict.repair_cuts.is_empty()
+        && verdict.inserts.is_empty()
+    {
         return Ok(None);
     }
     let spans = item_spans(body, request.at)?;
@@ -66,32 +77,75 @@ pub fn strip(
         )));
     }
     let removed = items_to_cut(request, &verdict.stripped);
+    let repair_cut: Vec<usize> = match verdict.repair_cuts.is_empty() {
+        true => Vec::new(),
+        false => items_to_cut(request, &verdict.repair_cuts)
+            .into_iter()
+            .filter(|index| removed.binary_search(index).is_err())
+            .collect(),
+    };
+    let mut all_cut = removed.clone();
+    if !repair_cut.is_empty() {
+        all_cut.extend_from_slice(&repair_cut);
+        all_cut.sort_unstable();
+    }
     let text = simdutf8::basic::from_utf8(body).map_err(|_| not_the_request("the body is not UTF-8"))?;
-    let mut ranges: Vec<Range<usize>> = cut_ranges(&spans, &removed).collect();
-    ranges.extend(member_ranges(text, &spans, &verdict.repairs, &removed)?);
+    let mut ranges: Vec<Range<usize>> = cut_ranges(&spans, &all_cut).collect();
+    ranges.extend(member_ranges(text, &spans, &verdict.repairs, &all_cut)?);
     ranges.sort_unstable_by_key(|r| r.start);
     let repaired = verdict
         .repairs
         .iter()
-        .filter(|r| removed.binary_search(&r.index).is_err())
+        .filter(|r| all_cut.binary_search(&r.index).is_err())
         .cloned()
         .collect();
+    let inserted: Vec<Insert> = verdict
+        .inserts
+        .iter()
+        .filter(|insert| all_cut.binary_search(&insert.index).is_err())
+        .cloned()
+        .collect();
+    let at: Vec<(usize, &str)> = inserted
+        .iter()
+        .map(|insert| (spans[insert.index].start, insert.text.as_str()))
+        .collect();
     Ok(Some(Stripped {
-        body: cut_out(body, &ranges),
+        body: splice(body, &ranges, &at),
         removed,
         repaired,
+        repair_cut,
+        inserted,
     }))
 }
 
 /// `body` without the byte `ranges` (ascending, disjoint).
 pub fn cut_out(body: &[u8], ranges: &[Range<usize>]) -> Vec<u8> {
+    splice(body, ranges, &[])
+}
+
+/// `body` without the byte `ranges` (ascending, disjoint), and with each item text of `inserts`
+/// (ascending by offset, none inside a range) and a comma put at its offset: an item's start,
+/// so the text comes before that item as an item of its own.
+fn splice(body: &[u8], ranges: &[Range<usize>], inserts: &[(usize, &str)]) -> Vec<u8> {
     let removed: usize = ranges.iter().map(|r| r.len()).sum();
-    let mut out = Vec::with_capacity(body.len() - removed);
+    let added: usize = inserts.iter().map(|(_, text)| text.len() + 1).sum();
+    let mut out = Vec::with_capacity(body.len() - removed + added);
     let mut kept_from = 0;
+    let mut inserts = inserts.iter().peekable();
+    let mut put = |out: &mut Vec<u8>, kept_from: &mut usize, upto: usize| {
+        while let Some((at, text)) = inserts.next_if(|(at, _)| *at <= upto) {
+            out.extend_from_slice(&body[*kept_from..*at]);
+            out.extend_from_slice(text.as_bytes());
+            out.push(b',');
+            *kept_from = *at;
+        }
+    };
     for range in ranges {
+        put(&mut out, &mut kept_from, range.start);
         out.extend_from_slice(&body[kept_from..range.start]);
         kept_from = range.end;
     }
+    put(&mut out, &mut kept_from, body.len());
     out.extend_from_slice(&body[kept_from..]);
     out
 }

@@ -57,11 +57,19 @@ pub enum Reason {
     /// granted it to the caller's team: `previous_response_id`, `conversation`, or an item
     /// whose `id` or `encrypted_content` the ledger knows.
     CrossTeamState,
+    /// An item whose `id` an earlier item of `input` already has.
+    DuplicateItemId,
+    /// A `reasoning` item last in `input`, or directly followed by a `user`, `system` or
+    /// `developer` message, or by another `reasoning` item: nothing follows it that it led to.
+    ReasoningOrphaned,
+    /// An item sent back by an `id` the ledger recorded as directly preceded by a reasoning
+    /// item of the same response, without that reasoning item before it in `input`.
+    ReasoningMissing,
 }
 
 impl Reason {
     /// Every reason, in the contract's order.
-    pub const ALL: [Reason; 21] = [
+    pub const ALL: [Reason; 24] = [
         Reason::Namespaced,
         Reason::Status,
         Reason::ArgumentsType,
@@ -83,6 +91,9 @@ impl Reason {
         Reason::ItemUnknownField,
         Reason::CallWithoutOutput,
         Reason::CrossTeamState,
+        Reason::DuplicateItemId,
+        Reason::ReasoningOrphaned,
+        Reason::ReasoningMissing,
     ];
 
     /// The reason called `code` on the wire.
@@ -92,20 +103,32 @@ impl Reason {
 
     /// The action a reason has when no configuration says otherwise (contract §5): agents change
     /// tool sets between turns, so an unknown tool is reported, not refused; a client may
-    /// re-serialise what it replays, so a changed digest is reported, not refused.
+    /// re-serialise what it replays, so a changed digest is reported, not refused. What a
+    /// provider would refuse and whose removal loses nothing it would read is repaired: a
+    /// refused member, an orphaned reasoning item, a byte-identical repeat of an item.
     pub fn default_action(self) -> Action {
         match self {
             Reason::UnknownTool | Reason::ItemTampered | Reason::ItemUnknownField => Action::Monitor,
-            Reason::ItemField => Action::Repair,
+            Reason::ItemField | Reason::DuplicateItemId | Reason::ReasoningOrphaned => Action::Repair,
             _ => Action::Reject,
         }
     }
 
-    /// Whether `repair` can cure the reason by cutting one member out of its item: only a
-    /// member the profile refuses or does not know (contract §5a); `repair` on any other
-    /// reason acts as `reject`.
+    /// Whether `repair` can cure the reason: by cutting one member out of its item (a member
+    /// the profile refuses or does not know, contract §5a), by cutting the item whole (an
+    /// orphaned reasoning item, a repeated item), or by inserting the reasoning item the ledger
+    /// kept before it (`reasoning_missing`). `repair` on any other reason acts as `reject`, and
+    /// so it does on a finding it cannot cure: a repeat that differs from the first, a missing
+    /// reasoning item whose bytes the ledger did not keep.
     pub fn is_repairable(self) -> bool {
-        matches!(self, Reason::ItemField | Reason::ItemUnknownField)
+        matches!(
+            self,
+            Reason::ItemField
+                | Reason::ItemUnknownField
+                | Reason::DuplicateItemId
+                | Reason::ReasoningOrphaned
+                | Reason::ReasoningMissing
+        )
     }
 
     /// The reason code as it appears on the wire.
@@ -132,6 +155,9 @@ impl Reason {
             Reason::ItemUnknownField => "item_unknown_field",
             Reason::CallWithoutOutput => "call_without_output",
             Reason::CrossTeamState => "cross_team_state",
+            Reason::DuplicateItemId => "duplicate_item_id",
+            Reason::ReasoningOrphaned => "reasoning_orphaned",
+            Reason::ReasoningMissing => "reasoning_missing",
         }
     }
 
@@ -259,6 +285,24 @@ pub struct Verdict {
     /// Every member with a `repair` violation (listed or not), in input order: what is cut
     /// from the forwarded body (see [`crate::gate::repair`]).
     pub repairs: Vec<Repair>,
+    /// The positions of the items `repair` cuts whole (`duplicate_item_id`,
+    /// `reasoning_orphaned`), listed or not, ascending, once each. A cut call takes the outputs
+    /// paired with it along, as `strip` does.
+    pub repair_cuts: Vec<usize>,
+    /// What `repair` inserts (`reasoning_missing`), listed or not, in input order.
+    pub inserts: Vec<Insert>,
+}
+
+/// An item `repair` puts into the forwarded body: the exact JSON text the ledger kept of a
+/// reasoning item, inserted before `input[index]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Insert {
+    /// The position of the item it goes before.
+    pub index: usize,
+    /// The inserted item's `id`.
+    pub id: String,
+    /// The inserted item's JSON text, as the provider produced it.
+    pub text: String,
 }
 
 /// A member to cut out of an item: `input[index].member`, or a member of one of the item's
@@ -306,8 +350,13 @@ impl Verdict {
             Action::Reject => self.rejected,
             Action::Monitor => self.monitored,
             Action::Strip => self.stripped.len(),
-            Action::Repair => self.repairs.len(),
+            Action::Repair => self.repaired(),
         }
+    }
+
+    /// How many repairs the verdict makes: members cut, items cut whole, items inserted.
+    fn repaired(&self) -> usize {
+        self.repairs.len() + self.repair_cuts.len() + self.inserts.len()
     }
 
     /// Counts a violation of `reason` with `action` (in [`Verdict::tally`] too), listing it (built by `violation` only then) while fewer
@@ -351,8 +400,8 @@ impl Verdict {
             (Action::Strip, None) => {
                 unreachable!("strip is resolved to reject for reasons about no item")
             }
-            // The caller recorded the member in `repairs` first.
-            (Action::Repair, _) => self.repairs.len(),
+            // The caller recorded the repair (`repairs`, `repair_cuts`, `inserts`) first.
+            (Action::Repair, _) => self.repaired(),
         };
         if count <= max_listed {
             self.violations.push(violation());

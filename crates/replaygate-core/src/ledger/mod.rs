@@ -38,7 +38,9 @@ mod tests_tap;
 pub use call_ids::CallIds;
 pub use carry::{carried_body, input_items, CarriedTurn, CarryError};
 pub(crate) use quick_item::quick_item;
-pub use record::{item_digest, item_record, item_record_from_value, ItemRecord, ResponseRecord};
+pub use record::{
+    item_digest, item_record, item_record_from_value, link_reasoning, ItemRecord, ResponseRecord,
+};
 pub use stored::{Owner, StoredContent, StoredItem, StoredResponse};
 pub use tap::{AnswerKind, Tap, TapLimits, Tapped};
 

@@ -364,6 +364,7 @@ impl Members<'_> {
             call_id: call_id.id()?,
             digest: out.finish(),
             has_encrypted_content: !matches!(encrypted_content, Member::Absent | Member::Null),
+            preceded_by: None,
         };
         Some(QuickItem { record, call })
     }

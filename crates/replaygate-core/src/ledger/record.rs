@@ -34,6 +34,11 @@ pub struct ItemRecord {
     pub digest: [u8; 32],
     /// Whether the item carries `encrypted_content` (present and not `null`).
     pub has_encrypted_content: bool,
+    /// The `id` of the reasoning item directly before this one in its response's output, when
+    /// there is one: the provider wants it sent back before this item. Absent in records
+    /// written before it was kept (read as `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preceded_by: Option<String>,
 }
 
 /// A digest as 64 lowercase hex digits.
@@ -85,7 +90,21 @@ pub fn item_record_from_value(item: &Value) -> Option<ItemRecord> {
         call_id,
         digest: item_digest(item_type, members),
         has_encrypted_content: members.get("encrypted_content").is_some_and(|v| !v.is_null()),
+        preceded_by: None,
     })
+}
+
+/// Notes on each of `items` (one response's output items, in output order) the `id` of the
+/// reasoning item directly before it, if any ([`ItemRecord::preceded_by`]).
+pub fn link_reasoning(items: &mut [ItemRecord]) {
+    for at in 1..items.len() {
+        let (before, rest) = items.split_at_mut(at);
+        let previous = &before[at - 1];
+        rest[0].preceded_by = match previous.item_type == "reasoning" {
+            true => previous.id.clone(),
+            false => None,
+        };
+    }
 }
 
 /// The item types answers are made of, whose digest needs only a few members (see
@@ -173,6 +192,7 @@ mod tests {
             call_id: None,
             digest,
             has_encrypted_content: false,
+            preceded_by: None,
         };
         let stored = serde_json::to_value(&item).unwrap();
         let text = stored["digest"].as_str().unwrap();

@@ -80,6 +80,8 @@ impl StoredResponse {
         now_unix: u64,
         retention_secs: u64,
     ) -> StoredResponse {
+        let mut items = response.items;
+        super::record::link_reasoning(&mut items);
         StoredResponse {
             id: response.id,
             owner,
@@ -87,7 +89,7 @@ impl StoredResponse {
             created_unix: now_unix,
             expires_unix: now_unix.saturating_add(retention_secs),
             previous_response_id,
-            items: response.items,
+            items,
             input_call_ids: CallIds::default(),
             content: None,
         }
@@ -182,6 +184,7 @@ mod tests {
             call_id: Some(call_id.to_owned()),
             digest: [digest; 32],
             has_encrypted_content: encrypted,
+            preceded_by: None,
         }
     }
 
@@ -232,5 +235,50 @@ mod tests {
         assert_eq!(stored.item_digests().count(), 4);
         let found = stored.item_by_id("rs_0123456789abcdef").unwrap();
         assert_eq!(found.record.call_id.as_deref(), Some("second"));
+    }
+
+    #[test]
+    fn each_item_records_the_reasoning_item_right_before_it() {
+        let record =
+            |json: &str| crate::ledger::item_record_from_value(&serde_json::from_str(json).unwrap()).unwrap();
+        let response = ResponseRecord {
+            id: "resp_1".into(),
+            model: None,
+            items: vec![
+                record(r#"{"type":"reasoning","id":"rs_1","encrypted_content":"a"}"#),
+                record(r#"{"type":"function_call","id":"fc_1","call_id":"c1","name":"f","arguments":"{}"}"#),
+                record(r#"{"type":"reasoning","id":"rs_2","encrypted_content":"b"}"#),
+                record(r#"{"type":"reasoning","id":"rs_3","encrypted_content":"c"}"#),
+                record(r#"{"type":"message","id":"msg_1","content":"done"}"#),
+                record(r#"{"type":"message","id":"msg_2","content":"more"}"#),
+            ],
+        };
+        let owner = Owner {
+            provider: "openai".into(),
+            model: None,
+        };
+        let stored = StoredResponse::new(response, owner, None, None, 0, 60);
+        let before: Vec<Option<&str>> = stored
+            .items
+            .iter()
+            .map(|item| item.preceded_by.as_deref())
+            .collect();
+        assert_eq!(
+            before,
+            [None, Some("rs_1"), None, Some("rs_2"), Some("rs_3"), None]
+        );
+        // The stored form holds it, and reads back.
+        let json = stored.to_json();
+        let read: StoredResponse = serde_json::from_slice(&json).unwrap();
+        assert_eq!(read, stored);
+    }
+
+    #[test]
+    fn a_record_written_before_preceded_by_reads_as_preceded_by_nothing() {
+        let old = r#"{"response_id":"resp_1","owner":{"provider":"openai","model":null},"record":{"id":"fc_0123456789abcdef","item_type":"function_call","call_id":"c1","digest":"0000000000000000000000000000000000000000000000000000000000000000","has_encrypted_content":false},"expires_unix":60}"#;
+        let item: StoredItem = serde_json::from_str(old).unwrap();
+        assert_eq!(item.record.preceded_by, None);
+        // And one preceded by nothing is written as before.
+        assert_eq!(String::from_utf8(item.to_json()).unwrap(), old);
     }
 }

@@ -91,7 +91,7 @@ fn owner_len(owner: &Owner) -> usize {
 }
 
 fn item_record_len(item: &ItemRecord) -> usize {
-    opt_len(&item.id) + item.item_type.len() + opt_len(&item.call_id) + 160
+    opt_len(&item.id) + item.item_type.len() + opt_len(&item.call_id) + opt_len(&item.preceded_by) + 176
 }
 
 fn content_len(content: &StoredContent) -> usize {
@@ -129,6 +129,10 @@ fn put_item_record(out: &mut Vec<u8>, item: &ItemRecord) {
     } else {
         b"false"
     });
+    if let Some(reasoning) = &item.preceded_by {
+        out.extend_from_slice(b",\"preceded_by\":");
+        put_str(out, reasoning);
+    }
     out.push(b'}');
 }
 
@@ -196,14 +200,16 @@ mod tests {
             proptest::option::of(text()),
             any::<[u8; 32]>(),
             any::<bool>(),
+            proptest::option::of(text()),
         )
             .prop_map(
-                |(id, item_type, call_id, digest, has_encrypted_content)| ItemRecord {
+                |(id, item_type, call_id, digest, has_encrypted_content, preceded_by)| ItemRecord {
                     id,
                     item_type: item_type.into(),
                     call_id,
                     digest,
                     has_encrypted_content,
+                    preceded_by,
                 },
             )
     }

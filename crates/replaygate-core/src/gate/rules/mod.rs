@@ -23,7 +23,9 @@
 //!
 //! When the target provider has an item profile (contract §5a), an item that the rules above
 //! did not refuse or strip then gets its shape findings (`item_value`, else `item_field` and
-//! `item_unknown_field` per member in the order written), and `call_without_output` last.
+//! `item_unknown_field` per member in the order written), and `call_without_output` last. The
+//! profile's whole-item findings ([`replay_items`]: `duplicate_item_id`, `reasoning_orphaned`,
+//! `reasoning_missing`) come after `item_value` and in place of everything else.
 
 mod call_ids;
 mod chat_envelope;
@@ -34,6 +36,7 @@ mod item_shape;
 mod namespace;
 pub(crate) mod output_calls;
 mod provenance;
+mod replay_items;
 mod team_tools;
 #[cfg(test)]
 mod tests_corpus;
@@ -241,6 +244,14 @@ fn judge_items(
             },
         );
     }
+    let replay = item_profile.and_then(|profile| {
+        replay_items::ReplayFindings::find(
+            request,
+            profile.replay_rules(),
+            target.provider,
+            target.provenance,
+        )
+    });
     let mut shape_findings = Vec::new();
     for (index, item) in items.iter().enumerate() {
         // Pairing sees every item, so later outputs find their calls.
@@ -279,13 +290,17 @@ fn judge_items(
         // a call left unanswered); only the others are checked in full.
         if let Some(profile) = item_profile.filter(|_| shape_checked) {
             let call_unanswered = unanswered.is_some_and(|calls| calls[index]);
-            if call_unanswered || !clean_shape::clean_item(item, &request.shape, profile) {
+            let whole = replay.as_ref().and_then(|replay| replay.at(index));
+            if whole.is_some() || call_unanswered || !clean_shape::clean_item(item, &request.shape, profile) {
                 shape_findings.clear();
                 item_shape::check(item, &request.shape, profile, &mut shape_findings);
                 let valued = shape_findings
                     .first()
                     .is_some_and(|f| f.reason == Reason::ItemValue);
-                if !valued && call_unanswered {
+                if let Some(whole) = whole.filter(|_| !valued) {
+                    shape_findings.clear();
+                    replay_items::push(&mut verdict, request.at, index, item, whole, policy);
+                } else if !valued && call_unanswered {
                     let source = profile.call_without_output().unwrap_or_default();
                     shape_findings.push(item_shape::ShapeFinding {
                         reason: Reason::CallWithoutOutput,
