@@ -226,7 +226,7 @@ fn judge_items(
     if let Some((id, message)) = provenance
         .as_ref()
         .filter(|_| !previous_foreign_team)
-        .and_then(|rules| rules.foreign_previous(request))
+        .and_then(|rules| rules.foreign_previous(request, target.carry_sessions))
     {
         let action = policy.action(Reason::ForeignPreviousResponse);
         verdict.push_with(
