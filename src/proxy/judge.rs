@@ -434,7 +434,13 @@ fn decide(
     if let Some(team) = &asker.team {
         target = target.with_access(&team.access);
     }
-    let verdict = state.gate.judge(request, &target)?;
+    // The gate reads no configuration: it is told whether sessions are carried, so that
+    // `foreign_previous_response` says how to go on.
+    let carries = state
+        .ledger
+        .as_ref()
+        .is_some_and(|ledger| ledger.settings.carry_sessions && ledger.settings.store_items);
+    let verdict = state.gate.judge(request, &target.with_carry_sessions(carries))?;
     // A refused request is not forwarded, so nothing is cut from it.
     let stripped = match verdict.is_allowed() {
         true => gate::strip::strip(body, request, &verdict)?,

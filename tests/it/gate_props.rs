@@ -12,7 +12,8 @@ use proptest::sample::{select, Index};
 use proptest::test_runner::TestCaseError;
 use replaygate::gate::request::{parse_with_serde_json, same_refusal};
 use replaygate::gate::{
-    parse, strip, Action, BodyError, Gate, ItemsAt, Policy, ProviderProfile, Reason, Target, Verdict,
+    parse, strip, Action, BodyError, Gate, ItemProfile, ItemsAt, Policy, ProviderProfile, Reason, Target,
+    Verdict,
 };
 use serde_json::{json, Map, Value};
 
@@ -1465,6 +1466,356 @@ fn a_stripped_output_takes_its_call_along() {
     assert_eq!(stripped.removed, [0, 1]);
     let again = gate().judge(&parse(&stripped.body).unwrap(), &target).unwrap();
     assert!(again.violations.is_empty(), "{:#?}", again.violations);
+}
+
+// ---------------------------------------------------------------------------------------------
+// (e) One precedence: section 5 first, then the item profile
+// ---------------------------------------------------------------------------------------------
+
+/// OpenAI with its item profile (contract §5a).
+fn openai_profiled() -> &'static ProviderProfile {
+    static PROFILED: OnceLock<ProviderProfile> = OnceLock::new();
+    PROFILED.get_or_init(|| {
+        ProviderProfile::own_namespace("openai")
+            .with_item_profile(Some(ItemProfile::built_in("openai").expect("built-in profile")))
+    })
+}
+
+/// One more thing broken in a history: a pairing the section 5 rules refuse, or a member the
+/// `openai` item profile has something to say about.
+#[derive(Debug, Clone, Copy)]
+enum Damage {
+    /// A section 5 mutation of [`mutate`].
+    Rule(Mutation),
+    /// A copy of a call right after it, while the call is still unanswered.
+    RepeatedCall,
+    /// A message, or a reasoning item, carrying the `call_id` of the call just before it.
+    CallIdOnOther { reasoning: bool },
+    /// An output without `call_id`.
+    OutputWithoutCallId,
+    /// A call and its output with a `call_id` of 65 to 80 characters (OpenAI takes 64).
+    LongCallId { extra: usize },
+    /// `parsed_arguments` on a call (refused by OpenAI, repaired by default).
+    ParsedArguments,
+    /// A member no schema lists, on any item.
+    UnknownMember,
+    /// `status` on a reasoning item.
+    ReasoningStatus,
+    /// An output whose `output` is a number.
+    OutputNumber,
+    /// A call without `name`.
+    NoName,
+}
+
+fn damage() -> impl Strategy<Value = Damage> {
+    prop_oneof![
+        3 => mutation().prop_map(Damage::Rule),
+        2 => Just(Damage::RepeatedCall),
+        2 => any::<bool>().prop_map(|reasoning| Damage::CallIdOnOther { reasoning }),
+        1 => Just(Damage::OutputWithoutCallId),
+        2 => (1usize..17).prop_map(|extra| Damage::LongCallId { extra }),
+        2 => Just(Damage::ParsedArguments),
+        2 => Just(Damage::UnknownMember),
+        1 => Just(Damage::ReasoningStatus),
+        1 => Just(Damage::OutputNumber),
+        1 => Just(Damage::NoName),
+    ]
+}
+
+/// The reasons of the item profile (contract §5a); every other item reason is section 5's.
+fn is_shape(reason: Reason) -> bool {
+    matches!(
+        reason,
+        Reason::ItemValue | Reason::ItemField | Reason::ItemUnknownField | Reason::CallWithoutOutput
+    )
+}
+
+/// Inserts `item` at `at`, keeping the roles' output positions right.
+fn insert_item(history: &mut History, at: usize, item: Value, role: Role) {
+    for r in &mut history.roles {
+        if let Role::Call { output: Some(o) } = r {
+            if *o >= at {
+                *o += 1;
+            }
+        }
+    }
+    history.items.insert(at, item);
+    history.roles.insert(at, role);
+}
+
+/// Applies `damage` to an item chosen by `pick` (when there is one to act on). The item is then
+/// marked [`Role::Other`], so no later damage finds its members changed.
+fn apply_damage(history: &mut History, damage: Damage, pick: Index, slug: &str) {
+    let candidates = |history: &History, wanted: &dyn Fn(usize, Role) -> bool| -> Vec<usize> {
+        (0..history.roles.len())
+            .filter(|&i| wanted(i, history.roles[i]))
+            .collect()
+    };
+    let calls = candidates(history, &|_, r| is_call(r));
+    let outputs = candidates(history, &|_, r| r == Role::Output);
+    let reasoning = candidates(history, &|i, r| {
+        r == Role::Other && history.items[i]["type"] == "reasoning"
+    });
+    let untouched = candidates(history, &|_, r| r != Role::Other);
+    let chosen = |list: &[usize]| (!list.is_empty()).then(|| list[pick.index(list.len())]);
+    match damage {
+        Damage::Rule(mutation) => {
+            if can_mutate(history, mutation) {
+                let (at, _) = mutate(history, mutation, pick, slug)[0];
+                history.roles[at] = Role::Other;
+            }
+        }
+        Damage::RepeatedCall => {
+            if let Some(at) = chosen(&calls) {
+                let mut copy = history.items[at].clone();
+                copy["id"] = json!(format!("fc_copy_{at}"));
+                insert_item(history, at + 1, copy, Role::Other);
+                history.roles[at] = Role::Other;
+            }
+        }
+        Damage::CallIdOnOther { reasoning } => {
+            if let Some(at) = chosen(&calls) {
+                let call_id = history.items[at]["call_id"].clone();
+                let item = if reasoning {
+                    json!({"type": "reasoning", "id": format!("rs_x_{at}"), "summary": [], "call_id": call_id})
+                } else {
+                    json!({"role": "assistant", "content": "calling", "call_id": call_id})
+                };
+                insert_item(history, at + 1, item, Role::Other);
+                history.roles[at] = Role::Other;
+            }
+        }
+        Damage::OutputWithoutCallId => {
+            if let Some(at) = chosen(&outputs) {
+                history.items[at].as_object_mut().unwrap().remove("call_id");
+                history.roles[at] = Role::Other;
+            }
+        }
+        Damage::LongCallId { extra } => {
+            let answered: Vec<usize> = calls
+                .iter()
+                .copied()
+                .filter(|&c| matches!(history.roles[c], Role::Call { output: Some(o) } if history.roles[o] == Role::Output))
+                .collect();
+            if let Some(at) = chosen(&answered) {
+                let Role::Call { output: Some(output) } = history.roles[at] else {
+                    unreachable!()
+                };
+                let long = format!("call_{at}_{}", "x".repeat(64 + extra));
+                history.items[at]["call_id"] = json!(long);
+                history.items[output]["call_id"] = json!(long);
+                history.roles[at] = Role::Other;
+                history.roles[output] = Role::Other;
+            }
+        }
+        Damage::ParsedArguments => {
+            if let Some(at) = chosen(&calls) {
+                history.items[at]["parsed_arguments"] = json!({"a": 1});
+                history.roles[at] = Role::Other;
+            }
+        }
+        Damage::UnknownMember => {
+            if let Some(at) = chosen(&untouched) {
+                history.items[at]["x_extra"] = json!([1]);
+                history.roles[at] = Role::Other;
+            }
+        }
+        Damage::ReasoningStatus => {
+            if let Some(at) = chosen(&reasoning) {
+                history.items[at]["status"] = json!("completed");
+            }
+        }
+        Damage::OutputNumber => {
+            if let Some(at) = chosen(&outputs) {
+                history.items[at]["output"] = json!(42);
+                history.roles[at] = Role::Other;
+            }
+        }
+        Damage::NoName => {
+            if let Some(at) = chosen(&calls) {
+                history.items[at].as_object_mut().unwrap().remove("name");
+                history.roles[at] = Role::Other;
+            }
+        }
+    }
+}
+
+/// What the contract's pairing rule (§5) says of each item of `items`, read from the JSON alone:
+/// a call is any item with a string `call_id` that is not an output; an output
+/// (`function_call_output` or another `*_output` type) pairs with the most recent earlier call
+/// with its `call_id` that no earlier output answered.
+fn pairing_model(items: &[Value]) -> Vec<Option<Reason>> {
+    let continues_stored_state = items.iter().any(|item| {
+        item["type"] == "item_reference" || (item.get("type").is_none() && item.get("role").is_none())
+    });
+    // Per call id, the unanswered calls (the most recent last) and whether one was answered.
+    let mut open: std::collections::HashMap<String, (Vec<bool>, bool)> = Default::default();
+    items
+        .iter()
+        .map(|item| {
+            let kind = item["type"].as_str().unwrap_or("");
+            let is_output = kind == "function_call_output"
+                || (kind.contains(':') || !is_core(kind)) && kind.ends_with("_output");
+            let call_id = item["call_id"].as_str();
+            match (is_output, call_id) {
+                (false, Some(id)) => {
+                    let calls = open.entry(id.to_owned()).or_default();
+                    let repeats = !calls.0.is_empty();
+                    calls.0.push(kind == "function_call");
+                    repeats.then_some(Reason::CallIdMismatch)
+                }
+                (false, None) => None,
+                (true, None) => (kind == "function_call_output").then_some(Reason::CallIdMismatch),
+                (true, Some(id)) => match open.get_mut(id) {
+                    Some((calls, answered)) if !calls.is_empty() => {
+                        *answered = true;
+                        let is_function_call = calls.pop().unwrap();
+                        (kind == "function_call_output" && !is_function_call)
+                            .then_some(Reason::NotFunctionCall)
+                    }
+                    Some((_, true)) => Some(Reason::CallIdMismatch),
+                    _ if continues_stored_state => None,
+                    _ => Some(Reason::CallIdMismatch),
+                },
+            }
+        })
+        .collect()
+}
+
+/// Whether `kind` is a portable core item type.
+fn is_core(kind: &str) -> bool {
+    matches!(
+        kind,
+        "message"
+            | "function_call"
+            | "function_call_output"
+            | "reasoning"
+            | "compaction"
+            | "item_reference"
+            | ""
+    )
+}
+
+/// Each violation's (index, reason, action).
+fn listed(verdict: &Verdict, wanted: impl Fn(Reason) -> bool) -> Vec<(Option<usize>, Reason, Action)> {
+    verdict
+        .violations
+        .iter()
+        .filter(|v| wanted(v.reason))
+        .map(|v| (v.index, v.reason, v.action))
+        .collect()
+}
+
+/// Judges `body` with and without the `openai` item profile and checks the one precedence:
+/// section 5 comes first on every item, so the profile adds findings and changes none of section
+/// 5's; an item that section 5 refuses gets no shape finding (one only monitored still does, so
+/// a member its provider refuses is not sent).
+fn check_precedence(body: &[u8]) -> Result<(), TestCaseError> {
+    let policy = Policy::default();
+    let profiled = gate()
+        .judge(&parse(body).unwrap(), &Target::new(openai_profiled(), &policy))
+        .unwrap();
+    let plain = gate()
+        .judge(&parse(body).unwrap(), &Target::new(openai(), &policy))
+        .unwrap();
+    let dump = || {
+        format!(
+            "{:#?}\nbody: {}",
+            profiled.violations,
+            String::from_utf8_lossy(body)
+        )
+    };
+    prop_assert_eq!(
+        listed(&profiled, |r| !is_shape(r)),
+        listed(&plain, |r| !is_shape(r)),
+        "section 5 changed by the profile: {}",
+        dump()
+    );
+    prop_assert!(listed(&plain, is_shape).is_empty());
+    // Pairing comes first on every item, whatever its type: the model's finding is the item's
+    // section 5 violation, unless the item's namespace or envelope, judged before its pairing,
+    // was refused.
+    let items: Value = serde_json::from_slice::<Value>(body).unwrap()["input"].clone();
+    let model = pairing_model(items.as_array().unwrap());
+    for (index, expected) in model.iter().enumerate() {
+        let got = profiled
+            .violations
+            .iter()
+            .find(|v| v.index == Some(index) && !is_shape(v.reason))
+            .map(|v| v.reason);
+        let pairing = |r: Option<Reason>| matches!(r, Some(Reason::CallIdMismatch | Reason::NotFunctionCall));
+        let judged_before = matches!(got, Some(Reason::Namespaced | Reason::ChatCompletionsEnvelope));
+        if !judged_before {
+            prop_assert!(
+                got == *expected || (!pairing(got) && expected.is_none()),
+                "input[{}]: pairing says {:?}, the gate {:?}: {}",
+                index,
+                expected,
+                got,
+                dump()
+            );
+        }
+    }
+    let mut section5_at = std::collections::BTreeMap::new();
+    for v in profiled.violations.iter().filter(|v| !is_shape(v.reason)) {
+        let index = v.index.expect("an item's violation");
+        let earlier = section5_at.insert(index, v.action);
+        prop_assert!(
+            earlier.is_none(),
+            "two section 5 violations on input[{}]: {}",
+            index,
+            dump()
+        );
+    }
+    for v in profiled.violations.iter().filter(|v| is_shape(v.reason)) {
+        let index = v.index.expect("an item's violation");
+        prop_assert!(
+            matches!(section5_at.get(&index), None | Some(Action::Monitor)),
+            "input[{}] refused under section 5 and given {} too: {}",
+            index,
+            v.reason.as_str(),
+            dump()
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(config(512))]
+
+    #[test]
+    fn section_5_comes_first_and_the_profile_never_changes_it(
+        mut history in history(),
+        damages in prop::collection::vec((damage(), any::<Index>()), 0..5),
+        slug in select(&["anthropic", "bedrock", ""][..]),
+    ) {
+        for (damage, pick) in damages {
+            apply_damage(&mut history, damage, pick, slug);
+        }
+        check_precedence(&history.body())?;
+    }
+
+    /// Call ids over OpenAI's 64 characters still pair: the profile finds each such call and
+    /// output (`item_value`), and pairing finds nothing.
+    #[test]
+    fn over_long_call_ids_still_pair(mut history in history(), extra in 1usize..40) {
+        let mut long_ids = Vec::new();
+        for (at, item) in history.items.iter_mut().enumerate() {
+            if let Some(call_id) = item["call_id"].as_str() {
+                item["call_id"] = json!(format!("{call_id}_{}", "y".repeat(64 + extra)));
+                long_ids.push(at);
+            }
+        }
+        let body = history.body();
+        check_precedence(&body)?;
+        let plain = gate().check(&body, &Target::provider(openai())).unwrap();
+        prop_assert!(plain.violations.is_empty(), "{:#?}", plain.violations);
+        let profiled = gate().check(&body, &Target::provider(openai_profiled())).unwrap();
+        let got: Vec<(usize, Reason)> =
+            profiled.violations.iter().map(|v| (v.index.unwrap(), v.reason)).collect();
+        let expected: Vec<(usize, Reason)> = long_ids.iter().map(|&at| (at, Reason::ItemValue)).collect();
+        prop_assert_eq!(got, expected, "{:#?}", profiled.violations);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

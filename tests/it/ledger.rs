@@ -455,6 +455,78 @@ async fn a_session_is_carried_to_another_provider_and_back() {
     assert_eq!(code_of(&refused), "foreign_previous_response");
 }
 
+/// The message of a refusal.
+fn message_of(turn: &Turn) -> &str {
+    turn.body["error"]["message"].as_str().unwrap_or("")
+}
+
+#[tokio::test]
+async fn a_foreign_previous_response_names_carry_sessions_when_carrying_could_serve_it() {
+    // The ledger on, carrying off (items stored or not): the refusal names the setting that
+    // lets the same client go on unchanged.
+    for ledger in ["", "store_items = true"] {
+        let s = setup(ledger, "").await;
+        let turn1 = post(&s.proxy, "openai", first_turn("gpt-5", false)).await;
+        let refused = post(
+            &s.proxy,
+            "bedrock",
+            json!({"model": "m", "previous_response_id": turn1.body["id"], "input": "next"}),
+        )
+        .await;
+        assert_eq!(code_of(&refused), "foreign_previous_response", "{}", refused.body);
+        let message = message_of(&refused);
+        assert!(
+            message.contains("[ledger] carry_sessions = true"),
+            "{ledger:?}: {message}"
+        );
+        assert!(message.contains("store_items = true"), "{ledger:?}: {message}");
+        let violation = refused.body["error"]["violations"][0]["message"]
+            .as_str()
+            .unwrap();
+        assert!(
+            violation.contains("carry_sessions = true") && message.ends_with(violation),
+            "{message}"
+        );
+        assert!(s.bedrock.received().is_empty());
+    }
+    // Carrying on, but the chain is deeper than `max_chain`: it cannot be carried, and the
+    // message says so instead of naming a setting already on.
+    let s = setup("store_items = true\ncarry_sessions = true\nmax_chain = 1", "").await;
+    let turn1 = post(&s.proxy, "openai", first_turn("gpt-5", false)).await;
+    let turn2 = post(
+        &s.proxy,
+        "openai",
+        json!({"model": "gpt-5", "previous_response_id": turn1.body["id"], "tools": serde_json::from_str::<Value>(TOOLS).unwrap(),
+               "input": [{"type": "function_call_output", "call_id": call_id_of(&turn1), "output": "sunny"}]}),
+    )
+    .await;
+    assert_eq!(turn2.status, 200, "{}", turn2.body);
+    let refused = post(
+        &s.proxy,
+        "bedrock",
+        json!({"model": "m", "previous_response_id": turn2.body["id"], "input": "next"}),
+    )
+    .await;
+    assert_eq!(code_of(&refused), "foreign_previous_response", "{}", refused.body);
+    assert!(refused.headers.get("x-replaygate-carried").is_none());
+    let message = message_of(&refused);
+    assert!(message.contains("could not be carried"), "{message}");
+    assert!(!message.contains("carry_sessions"), "{message}");
+    assert!(s.bedrock.received().is_empty());
+    // A chain of one response is carried as before.
+    let carried = post(
+        &s.proxy,
+        "bedrock",
+        json!({"model": "m", "previous_response_id": turn1.body["id"], "input": "next"}),
+    )
+    .await;
+    assert_eq!(carried.status, 200, "{}", carried.body);
+    assert_eq!(
+        carried.headers["x-replaygate-carried"],
+        turn1.body["id"].as_str().unwrap()
+    );
+}
+
 #[tokio::test]
 async fn calls_that_do_not_fit_the_tools_are_flagged_logged_and_audited() {
     let openai = provider("openai", true).await;

@@ -214,6 +214,11 @@ pub struct Target<'a> {
     /// With teams: the teams whose recorded state the request may name; `None` (no teams)
     /// runs no `cross_team_state` check.
     pub access: Option<&'a StateAccess>,
+    /// Whether the proxy carries sessions (`[ledger] carry_sessions`, which needs
+    /// `store_items`): a `previous_response_id` of another provider that still reaches the
+    /// gate is then one whose chain could not be carried, and `foreign_previous_response`
+    /// says so; otherwise its message names the setting. Told by the proxy, never read here.
+    pub carry_sessions: bool,
 }
 
 /// The policy of a [`Target`] built without one.
@@ -233,6 +238,7 @@ impl<'a> Target<'a> {
             work_budget: policy.work_budget,
             provenance: None,
             access: None,
+            carry_sessions: false,
         }
     }
 
@@ -257,6 +263,15 @@ impl<'a> Target<'a> {
     pub fn with_access(self, access: &'a StateAccess) -> Self {
         Self {
             access: Some(access),
+            ..self
+        }
+    }
+
+    /// The same target, told whether the proxy carries sessions to another provider
+    /// ([`Target::carry_sessions`]).
+    pub fn with_carry_sessions(self, carry_sessions: bool) -> Self {
+        Self {
+            carry_sessions,
             ..self
         }
     }

@@ -1,9 +1,10 @@
 //! The rules, one small unit each, run over the items in input order (contract §5).
 //!
 //! Messages are checked for the Chat Completions envelope; extension items for their namespace;
-//! every call and output for its pairing; each `function_call` for its status, arguments and
-//! schema (the first failure is its one violation). Each finding gets the action the policy
-//! gives its reason.
+//! every call and output for its pairing, whatever its type (a message or reasoning item with a
+//! `call_id` is a call too); each `function_call` for its status, arguments and schema (the
+//! first failure is its one violation). Each finding gets the action the policy gives its
+//! reason.
 //!
 //! The order of the verdict: the team's findings about declared tools, then
 //! `foreign_previous_response` (when the target carries provenance), then the items in input
@@ -25,7 +26,10 @@
 //! did not refuse or strip then gets its shape findings (`item_value`, else `item_field` and
 //! `item_unknown_field` per member in the order written), and `call_without_output` last. The
 //! profile's whole-item findings ([`replay_items`]: `duplicate_item_id`, `reasoning_orphaned`,
-//! `reasoning_missing`) come after `item_value` and in place of everything else.
+//! `reasoning_missing`) come after `item_value` and in place of everything else. The profile
+//! only adds findings: pairing reads every item as written (an over-long `call_id` still
+//! pairs, and is the profile's `item_value`), so the section 5 verdict is the same with the
+//! profile and without it.
 
 mod call_ids;
 mod chat_envelope;
@@ -42,6 +46,8 @@ mod team_tools;
 mod tests_corpus;
 #[cfg(test)]
 mod tests_cross_team;
+#[cfg(test)]
+mod tests_precedence;
 #[cfg(test)]
 mod tests_provenance;
 mod tools;
@@ -223,7 +229,7 @@ fn judge_items(
     if let Some((id, message)) = provenance
         .as_ref()
         .filter(|_| !previous_foreign_team)
-        .and_then(|rules| rules.foreign_previous(request))
+        .and_then(|rules| rules.foreign_previous(request, target.carry_sessions))
     {
         let action = policy.action(Reason::ForeignPreviousResponse);
         verdict.push_with(
@@ -254,10 +260,11 @@ fn judge_items(
     });
     let mut shape_findings = Vec::new();
     for (index, item) in items.iter().enumerate() {
-        // Pairing sees every item, so later outputs find their calls.
+        // Pairing sees every item, so later outputs find their calls, and judges every item
+        // whatever its type: a message or reasoning item with a `call_id` is a call too.
         let paired = pairing.pair(index, item);
         let finding = match item.class {
-            ItemClass::Message => chat_envelope::check(item),
+            ItemClass::Message => chat_envelope::check(item).or(paired),
             ItemClass::Extension => namespace::check(item, target.provider)
                 .or(paired)
                 .or_else(|| team_tools::check_custom_call(item, policy.tools.as_deref())),
@@ -268,8 +275,10 @@ fn judge_items(
                     None => function_call::check(item, &mut cx)?,
                 }
             }
-            ItemClass::FunctionCallOutput => paired,
-            ItemClass::Reasoning | ItemClass::Compaction | ItemClass::ItemReference => None,
+            ItemClass::FunctionCallOutput
+            | ItemClass::Reasoning
+            | ItemClass::Compaction
+            | ItemClass::ItemReference => paired,
         };
         // Another team's item is refused for that alone, whatever else it holds.
         let finding = match cross_team.as_ref().and_then(|rules| rules.check(item)) {

@@ -125,14 +125,32 @@ impl<'p> ProvenanceRules<'p> {
     }
 
     /// `foreign_previous_response`: the previous response's id and the message, when another
-    /// provider produced it.
-    pub(super) fn foreign_previous(&self, request: &ParsedRequest<'_>) -> Option<(String, String)> {
+    /// provider produced it. The message says how to go on: with `carry_sessions` off, that
+    /// turning it on lets an unmodified client continue; with it on, why this chain was not
+    /// carried.
+    pub(super) fn foreign_previous(
+        &self,
+        request: &ParsedRequest<'_>,
+        carry_sessions: bool,
+    ) -> Option<(String, String)> {
         let id = request.previous_response_id.as_str()?;
         let owner = &self.provenance.previous.as_ref()?.owner;
         (owner.provider != self.provider.name()).then(|| {
+            let how = match carry_sessions {
+                false => {
+                    "send the history as input items instead, or set [ledger] carry_sessions = true \
+                     (with store_items = true) and replaygate carries such a session to the new \
+                     provider itself"
+                }
+                true => {
+                    "its session could not be carried: not every response of its chain is \
+                     recorded with its items (one expired, was recorded before store_items was on, \
+                     or the chain is deeper than max_chain); send the history as input items instead"
+                }
+            };
             let message = format!(
                 "previous_response_id `{id}` is a response of provider `{}`; `{}` does not hold \
-                 it (send the history as input items instead)",
+                 it ({how})",
                 owner.provider,
                 self.provider.name()
             );

@@ -123,6 +123,50 @@ fn a_previous_response_of_another_provider_is_foreign() {
 }
 
 #[test]
+fn a_foreign_previous_response_says_how_to_go_on_with_carrying_off_and_on() {
+    let body = r#"{"model":"m1","previous_response_id":"resp_9","input":[{"role":"user","content":"hi"}]}"#;
+    let provenance = Provenance {
+        previous: Some(ChainFacts {
+            owner: owner("openai", Some("m1")),
+            call_ids: Vec::new(),
+            complete: false,
+            team: None,
+        }),
+        ..Provenance::default()
+    };
+    let bedrock = ProviderProfile::own_namespace("bedrock");
+    let policy = Policy::default();
+    let request = parse(body.as_bytes()).unwrap();
+    let message = |carry_sessions: bool| {
+        let target = Target::new(&bedrock, &policy)
+            .with_provenance(&provenance)
+            .with_carry_sessions(carry_sessions);
+        let verdict = Gate::default().judge(&request, &target).unwrap();
+        assert_eq!(verdict.violations.len(), 1);
+        assert_eq!(verdict.violations[0].reason, Reason::ForeignPreviousResponse);
+        verdict.violations[0].message.clone()
+    };
+    // Carrying off (the default target): the setting that lets an unmodified client go on.
+    let off = message(false);
+    assert!(off.contains("[ledger] carry_sessions = true"), "{off}");
+    assert!(off.contains("store_items = true"), "{off}");
+    assert!(off.contains("send the history as input items"), "{off}");
+    // Carrying on: this chain could not be carried, and naming the setting would not help.
+    let on = message(true);
+    assert!(!on.contains("carry_sessions"), "{on}");
+    assert!(on.contains("could not be carried"), "{on}");
+    assert!(on.contains("not every response of its chain"), "{on}");
+    assert!(on.contains("send the history as input items"), "{on}");
+    // Both name the response and its provider.
+    for message in [off, on] {
+        assert!(
+            message.contains("`resp_9`") && message.contains("`openai`"),
+            "{message}"
+        );
+    }
+}
+
+#[test]
 fn a_blob_of_another_provider_is_foreign_by_its_digest() {
     let mut provenance = Provenance::default();
     with_blob(&mut provenance, owner("openai", Some("m1")), BLOB_OUTPUT);
