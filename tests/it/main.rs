@@ -27,6 +27,7 @@ mod proxy_props;
 mod proxy_routing;
 mod proxy_streaming;
 mod real_clients;
+mod redis_managed;
 mod sdk_e2e;
 mod security_request_head;
 mod security_routing;
