@@ -3,6 +3,7 @@
 use super::tests::{assert_invalid_at, assert_parse_error_at};
 use super::*;
 use crate::gate::{Action, Reason};
+use crate::state::test_pki as pki;
 
 /// One provider, written after the table under test so that its lines count from 1.
 const PROVIDER: &str = "\n[providers.openai]\nbase_url = \"https://api.openai.com/v1\"\n";
@@ -332,10 +333,6 @@ fn rules_accept_every_reason() {
         assert_eq!(config.teams["t"].rules[&reason], Action::Strip, "{code}");
     }
 }
-
-/// Certificates made per run.
-#[path = "../../tests/support/pki.rs"]
-mod pki;
 
 #[test]
 fn redis_login_and_tls_files_are_read_relative_to_the_file() {

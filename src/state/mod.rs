@@ -14,6 +14,10 @@ mod key_filter;
 mod memory;
 mod redis;
 mod redis_client;
+/// Certificates made per run, for the TLS tests of the `redis` backend and of `[state]`.
+#[cfg(test)]
+#[path = "../../tests/support/pki.rs"]
+pub(crate) mod test_pki;
 #[cfg(test)]
 mod test_records;
 

@@ -116,19 +116,14 @@ impl RedisLogin {
     }
 }
 
-/// Certificates made per run.
-#[cfg(test)]
-#[path = "../../tests/support/pki.rs"]
-mod pki;
-
 #[cfg(test)]
 mod tests {
     use std::path::Path;
     use std::time::Duration;
 
-    use super::pki::{Issued, TestCa};
     use super::*;
     use crate::state::redis::test_server::{RedisServer, ServerTls};
+    use crate::state::test_pki::{Issued, TestCa};
     use crate::state::test_records::one_reasoning_item;
     use crate::state::{now_unix, RedisStore};
 
