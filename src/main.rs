@@ -11,6 +11,7 @@ use replaygate::config::Config;
 use replaygate::proxy::state::Reloader;
 use replaygate::proxy::{self, ProxyState, ServerSettings};
 use replaygate::reload::ConfigReload;
+use replaygate::state::StateStore;
 
 /// jemalloc instead of the system allocator: a proxied request makes some eighty allocations
 /// (bodies, buffers, headers), and jemalloc's per-thread caches serve them with about 4% less
@@ -109,6 +110,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
     let address = listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!(%address, config = %source, providers = config.providers.len(), workers, "replaygate listening");
+    runtime.block_on(report_state(&states[0].store));
     if let Some(endpoint) = &config.telemetry.otlp_endpoint {
         tracing::info!(%endpoint, service = %config.telemetry.service_name, "exporting request spans");
     }
@@ -144,6 +146,21 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     served?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Logs whether the state backend answers at start, so a Redis that refuses the TLS handshake
+/// or the login is named before a request needs it. The proxy serves either way (the ping is
+/// bounded by `[state] timeout`).
+async fn report_state(store: &StateStore) {
+    let backend = store.backend();
+    match store.ping().await {
+        Ok(()) => tracing::info!(backend, "state backend answers"),
+        Err(error) => tracing::warn!(
+            backend,
+            %error,
+            "state backend does not answer: /readyz answers 503 until it does"
+        ),
+    }
 }
 
 /// Serves reloads (SIGHUP, file changes) on a thread of their own until the process ends. The

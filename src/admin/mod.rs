@@ -8,6 +8,7 @@
 //! and takes no lock the request path takes for long.
 
 mod pace;
+mod ready;
 mod routes;
 mod thread;
 

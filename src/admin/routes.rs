@@ -1,17 +1,12 @@
 //! What the admin listener answers: `GET /metrics`, `GET /healthz`, `GET /readyz`; 404 for any
 //! other path, 405 for another method.
 
-use std::time::Duration;
-
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::Full;
 
 use super::AdminState;
 use crate::metrics::CONTENT_TYPE;
-
-/// The longest `/readyz` waits for the state backend's answer.
-const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The answer to one admin request.
 pub(super) async fn answer<B>(admin: &AdminState, request: &Request<B>) -> Response<Full<Bytes>> {
@@ -38,36 +33,7 @@ pub(super) async fn answer<B>(admin: &AdminState, request: &Request<B>) -> Respo
             response
         }
         "/healthz" => text(StatusCode::OK, "ok\n".to_owned()),
-        _ => ready(admin).await,
-    }
-}
-
-/// 200 when the process serves its configuration and the state backend answers; else 503
-/// with the reason.
-async fn ready(admin: &AdminState) -> Response<Full<Bytes>> {
-    if admin.is_draining() {
-        return text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: shutting down\n".to_owned(),
-        );
-    }
-    let backend = admin.store.backend();
-    match tokio::time::timeout(READY_TIMEOUT, admin.store.ping()).await {
-        Ok(Ok(())) => text(
-            StatusCode::OK,
-            format!("ready: configuration loaded, state backend {backend} answers\n"),
-        ),
-        Ok(Err(error)) => text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: state backend {backend}: {error}\n"),
-        ),
-        Err(_) => text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "not ready: state backend {backend} did not answer within {} s\n",
-                READY_TIMEOUT.as_secs()
-            ),
-        ),
+        _ => super::ready::ready(admin).await,
     }
 }
 

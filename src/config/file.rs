@@ -185,6 +185,11 @@ pub(super) struct StateEntry {
     pub(super) url: Option<Spanned<String>>,
     pub(super) key_prefix: Option<Spanned<String>>,
     pub(super) timeout: Option<Spanned<String>>,
+    pub(super) username: Option<Spanned<String>>,
+    pub(super) password_env: Option<Spanned<String>>,
+    pub(super) tls_ca_file: Option<Spanned<String>>,
+    pub(super) tls_cert_file: Option<Spanned<String>>,
+    pub(super) tls_key_file: Option<Spanned<String>>,
 }
 
 /// `[state] backend`.

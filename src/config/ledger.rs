@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use reqwest::Url;
 
+use super::RedisAccess;
+
 /// `[state]`: the backend holding the ledger and the team rate limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StateConfig {
@@ -19,13 +21,15 @@ pub enum StateConfig {
     },
     /// `backend = "redis"`: a Redis server, shared by every replica.
     Redis {
-        /// `url`: `redis://` or `rediss://` (TLS), with a host; it may carry a password, so it
-        /// is never logged or printed whole.
+        /// `url`: `redis://` or `rediss://` (TLS), with a host; never a password (that comes
+        /// from `password_env`).
         url: String,
         /// `key_prefix`: the start of every key replaygate writes; default `replaygate`.
         key_prefix: String,
         /// `timeout`: the longest one Redis command may take; default 500 ms.
         timeout: Duration,
+        /// `username`, `password_env` and the `tls_*_file` keys: the login and TLS files.
+        access: RedisAccess,
     },
 }
 
@@ -57,17 +61,30 @@ impl StateConfig {
     }
 
     /// For people: `state in memory`, `state embedded in DIR`, `state in redis at HOST:PORT`
-    /// (never the URL's credentials).
+    /// (then `over TLS` for `rediss://`, and `as USER` with a username; never a password).
     pub(super) fn summary(&self) -> String {
         match self {
             StateConfig::Memory => "state in memory".to_owned(),
             StateConfig::Embedded { path } => format!("state embedded in {}", path.display()),
-            StateConfig::Redis { url, .. } => match Url::parse(url) {
-                Ok(url) => format!(
-                    "state in redis at {}:{}",
-                    url.host_str().unwrap_or("?"),
-                    url.port().unwrap_or(6379)
-                ),
+            StateConfig::Redis { url, access, .. } => match Url::parse(url) {
+                Ok(url) => {
+                    let mut summary = format!(
+                        "state in redis at {}:{}",
+                        url.host_str().unwrap_or("?"),
+                        url.port().unwrap_or(6379)
+                    );
+                    if url.scheme() == "rediss" {
+                        summary.push_str(" over TLS");
+                    }
+                    let user = access
+                        .username
+                        .as_deref()
+                        .or(Some(url.username()).filter(|user| !user.is_empty()));
+                    if let Some(user) = user {
+                        summary.push_str(&format!(" as {user}"));
+                    }
+                    summary
+                }
                 Err(_) => "state in redis".to_owned(),
             },
         }

@@ -3,7 +3,7 @@
 //! file, line and column. Secrets are not read here: the proxy reads the
 //! environment variables an [`Auth`] names itself.
 //!
-//! Relative paths in the file (`[teams.NAME] pinned_tools`, `[audit] path`, `[state] path`) are taken from the
+//! Relative paths in the file (`[teams.NAME] pinned_tools`, `[audit] path`, `[state] path`, `[state] tls_*_file`) are taken from the
 //! directory of the file and kept absolute; the files they name are read and checked here, so a
 //! configuration that loads is one the proxy can serve.
 
@@ -14,6 +14,7 @@ mod file;
 mod key_entry;
 mod ledger;
 mod pinned;
+mod redis_access;
 mod sections;
 mod teams;
 mod telemetry;
@@ -28,6 +29,7 @@ use globset::Glob;
 pub use auth::{Auth, DEFAULT_SIGV4_SERVICE};
 pub use error::ConfigError;
 pub use ledger::{EncryptedContentScope, LedgerConfig, OnUnavailable, StateConfig, UnknownOwner};
+pub use redis_access::{ClientCertFiles, RedisAccess};
 pub use sections::{AdminConfig, GateConfig, LogConfig, LogFormat, ServerConfig};
 pub use teams::{AuditConfig, ClientKey, PinnedTool, PinnedTools, StateGrant, TeamConfig, TeamMode};
 pub use telemetry::TelemetryConfig;

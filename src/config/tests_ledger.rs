@@ -3,6 +3,7 @@
 use super::tests::{assert_invalid_at, assert_parse_error_at};
 use super::*;
 use crate::gate::{Action, Reason};
+use crate::state::test_pki as pki;
 
 /// One provider, written after the table under test so that its lines count from 1.
 const PROVIDER: &str = "\n[providers.openai]\nbase_url = \"https://api.openai.com/v1\"\n";
@@ -54,6 +55,7 @@ fn redis_defaults() {
             url: "redis://127.0.0.1:6379".into(),
             key_prefix: "replaygate".into(),
             timeout: Duration::from_millis(500),
+            access: RedisAccess::default(),
         }
     );
     assert_eq!(config.state.backend(), "redis");
@@ -62,17 +64,23 @@ fn redis_defaults() {
 #[test]
 fn every_key_is_read() {
     let read = config(
-        "[state]\nbackend = \"redis\"\nurl = \"rediss://:pw@cache.internal:6380/2\"\nkey_prefix = \"rg:prod\"\n\
-         timeout = \"1s 250ms\"\n\
+        "[state]\nbackend = \"redis\"\nurl = \"rediss://cache.internal:6380/2\"\nkey_prefix = \"rg:prod\"\n\
+         timeout = \"1s 250ms\"\nusername = \"replaygate\"\npassword_env = \"REDIS_PASSWORD\"\n\
          [ledger]\nenabled = true\nstore_items = true\ncarry_sessions = true\nretention_hours = 48\n\
          on_unavailable = \"allow\"\nmax_chain = 8\nunknown_owner = \"allow\"\n",
     );
     assert_eq!(
         read.state,
         StateConfig::Redis {
-            url: "rediss://:pw@cache.internal:6380/2".into(),
+            url: "rediss://cache.internal:6380/2".into(),
             key_prefix: "rg:prod".into(),
             timeout: Duration::from_millis(1250),
+            access: RedisAccess {
+                username: Some("replaygate".into()),
+                password_env: Some("REDIS_PASSWORD".into()),
+                tls_ca_file: None,
+                tls_client: None,
+            },
         }
     );
     assert_eq!(
@@ -290,17 +298,22 @@ fn the_summary_names_the_state_backend_and_the_ledger() {
         summary("[state]\nbackend = \"memory\"\n[ledger]\nenabled = false\n")
             .ends_with(", state in memory, ledger off")
     );
-    // The URL's credentials stay out of it.
     assert!(summary(&format!(
         "{}[ledger]\nstore_items = true\n",
-        redis("redis://:secret@cache:6380/1")
+        redis("redis://cache:6380/1")
     ))
     .ends_with(", state in redis at cache:6380, ledger on, storing items"));
+    // TLS and the user are named; the password's variable is not.
+    assert!(summary(&format!(
+        "{}username = \"replaygate\"\npassword_env = \"RG_REDIS_PASSWORD\"\n",
+        redis("rediss://cache:6380")
+    ))
+    .ends_with(", state in redis at cache:6380 over TLS as replaygate, ledger on"));
     assert!(summary(&format!(
         "{}[ledger]\nstore_items = true\ncarry_sessions = true\n",
         redis("rediss://cache")
     ))
-    .ends_with(", state in redis at cache:6379, ledger on, carrying sessions"));
+    .ends_with(", state in redis at cache:6379 over TLS, ledger on, carrying sessions"));
 }
 
 /// Rules are read through [`Reason`]'s own names, so every reason it knows (the ledger's
@@ -318,5 +331,280 @@ fn rules_accept_every_reason() {
         let config = Config::from_toml(&text).unwrap();
         assert_eq!(config.gate.rules[&reason], Action::Monitor, "{code}");
         assert_eq!(config.teams["t"].rules[&reason], Action::Strip, "{code}");
+    }
+}
+
+#[test]
+fn redis_login_and_tls_files_are_read_relative_to_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    std::fs::create_dir(&certs).unwrap();
+    let ca = pki::TestCa::new("replaygate test CA");
+    ca.write(&certs, "ca");
+    ca.issue(&["replaygate"], &certs, "client");
+    let file = dir.path().join("proxy.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "{}username = \"replaygate\"\npassword_env = \"RG_REDIS_PASSWORD\"\ntls_ca_file = \"certs/ca.pem\"\n\
+             tls_cert_file = \"certs/client.pem\"\ntls_key_file = \"certs/client.key\"\n{PROVIDER}",
+            redis("rediss://redis.internal:6380/1")
+        ),
+    )
+    .unwrap();
+    let base = std::path::absolute(dir.path()).unwrap();
+    let StateConfig::Redis { url, access, .. } = Config::load(&file).unwrap().state else {
+        panic!("not redis");
+    };
+    assert_eq!(url, "rediss://redis.internal:6380/1");
+    assert_eq!(
+        access,
+        RedisAccess {
+            username: Some("replaygate".into()),
+            password_env: Some("RG_REDIS_PASSWORD".into()),
+            tls_ca_file: Some(base.join("certs/ca.pem")),
+            tls_client: Some(ClientCertFiles {
+                cert_file: base.join("certs/client.pem"),
+                key_file: base.join("certs/client.key"),
+            }),
+        }
+    );
+    // A password alone logs in as the default user; TLS with the system's roots needs no file.
+    let text = format!(
+        "{}password_env = \"RG_REDIS_PASSWORD\"\n",
+        redis("rediss://cache")
+    );
+    let StateConfig::Redis { access, .. } = config(&text).state else {
+        panic!("not redis");
+    };
+    assert_eq!(access.password_env.as_deref(), Some("RG_REDIS_PASSWORD"));
+    assert_eq!(
+        (access.username, access.tls_ca_file, access.tls_client),
+        (None, None, None)
+    );
+}
+
+#[test]
+fn a_password_in_the_url_is_an_error_that_points_to_password_env() {
+    for url in [
+        "redis://:s3cret-pass@cache:6379",
+        "rediss://alice:s3cret-pass@cache/0",
+    ] {
+        let text = format!("{}{PROVIDER}", redis(url));
+        assert_invalid_at(
+            &text,
+            3,
+            7,
+            "carries a password; put the password in an environment variable and name it with password_env",
+        );
+        let message = Config::from_toml(&text).unwrap_err().to_string();
+        assert!(!message.contains("s3cret"), "{message}");
+    }
+    // A user in the URL (with the password from password_env) is fine; in both places is not.
+    config(&format!("{}password_env = \"P\"\n", redis("redis://alice@cache")));
+    assert_invalid_at(
+        &format!(
+            "{}username = \"bob\"\npassword_env = \"P\"\n{PROVIDER}",
+            redis("redis://alice@cache")
+        ),
+        4,
+        12,
+        "the url names a user too",
+    );
+    // #insecure would turn the certificate check off.
+    assert_invalid_at(
+        &format!("{}{PROVIDER}", redis("rediss://cache#insecure")),
+        3,
+        7,
+        "may not end in a #fragment",
+    );
+}
+
+#[test]
+fn a_username_needs_password_env_and_both_must_be_usable() {
+    let check = |lines: &str, line, column, needle| {
+        assert_invalid_at(
+            &format!("{}{lines}{PROVIDER}", redis("redis://cache")),
+            line,
+            column,
+            needle,
+        );
+    };
+    check(
+        "username = \"replaygate\"\n",
+        4,
+        12,
+        "username needs password_env",
+    );
+    check(
+        "username = \"\"\npassword_env = \"P\"\n",
+        4,
+        12,
+        "must be non-empty",
+    );
+    check(
+        "username = \"a b\"\npassword_env = \"P\"\n",
+        4,
+        12,
+        "without spaces",
+    );
+    check(
+        "password_env = \"\"\n",
+        4,
+        16,
+        "must name an environment variable",
+    );
+    check(
+        "password_env = \"A=B\"\n",
+        4,
+        16,
+        "must name an environment variable",
+    );
+    assert_parse_error_at(
+        &format!("{}password_env = 5\n", redis("redis://cache")),
+        4,
+        16,
+        "invalid type",
+    );
+}
+
+#[test]
+fn tls_files_need_rediss_and_the_client_pair_goes_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = pki::TestCa::new("replaygate test CA");
+    let ca_file = ca.write(dir.path(), "ca");
+    let client = ca.issue(&["replaygate"], dir.path(), "client");
+    let (ca_file, cert, key) = (ca_file.display(), client.cert.display(), client.key.display());
+    let check = |url: &str, lines: &str, line, column, needle| {
+        assert_invalid_at(&format!("{}{lines}{PROVIDER}", redis(url)), line, column, needle);
+    };
+    check(
+        "redis://cache",
+        &format!("tls_ca_file = \"{ca_file}\"\n"),
+        4,
+        15,
+        "need TLS: write the url with rediss://",
+    );
+    check(
+        "redis://cache",
+        &format!("tls_cert_file = \"{cert}\"\ntls_key_file = \"{key}\"\n"),
+        4,
+        17,
+        "need TLS",
+    );
+    check(
+        "rediss://cache",
+        &format!("tls_cert_file = \"{cert}\"\n"),
+        4,
+        17,
+        "tls_cert_file and tls_key_file go together",
+    );
+    check(
+        "rediss://cache",
+        &format!("tls_ca_file = \"{ca_file}\"\ntls_key_file = \"{key}\"\n"),
+        5,
+        16,
+        "go together",
+    );
+    check(
+        "rediss://cache",
+        "tls_ca_file = \"\"\n",
+        4,
+        15,
+        "must name a PEM file",
+    );
+    // Both files of the pair, with or without a CA of its own, are fine.
+    config(&format!(
+        "{}tls_cert_file = \"{cert}\"\ntls_key_file = \"{key}\"\n",
+        redis("rediss://cache")
+    ));
+}
+
+#[test]
+fn tls_files_must_read_as_pem_and_messages_never_quote_a_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = pki::TestCa::new("replaygate test CA");
+    let client = ca.issue(&["replaygate"], dir.path(), "client");
+    let not_pem = dir.path().join("notes.txt");
+    std::fs::write(&not_pem, "not a certificate\n").unwrap();
+    let missing = dir.path().join("missing.pem");
+    let check = |lines: String, line, column, needles: &[&str]| {
+        let text = format!("{}{lines}{PROVIDER}", redis("rediss://cache"));
+        for needle in needles {
+            assert_invalid_at(&text, line, column, needle);
+        }
+        Config::from_toml(&text).unwrap_err().to_string()
+    };
+    check(
+        format!("tls_ca_file = \"{}\"\n", missing.display()),
+        4,
+        15,
+        &[
+            "[state] tls_ca_file",
+            &missing.display().to_string(),
+            "cannot be read",
+        ],
+    );
+    check(
+        format!("tls_ca_file = \"{}\"\n", not_pem.display()),
+        4,
+        15,
+        &["holds no PEM certificate"],
+    );
+    check(
+        format!(
+            "tls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n",
+            client.key.display(),
+            client.key.display()
+        ),
+        4,
+        17,
+        &["tls_cert_file", "holds no PEM certificate"],
+    );
+    // A certificate where the key should be: named, and no line of the file is repeated.
+    let message = check(
+        format!(
+            "tls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n",
+            client.cert.display(),
+            client.cert.display()
+        ),
+        5,
+        16,
+        &["tls_key_file", "holds no usable PEM private key"],
+    );
+    assert!(!message.contains("BEGIN"), "{message}");
+    let key_text = std::fs::read_to_string(&client.key).unwrap();
+    let body_line = key_text.lines().nth(1).unwrap();
+    let broken = dir.path().join("broken.key");
+    std::fs::write(&broken, key_text.replace("-----END PRIVATE KEY-----", "")).unwrap();
+    let message = check(
+        format!(
+            "tls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n",
+            client.cert.display(),
+            broken.display()
+        ),
+        5,
+        16,
+        &["holds no usable PEM private key"],
+    );
+    assert!(!message.contains(body_line), "{message}");
+}
+
+#[test]
+fn login_and_tls_keys_belong_to_the_redis_backend() {
+    assert_invalid_at(
+        &format!("[state]\nbackend = \"memory\"\nusername = \"x\"\n{PROVIDER}"),
+        3,
+        12,
+        "[state] username applies to backend = \"redis\" only, and this [state] has backend = \"memory\"",
+    );
+    for key in ["password_env", "tls_ca_file", "tls_cert_file", "tls_key_file"] {
+        let text = format!("[state]\n{key} = \"x\"\n{PROVIDER}");
+        assert_invalid_at(
+            &text,
+            2,
+            key.len() + 4,
+            &format!("[state] {key} applies to backend = \"redis\" only, and this [state] has backend = \"embedded\" (the default)"),
+        );
     }
 }

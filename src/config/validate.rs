@@ -19,6 +19,7 @@ use super::file::{
 };
 use super::key_entry::validate_key;
 use super::ledger::{DEFAULT_KEY_PREFIX, DEFAULT_REDIS_TIMEOUT, DEFAULT_STATE_PATH};
+use super::redis_access::AccessEntry;
 use super::{
     pinned, AdminConfig, AuditConfig, Auth, Config, GateConfig, LedgerConfig, ProviderConfig, RouteConfig,
     ServerConfig, StateConfig, StateGrant, TeamConfig,
@@ -349,8 +350,8 @@ impl StateBackend {
 }
 
 impl StateEntry {
-    /// Checks `[state]`: the keys of the chosen backend only, a usable Redis URL, prefix and
-    /// timeout. The default path is taken from `base_dir` like a written one.
+    /// Checks `[state]`: the keys of the chosen backend only, a usable Redis URL, prefix,
+    /// timeout, login and TLS files. The default path is taken from `base_dir` like a written one.
     fn validate(self, base_dir: &Path) -> Result<StateConfig, Invalid> {
         let backend = self
             .backend
@@ -361,6 +362,11 @@ impl StateEntry {
             (&self.url, "url", StateBackend::Redis),
             (&self.key_prefix, "key_prefix", StateBackend::Redis),
             (&self.timeout, "timeout", StateBackend::Redis),
+            (&self.username, "username", StateBackend::Redis),
+            (&self.password_env, "password_env", StateBackend::Redis),
+            (&self.tls_ca_file, "tls_ca_file", StateBackend::Redis),
+            (&self.tls_cert_file, "tls_cert_file", StateBackend::Redis),
+            (&self.tls_key_file, "tls_key_file", StateBackend::Redis),
         ];
         let misplaced = keys
             .into_iter()
@@ -401,6 +407,14 @@ impl StateEntry {
                     ));
                 };
                 check_redis_url(url.get_ref()).map_err(|message| Invalid::new(url.span(), message))?;
+                let access = AccessEntry {
+                    username: self.username.as_ref(),
+                    password_env: self.password_env.as_ref(),
+                    tls_ca_file: self.tls_ca_file.as_ref(),
+                    tls_cert_file: self.tls_cert_file.as_ref(),
+                    tls_key_file: self.tls_key_file.as_ref(),
+                }
+                .validate(&url, base_dir)?;
                 let key_prefix = match self.key_prefix {
                     Some(prefix) => check_key_prefix(prefix)?,
                     None => DEFAULT_KEY_PREFIX.to_owned(),
@@ -413,6 +427,7 @@ impl StateEntry {
                     url: url.into_inner(),
                     key_prefix,
                     timeout,
+                    access,
                 })
             }
         }

@@ -18,7 +18,7 @@ use super::snapshot::Snapshot;
 use crate::config::{Config, LedgerConfig, OnUnavailable, StateConfig};
 use crate::gate::Gate;
 use crate::metrics::{LedgerMeter, Metrics, RequestMeter};
-use crate::state::{EmbeddedStore, MemoryStore, RedisStore, StateStore, StoreError};
+use crate::state::{EmbeddedStore, MemoryStore, RedisLogin, RedisStore, StateStore, StoreError};
 
 /// How many blocking-pool threads may wait for the ledger's answer at once with a request they
 /// have read. A tokio runtime's blocking pool has 512 threads, and the embedded store reads its
@@ -76,7 +76,7 @@ impl ProxyState {
             })?)),
             None => None,
         };
-        let store = open_store(&config.state).map_err(BuildError::State)?;
+        let store = open_store(&config.state, env).map_err(BuildError::State)?;
         let metrics = Arc::new(Metrics::new());
         Ok(ProxyState {
             gate: Arc::new(Gate::new(config.gate.schema_limits())),
@@ -250,16 +250,20 @@ impl Reloader {
     }
 }
 
-/// The state backend `[state]` names. A Redis store connects on first use, so the proxy
-/// starts while Redis is down.
-fn open_store(config: &StateConfig) -> Result<StateStore, StoreError> {
+/// The state backend `[state]` names, a Redis password read through `env`. A Redis store
+/// connects on first use, so the proxy starts while Redis is down.
+fn open_store(config: &StateConfig, env: &dyn Fn(&str) -> Option<String>) -> Result<StateStore, StoreError> {
     Ok(match config {
         StateConfig::Memory => StateStore::Memory(MemoryStore::default()),
         StateConfig::Redis {
             url,
             key_prefix,
             timeout,
-        } => StateStore::Redis(RedisStore::connect(url, key_prefix, *timeout)?),
+            access,
+        } => {
+            let login = RedisLogin::read(access, env)?;
+            StateStore::Redis(RedisStore::connect_with(url, &login, key_prefix, *timeout)?)
+        }
         StateConfig::Embedded { path } => StateStore::Embedded(EmbeddedStore::open(path)?),
     })
 }

@@ -13,6 +13,11 @@ mod embedded;
 mod key_filter;
 mod memory;
 mod redis;
+mod redis_client;
+/// Certificates made per run, for the TLS tests of the `redis` backend and of `[state]`.
+#[cfg(test)]
+#[path = "../../tests/support/pki.rs"]
+pub(crate) mod test_pki;
 #[cfg(test)]
 mod test_records;
 
@@ -20,6 +25,7 @@ use std::num::NonZeroU32;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use self::redis::{RedisStore, DEFAULT_TIMEOUT, GCRA_SCRIPT};
+pub use self::redis_client::RedisLogin;
 pub use embedded::EmbeddedStore;
 pub use memory::MemoryStore;
 
@@ -44,6 +50,10 @@ pub enum StoreError {
     /// The backend answered with a value that does not read as what was stored.
     #[error("the state backend holds an unreadable value: {0}")]
     Corrupt(String),
+    /// The backend cannot be set up as configured (a password variable that is not set, a
+    /// TLS file that cannot be read): a start error, never a request's.
+    #[error("the state backend cannot be set up: {0}")]
+    Setup(String),
 }
 
 /// A state backend. Cheap to clone: clones share the same store.

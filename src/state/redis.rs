@@ -28,7 +28,7 @@ use std::time::Duration;
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{Client, RedisError, RedisResult, Script};
 
-use super::{now_unix, StoreError};
+use super::{now_unix, RedisLogin, StoreError};
 use crate::ledger::{StoredItem, StoredResponse};
 
 /// How long one call may take, connecting included, unless configured otherwise.
@@ -67,12 +67,22 @@ impl fmt::Debug for RedisStore {
 
 impl RedisStore {
     /// A store for the Redis at `url` (`redis://host:port[/db]`), its keys under
-    /// `key_prefix`, each call bounded by `timeout`. Only the URL is checked here: the
-    /// connection is made on first use, so this succeeds while Redis is down.
+    /// `key_prefix`, each call bounded by `timeout`, with no login and no TLS files (see
+    /// [`RedisStore::connect_with`]).
     pub fn connect(url: &str, key_prefix: &str, timeout: Duration) -> Result<RedisStore, StoreError> {
-        // The URL may hold a password: the error does not repeat it.
-        let client = Client::open(url)
-            .map_err(|err| StoreError::Unavailable(format!("the redis url is invalid: {err}")))?;
+        RedisStore::connect_with(url, &RedisLogin::default(), key_prefix, timeout)
+    }
+
+    /// A store for the Redis at `url` (`redis://` or `rediss://` for TLS), logging in and
+    /// checking TLS as `login` says. Only the URL and the TLS material are checked here: the
+    /// connection is made on first use, so this succeeds while Redis is down.
+    pub fn connect_with(
+        url: &str,
+        login: &RedisLogin,
+        key_prefix: &str,
+        timeout: Duration,
+    ) -> Result<RedisStore, StoreError> {
+        let client = login.client(url)?;
         Ok(RedisStore {
             inner: Arc::new(Inner {
                 client,

@@ -363,9 +363,14 @@ async fn health_readiness_and_nothing_else() {
     let admin = proxy.admin().await;
     let (status, _, body) = get(admin, "/healthz").await;
     assert_eq!((status, body.as_str()), (200, "ok\n"));
-    let (status, _, body) = get(admin, "/readyz").await;
+    let (status, content_type, body) = get(admin, "/readyz").await;
     assert_eq!(status, 200, "{body}");
-    assert!(body.contains("memory"), "{body}");
+    assert_eq!(content_type, "application/json");
+    let ready: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        ready,
+        serde_json::json!({"ready": true, "draining": false, "state": {"backend": "memory", "ok": true}})
+    );
 
     for path in ["/", "/metrics/", "/v1/responses", "/healthz?x=1&y"] {
         let (status, content_type, body) = get(admin, path).await;
@@ -401,6 +406,11 @@ async fn health_readiness_and_nothing_else() {
     proxy.admin_state.drain();
     let (status, _, body) = get(admin, "/readyz").await;
     assert_eq!(status, 503, "{body}");
+    let ready: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        ready,
+        serde_json::json!({"ready": false, "draining": true, "state": {"backend": "memory", "ok": true}})
+    );
 }
 
 #[tokio::test]
@@ -448,7 +458,19 @@ async fn a_state_backend_that_is_down_is_not_ready_and_its_ledger_errors_are_cou
     let admin = proxy.admin().await;
     let (status, _, body) = get(admin, "/readyz").await;
     assert_eq!(status, 503, "{body}");
-    assert!(body.contains("redis"), "{body}");
+    let ready: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (&ready["ready"], &ready["draining"]),
+        (&false.into(), &false.into()),
+        "{body}"
+    );
+    assert_eq!(ready["state"]["backend"], "redis", "{body}");
+    assert_eq!(ready["state"]["ok"], false, "{body}");
+    let error = ready["state"]["error"].as_str().unwrap();
+    assert!(
+        error.contains("the state backend is unavailable: redis"),
+        "{error}"
+    );
     let (status, _, _) = get(admin, "/healthz").await;
     assert_eq!(status, 200, "alive, if not ready");
 

@@ -28,6 +28,7 @@ mod proxy_routing;
 mod proxy_streaming;
 mod pydantic_ai_e2e;
 mod real_clients;
+mod redis_managed;
 mod sdk_e2e;
 mod security_request_head;
 mod security_routing;

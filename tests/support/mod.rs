@@ -7,6 +7,7 @@ pub mod cli;
 pub mod closed_port;
 pub mod log_capture;
 pub mod memory;
+pub mod pki;
 pub mod proxy;
 pub mod raw;
 pub mod redis_server;

@@ -3,6 +3,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -10,15 +11,34 @@ use std::time::Duration;
 pub struct RedisServer {
     child: Child,
     port: u16,
+    tls: bool,
+}
+
+/// The TLS files of a `redis-server` that serves TLS only (`--tls-port`, no plain port).
+pub struct ServerTls<'a> {
+    /// Its certificate (PEM).
+    pub cert: &'a Path,
+    /// Its key (PEM).
+    pub key: &'a Path,
+    /// The CA its clients' certificates must chain to (PEM).
+    pub ca: &'a Path,
+    /// Whether a client must show a certificate (`--tls-auth-clients yes`).
+    pub auth_clients: bool,
 }
 
 impl RedisServer {
     /// Starts one on a free loopback port. Panics when `redis-server` is not installed.
     pub fn start() -> RedisServer {
+        RedisServer::start_with(&[], None)
+    }
+
+    /// Starts one on a free loopback port with `extra` arguments (config directives such as
+    /// `--user NAME on >PASSWORD ~* +@all`), serving TLS only when `tls` is given.
+    pub fn start_with(extra: &[&str], tls: Option<&ServerTls<'_>>) -> RedisServer {
         let mut last_error = String::new();
         // A port found free may be taken before the server binds it: try a few.
         for _ in 0..5 {
-            match RedisServer::start_on(free_port()) {
+            match RedisServer::spawn(free_port(), extra, tls) {
                 Ok(server) => return server,
                 Err(err) => last_error = err,
             }
@@ -28,9 +48,29 @@ impl RedisServer {
 
     /// Starts one on `port`, and waits until it answers PING (5 s at most).
     pub fn start_on(port: u16) -> Result<RedisServer, String> {
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        RedisServer::spawn(port, &[], None)
+    }
+
+    /// Starts one on `port` and waits until it answers PING (with TLS: until it accepts a
+    /// connection), 5 s at most.
+    fn spawn(port: u16, extra: &[&str], tls: Option<&ServerTls<'_>>) -> Result<RedisServer, String> {
+        let mut command = Command::new("redis-server");
+        match tls {
+            None => command.args(["--port", &port.to_string()]),
+            Some(tls) => command
+                .args(["--port", "0", "--tls-port", &port.to_string()])
+                .arg("--tls-cert-file")
+                .arg(tls.cert)
+                .arg("--tls-key-file")
+                .arg(tls.key)
+                .arg("--tls-ca-cert-file")
+                .arg(tls.ca)
+                .args(["--tls-auth-clients", if tls.auth_clients { "yes" } else { "no" }]),
+        };
+        let child = command
+            .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--loglevel", "warning"])
+            .args(extra)
             .arg("--dir")
             .arg(std::env::temp_dir())
             .stdin(Stdio::null())
@@ -45,12 +85,20 @@ impl RedisServer {
             ),
             Err(err) => panic!("could not run redis-server: {err}"),
         };
-        let mut server = RedisServer { child, port };
+        let mut server = RedisServer {
+            child,
+            port,
+            tls: tls.is_some(),
+        };
         for _ in 0..100 {
             if let Ok(Some(status)) = server.child.try_wait() {
                 return Err(format!("redis-server on port {port} exited: {status}"));
             }
-            if answers_ping(port) {
+            let up = match tls {
+                None => answers_ping(port),
+                Some(_) => accepts(port),
+            };
+            if up {
                 return Ok(server);
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -58,9 +106,10 @@ impl RedisServer {
         Err(format!("redis-server on port {port} did not answer PING in 5 s"))
     }
 
-    /// Its URL.
+    /// Its URL: `redis://127.0.0.1:PORT/`, or `rediss://` for a TLS server.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        let scheme = if self.tls { "rediss" } else { "redis" };
+        format!("{scheme}://127.0.0.1:{}/", self.port)
     }
 }
 
@@ -78,6 +127,12 @@ pub fn free_port() -> u16 {
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())
         .expect("a free loopback port")
+}
+
+/// Whether something accepts a TCP connection on the loopback `port`.
+fn accepts(port: u16) -> bool {
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
 }
 
 fn answers_ping(port: u16) -> bool {

@@ -1,0 +1,55 @@
+//! Certificates made for one test run with rcgen: a CA, and the server and client certificates
+//! it signs, written as PEM files (a TLS `redis-server` reads files).
+
+use std::path::{Path, PathBuf};
+
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+
+/// A certificate authority of the test's own.
+pub struct TestCa {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+}
+
+/// A certificate and its key, as PEM files.
+pub struct Issued {
+    /// The certificate (PEM).
+    pub cert: PathBuf,
+    /// Its private key (PEM, PKCS#8).
+    pub key: PathBuf,
+}
+
+impl TestCa {
+    /// A new CA named `name`.
+    pub fn new(name: &str) -> TestCa {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        TestCa {
+            issuer: CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap(),
+        }
+    }
+
+    /// Writes the CA certificate to `dir/{stem}.pem`.
+    pub fn write(&self, dir: &Path, stem: &str) -> PathBuf {
+        let path = dir.join(format!("{stem}.pem"));
+        std::fs::write(&path, self.issuer.pem()).unwrap();
+        path
+    }
+
+    /// A certificate for `names` (DNS names, or IP addresses written as such) signed by this
+    /// CA, written to `dir/{stem}.pem` and `dir/{stem}.key`.
+    pub fn issue(&self, names: &[&str], dir: &Path, stem: &str) -> Issued {
+        let names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
+        let mut params = CertificateParams::new(names).unwrap();
+        params.distinguished_name.push(DnType::CommonName, stem);
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        let issued = Issued {
+            cert: dir.join(format!("{stem}.pem")),
+            key: dir.join(format!("{stem}.key")),
+        };
+        std::fs::write(&issued.cert, cert.pem()).unwrap();
+        std::fs::write(&issued.key, key.serialize_pem()).unwrap();
+        issued
+    }
+}
