@@ -46,8 +46,14 @@ async fn langchain_and_pydantic_ai_tool_loops_pass_through_the_repos_proxy_toml(
     for body in [&received[3].body, &received[7].body] {
         let body: Value = serde_json::from_slice(body).unwrap();
         let items = body["input"].as_array().unwrap();
-        let calls = items.iter().filter(|item| item["type"] == "function_call").count();
-        let outputs = items.iter().filter(|item| item["type"] == "function_call_output").count();
+        let calls = items
+            .iter()
+            .filter(|item| item["type"] == "function_call")
+            .count();
+        let outputs = items
+            .iter()
+            .filter(|item| item["type"] == "function_call_output")
+            .count();
         assert_eq!((calls, outputs), (2, 2), "{body}");
     }
 }
