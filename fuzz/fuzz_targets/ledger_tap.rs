@@ -38,8 +38,14 @@ fn fed(kind: AnswerKind, calls: bool, items: bool, answer: &[u8], chunk: usize) 
         // The whole answer up to its cap; past it, the item being read as it streams (its
         // buffer grows by doubling) and the kept texts so far.
         AnswerKind::Json => limits.max_json_bytes + 2 * limits.max_item_bytes + limits.max_json_bytes,
-        // A pending event, and the kept texts of the items so far.
-        AnswerKind::EventStream => limits.max_event_bytes + limits.max_json_bytes,
+        // A pending event's data held whole, or, past its cap, the event's item being read as
+        // it streams and its small members (type, output_index, the response's id, model and
+        // status: 1 KiB each, with the member name being read); the event's name (1 KiB); and
+        // the kept texts of the items so far.
+        AnswerKind::EventStream => {
+            let small = 8 * 1024;
+            limits.max_event_bytes.max(limits.max_item_bytes + small) + 1024 + 8 + limits.max_json_bytes
+        }
     };
     let mut tap = tap(kind, calls, items);
     for piece in answer.chunks(chunk.max(1)) {

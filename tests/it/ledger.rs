@@ -983,6 +983,42 @@ async fn a_large_body_is_judged_with_the_ledgers_facts_on_the_blocking_pool() {
     assert_eq!(unknown.status, 200, "{}", unknown.body);
 }
 
+/// A 12 MiB answer: its reasoning item alone carries `blob`, 10 MiB of encrypted_content.
+fn big_response(blob: &str) -> Value {
+    json!({
+        "id": "resp_big", "object": "response", "model": "m", "status": "completed",
+        "output": [
+            {"type": "reasoning", "id": "rs_big", "summary": [], "encrypted_content": blob},
+            {"type": "message", "id": "msg_big", "role": "assistant", "status": "completed",
+             "content": [{"type": "output_text", "text": "x".repeat(2 << 20), "annotations": []}]}
+        ]
+    })
+}
+
+/// Replays the big answer's reasoning item to Bedrock, with and without its id: refused both
+/// ways, since the ledger recorded it from OpenAI.
+async fn big_reasoning_is_refused_on_bedrock(proxy: &Proxy, turn: &Turn) {
+    let reasoning = output_of(turn)[0].clone();
+    assert_eq!(
+        reasoning["encrypted_content"].as_str().map(str::len),
+        Some(10 << 20)
+    );
+    let input = json!([{"role": "user", "content": "big"}, reasoning, {"role": "user", "content": "next"}]);
+    let replayed = post(proxy, "bedrock", json!({"model": "m", "input": input})).await;
+    assert_eq!(replayed.status, 422, "{}", replayed.body);
+    assert_eq!(code_of(&replayed), "foreign_encrypted_content");
+    // Without its id, the 10 MiB blob is known by its digest.
+    let mut anonymous = input.clone();
+    anonymous[1].as_object_mut().unwrap().remove("id");
+    let replayed = post(proxy, "bedrock", json!({"model": "m", "input": anonymous})).await;
+    assert_eq!(
+        code_of(&replayed),
+        "foreign_encrypted_content",
+        "{}",
+        replayed.body
+    );
+}
+
 #[tokio::test]
 async fn an_answer_over_the_whole_body_cap_is_recorded_as_it_streams() {
     // 12 MiB of JSON; its reasoning item alone carries 10 MiB of encrypted_content.
@@ -991,14 +1027,7 @@ async fn an_answer_over_the_whole_body_cap_is_recorded_as_it_streams() {
     let big = Upstream::start(move |_| {
         let blob = served.clone();
         async move {
-            let response = json!({
-                "id": "resp_big", "object": "response", "model": "m", "status": "completed",
-                "output": [
-                    {"type": "reasoning", "id": "rs_big", "summary": [], "encrypted_content": *blob},
-                    {"type": "message", "id": "msg_big", "role": "assistant", "status": "completed",
-                     "content": [{"type": "output_text", "text": "x".repeat(2 << 20), "annotations": []}]}
-                ]
-            });
+            let response = big_response(&blob);
             let mut answer = Response::new(Full::new(Bytes::from(response.to_string())).boxed_unsync());
             answer
                 .headers_mut()
@@ -1011,23 +1040,37 @@ async fn an_answer_over_the_whole_body_cap_is_recorded_as_it_streams() {
     let proxy = Proxy::start(&config(&big, &bedrock, r#"backend = "memory""#, "", ""), &[]).await;
     let turn = post(&proxy, "openai", json!({"model": "m", "input": "big"})).await;
     assert_eq!(turn.status, 200);
-    let reasoning = output_of(&turn)[0].clone();
+    big_reasoning_is_refused_on_bedrock(&proxy, &turn).await;
+}
+
+#[tokio::test]
+async fn a_stream_whose_events_pass_the_event_cap_is_recorded_as_it_streams() {
+    // Its reasoning item's output_item.done event is 10 MiB, its response.completed 12 MiB.
+    let blob = Arc::new("E".repeat(10 << 20));
+    let served = blob.clone();
+    let big = Upstream::start(move |_| {
+        let blob = served.clone();
+        async move { stream(big_response(&blob)) }
+    })
+    .await;
+    let bedrock = provider("bedrock", false).await;
+    let proxy = Proxy::start(&config(&big, &bedrock, r#"backend = "memory""#, "", ""), &[]).await;
+    let turn = post(
+        &proxy,
+        "openai",
+        json!({"model": "m", "input": "big", "stream": true}),
+    )
+    .await;
+    assert_eq!(turn.status, 200);
+    assert_eq!(turn.body["id"], "resp_big", "the stream passed whole");
+    big_reasoning_is_refused_on_bedrock(&proxy, &turn).await;
+    // The response itself is known as OpenAI's.
+    let continuation = json!({"model": "m", "previous_response_id": "resp_big", "input": "next"});
+    let continued = post(&proxy, "bedrock", continuation).await;
     assert_eq!(
-        reasoning["encrypted_content"].as_str().map(str::len),
-        Some(10 << 20)
-    );
-    let input = json!([{"role": "user", "content": "big"}, reasoning, {"role": "user", "content": "next"}]);
-    let replayed = post(&proxy, "bedrock", json!({"model": "m", "input": input})).await;
-    assert_eq!(replayed.status, 422, "{}", replayed.body);
-    assert_eq!(code_of(&replayed), "foreign_encrypted_content");
-    // Without its id, the 10 MiB blob is known by its digest.
-    let mut anonymous = input.clone();
-    anonymous[1].as_object_mut().unwrap().remove("id");
-    let replayed = post(&proxy, "bedrock", json!({"model": "m", "input": anonymous})).await;
-    assert_eq!(
-        code_of(&replayed),
-        "foreign_encrypted_content",
+        code_of(&continued),
+        "foreign_previous_response",
         "{}",
-        replayed.body
+        continued.body
     );
 }

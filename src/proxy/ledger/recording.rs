@@ -164,7 +164,7 @@ impl RecordingBody {
                 // Never silent: replaying its items to another provider is not caught.
                 tracing::warn!(
                     provider = %recording.provider,
-                    "answer not recorded: a part of it is over the ledger's caps (an output item over 32 MiB, or an event over 1 MiB)"
+                    "answer not recorded: one of its output items is over the ledger's 32 MiB cap"
                 );
                 self.ledger.count(LedgerOp::Record, LedgerResult::TooLarge);
             } else {

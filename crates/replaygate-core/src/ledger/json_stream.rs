@@ -4,6 +4,9 @@
 //! it (so its record, digest included, is the same). Memory stays within one item
 //! ([`TapLimits::max_item_bytes`]) plus the small members, whatever the answer's size.
 //!
+//! [`JsonStream::head`] reads only the top-level `id`, `model` and `status`, skipping the
+//! output as it passes: what the tap needs of the response an event carries.
+//!
 //! The scanner follows only JSON's structure (strings, escapes, nesting); the text of each
 //! item and member it keeps is read by the same readers as a whole body, so a malformed answer
 //! records nothing, as before.
@@ -40,6 +43,8 @@ enum Member {
 pub(crate) struct JsonStream {
     limits: TapLimits,
     keep: Keep,
+    /// Only the head is read: output items are skipped, not held.
+    head_only: bool,
     /// Containers open around the current byte (the response object is depth 1).
     depth: usize,
     in_string: bool,
@@ -69,6 +74,7 @@ impl JsonStream {
         JsonStream {
             limits,
             keep,
+            head_only: false,
             depth: 0,
             in_string: false,
             escaped: false,
@@ -88,6 +94,15 @@ impl JsonStream {
         }
     }
 
+    /// A reader of a response object's head alone ([`JsonStream::finish_head`]): its output
+    /// items are skipped as they pass, and need not be there.
+    pub(crate) fn head(limits: TapLimits) -> JsonStream {
+        JsonStream {
+            head_only: true,
+            ..JsonStream::new(limits, Keep::default())
+        }
+    }
+
     /// Bytes held now.
     pub(crate) fn held_bytes(&self) -> usize {
         self.held.len() + self.key.len() + self.kept.bytes
@@ -100,11 +115,27 @@ impl JsonStream {
 
     /// Reads the next bytes of the answer.
     pub(crate) fn feed(&mut self, chunk: &[u8]) {
-        for &byte in chunk {
+        let mut rest = chunk;
+        while let Some(&byte) = rest.first() {
             if self.failed.is_some() {
                 return;
             }
+            // The inside of a value's string, up to its next quote or escape, in one step.
+            if self.in_string && !self.escaped && !(self.depth == 1 && self.expect_key) {
+                let run = rest
+                    .iter()
+                    .position(|&b| b == b'"' || b == b'\\')
+                    .unwrap_or(rest.len());
+                if run > 0 {
+                    if self.keeping() {
+                        self.hold_all(&rest[..run]);
+                    }
+                    rest = &rest[run..];
+                    continue;
+                }
+            }
             self.byte(byte);
+            rest = &rest[1..];
         }
     }
 
@@ -121,17 +152,22 @@ impl JsonStream {
     fn keeping(&self) -> bool {
         match self.member {
             Member::Id | Member::Model | Member::Status => self.depth >= 1 && !self.expect_key,
-            Member::Output => self.depth >= 2,
+            Member::Output => !self.head_only && self.depth >= 2,
             Member::Other => false,
         }
     }
 
     fn hold(&mut self, byte: u8) {
+        self.hold_all(&[byte]);
+    }
+
+    /// Holds `bytes` of the kept value, or fails when they would pass its cap.
+    fn hold_all(&mut self, bytes: &[u8]) {
         let cap = match self.member {
             Member::Output => self.limits.max_item_bytes,
             _ => MEMBER_CAP,
         };
-        if self.held.len() >= cap {
+        if self.held.len() + bytes.len() > cap {
             let why = match self.member {
                 Member::Output => Unrecorded::ItemTooLarge,
                 _ => Unrecorded::Unreadable,
@@ -139,7 +175,7 @@ impl JsonStream {
             self.fail(why);
             return;
         }
-        super::sse::push_capped(&mut self.held, &[byte], cap);
+        super::sse::push_capped(&mut self.held, bytes, cap);
     }
 
     fn byte(&mut self, byte: u8) {
@@ -320,18 +356,9 @@ impl JsonStream {
         if !self.ended || !self.saw_output {
             return Err(Unrecorded::Unreadable);
         }
-        let string = |value: Option<Vec<u8>>| -> Result<Option<String>, Unrecorded> {
-            match value {
-                None => Ok(None),
-                Some(bytes) => match serde_json::from_slice::<Option<String>>(&bytes) {
-                    Ok(text) => Ok(text),
-                    Err(_) => Err(Unrecorded::Unreadable),
-                },
-            }
-        };
-        let id = string(self.id)?;
-        let model = string(self.model)?;
-        let status = string(self.status)?;
+        let id = json_string(self.id)?;
+        let model = json_string(self.model)?;
+        let status = json_string(self.status)?;
         answer_record_streamed(
             id.map(Cow::Owned),
             model.map(Cow::Owned),
@@ -341,5 +368,36 @@ impl JsonStream {
             self.keep,
         )
         .ok_or(Unrecorded::Unreadable)
+    }
+
+    /// The head of a response object read by a [`JsonStream::head`] reader, or why it
+    /// cannot be read.
+    pub(crate) fn finish_head(self) -> Result<Head, Unrecorded> {
+        if let Some(why) = self.failed {
+            return Err(why);
+        }
+        if !self.ended {
+            return Err(Unrecorded::Unreadable);
+        }
+        let id = json_string(self.id)?;
+        let model = json_string(self.model)?;
+        // Read only to hold it to what the whole read accepts: a string or null.
+        json_string(self.status)?;
+        Ok(Head { id, model })
+    }
+}
+
+/// The `id` and `model` of a response object (`None`: absent or `null`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Head {
+    pub(crate) id: Option<String>,
+    pub(crate) model: Option<String>,
+}
+
+/// A kept member's JSON text read as a string or `null` (`None` also when it was absent).
+pub(crate) fn json_string(value: Option<Vec<u8>>) -> Result<Option<String>, Unrecorded> {
+    match value {
+        None => Ok(None),
+        Some(bytes) => serde_json::from_slice::<Option<String>>(&bytes).map_err(|_| Unrecorded::Unreadable),
     }
 }

@@ -10,7 +10,10 @@
 //!   [`TapLimits::max_item_bytes`] ([`Tap::too_large`] then says so), or has a `status` other
 //!   than `completed` (a `queued` background response has no output yet). A body without `status` (the `CompactResource`
 //!   of `/responses/compact`) is recorded.
-//! - Events (`text/event-stream`): each event's `data` is read as JSON when the event ends.
+//! - Events (`text/event-stream`): each event's `data` is read as JSON when the event ends:
+//!   held whole up to [`TapLimits::max_event_bytes`], read as it streams past that (the
+//!   `event_stream` module: one item held at most, [`TapLimits::max_item_bytes`]), with the same
+//!   records and digests.
 //!   `response.created`, `response.queued`, `response.in_progress` and `response.completed`
 //!   give `response.id` and `response.model` (the last model named wins; two different ids
 //!   record nothing); `response.output_item.done` gives one item. The event's type is the
@@ -18,7 +21,8 @@
 //!   other types are ignored; data that is not a JSON object with a string `type` (when it has
 //!   one) records nothing. The answer is recorded only once a `response.completed` arrives
 //!   with an id seen; `response.failed`, `response.incomplete` or `error` first, or a stream
-//!   that ends before, record nothing. Events after the first terminal one are ignored.
+//!   that ends before, record nothing. Events after the first terminal one are ignored. An
+//!   item over [`TapLimits::max_item_bytes`] records nothing ([`Tap::too_large`] says so).
 //! - Either way: an item that is not an object with a string `type` (see
 //!   [`super::item_record`]), more than [`TapLimits::max_items`] items, or an id,
 //!   model, item type or `call_id` longer than [`MAX_ID_BYTES`] record nothing: a record,
@@ -40,10 +44,11 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::json_stream::{JsonStream, Unrecorded};
+use super::event_stream::EventStream;
+use super::json_stream::{Head, JsonStream, Unrecorded};
 use super::quick_item::{quick_item, ItemInPlace};
 use super::record::{item_record_from_value, ItemRecord, ResponseRecord};
-use super::sse::{push_capped, Framing};
+use super::sse::{push_capped, Framing, Sink};
 use super::MAX_ID_BYTES;
 use crate::gate::{Field, JsonKind, OutputCall, Text};
 use crate::json::Reader;
@@ -77,12 +82,13 @@ impl AnswerKind {
 pub struct TapLimits {
     /// The largest JSON answer recorded, in bytes (default 8 MiB).
     pub max_json_bytes: usize,
-    /// The largest single event of a stream, in bytes (default 1 MiB).
+    /// The largest event data of a stream held whole, in bytes (default 1 MiB); larger event
+    /// data is read as it streams.
     pub max_event_bytes: usize,
     /// The most output items one answer may have and be recorded (default 10,000).
     pub max_items: usize,
-    /// The largest single output item of a JSON answer over `max_json_bytes`, read as it
-    /// streams, in bytes (default 32 MiB).
+    /// The largest single output item read as it streams, in bytes (default 32 MiB): an item
+    /// of a JSON answer over `max_json_bytes`, or of an event over `max_event_bytes`.
     pub max_item_bytes: usize,
 }
 
@@ -157,6 +163,8 @@ enum State {
 struct Events {
     framing: Framing,
     facts: Facts,
+    /// The event over `max_event_bytes` being read as it streams.
+    large: Option<Box<EventStream>>,
 }
 
 /// What the events so far said.
@@ -178,8 +186,10 @@ impl Tap {
         let state = match kind {
             AnswerKind::Json => State::Json(Vec::new()),
             AnswerKind::EventStream => State::Events(Box::new(Events {
-                framing: Framing::new(limits.max_event_bytes),
+                // `[DONE]` is always held whole, to be told from JSON.
+                framing: Framing::new(limits.max_event_bytes.max(b"[DONE]".len())),
                 facts: Facts::default(),
+                large: None,
             })),
         };
         Tap {
@@ -231,16 +241,22 @@ impl Tap {
                 }
             }
             State::Events(events) => {
-                let Events { framing, facts } = &mut **events;
-                let (limits, keep) = (&self.limits, self.keep);
-                let mut outcome = Ok(());
-                let framed = framing.feed(chunk, &mut |name: &[u8], data: &[u8]| {
-                    if outcome.is_ok() {
-                        outcome = facts.read_event(name, data, limits, keep);
-                    }
-                });
-                self.too_large = framed.is_err();
-                framed.map_err(|_| GiveUp).and(outcome)
+                let Events {
+                    framing,
+                    facts,
+                    large,
+                } = &mut **events;
+                let mut sink = EventSink {
+                    facts,
+                    large,
+                    limits: &self.limits,
+                    keep: self.keep,
+                    outcome: Ok(()),
+                };
+                framing.feed(chunk, &mut sink);
+                let outcome = sink.outcome;
+                self.too_large = outcome == Err(Unrecorded::ItemTooLarge);
+                outcome.map_err(|_| GiveUp)
             }
         };
         if fed.is_err() {
@@ -248,9 +264,9 @@ impl Tap {
         }
     }
 
-    /// Whether the tap gave up because a cap was passed: an output item of a streamed JSON
-    /// answer over [`TapLimits::max_item_bytes`], or an event over
-    /// [`TapLimits::max_event_bytes`]. Such an answer is not recorded and should be reported.
+    /// Whether the tap gave up because a cap was passed: an output item read as it streams (of
+    /// a JSON answer or an event too large to hold whole) over [`TapLimits::max_item_bytes`].
+    /// Such an answer is not recorded and should be reported.
     pub fn too_large(&self) -> bool {
         self.too_large
     }
@@ -268,12 +284,16 @@ impl Tap {
     }
 
     /// Bytes of the answer held now: the JSON body so far, or the pending event of a stream
-    /// and what was kept of the items so far.
+    /// (what a large one keeps as it streams) and what was kept of the items so far.
     pub fn held_bytes(&self) -> usize {
         match &self.state {
             State::Json(body) => body.len(),
             State::JsonStream(stream) => stream.held_bytes(),
-            State::Events(events) => events.framing.held_bytes() + events.facts.kept.bytes,
+            State::Events(events) => {
+                events.framing.held_bytes()
+                    + events.large.as_ref().map_or(0, |large| large.held_bytes())
+                    + events.facts.kept.bytes
+            }
             State::GaveUp => 0,
         }
     }
@@ -329,14 +349,9 @@ impl Tap {
 }
 
 impl Kept {
-    /// Reads the output item at `index`: its record, and what `keep` asks of it while the
-    /// kept texts stay within `cap` bytes. `None` when the item cannot be recorded.
-    fn read(&mut self, item: &RawValue, index: usize, keep: Keep, cap: usize) -> Option<ItemRecord> {
-        self.read_with(item.get(), None, index, keep, cap)
-    }
-
-    /// [`Kept::read`] of the item with JSON text `item`, whose members were read in place
-    /// when `in_place` holds them.
+    /// Reads the output item at `index` with JSON text `item` (its members read in place
+    /// when `in_place` holds them): its record, and what `keep` asks of it while the kept
+    /// texts stay within `cap` bytes. `None` when the item cannot be recorded.
     pub(crate) fn read_with(
         &mut self,
         item: &str,
@@ -588,42 +603,157 @@ fn checked_id(id: Cow<'_, str>) -> Option<String> {
     (!id.is_empty() && id.len() <= MAX_ID_BYTES).then(|| id.into_owned())
 }
 
+/// Where the framing delivers a stream's events: each read into the facts, one too large to
+/// hold whole as it streams.
+struct EventSink<'a> {
+    facts: &'a mut Facts,
+    large: &'a mut Option<Box<EventStream>>,
+    limits: &'a TapLimits,
+    keep: Keep,
+    outcome: Result<(), Unrecorded>,
+}
+
+impl Sink for EventSink<'_> {
+    fn event(&mut self, name: &[u8], data: &[u8]) {
+        if self.outcome.is_ok() {
+            self.outcome = self.facts.read_event(name, data, self.limits, self.keep);
+        }
+    }
+
+    fn data(&mut self, bytes: &[u8]) {
+        if self.outcome.is_err() || self.facts.completed {
+            return;
+        }
+        let limits = *self.limits;
+        let large = self
+            .large
+            .get_or_insert_with(|| Box::new(EventStream::new(limits)));
+        large.feed(bytes);
+        if large.failed() {
+            // Not JSON: its end would record nothing, so the tap stops now.
+            self.outcome = Err(Unrecorded::Unreadable);
+        }
+    }
+
+    fn end(&mut self, name: &[u8]) {
+        // None after the terminal event: it was not read.
+        let Some(large) = self.large.take() else {
+            return;
+        };
+        if self.outcome.is_ok() {
+            self.outcome = self.facts.read_streamed(name, *large, self.limits, self.keep);
+        }
+    }
+}
+
+/// The `response` of an event: its JSON text (an event held whole), or its head (an event
+/// read as it streams).
+enum EventResponse<'a> {
+    Text(&'a RawValue),
+    Head(Result<Head, Unrecorded>),
+}
+
+/// The members of an event the tap reads (`None`: absent or `null`).
+struct Members<'a> {
+    /// Its `type`; its `event` name stands in when absent.
+    kind: Option<&'a str>,
+    response: Option<EventResponse<'a>>,
+    /// Its `item`'s JSON text, or why it was not kept.
+    item: Option<Result<&'a str, Unrecorded>>,
+    /// Its `output_index`'s JSON text.
+    output_index: Option<&'a str>,
+}
+
 impl Facts {
-    fn read_event(&mut self, name: &[u8], data: &[u8], limits: &TapLimits, keep: Keep) -> Result<(), GiveUp> {
+    /// Reads an event held whole.
+    fn read_event(
+        &mut self,
+        name: &[u8],
+        data: &[u8],
+        limits: &TapLimits,
+        keep: Keep,
+    ) -> Result<(), Unrecorded> {
         if self.completed || data.is_empty() || data == b"[DONE]" {
             return Ok(());
         }
-        let event: EventData<'_> = read_json(data).ok_or(GiveUp)?;
-        let kind = match &event.kind {
-            Some(kind) => kind.as_ref(),
+        let event: EventData<'_> = read_json(data).ok_or(Unrecorded::Unreadable)?;
+        let members = Members {
+            kind: event.kind.as_deref(),
+            response: event.response.map(EventResponse::Text),
+            item: event.item.map(|item| Ok(item.get())),
+            output_index: event.output_index.map(RawValue::get),
+        };
+        self.read_members(name, members, limits, keep)
+    }
+
+    /// Reads an event read as it streams, now ended.
+    fn read_streamed(
+        &mut self,
+        name: &[u8],
+        event: EventStream,
+        limits: &TapLimits,
+        keep: Keep,
+    ) -> Result<(), Unrecorded> {
+        if self.completed {
+            return Ok(());
+        }
+        let event = event.finish()?;
+        let members = Members {
+            kind: event.kind.as_deref(),
+            response: event.response.map(EventResponse::Head),
+            item: event
+                .item
+                .as_ref()
+                .map(|item| item.as_deref().map_err(|why| *why)),
+            output_index: event.output_index.as_deref(),
+        };
+        self.read_members(name, members, limits, keep)
+    }
+
+    /// Reads an event's members, however the event was read; `name` is its `event` field.
+    fn read_members(
+        &mut self,
+        name: &[u8],
+        members: Members<'_>,
+        limits: &TapLimits,
+        keep: Keep,
+    ) -> Result<(), Unrecorded> {
+        let Members {
+            kind,
+            response,
+            item,
+            output_index,
+        } = members;
+        let kind = match kind {
+            Some(kind) => kind,
             None => match std::str::from_utf8(name) {
                 Ok(name) => name,
                 Err(_) => return Ok(()),
             },
         };
         match kind {
-            "response.created" | "response.queued" | "response.in_progress" => {
-                self.read_response(event.response)
-            }
+            "response.created" | "response.queued" | "response.in_progress" => self.read_response(response),
             "response.completed" => {
-                self.read_response(event.response)?;
+                self.read_response(response)?;
                 self.completed = true;
                 Ok(())
             }
-            "response.failed" | "response.incomplete" | "error" => Err(GiveUp),
+            "response.failed" | "response.incomplete" | "error" => Err(Unrecorded::Unreadable),
             "response.output_item.done" => {
-                let Some(item) = event.item else {
+                let Some(item) = item else {
                     return Ok(());
                 };
+                let item = item?;
                 if self.items.len() >= limits.max_items {
-                    return Err(GiveUp);
+                    return Err(Unrecorded::Unreadable);
                 }
-                let index = event
-                    .output_index
-                    .and_then(|index| index.get().parse::<usize>().ok())
+                let index = output_index
+                    .and_then(|index| index.parse::<usize>().ok())
                     .unwrap_or(self.items.len());
-                let record = self.kept.read(item, index, keep, limits.max_json_bytes);
-                self.items.push(record.ok_or(GiveUp)?);
+                let record = self
+                    .kept
+                    .read_with(item, None, index, keep, limits.max_json_bytes);
+                self.items.push(record.ok_or(Unrecorded::Unreadable)?);
                 Ok(())
             }
             _ => Ok(()),
@@ -631,19 +761,28 @@ impl Facts {
     }
 
     /// Takes the id and model of a response-state event's `response`.
-    fn read_response(&mut self, response: Option<&RawValue>) -> Result<(), GiveUp> {
-        let response = response.ok_or(GiveUp)?;
-        let head: ResponseHead<'_, RawItem<'_>> = Reader::read(response.get()).map_err(|_| GiveUp)?;
-        if let Some(id) = head.id {
-            let id = checked_id(id).ok_or(GiveUp)?;
+    fn read_response(&mut self, response: Option<EventResponse<'_>>) -> Result<(), Unrecorded> {
+        let (id, model) = match response.ok_or(Unrecorded::Unreadable)? {
+            EventResponse::Text(response) => {
+                let head: ResponseHead<'_, RawItem<'_>> =
+                    Reader::read(response.get()).map_err(|_| Unrecorded::Unreadable)?;
+                (head.id, head.model)
+            }
+            EventResponse::Head(head) => {
+                let head = head?;
+                (head.id.map(Cow::Owned), head.model.map(Cow::Owned))
+            }
+        };
+        if let Some(id) = id {
+            let id = checked_id(id).ok_or(Unrecorded::Unreadable)?;
             match &self.id {
-                Some(known) if *known != id => return Err(GiveUp),
+                Some(known) if *known != id => return Err(Unrecorded::Unreadable),
                 Some(_) => {}
                 None => self.id = Some(id),
             }
         }
-        if let Some(model) = head.model {
-            self.model = Some(checked_id(model).ok_or(GiveUp)?);
+        if let Some(model) = model {
+            self.model = Some(checked_id(model).ok_or(Unrecorded::Unreadable)?);
         }
         Ok(())
     }

@@ -356,7 +356,7 @@ fn too_many_items_record_nothing() {
 }
 
 #[test]
-fn a_huge_event_gives_up_without_holding_more_than_the_cap() {
+fn a_huge_event_is_read_without_holding_it() {
     let cap = 4096;
     let limits = TapLimits {
         max_event_bytes: cap,
@@ -367,22 +367,28 @@ fn a_huge_event_gives_up_without_holding_more_than_the_cap() {
     let completed = stream.find("event: response.completed").unwrap();
     tap.feed(&stream.as_bytes()[..completed]);
     tap.feed(b"data: {\"type\":\"response.output_text.delta\",\"delta\":\"");
-    let mut max_held = 0;
     for _ in 0..1000 {
         tap.feed(&[b'a'; 100]);
-        max_held = max_held.max(tap.held_bytes());
-        assert!(tap.held_bytes() <= cap);
+        assert!(tap.held_bytes() <= cap, "{}", tap.held_bytes());
     }
-    // Many data lines, each small, add up the same way.
-    tap.feed(b"\"}\n");
+    // Past the cap, the data passes on: what is held is the event's type.
+    assert!(tap.held_bytes() <= 64, "{}", tap.held_bytes());
+    tap.feed(b"\"}\n\n");
+    tap.feed(&stream.as_bytes()[completed..]);
+    assert!(tap.is_recording() && !tap.too_large());
+    assert_eq!(tap.finish(), Some(expected()));
+
+    // Many data lines, each small, add up the same way; joined, they are not JSON.
+    let mut tap = Tap::new(AnswerKind::EventStream, limits);
+    tap.feed(&stream.as_bytes()[..completed]);
+    tap.feed(b"data: {\"type\":\"response.output_text.delta\",\"delta\":\"a\"}\n");
     for _ in 0..1000 {
         tap.feed(b"data: xxxxxxxxxxxxxxxxxxxxxxxxx\n");
         assert!(tap.held_bytes() <= cap);
     }
     tap.feed(b"\n");
     tap.feed(&stream.as_bytes()[completed..]);
-    assert!(max_held > 0);
-    assert!(!tap.is_recording());
+    assert!(!tap.is_recording() && !tap.too_large());
     assert_eq!(tap.finish(), None);
 }
 
@@ -656,4 +662,251 @@ fn a_stream_is_complete_once_its_completed_event_has_arrived() {
         !json.is_complete(),
         "only the byte count tells a JSON answer's end"
     );
+}
+
+/// An OpenAI stream whose reasoning item carries `blob` as its `encrypted_content`, with a
+/// message of `text`: each item in its own `response.output_item.done`, and both again in
+/// `response.completed`. Also the same answer as JSON.
+fn large_answer(blob: &str, text: &str) -> (String, String) {
+    let reasoning =
+        format!(r#"{{"type":"reasoning","id":"rs_big","summary":[],"encrypted_content":"{blob}"}}"#);
+    let message = format!(
+        r#"{{"type":"message","id":"msg_big","role":"assistant","status":"completed","content":[{{"type":"output_text","text":"{text}","annotations":[]}}]}}"#
+    );
+    let response = format!(
+        r#"{{"id":"resp_big","object":"response","model":"gpt-5","status":"completed","output":[{reasoning},{message}],"usage":{{"output_tokens":9}}}}"#
+    );
+    let events = [
+        r#"{"type":"response.created","response":{"id":"resp_big","model":"gpt-5","status":"in_progress","output":[]}}"#.to_owned(),
+        format!(r#"{{"type":"response.output_item.added","output_index":0,"item":{reasoning}}}"#),
+        format!(r#"{{"type":"response.output_item.done","output_index":0,"item":{reasoning}}}"#),
+        format!(r#"{{"type":"response.output_item.done","output_index":1,"item":{message}}}"#),
+        format!(r#"{{"type":"response.completed","response":{response}}}"#),
+    ];
+    let stream = events
+        .iter()
+        .map(|data| format!("event: {}\ndata: {data}\n\n", data.split('"').nth(3).unwrap()))
+        .collect();
+    (stream, response)
+}
+
+#[test]
+fn a_stream_of_any_size_is_recorded_as_it_streams() {
+    let (stream, json) = large_answer(&"A".repeat(10 << 20), &"b".repeat(2 << 20));
+    let completed = stream.rfind("event: response.completed").unwrap();
+    assert!(stream.len() - completed > 12 << 20);
+    let mut tap = Tap::new(AnswerKind::EventStream, TapLimits::default());
+    let (mut max_held, mut max_held_completing) = (0, 0);
+    for (at, chunk) in (0..).step_by(16 << 10).zip(stream.as_bytes().chunks(16 << 10)) {
+        tap.feed(chunk);
+        max_held = max_held.max(tap.held_bytes());
+        // The completed event, once past the 1 MiB an event may hold whole.
+        if at > completed + (2 << 20) {
+            max_held_completing = max_held_completing.max(tap.held_bytes());
+        }
+    }
+    // One item at a time; the completed event's 12 MiB repeat of the output is not held.
+    assert!(max_held <= (10 << 20) + 1024, "{max_held}");
+    assert!(max_held_completing <= 1024, "{max_held_completing}");
+    assert!(tap.is_complete() && !tap.too_large());
+    let record = tap.finish().expect("recorded");
+    assert_eq!(record.id, "resp_big");
+    assert_eq!(record.items[0].id.as_deref(), Some("rs_big"));
+    assert!(record.items[0].has_encrypted_content);
+    // The same record, digests included, as the JSON answer's and as the stream held whole.
+    let whole = TapLimits {
+        max_json_bytes: 64 << 20,
+        max_event_bytes: 64 << 20,
+        ..TapLimits::default()
+    };
+    let json = Tap::new(AnswerKind::Json, whole).finish_whole(json.as_bytes());
+    assert_eq!(Some(&record), json.as_ref().map(|tapped| &tapped.record));
+    assert_eq!(
+        Some(record),
+        tap_with(AnswerKind::EventStream, whole, &[stream.as_bytes()])
+    );
+}
+
+#[test]
+fn an_item_over_its_cap_in_a_large_event_is_too_large() {
+    let (stream, _) = large_answer(&"A".repeat(100_000), "b");
+    let limits = TapLimits {
+        max_event_bytes: 10_000,
+        max_item_bytes: 50_000,
+        ..TapLimits::default()
+    };
+    let mut tap = Tap::new(AnswerKind::EventStream, limits);
+    for chunk in stream.as_bytes().chunks(1000) {
+        tap.feed(chunk);
+        assert!(tap.held_bytes() <= 50_000 + 1024, "{}", tap.held_bytes());
+    }
+    assert!(!tap.is_recording() && tap.too_large());
+    assert_eq!((tap.held_bytes(), tap.finish()), (0, None));
+
+    // An item in an event whose item is not read is skipped, whatever its size.
+    let added = stream.replace("response.output_item.done", "response.output_item.other");
+    let mut tap = Tap::new(AnswerKind::EventStream, limits);
+    for chunk in added.as_bytes().chunks(1000) {
+        tap.feed(chunk);
+        assert!(tap.held_bytes() <= 10_000 + 1024, "{}", tap.held_bytes());
+    }
+    assert!(tap.is_recording() && !tap.too_large());
+    assert_eq!(tap.finish().map(|record| record.items.len()), Some(0));
+}
+
+/// Output items for generated streams, and whether the ledger records them.
+const STREAM_ITEMS: &[(&str, bool)] = &[
+    (CALL, true),
+    (MESSAGE, true),
+    (REASONING, true),
+    (
+        r#"{"type":"function_call","call_id":"c\u0031","name":null,"arguments":{"a":1}}"#,
+        true,
+    ),
+    (
+        r#"{ "type" : "message" ,	"content" : [ {"type":"output_text","text":"a b\"}"} ] }"#,
+        true,
+    ),
+    (r#"{"type":"compaction","encrypted_content":"e\\\"}"}"#, true),
+    (r#"{"type":"message","content":"a","content":"b"}"#, true),
+    (r#"{"id":"no_type"}"#, false),
+    ("null", true),
+    ("5", false),
+];
+
+/// How a generated stream is written.
+#[derive(Debug, Clone)]
+struct Layout {
+    /// `type` as the data's last member rather than its first.
+    type_last: bool,
+    /// Each member on a `data` line of its own.
+    split_lines: bool,
+    /// An `event:` line naming each event.
+    names: bool,
+    line_end: &'static str,
+    /// How `output_index` is written: `"n"` its number, `""` left out, else this text.
+    index: &'static str,
+}
+
+impl Layout {
+    fn event(&self, kind: &str, members: &[(&str, String)]) -> String {
+        let mut fields: Vec<String> = members
+            .iter()
+            .map(|(name, value)| format!(r#""{name}": {value}"#))
+            .collect();
+        let kind_field = format!(r#""type":"{kind}""#);
+        match self.type_last {
+            true => fields.push(kind_field),
+            false => fields.insert(0, kind_field),
+        }
+        let separator = if self.split_lines { ",\n" } else { "," };
+        let data = format!("{{{}}}", fields.join(separator));
+        self.frame(kind, &data)
+    }
+
+    fn frame(&self, kind: &str, data: &str) -> String {
+        let end = self.line_end;
+        let mut out = String::new();
+        if self.names {
+            out.push_str(&format!("event: {kind}{end}"));
+        }
+        for line in data.split('\n') {
+            out.push_str(&format!("data: {line}{end}"));
+        }
+        out.push_str(end);
+        out
+    }
+
+    fn index(&self, index: usize) -> Vec<(&'static str, String)> {
+        match self.index {
+            "n" => vec![("output_index", index.to_string())],
+            "" => vec![],
+            other => vec![("output_index", other.to_owned())],
+        }
+    }
+}
+
+/// A stream of `items`, ending as `ending` says.
+fn generated_stream(layout: &Layout, items: &[&str], ending: &str) -> String {
+    let head = r#"{"id":"resp_1","object":"response","model":"gpt-5","status":"in_progress","output":[]}"#;
+    let mut stream = layout.event("response.created", &[("response", head.to_owned())]);
+    stream.push_str(&format!(": keep-alive{}{}", layout.line_end, layout.line_end));
+    for (index, item) in items.iter().enumerate() {
+        let mut added = layout.index(index);
+        added.push(("item", (*item).to_owned()));
+        stream.push_str(&layout.event("response.output_item.added", &added));
+        stream.push_str(&layout.event(
+            "response.output_text.delta",
+            &[("delta", r#""a \"quoted\" {piece}""#.to_owned())],
+        ));
+        let mut done = layout.index(index);
+        done.push(("item", (*item).to_owned()));
+        if ending == "duplicate" {
+            done.push(("item", (*item).to_owned()));
+        }
+        stream.push_str(&layout.event("response.output_item.done", &done));
+    }
+    let response = format!(
+        r#"{{"id":"resp_1","object":"response","model":"gpt-5-2026","status":"completed","output":[{}],"usage":{{"output_tokens":3}}}}"#,
+        items.join(",")
+    );
+    let completed = layout.event("response.completed", &[("response", response)]);
+    match ending {
+        "failed" => stream.push_str(&layout.event(
+            "response.failed",
+            &[("response", r#"{"id":"resp_1","status":"failed"}"#.to_owned())],
+        )),
+        "cut" => stream.push_str(&completed[..completed.len() - layout.line_end.len()]),
+        "unended" => {
+            stream.push_str(&layout.frame("x", r#"{"type":"response.output_text.delta","delta":"x""#));
+            stream.push_str(&completed);
+        }
+        "done" => {
+            stream.push_str(&completed);
+            stream.push_str(&layout.frame("", "[DONE]"));
+        }
+        _ => stream.push_str(&completed),
+    }
+    stream
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1_000))]
+
+    /// Events read as they stream, cut anywhere, record what events held whole record: the
+    /// same items with the same digests, and the same kept calls and texts.
+    #[test]
+    fn events_read_as_they_stream_record_what_events_held_whole_record(
+        items in proptest::collection::vec(proptest::sample::select(STREAM_ITEMS), 0..5),
+        ending in proptest::sample::select(&["completed", "completed", "failed", "cut", "unended", "duplicate", "done"][..]),
+        type_last in any::<bool>(),
+        split_lines in any::<bool>(),
+        names in any::<bool>(),
+        line_end in proptest::sample::select(&["\n", "\r\n", "\r"][..]),
+        index in proptest::sample::select(&["n", "n", "", "\"x\"", "null"][..]),
+        cap in proptest::sample::select(&[0usize, 8, 64, 300][..]),
+        calls in any::<bool>(),
+        kept_items in any::<bool>(),
+        max_items in 1..6usize,
+        cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..6),
+    ) {
+        let layout = Layout { type_last, split_lines, names, line_end, index };
+        let texts: Vec<&str> = items.iter().map(|(text, _)| *text).collect();
+        let stream = generated_stream(&layout, &texts, ending);
+        let bytes = stream.as_bytes();
+        let limits = TapLimits { max_items, ..TapLimits::default() };
+        let whole = tap_kept(AnswerKind::EventStream, limits, calls, kept_items, &[bytes]);
+        let mut cuts: Vec<usize> = cuts.iter().map(|cut| cut.index(bytes.len() + 1)).collect();
+        cuts.push(0);
+        cuts.push(bytes.len());
+        cuts.sort_unstable();
+        let chunks: Vec<&[u8]> = cuts.windows(2).map(|pair| &bytes[pair[0]..pair[1]]).collect();
+        let streamed = TapLimits { max_event_bytes: cap, ..limits };
+        let fed = tap_kept(AnswerKind::EventStream, streamed, calls, kept_items, &chunks);
+        prop_assert_eq!(&fed, &whole, "{}", stream);
+        let recordable = items.iter().all(|(_, ok)| *ok)
+            && items.iter().filter(|(text, _)| *text != "null").count() <= max_items
+            && (matches!(ending, "completed" | "done") || ending == "duplicate" && items.is_empty());
+        prop_assert_eq!(whole.is_some(), recordable, "{}", stream);
+    }
 }

@@ -1,0 +1,368 @@
+//! The data of one event too large to hold whole (over [`TapLimits::max_event_bytes`]), read
+//! as it streams: in an OpenAI stream, a `response.output_item.done` carrying a large item, or
+//! the `response.completed` that repeats the whole output.
+//!
+//! Of the event object it keeps the members the tap reads of any event: `type` and
+//! `output_index` (each at most 1 KiB of JSON), `item` (at most [`TapLimits::max_item_bytes`],
+//! and not held at all once a `type` other than `response.output_item.done` was read), and of
+//! `response` only its `id`, `model` and `status`, read by a [`JsonStream::head`] reader: the
+//! output a response-state event repeats is skipped as it passes, since a stream's items are
+//! recorded from its `response.output_item.done` events. Other members are skipped. Memory
+//! stays within one item and the small members, whatever the event's size.
+//!
+//! As with large JSON answers, the scanner follows only JSON's structure; what it keeps is read
+//! by the same readers as an event held whole, so an item's record and digest are the same.
+
+use super::json_stream::{json_string, Head, JsonStream, Unrecorded};
+use super::tap::TapLimits;
+
+/// The most bytes a kept small member (`type`, `output_index`) may take as JSON; a member
+/// name longer than this is none the reader keeps.
+const MEMBER_CAP: usize = 1024;
+
+/// The `type` of the only event whose `item` the tap reads.
+const ITEM_DONE: &str = "response.output_item.done";
+
+/// Which member of the event object is being read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Member {
+    Type,
+    OutputIndex,
+    Item,
+    Response,
+    Other,
+}
+
+/// A kept member's value.
+#[derive(Debug)]
+enum Held {
+    /// Its JSON text.
+    Text(Vec<u8>),
+    /// It passed its cap, and was dropped.
+    TooLong,
+}
+
+/// The members of a streamed event the tap reads.
+#[derive(Debug)]
+pub(crate) struct EventMembers {
+    /// The `type` (`None`: absent or `null`). A `type` over 1 KiB names no event the tap
+    /// reads, and reads as empty.
+    pub(crate) kind: Option<String>,
+    /// The head of `response` (`None`: absent), or why it could not be read.
+    pub(crate) response: Option<Result<Head, Unrecorded>>,
+    /// The JSON text of `item` (`None`: absent, `null`, or skipped for its event's `type`),
+    /// or [`Unrecorded::ItemTooLarge`].
+    pub(crate) item: Option<Result<String, Unrecorded>>,
+    /// The JSON text of `output_index` (`None`: absent, or over 1 KiB).
+    pub(crate) output_index: Option<String>,
+}
+
+/// The reader's state: see the module documentation.
+#[derive(Debug)]
+pub(crate) struct EventStream {
+    limits: TapLimits,
+    /// Containers open around the current byte (the event object is depth 1).
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+    /// At depth 1: the next string is a member name.
+    expect_key: bool,
+    /// The member name being read (at most [`MEMBER_CAP`] bytes), and whose value follows.
+    key: Vec<u8>,
+    member: Member,
+    /// The kept members named so far: a member named twice is not an event the whole read
+    /// accepts.
+    seen: [bool; 4],
+    /// The value of `type`, `output_index` or `item` being read, and whether it passed its cap.
+    held: Vec<u8>,
+    over: bool,
+    kind: Option<Option<String>>,
+    output_index: Option<Held>,
+    item: Option<Held>,
+    response: Option<Box<JsonStream>>,
+    failed: bool,
+    ended: bool,
+}
+
+impl EventStream {
+    /// A reader of one event's data.
+    pub(crate) fn new(limits: TapLimits) -> EventStream {
+        EventStream {
+            limits,
+            depth: 0,
+            in_string: false,
+            escaped: false,
+            expect_key: false,
+            key: Vec::new(),
+            member: Member::Other,
+            seen: [false; 4],
+            held: Vec::new(),
+            over: false,
+            kind: None,
+            output_index: None,
+            item: None,
+            response: None,
+            failed: false,
+            ended: false,
+        }
+    }
+
+    /// Bytes held now.
+    pub(crate) fn held_bytes(&self) -> usize {
+        let text = |held: &Option<Held>| match held {
+            Some(Held::Text(text)) => text.len(),
+            _ => 0,
+        };
+        let kind = self.kind.as_ref().and_then(Option::as_ref).map_or(0, String::len);
+        self.held.len()
+            + self.key.len()
+            + kind
+            + text(&self.output_index)
+            + text(&self.item)
+            + self.response.as_ref().map_or(0, |head| head.held_bytes())
+    }
+
+    /// Whether the data is already known not to be a JSON object.
+    pub(crate) fn failed(&self) -> bool {
+        self.failed
+    }
+
+    /// Reads the next bytes of the event's data.
+    pub(crate) fn feed(&mut self, chunk: &[u8]) {
+        let mut rest = chunk;
+        while let Some(&byte) = rest.first() {
+            if self.failed {
+                return;
+            }
+            // The inside of a value's string, up to its next quote or escape, in one step.
+            if self.in_string && !self.escaped && !(self.depth == 1 && self.expect_key) {
+                let run = rest
+                    .iter()
+                    .position(|&b| b == b'"' || b == b'\\')
+                    .unwrap_or(rest.len());
+                if run > 0 {
+                    if self.keeping() {
+                        self.take(&rest[..run]);
+                    }
+                    rest = &rest[run..];
+                    continue;
+                }
+            }
+            self.byte(byte);
+            rest = &rest[1..];
+        }
+    }
+
+    /// The members read, once the data has ended; an error when it was not one JSON object
+    /// whose kept members read as the whole read reads them.
+    pub(crate) fn finish(self) -> Result<EventMembers, Unrecorded> {
+        if self.failed || !self.ended {
+            return Err(Unrecorded::Unreadable);
+        }
+        let item = match self.item {
+            None => None,
+            Some(Held::TooLong) => Some(Err(Unrecorded::ItemTooLarge)),
+            Some(Held::Text(text)) if text == b"null" => None,
+            Some(Held::Text(text)) => match String::from_utf8(text) {
+                Ok(text) => Some(Ok(text)),
+                Err(_) => return Err(Unrecorded::Unreadable),
+            },
+        };
+        let output_index = match self.output_index {
+            Some(Held::Text(text)) => String::from_utf8(text).ok(),
+            _ => None,
+        };
+        Ok(EventMembers {
+            kind: self.kind.flatten(),
+            response: self.response.map(|head| head.finish_head()),
+            item,
+            output_index,
+        })
+    }
+
+    fn fail(&mut self) {
+        self.failed = true;
+        self.held = Vec::new();
+        self.key = Vec::new();
+        self.item = None;
+        self.response = None;
+    }
+
+    /// Whether the current byte belongs to a kept member's value.
+    fn keeping(&self) -> bool {
+        self.member != Member::Other && self.depth >= 1 && !self.expect_key
+    }
+
+    /// Passes bytes of the current member's value on: held, or read by the response's head
+    /// reader.
+    fn take(&mut self, bytes: &[u8]) {
+        let cap = match self.member {
+            Member::Type | Member::OutputIndex => MEMBER_CAP,
+            Member::Item => self.limits.max_item_bytes,
+            Member::Response => {
+                if let Some(head) = &mut self.response {
+                    head.feed(bytes);
+                }
+                return;
+            }
+            Member::Other => return,
+        };
+        if self.over {
+            return;
+        }
+        if self.held.len() + bytes.len() > cap {
+            self.over = true;
+            self.held = Vec::new();
+            return;
+        }
+        super::sse::push_capped(&mut self.held, bytes, cap);
+    }
+
+    fn byte(&mut self, byte: u8) {
+        if self.ended {
+            if !byte.is_ascii_whitespace() {
+                self.fail();
+            }
+            return;
+        }
+        if self.in_string {
+            if self.depth == 1 && self.expect_key {
+                if self.escaped {
+                    self.escaped = false;
+                } else if byte == b'\\' {
+                    self.escaped = true;
+                } else if byte == b'"' {
+                    self.in_string = false;
+                    return;
+                }
+                if self.key.len() < MEMBER_CAP {
+                    self.key.push(byte);
+                }
+                return;
+            }
+            if self.keeping() {
+                self.take(&[byte]);
+            }
+            if self.escaped {
+                self.escaped = false;
+            } else if byte == b'\\' {
+                self.escaped = true;
+            } else if byte == b'"' {
+                self.in_string = false;
+            }
+            return;
+        }
+        match byte {
+            b' ' | b'\t' | b'\n' | b'\r' => {
+                if self.keeping() && self.depth >= 2 {
+                    self.take(&[byte]);
+                }
+            }
+            b'{' | b'[' => {
+                if self.depth == 0 {
+                    if byte == b'[' {
+                        return self.fail();
+                    }
+                    self.depth = 1;
+                    self.expect_key = true;
+                    return;
+                }
+                if self.depth == 1 && self.expect_key {
+                    return self.fail();
+                }
+                self.depth += 1;
+                if self.keeping() {
+                    self.take(&[byte]);
+                }
+            }
+            b'}' | b']' => {
+                if self.depth == 0 {
+                    return self.fail();
+                }
+                if self.depth == 1 {
+                    self.member_ended();
+                    self.depth = 0;
+                    self.ended = true;
+                    return;
+                }
+                if self.keeping() {
+                    self.take(&[byte]);
+                }
+                self.depth -= 1;
+            }
+            b',' if self.depth == 1 => {
+                self.member_ended();
+                self.expect_key = true;
+            }
+            b':' if self.depth == 1 && self.expect_key => self.member_started(),
+            b'"' => {
+                if self.depth == 0 {
+                    return self.fail();
+                }
+                self.in_string = true;
+                if !(self.depth == 1 && self.expect_key) && self.keeping() {
+                    self.take(&[byte]);
+                }
+            }
+            _ => {
+                if self.depth == 0 {
+                    return self.fail();
+                }
+                if self.keeping() {
+                    self.take(&[byte]);
+                }
+            }
+        }
+    }
+
+    /// The colon after a member name: its value follows.
+    fn member_started(&mut self) {
+        self.expect_key = false;
+        let (member, slot) = match self.key.as_slice() {
+            b"type" => (Member::Type, 0),
+            b"output_index" => (Member::OutputIndex, 1),
+            b"item" => (Member::Item, 2),
+            b"response" => (Member::Response, 3),
+            _ => (Member::Other, usize::MAX),
+        };
+        self.key.clear();
+        if member == Member::Other {
+            self.member = member;
+            return;
+        }
+        if std::mem::replace(&mut self.seen[slot], true) {
+            return self.fail();
+        }
+        self.member = match member {
+            // An item no read will take is not held.
+            Member::Item if matches!(&self.kind, Some(Some(kind)) if kind != ITEM_DONE) => Member::Other,
+            Member::Response => {
+                self.response = Some(Box::new(JsonStream::head(self.limits)));
+                Member::Response
+            }
+            member => member,
+        };
+    }
+
+    /// A member's value ended.
+    fn member_ended(&mut self) {
+        let held = match std::mem::take(&mut self.over) {
+            true => Held::TooLong,
+            false => Held::Text(std::mem::take(&mut self.held)),
+        };
+        match self.member {
+            Member::Type => match held {
+                // No event the tap reads has so long a type.
+                Held::TooLong => self.kind = Some(Some(String::new())),
+                Held::Text(text) => match json_string(Some(text)) {
+                    Ok(kind) => self.kind = Some(kind),
+                    Err(_) => self.fail(),
+                },
+            },
+            Member::OutputIndex => self.output_index = Some(held),
+            Member::Item => self.item = Some(held),
+            Member::Response | Member::Other => {}
+        }
+        self.member = Member::Other;
+    }
+}
