@@ -39,6 +39,10 @@ async fn provider(name: &'static str) -> Upstream {
                 return json_answer(json!({"object": "seen", "method": request.method.as_str(), "path": path}));
             }
             let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+            if body["background"] == json!(true) {
+                return json_answer(json!({"id": format!("resp_bg_{name}_{n}"), "object": "response",
+                                          "status": "queued", "model": body["model"], "output": []}));
+            }
             let response = json!({
                 "id": format!("resp_{name}_{n}"),
                 "object": "response",
@@ -628,4 +632,45 @@ async fn a_websocket_turn_continuing_another_teams_response_is_refused() {
         .unwrap()
         .unwrap();
     assert!(event.to_text().unwrap().contains("response.created"), "{event:?}");
+}
+
+#[tokio::test]
+async fn a_background_response_belongs_to_its_team_before_it_completes() {
+    let setup = setup(["", "", ""], "").await;
+    let proxy = &setup.proxy;
+    let queued = turn(
+        proxy,
+        ALPHA,
+        "openai",
+        json!({"model": "m1", "background": true, "input": "Write a report."}),
+    )
+    .await;
+    assert_eq!(queued.status, 200, "{}", queued.body);
+    let id = queued.body["id"].as_str().unwrap().to_owned();
+    // Its team polls and cancels it; another team gets 404 as for an unknown id.
+    for (method, path) in [
+        ("GET", format!("/v1/responses/{id}")),
+        ("POST", format!("/v1/responses/{id}/cancel")),
+    ] {
+        assert_eq!(
+            send(proxy, method, ALPHA, &path, None).await.status,
+            200,
+            "{method} {path}"
+        );
+        assert_eq!(
+            refusal(&send(proxy, method, BETA, &path, None).await).0,
+            404,
+            "{method} {path}"
+        );
+    }
+    // Its output was never seen, so a continuation answering its calls is not judged on them,
+    // and another team's continuation is refused.
+    let next = json!({"model": "m1", "previous_response_id": id,
+                      "input": [{"type": "function_call_output", "call_id": "call_from_the_report", "output": "ok"}]});
+    let own = turn(proxy, ALPHA, "openai", next.clone()).await;
+    assert_eq!(own.status, 200, "{}", own.body);
+    assert_eq!(
+        refusal(&turn(proxy, BETA, "openai", next).await),
+        (422, "cross_team_state".into(), "previous_response_id".into())
+    );
 }

@@ -1,7 +1,8 @@
 //! Conversations created through the proxy (`POST /conversations`) recorded for their team, so
 //! the object routes and the `conversation` member of later requests know whose they are
-//! (README, "Teams and their data"). A conversation is recorded as a response record of its id
-//! with no items: every state backend keeps it, and forgets it, as it does a response.
+//! (README, "Teams and their data"). A conversation is recorded as an owner-only record of its
+//! id ([`StoredResponse::owner_only`]): every state backend keeps it, and forgets it, as it does
+//! a response, and it says nothing of items or a chain.
 
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use http_body_util::{BodyExt, BodyStream, StreamBody};
 
 use super::Ledger;
 use crate::error::ApiError;
-use crate::ledger::{Owner, ResponseRecord, StoredResponse, MAX_ID_BYTES};
+use crate::ledger::{Owner, StoredResponse, MAX_ID_BYTES};
 use crate::metrics::{LedgerOp, LedgerResult};
 use crate::proxy::body::{full, ProxyBody};
 
@@ -80,25 +81,21 @@ pub async fn record_conversation(
     let bytes = collected.freeze();
     match conversation_id(&bytes) {
         Some(id) => {
-            let record = ResponseRecord {
-                id,
-                model: None,
-                items: Vec::new(),
-            };
             let owner = Owner {
                 provider: created.provider,
                 model: None,
             };
             let retention = ledger.settings.retention.as_secs();
-            let stored = StoredResponse::new(
-                record,
-                owner,
-                created.team,
-                None,
-                crate::state::now_unix(),
-                retention,
-            );
-            ledger.write(stored).await;
+            let now = crate::state::now_unix();
+            ledger
+                .write(StoredResponse::owner_only(
+                    id,
+                    owner,
+                    created.team,
+                    now,
+                    retention,
+                ))
+                .await;
         }
         None => ledger.count(LedgerOp::Record, LedgerResult::Dropped),
     }

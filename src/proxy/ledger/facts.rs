@@ -102,6 +102,15 @@ impl Ledger {
         let Some(first) = self.store.response(id).await? else {
             return Ok(None);
         };
+        if first.owner_only {
+            // Whose it is, and nothing of its calls: pairing is not judged on it.
+            return Ok(Some(ChainFacts {
+                owner: first.owner,
+                call_ids: Vec::new(),
+                complete: false,
+                team: first.team,
+            }));
+        }
         let mut missing: HashSet<&str, RandomState> = wanted.iter().map(String::as_str).collect();
         let mut call_ids = Vec::new();
         let mut take_calls = |response: &StoredResponse, missing: &mut HashSet<&str, RandomState>| {
@@ -123,6 +132,10 @@ impl Ledger {
                 break;
             }
             match self.store.response(&id).await? {
+                Some(response) if response.owner_only => {
+                    complete = false;
+                    break;
+                }
                 Some(response) => {
                     take_calls(&response, &mut missing);
                     next = response.previous_response_id;

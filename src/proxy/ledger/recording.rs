@@ -22,7 +22,9 @@ use http_body_util::BodyExt;
 use super::Ledger;
 use crate::error::ApiError;
 use crate::gate::{DeclaredTools, Gate, OutputCall, ResponseViolation, Target};
-use crate::ledger::{AnswerKind, CallIds, Owner, StoredContent, StoredResponse, Tap, Tapped};
+use crate::ledger::{
+    unfinished_response_id, AnswerKind, CallIds, Owner, StoredContent, StoredResponse, Tap, Tapped,
+};
 use crate::metrics::{LedgerOp, LedgerResult, Meters};
 use crate::proxy::audit::{AuditLog, ResponseAuditLine};
 use crate::proxy::body::{BoxError, ProxyBody};
@@ -159,7 +161,13 @@ impl RecordingBody {
     fn start_write(&mut self) -> Option<Write> {
         let (tap, recording) = self.tap.take()?;
         let too_large = tap.too_large();
+        let unfinished = tap.unfinished_response_id();
         let Some(tapped) = tap.finish_kept() else {
+            if let Some(id) = unfinished {
+                let ledger = self.ledger.clone();
+                let stored = ledger.owner_only(id, recording);
+                return Some(Box::pin(async move { ledger.write(stored).await }));
+            }
             if too_large {
                 // Never silent: replaying its items to another provider is not caught.
                 tracing::warn!(
@@ -227,6 +235,18 @@ impl Ledger {
         Tap::new(kind, self.tap_limits())
             .keep_calls(recording.calls_check.is_some())
             .keep_items(recording.input_items.is_some())
+    }
+
+    /// The record of a background response `id` not yet completed when it answered: who owns
+    /// it (so its team may poll, cancel or delete it through the object routes), nothing of its
+    /// output or its chain.
+    pub fn owner_only(&self, id: String, recording: Recording) -> StoredResponse {
+        let owner = Owner {
+            provider: recording.provider,
+            model: recording.model,
+        };
+        let retention = self.settings.retention.as_secs();
+        StoredResponse::owner_only(id, owner, recording.team, crate::state::now_unix(), retention)
     }
 
     /// The stored form of an answer tapped for `recording`'s request.
@@ -383,6 +403,8 @@ pub async fn record(
             parts.headers.insert(name, value);
         }
         ledger.write(ledger.stored(tapped, recording)).await;
+    } else if let Some(id) = unfinished_response_id(&bytes) {
+        ledger.write(ledger.owner_only(id, recording)).await;
     } else {
         ledger.count(LedgerOp::Record, LedgerResult::Dropped);
     }

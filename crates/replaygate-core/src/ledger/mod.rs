@@ -44,7 +44,7 @@ pub use record::{
     item_digest, item_record, item_record_from_value, link_reasoning, ItemRecord, ResponseRecord,
 };
 pub use stored::{Owner, StoredContent, StoredItem, StoredResponse};
-pub use tap::{AnswerKind, Tap, TapLimits, Tapped};
+pub use tap::{unfinished_response_id, AnswerKind, Tap, TapLimits, Tapped};
 
 /// The shortest item `id` the ledger indexes and looks up. Providers that mint ids of their
 /// own make them long and random (OpenAI's are over 50 bytes); Bedrock Mantle numbers items per

@@ -42,6 +42,10 @@ pub struct StoredResponse {
     /// items as JSON texts (a string `input` as one user message), to carry the session to
     /// another provider. `None` otherwise.
     pub content: Option<StoredContent>,
+    /// Recorded only for who owns it: a conversation, or a background response that was not
+    /// yet completed when it answered. It says nothing of its items or its chain.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub owner_only: bool,
 }
 
 /// The items of one turn, kept only with `store_items = true`.
@@ -92,7 +96,28 @@ impl StoredResponse {
             items,
             input_call_ids: CallIds::default(),
             content: None,
+            owner_only: false,
         }
+    }
+
+    /// A record of object `id` (a conversation, or a background response not yet completed)
+    /// that says only who owns it: `owner`'s, for `team`, at `now_unix`, kept for
+    /// `retention_secs`.
+    pub fn owner_only(
+        id: String,
+        owner: Owner,
+        team: Option<String>,
+        now_unix: u64,
+        retention_secs: u64,
+    ) -> StoredResponse {
+        let record = ResponseRecord {
+            id,
+            model: None,
+            items: Vec::new(),
+        };
+        let mut stored = StoredResponse::new(record, owner, team, None, now_unix, retention_secs);
+        stored.owner_only = true;
+        stored
     }
 
     /// The index entries by item `id`: one per output item whose id can name one item

@@ -52,6 +52,9 @@ impl StoredResponse {
                 out.push(b'}');
             }
         }
+        if self.owner_only {
+            out.extend_from_slice(b",\"owner_only\":true");
+        }
         out.push(b'}');
         out
     }
@@ -238,6 +241,7 @@ mod tests {
             proptest::collection::vec(item_record(), 0..4),
             proptest::collection::vec(text(), 0..4),
             content,
+            any::<bool>(),
         )
             .prop_map(
                 |(
@@ -246,6 +250,7 @@ mod tests {
                     items,
                     input_call_ids,
                     content,
+                    owner_only,
                 )| {
                     StoredResponse {
                         id,
@@ -257,6 +262,7 @@ mod tests {
                         items,
                         input_call_ids: input_call_ids.into_iter().collect(),
                         content,
+                        owner_only,
                     }
                 },
             )

@@ -318,6 +318,15 @@ impl Tap {
         self.finish_kept().map(|tapped| tapped.record)
     }
 
+    /// For a JSON answer held whole that is a response not yet completed, its `id` (see
+    /// [`unfinished_response_id`]).
+    pub fn unfinished_response_id(&self) -> Option<String> {
+        match &self.state {
+            State::Json(body) => unfinished_response_id(body),
+            _ => None,
+        }
+    }
+
     /// The record of the answer fed with what the tap was asked to keep, or `None` when the
     /// answer cannot be recorded.
     pub fn finish_kept(self) -> Option<Tapped> {
@@ -486,6 +495,20 @@ fn json_record(body: &[u8], limits: &TapLimits, keep: Keep) -> Option<Tapped> {
         Ok(tapped) => tapped,
         Err(NotInPlace) => json_record_two_pass(body, limits, keep),
     }
+}
+
+/// The `id` of a JSON answer that is a response not yet completed (`queued` or `in_progress`:
+/// a background response): the ledger records who owns it, though it has no output to record
+/// yet. `None` for anything else, or an id the ledger could not record.
+pub fn unfinished_response_id(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Head {
+        id: String,
+        status: Option<String>,
+    }
+    let head: Head = serde_json::from_slice(body).ok()?;
+    let unfinished = matches!(head.status.as_deref(), Some("queued" | "in_progress"));
+    (unfinished && !head.id.is_empty() && head.id.len() <= super::MAX_ID_BYTES).then_some(head.id)
 }
 
 /// The answer could not be read in one pass (an output item that is not an object or has a
