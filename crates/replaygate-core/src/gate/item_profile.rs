@@ -437,6 +437,16 @@ impl ItemProfile {
         &self.source
     }
 
+    /// The item types the profile describes, in its table's order.
+    pub fn item_types(&self) -> impl Iterator<Item = &str> {
+        self.items.iter().map(|(kind, _)| kind)
+    }
+
+    /// The content-part types the profile describes, in its table's order.
+    pub fn part_types(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().map(|(kind, _)| kind)
+    }
+
     /// What the profile says of an item type (`None`: the type is not profiled).
     pub fn item(&self, kind: &str) -> Option<&Members> {
         self.items.get(kind)
