@@ -38,7 +38,9 @@ impl<'de> Deserialize<'de> for ItemProfileEntry {
             type Value = ItemProfileEntry;
 
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a built-in item profile's name (\"openai\") or a table { file = \"profiles/x.json\" }")
+                f.write_str(
+                    "a built-in item profile's name (\"openai\") or a table { file = \"profiles/x.json\" }",
+                )
             }
 
             fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<ItemProfileEntry, E> {

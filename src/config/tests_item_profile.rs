@@ -8,7 +8,9 @@ const LOCAL: &str = include_str!("../../tests/fixtures/profiles/local.json");
 
 /// A provider whose `item_profile` is `value` (line 4 of the text, the value at column 16).
 fn provider(value: &str) -> String {
-    format!("[providers.local]\nbase_url = \"http://127.0.0.1:9/v1\"\nauth = \"none\"\nitem_profile = {value}\n")
+    format!(
+        "[providers.local]\nbase_url = \"http://127.0.0.1:9/v1\"\nauth = \"none\"\nitem_profile = {value}\n"
+    )
 }
 
 /// A directory holding `proxy.toml` with `text` and the files in `files`.
@@ -51,7 +53,9 @@ fn a_profile_file_loads_relative_to_the_config_and_is_named_for_watching() {
         call.accepted("name").unwrap().pattern().unwrap().as_str(),
         "^[a-zA-Z0-9_]+$"
     );
-    let file = std::path::absolute(dir.path()).unwrap().join("profiles/local.json");
+    let file = std::path::absolute(dir.path())
+        .unwrap()
+        .join("profiles/local.json");
     assert_eq!(local.item_profile_file.as_deref(), Some(file.as_path()));
     // A built-in profile names no file.
     let config = Config::from_toml(&provider("\"openai\"")).unwrap();
@@ -140,12 +144,21 @@ fn a_missing_file_an_empty_path_and_an_unknown_key_are_errors() {
         message.contains("cannot read item profile file") && message.contains("none.json"),
         "{message}"
     );
-    let message = Config::from_toml(&provider(r#"{ file = "" }"#)).unwrap_err().to_string();
-    assert!(message.contains("item_profile file must name a file"), "{message}");
-    let message = Config::from_toml(&provider(r#"{ path = "p.json" }"#)).unwrap_err().to_string();
+    let message = Config::from_toml(&provider(r#"{ file = "" }"#))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("item_profile file must name a file"),
+        "{message}"
+    );
+    let message = Config::from_toml(&provider(r#"{ path = "p.json" }"#))
+        .unwrap_err()
+        .to_string();
     assert!(message.contains("unknown field `path`"), "{message}");
     let message = Config::from_toml(&provider("7")).unwrap_err().to_string();
     assert!(message.contains("a built-in item profile's name"), "{message}");
-    let message = Config::from_toml(&provider("\"anthropic\"")).unwrap_err().to_string();
+    let message = Config::from_toml(&provider("\"anthropic\""))
+        .unwrap_err()
+        .to_string();
     assert!(message.contains("unknown item profile `anthropic`"), "{message}");
 }

@@ -433,7 +433,10 @@ async fn null_reads_as_absent_unless_the_member_is_required() {
     // The built-in profile checks a call's name against OpenAI's pattern.
     let dotted = call.replace("\"name\":null", "\"name\":\"get.weather\"");
     let (status, _, answer) = post(&proxy, &dotted, &[]).await;
-    assert_eq!((status, &answer["error"]["param"]), (422, &json!("input[0].name")));
+    assert_eq!(
+        (status, &answer["error"]["param"]),
+        (422, &json!("input[0].name"))
+    );
     let message = answer["error"]["message"].as_str().unwrap();
     assert!(
         message.contains("does not match the pattern `^[a-zA-Z0-9_-]+$`")
@@ -495,14 +498,23 @@ async fn an_operators_profile_file_refuses_repairs_and_reloads_with_the_config()
     // A value the profile does not take is refused, with the profile's source.
     let before = upstream.received().len();
     for (bad, says) in [
-        (repaired.replace("get_weather", "get-weather"), "does not match the pattern `^[a-zA-Z0-9_]+$`"),
-        (repaired.replace("call_1", &"c".repeat(41)), "is longer than 40 characters"),
+        (
+            repaired.replace("get_weather", "get-weather"),
+            "does not match the pattern `^[a-zA-Z0-9_]+$`",
+        ),
+        (
+            repaired.replace("call_1", &"c".repeat(41)),
+            "is longer than 40 characters",
+        ),
     ] {
         let (status, _, answer) = post(&proxy, &bad, &[]).await;
         assert_eq!(status, 422, "{answer}");
         assert_eq!(answer["error"]["code"], "item_value", "{answer}");
         let message = answer["error"]["message"].as_str().unwrap();
-        assert!(message.contains(says) && message.contains("server docs"), "{message}");
+        assert!(
+            message.contains(says) && message.contains("server docs"),
+            "{message}"
+        );
     }
     assert_eq!(upstream.received().len(), before, "a refused body left");
 

@@ -259,7 +259,12 @@ fn profile_show_prints_the_built_in_and_profile_check_validates_a_file() {
     std::fs::write(&own, &text).unwrap();
     let own = own.to_str().unwrap();
     let checked = replaygate(&["profile", "check", own], "");
-    assert_eq!(checked.status.code(), Some(0), "{}", String::from_utf8_lossy(&checked.stderr));
+    assert_eq!(
+        checked.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
     let out = String::from_utf8(checked.stdout).unwrap();
     assert!(
         out.starts_with(&format!("profile ok: {own}: item profile `openai`: item types "))
@@ -268,17 +273,24 @@ fn profile_show_prints_the_built_in_and_profile_check_validates_a_file() {
         "{out}"
     );
     for (content, says) in [
-        (text.replacen("\"items\": {", "\"items\": {,", 1), "line 3 column 12"),
+        (
+            text.replacen("\"items\": {", "\"items\": {,", 1),
+            "line 3 column 12",
+        ),
         (text.replace("\"string\"", "\"text\""), "unknown type `text`"),
-        (text.replace("^[a-zA-Z0-9_-]+$", "(a)\\\\1"), "linear-time regex engine"),
+        (
+            text.replace("^[a-zA-Z0-9_-]+$", "(a)\\\\1"),
+            "linear-time regex engine",
+        ),
     ] {
         std::fs::write(dir.path().join("own.json"), content).unwrap();
         let checked = replaygate(&["profile", "check", own], "");
         assert_eq!(checked.status.code(), Some(2));
         let err = String::from_utf8(checked.stderr).unwrap();
         assert!(
-            err.starts_with(&format!("replaygate profile check: item profile file {own} is not a valid item profile: "))
-                && err.contains(says),
+            err.starts_with(&format!(
+                "replaygate profile check: item profile file {own} is not a valid item profile: "
+            )) && err.contains(says),
             "{says}: {err}"
         );
         assert!(checked.stdout.is_empty());
@@ -286,5 +298,8 @@ fn profile_show_prints_the_built_in_and_profile_check_validates_a_file() {
     let missing = replaygate(&["profile", "check", "no-such-profile.json"], "");
     assert_eq!(missing.status.code(), Some(2));
     let err = String::from_utf8(missing.stderr).unwrap();
-    assert!(err.contains("cannot read item profile file no-such-profile.json"), "{err}");
+    assert!(
+        err.contains("cannot read item profile file no-such-profile.json"),
+        "{err}"
+    );
 }

@@ -95,11 +95,18 @@ mod tests {
         let text = format!("{}!", "a".repeat(100_000));
         let started = Instant::now();
         assert!(!nested.is_match(&text));
-        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
         let backreference = Pattern::new(r"^(a)\1$").unwrap_err();
         assert!(backreference.contains("linear-time"), "{backreference}");
         let look_ahead = Pattern::new("^(?=a)").unwrap_err();
-        assert!(look_ahead.contains("linear-time") && !look_ahead.contains('\n'), "{look_ahead}");
+        assert!(
+            look_ahead.contains("linear-time") && !look_ahead.contains('\n'),
+            "{look_ahead}"
+        );
         let huge = Pattern::new("^[a-z]{5000}[0-9]{5000}$").unwrap_err();
         assert!(huge.contains("KiB"), "{huge}");
     }

@@ -326,7 +326,10 @@ impl ItemProfile {
 
     /// The JSON text of the built-in profile called `name` (an operator's starting point).
     pub fn built_in_text(name: &str) -> Option<&'static str> {
-        BUILT_IN.iter().find(|(known, _)| *known == name).map(|&(_, text)| text)
+        BUILT_IN
+            .iter()
+            .find(|(known, _)| *known == name)
+            .map(|&(_, text)| text)
     }
 
     /// The names of the built-in profiles.
@@ -675,11 +678,10 @@ impl MemberRule {
                     .plain_text()
                     .is_some_and(|text| self.one_of_set.contains(text))
             })
-            && self.pattern.as_ref().is_none_or(|pattern| {
-                value
-                    .plain_text()
-                    .is_some_and(|text| pattern.is_match(text))
-            })
+            && self
+                .pattern
+                .as_ref()
+                .is_none_or(|pattern| value.plain_text().is_some_and(|text| pattern.is_match(text)))
     }
 
     fn problem_of(&self, value: &ValueView<'_>, kind: JsonKind) -> Option<String> {
@@ -724,10 +726,7 @@ impl MemberRule {
         if let Some(pattern) = &self.pattern {
             if let Some(text) = value.text() {
                 if !pattern.is_match(&text) {
-                    return Some(format!(
-                        "does not match the pattern `{}`",
-                        pattern.as_str()
-                    ));
+                    return Some(format!("does not match the pattern `{}`", pattern.as_str()));
                 }
             }
         }
@@ -845,7 +844,9 @@ impl file::Members {
             }
             let pattern = match &rule.pattern {
                 None => None,
-                Some(text) => Some(Pattern::new(text).map_err(|why| format!("{at}.accepted.{member}: {why}"))?),
+                Some(text) => {
+                    Some(Pattern::new(text).map_err(|why| format!("{at}.accepted.{member}: {why}"))?)
+                }
             };
             let is_required = required.contains_key(&member);
             let kinds = match rule.types {
@@ -867,7 +868,11 @@ impl file::Members {
             // `null` reads as absent for a member the table does not require, and never
             // stands in for one it does.
             let null = kind_bit(JsonKind::Null);
-            let kind_mask = if is_required { kind_mask & !null } else { kind_mask | null };
+            let kind_mask = if is_required {
+                kind_mask & !null
+            } else {
+                kind_mask | null
+            };
             if kind_mask == 0 {
                 return Err(format!(
                     "{at}.accepted.{member} is required, but its `types` allow only null"
@@ -1049,7 +1054,10 @@ mod tests {
         assert_eq!(content.problem(&ValueView::Kind(JsonKind::Null)), None);
         let call = openai.item("function_call").unwrap();
         assert_eq!(
-            call.accepted("name").unwrap().problem(&ValueView::Kind(JsonKind::Null)).as_deref(),
+            call.accepted("name")
+                .unwrap()
+                .problem(&ValueView::Kind(JsonKind::Null))
+                .as_deref(),
             Some("is null; it is required and must be a string")
         );
         assert_eq!(output.known_rule(KnownName::Other).bit, 0);
@@ -1163,9 +1171,8 @@ mod tests {
 
     #[test]
     fn sizes_are_bounded_and_the_profile_is_called_what_it_says() {
-        let profile = |items: &str| {
-            format!(r#"{{"profile":"vllm","source":"s","items":{{{items}}},"parts":{{}}}}"#)
-        };
+        let profile =
+            |items: &str| format!(r#"{{"profile":"vllm","source":"s","items":{{{items}}},"parts":{{}}}}"#);
         let named = ItemProfile::from_json("profiles/vllm.json", &profile("")).unwrap();
         assert_eq!(named.name(), "vllm");
         let too_long = format!("{}{}", profile(""), " ".repeat(MAX_PROFILE_BYTES));
@@ -1179,7 +1186,10 @@ mod tests {
             members.join(",")
         ));
         let err = ItemProfile::from_json("many", &many).unwrap_err().to_string();
-        assert!(err.contains("names 201 members; a type may name at most 200"), "{err}");
+        assert!(
+            err.contains("names 201 members; a type may name at most 200"),
+            "{err}"
+        );
         let patterns: Vec<String> = (0..=MAX_PATTERNS)
             .map(|i| format!(r#""m{i}":{{"pattern":"^a$","source":"s"}}"#))
             .collect();
@@ -1206,7 +1216,11 @@ mod tests {
         assert_eq!(rule.problem(&ValueView::Encoded(r#""\u0061""#)), None);
         let problem = rule.problem(&ValueView::Str("get weather")).unwrap();
         assert_eq!(problem, "does not match the pattern `^[a-zA-Z0-9_-]+$`");
-        assert!(rule.source().contains("string does not match pattern"), "{}", rule.source());
+        assert!(
+            rule.source().contains("string does not match pattern"),
+            "{}",
+            rule.source()
+        );
         // With a length too, the rule is left to the full check.
         let both = r#"{"profile":"x","source":"s","items":{"function_call":{"accepted":{"name":{"pattern":"^a+$","max_length":3,"source":"s"}},"required":{},"refused":{}}},"parts":{}}"#;
         let both = ItemProfile::from_json("x", both).unwrap();
@@ -1214,6 +1228,9 @@ mod tests {
         assert_eq!(table.known_rule(KnownName::Name).bit, 0);
         let rule = table.accepted("name").unwrap();
         assert!(rule.passes(&ValueView::Str("aa")) && !rule.passes(&ValueView::Str("ab")));
-        assert!(rule.problem(&ValueView::Str("aaaa")).unwrap().contains("longer than 3"));
+        assert!(rule
+            .problem(&ValueView::Str("aaaa"))
+            .unwrap()
+            .contains("longer than 3"));
     }
 }

@@ -463,9 +463,14 @@ mod tests {
         let [finding] = findings.as_slice() else {
             panic!("{findings:?}");
         };
-        assert_eq!((finding.reason, finding.path()), (Reason::ItemValue, "name".to_owned()));
+        assert_eq!(
+            (finding.reason, finding.path()),
+            (Reason::ItemValue, "name".to_owned())
+        );
         assert!(
-            finding.message.starts_with("`name` is null; it is required and must be a string"),
+            finding
+                .message
+                .starts_with("`name` is null; it is required and must be a string"),
             "{}",
             finding.message
         );
@@ -527,7 +532,11 @@ mod tests {
         for kind in crate::gate::item_profile::PORTABLE_ITEM_TYPES {
             let table = profile.item(kind).unwrap();
             let base = base_item(kind);
-            assert_eq!(judge(&base), [(true, Vec::new())], "{kind}: the base item is clean");
+            assert_eq!(
+                judge(&base),
+                [(true, Vec::new())],
+                "{kind}: the base item is clean"
+            );
             let names: Vec<String> = table.names().map(str::to_owned).collect();
             for member in &names {
                 let mut item = base.clone();
