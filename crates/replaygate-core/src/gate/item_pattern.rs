@@ -63,8 +63,7 @@ fn one_line(message: &str) -> String {
     message
         .lines()
         .map(str::trim)
-        .filter(|line| !line.is_empty())
-        .last()
+        .rfind(|line| !line.is_empty())
         .unwrap_or(message)
         .to_owned()
 }
