@@ -27,6 +27,35 @@ pub enum Command {
     /// Make client keys for teams.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Print a built-in item profile, or validate an item profile file.
+    #[command(subcommand)]
+    Profile(ProfileCommand),
+}
+
+/// `replaygate profile ...`.
+#[derive(Debug, Subcommand)]
+pub enum ProfileCommand {
+    /// Print a built-in item profile's JSON (the starting point for a profile of your own).
+    Show(ProfileShowArgs),
+    /// Validate an item profile file as `item_profile = { file = ... }` would read it; print a
+    /// one-line summary (exit 0), or the error with its line and column (exit 2).
+    Check(ProfileCheckArgs),
+}
+
+/// `replaygate profile show`.
+#[derive(Debug, Args)]
+pub struct ProfileShowArgs {
+    /// The built-in profile, e.g. `openai`.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+}
+
+/// `replaygate profile check`.
+#[derive(Debug, Args)]
+pub struct ProfileCheckArgs {
+    /// The profile file to validate.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
 }
 
 /// `replaygate config ...`.

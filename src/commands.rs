@@ -1,12 +1,14 @@
-//! `replaygate config check` and `replaygate keys new` (contract §2): the commands that manage
-//! the configuration without serving.
+//! `replaygate config check`, `replaygate keys new`, `replaygate profile show` and
+//! `replaygate profile check` (contract §2): the commands that manage the configuration and
+//! the files it names without serving.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::cli::{ConfigCheckArgs, KeysNewArgs};
+use crate::cli::{ConfigCheckArgs, KeysNewArgs, ProfileCheckArgs, ProfileShowArgs};
 use crate::config::Config;
+use crate::gate::ItemProfile;
 use crate::keys;
 
 /// Where the configuration comes from when none is named on the command line: `./proxy.toml`
@@ -37,6 +39,58 @@ pub fn config_check(args: &ConfigCheckArgs, out: &mut dyn Write, err: &mut dyn W
             let _ = writeln!(err, "replaygate config check: {error}");
             2
         }
+    }
+}
+
+/// `replaygate profile show NAME`: prints the built-in item profile NAME's JSON to `out` (exit
+/// 0), or to `err` that there is none by that name and which there are (exit 2).
+pub fn profile_show(args: &ProfileShowArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    match ItemProfile::built_in_text(&args.name) {
+        Some(text) => {
+            let _ = out.write_all(text.as_bytes());
+            0
+        }
+        None => {
+            let known: Vec<&str> = ItemProfile::built_in_names().collect();
+            let _ = writeln!(
+                err,
+                "replaygate profile show: no built-in item profile is called {:?}; the built-in profiles are: {}",
+                args.name,
+                known.join(", ")
+            );
+            2
+        }
+    }
+}
+
+/// `replaygate profile check FILE`: reads FILE as `item_profile = { file = "FILE" }` would and
+/// prints `profile ok: FILE: SUMMARY` to `out` (exit 0), or the error, with the line and
+/// column of an error in its JSON, to `err` (exit 2).
+pub fn profile_check(args: &ProfileCheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    match crate::config::read_item_profile(&args.file) {
+        Ok(profile) => {
+            let _ = writeln!(
+                out,
+                "profile ok: {}: item profile `{}`: item types {}; part types {}",
+                args.file.display(),
+                profile.name(),
+                or_none(profile.item_types().collect()),
+                or_none(profile.part_types().collect()),
+            );
+            0
+        }
+        Err(message) => {
+            let _ = writeln!(err, "replaygate profile check: {message}");
+            2
+        }
+    }
+}
+
+/// Names joined with `, `, or `none`.
+fn or_none(names: Vec<&str>) -> String {
+    match names.is_empty() {
+        true => "none".to_owned(),
+        false => names.join(", "),
     }
 }
 

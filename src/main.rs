@@ -1,12 +1,12 @@
-//! The `replaygate` binary: parses the command line and runs `serve`, `check`, `config check` or
-//! `keys new`.
+//! The `replaygate` binary: parses the command line and runs `serve`, `check`, `config check`,
+//! `keys new`, `profile show` or `profile check`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
 use replaygate::admin::{AdminState, AdminThread};
-use replaygate::cli::{Cli, Command, ConfigCommand, KeysCommand, ServeArgs};
+use replaygate::cli::{Cli, Command, ConfigCommand, KeysCommand, ProfileCommand, ServeArgs};
 use replaygate::config::Config;
 use replaygate::proxy::state::Reloader;
 use replaygate::proxy::{self, ProxyState, ServerSettings};
@@ -37,6 +37,16 @@ fn main() -> ExitCode {
             &mut std::io::stderr(),
         )),
         Command::Keys(KeysCommand::New(args)) => ExitCode::from(replaygate::commands::keys_new(
+            &args,
+            &mut std::io::stdout().lock(),
+            &mut std::io::stderr(),
+        )),
+        Command::Profile(ProfileCommand::Show(args)) => ExitCode::from(replaygate::commands::profile_show(
+            &args,
+            &mut std::io::stdout().lock(),
+            &mut std::io::stderr(),
+        )),
+        Command::Profile(ProfileCommand::Check(args)) => ExitCode::from(replaygate::commands::profile_check(
             &args,
             &mut std::io::stdout().lock(),
             &mut std::io::stderr(),

@@ -140,6 +140,11 @@ impl ConfigReload {
                 files.insert(absolute(&pinned.path));
             }
         }
+        for provider in self.current.providers.values() {
+            if let Some(profile) = &provider.item_profile_file {
+                files.insert(absolute(profile));
+            }
+        }
         files
     }
 

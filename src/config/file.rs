@@ -139,8 +139,8 @@ pub(super) struct ProviderEntry {
     pub(super) read_timeout: Duration,
     #[serde(default)]
     pub(super) encrypted_content_scope: EncryptedContentScope,
-    /// `item_profile`: the name of a built-in item profile (contract §5a).
-    pub(super) item_profile: Option<Spanned<String>>,
+    /// `item_profile`: the name of a built-in item profile, or `{ file = "..." }`.
+    pub(super) item_profile: Option<Spanned<super::item_profile::ItemProfileEntry>>,
 }
 
 /// One `[[routes]]` entry.

@@ -11,6 +11,7 @@ mod auth;
 mod de;
 mod error;
 mod file;
+mod item_profile;
 mod key_entry;
 mod ledger;
 mod pinned;
@@ -28,6 +29,7 @@ use globset::Glob;
 
 pub use auth::{Auth, DEFAULT_SIGV4_SERVICE};
 pub use error::ConfigError;
+pub use item_profile::read_file as read_item_profile;
 pub use ledger::{EncryptedContentScope, LedgerConfig, OnUnavailable, StateConfig, UnknownOwner};
 pub use redis_access::{ClientCertFiles, RedisAccess};
 pub use sections::{AdminConfig, GateConfig, LogConfig, LogFormat, ServerConfig};
@@ -91,6 +93,9 @@ pub struct ProviderConfig {
     /// `item_profile`: what the provider accepts in input items (contract §5a); `None`: no
     /// item shape checks.
     pub item_profile: Option<std::sync::Arc<crate::gate::ItemProfile>>,
+    /// `item_profile = { file = "..." }`: the file the profile was read from (absolute),
+    /// watched with the configuration; `None` for a built-in profile or none.
+    pub item_profile_file: Option<std::path::PathBuf>,
 }
 
 impl ProviderConfig {
@@ -213,3 +218,6 @@ mod tests_ledger;
 
 #[cfg(test)]
 mod tests_examples;
+
+#[cfg(test)]
+mod tests_item_profile;

@@ -17,6 +17,7 @@ use super::file::{
     AdminEntry, AuditEntry, ConfigFile, LedgerEntry, ProviderEntry, RouteEntry, StateBackend, StateEntry,
     TeamEntry,
 };
+use super::item_profile::{self, ItemProfileEntry};
 use super::key_entry::validate_key;
 use super::ledger::{DEFAULT_KEY_PREFIX, DEFAULT_REDIS_TIMEOUT, DEFAULT_STATE_PATH};
 use super::redis_access::AccessEntry;
@@ -57,7 +58,7 @@ impl ConfigFile {
                 Some(_) => {}
             }
             let name = name.into_inner();
-            let provider = entry.validate(&name)?;
+            let provider = entry.validate(&name, base_dir)?;
             providers.insert(name, provider);
         }
         check_buffered_bytes(&self.server.max_body_bytes, &self.server.max_buffered_bytes)?;
@@ -516,7 +517,7 @@ impl LedgerEntry {
 }
 
 impl ProviderEntry {
-    fn validate(self, name: &str) -> Result<ProviderConfig, Invalid> {
+    fn validate(self, name: &str, base_dir: &Path) -> Result<ProviderConfig, Invalid> {
         let base_url = normalize_base_url(self.base_url.get_ref())
             .map_err(|message| Invalid::new(self.base_url.span(), message))?;
         let namespaces = match self.namespaces {
@@ -531,12 +532,25 @@ impl ProviderEntry {
                 .check_host(host.as_deref().unwrap_or_default())
                 .map_err(|message| Invalid::new(auth.span(), format!("provider {name:?}: {message}")))?;
         }
-        let item_profile = match self.item_profile {
-            None => None,
-            Some(profile) => Some(
-                crate::gate::ItemProfile::built_in(profile.get_ref())
-                    .map_err(|e| Invalid::new(profile.span(), format!("provider {name:?}: {e}")))?,
-            ),
+        let (item_profile, item_profile_file) = match self.item_profile {
+            None => (None, None),
+            Some(written) => {
+                let span = written.span();
+                match written.into_inner() {
+                    ItemProfileEntry::Named(profile) => {
+                        let profile = crate::gate::ItemProfile::built_in(&profile)
+                            .map_err(|e| Invalid::new(span, format!("provider {name:?}: {e}")))?;
+                        (Some(profile), None)
+                    }
+                    ItemProfileEntry::File(table) => {
+                        let path = resolve_path(base_dir, &table.file, "item_profile file", "a file")?;
+                        let profile = item_profile::read_file(&path).map_err(|message| {
+                            Invalid::new(table.file.span(), format!("provider {name:?}: {message}"))
+                        })?;
+                        (Some(profile), Some(path))
+                    }
+                }
+            }
         };
         Ok(ProviderConfig {
             base_url,
@@ -546,6 +560,7 @@ impl ProviderEntry {
             read_timeout: self.read_timeout,
             encrypted_content_scope: self.encrypted_content_scope,
             item_profile,
+            item_profile_file,
         })
     }
 }

@@ -2,7 +2,9 @@
 //! OpenAI is documented to refuse (tests/fixtures/refusal-vectors.json) stopped or repaired
 //! through the proxy, the real-client corpus still forwarded, the actions that `[gate.rules]`
 //! and team rules may set, the repair named in `x-replaygate-repaired`, the audit line and the
-//! metrics, and hostile bodies (repeated and escaped member names, a 10,000-member item).
+//! metrics, and hostile bodies (repeated and escaped member names, a 10,000-member item); a
+//! member not required sent as `null` (Codex CLI's reasoning items); and an operator's own
+//! profile file, applied like the built-in and reloaded with the configuration.
 
 use std::collections::BTreeMap;
 
@@ -548,5 +550,145 @@ async fn a_call_sent_back_without_its_reasoning_item_is_refused_or_given_it_back
     assert_eq!(
         String::from_utf8(upstream.received().last().unwrap().body.to_vec()).unwrap(),
         with
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn null_reads_as_absent_unless_the_member_is_required() {
+    let upstream = recording_upstream().await;
+    let proxy = Proxy::start(&config(&upstream, true, ""), &[]).await;
+    // Codex CLI replays its reasoning items with `"content": null`; OpenAI takes them.
+    let codex = r#"{"model":"gpt-5-codex","input":[{"role":"user","content":"fix it"},{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"Looking"}],"content":null,"encrypted_content":"gAAAA"},{"role":"user","content":"go on"}]}"#;
+    let (status, headers, answer) = post(&proxy, codex, &[]).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(headers.get("x-replaygate-repaired").is_none());
+    assert_eq!(upstream.received().last().unwrap().body, codex.as_bytes());
+    let before = upstream.received().len();
+    let call = r#"{"model":"m","input":[{"type":"function_call","call_id":"call_1","name":null,"arguments":"{}"},{"type":"function_call_output","call_id":"call_1","output":"ok"}]}"#;
+    let (status, _, answer) = post(&proxy, call, &[]).await;
+    assert_eq!(status, 422, "{answer}");
+    assert_eq!(answer["error"]["code"], "item_value");
+    assert_eq!(answer["error"]["param"], "input[0].name");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("`name` is null; it is required"), "{message}");
+    assert_eq!(upstream.received().len(), before, "a refused body left");
+    // The built-in profile checks a call's name against OpenAI's pattern.
+    let dotted = call.replace("\"name\":null", "\"name\":\"get.weather\"");
+    let (status, _, answer) = post(&proxy, &dotted, &[]).await;
+    assert_eq!(
+        (status, &answer["error"]["param"]),
+        (422, &json!("input[0].name"))
+    );
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("does not match the pattern `^[a-zA-Z0-9_-]+$`")
+            && message.contains("string does not match pattern"),
+        "{message}"
+    );
+}
+
+/// The README's example of an operator's own profile.
+const LOCAL_PROFILE: &str = include_str!("../fixtures/profiles/local.json");
+
+#[test]
+fn the_readme_shows_the_tested_example_profile() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    assert!(
+        readme.contains(&format!("```json\n{LOCAL_PROFILE}```")),
+        "README.md's example profile differs from tests/fixtures/profiles/local.json"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_profile_file_refuses_repairs_and_reloads_with_the_config() {
+    use replaygate::config::Config;
+    use replaygate::reload::ConfigReload;
+
+    let upstream = recording_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("profiles/local.json");
+    std::fs::create_dir_all(profile.parent().unwrap()).unwrap();
+    std::fs::write(&profile, LOCAL_PROFILE).unwrap();
+    let path = dir.path().join("proxy.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "default_provider = \"local\"\n[providers.local]\nbase_url = \"{}\"\nauth = \"none\"\n\
+             item_profile = {{ file = \"profiles/local.json\" }}\n",
+            upstream.base_url()
+        ),
+    )
+    .unwrap();
+    let loaded = Config::load(&path).unwrap();
+    let proxy = Proxy::start_with(&loaded, &[]).await;
+    let mut reloads = ConfigReload::new(Some(path.clone()), proxy.reloader.clone(), loaded);
+
+    // A member the profile refuses is cut out (item_field is repaired by default); `status`
+    // sent as null reads as absent.
+    let repaired = r#"{"model":"m","input":[{"type":"function_call","call_id":"call_1","name":"get_weather","arguments":"{}","status":null,"parsed_arguments":{}},{"type":"function_call_output","call_id":"call_1","output":"sunny"}]}"#;
+    let (status, headers, answer) = post(&proxy, repaired, &[]).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        headers["x-replaygate-repaired"],
+        "item_field@input[0].parsed_arguments"
+    );
+    let forwarded = upstream.received().last().unwrap().body.clone();
+    assert_eq!(
+        std::str::from_utf8(&forwarded).unwrap(),
+        repaired.replace(",\"parsed_arguments\":{}", "")
+    );
+    // A value the profile does not take is refused, with the profile's source.
+    let before = upstream.received().len();
+    for (bad, says) in [
+        (
+            repaired.replace("get_weather", "get-weather"),
+            "does not match the pattern `^[a-zA-Z0-9_]+$`",
+        ),
+        (
+            repaired.replace("call_1", &"c".repeat(41)),
+            "is longer than 40 characters",
+        ),
+    ] {
+        let (status, _, answer) = post(&proxy, &bad, &[]).await;
+        assert_eq!(status, 422, "{answer}");
+        assert_eq!(answer["error"]["code"], "item_value", "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(says) && message.contains("server docs"),
+            "{message}"
+        );
+    }
+    assert_eq!(upstream.received().len(), before, "a refused body left");
+
+    // The file is read again with the configuration: a profile that no longer refuses
+    // `parsed_arguments` leaves it in place.
+    let relaxed = LOCAL_PROFILE.replace(
+        "\"refused\": {\n    \"parsed_arguments\": \"the server answers 400 unknown field `parsed_arguments`\"\n   }",
+        "\"refused\": {}",
+    );
+    assert_ne!(relaxed, LOCAL_PROFILE);
+    let relaxed = relaxed.replace(
+        "\"arguments\": {",
+        "\"parsed_arguments\": {\"source\": \"server docs, release 2.4\"},\n    \"arguments\": {",
+    );
+    std::fs::write(&profile, &relaxed).unwrap();
+    assert!(reloads.reload("test"));
+    let (status, headers, answer) = post(&proxy, repaired, &[]).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(headers.get("x-replaygate-repaired").is_none());
+    assert_eq!(upstream.received().last().unwrap().body, repaired.as_bytes());
+
+    // A profile file that does not load changes nothing.
+    std::fs::write(&profile, "{\"profile\": \"local\",").unwrap();
+    assert!(!reloads.reload("test"));
+    let (status, headers, _) = post(&proxy, repaired, &[]).await;
+    assert_eq!(status, 200);
+    assert!(headers.get("x-replaygate-repaired").is_none());
+    std::fs::write(&profile, LOCAL_PROFILE).unwrap();
+    assert!(reloads.reload("test"));
+    let (_, headers, _) = post(&proxy, repaired, &[]).await;
+    assert_eq!(
+        headers["x-replaygate-repaired"],
+        "item_field@input[0].parsed_arguments"
     );
 }

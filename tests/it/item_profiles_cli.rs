@@ -300,3 +300,70 @@ fn the_committed_profile_is_what_the_generator_makes() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn profile_show_prints_the_built_in_and_profile_check_validates_a_file() {
+    let shown = replaygate(&["profile", "show", "openai"], "");
+    assert_eq!(shown.status.code(), Some(0));
+    let text = String::from_utf8(shown.stdout).unwrap();
+    let built_in = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/crates/replaygate-core/profiles/openai.json"
+    ))
+    .unwrap();
+    assert_eq!(text, built_in);
+    let unknown = replaygate(&["profile", "show", "anthropic"], "");
+    assert_eq!(unknown.status.code(), Some(2));
+    let err = String::from_utf8(unknown.stderr).unwrap();
+    assert!(err.contains("\"anthropic\"") && err.contains("openai"), "{err}");
+
+    // What `show` prints is a profile `check` takes: an operator's starting point.
+    let dir = tempfile::tempdir().unwrap();
+    let own = dir.path().join("own.json");
+    std::fs::write(&own, &text).unwrap();
+    let own = own.to_str().unwrap();
+    let checked = replaygate(&["profile", "check", own], "");
+    assert_eq!(
+        checked.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    let out = String::from_utf8(checked.stdout).unwrap();
+    assert!(
+        out.starts_with(&format!("profile ok: {own}: item profile `openai`: item types "))
+            && out.contains("function_call")
+            && out.contains("output_text"),
+        "{out}"
+    );
+    for (content, says) in [
+        (
+            text.replacen("\"items\": {", "\"items\": {,", 1),
+            "line 3 column 12",
+        ),
+        (text.replace("\"string\"", "\"text\""), "unknown type `text`"),
+        (
+            text.replace("^[a-zA-Z0-9_-]+$", "(a)\\\\1"),
+            "linear-time regex engine",
+        ),
+    ] {
+        std::fs::write(dir.path().join("own.json"), content).unwrap();
+        let checked = replaygate(&["profile", "check", own], "");
+        assert_eq!(checked.status.code(), Some(2));
+        let err = String::from_utf8(checked.stderr).unwrap();
+        assert!(
+            err.starts_with(&format!(
+                "replaygate profile check: item profile file {own} is not a valid item profile: "
+            )) && err.contains(says),
+            "{says}: {err}"
+        );
+        assert!(checked.stdout.is_empty());
+    }
+    let missing = replaygate(&["profile", "check", "no-such-profile.json"], "");
+    assert_eq!(missing.status.code(), Some(2));
+    let err = String::from_utf8(missing.stderr).unwrap();
+    assert!(
+        err.contains("cannot read item profile file no-such-profile.json"),
+        "{err}"
+    );
+}

@@ -165,3 +165,48 @@ async fn with_watch_config_a_config_map_update_is_reloaded() {
     until_status(&serve, SEARCH_KEY, 200).await;
     until_status(&serve, PAY_KEY, 401).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_watch_config_a_changed_item_profile_file_is_reloaded() {
+    let upstream = Upstream::json(200, r#"{"ok":true}"#).await;
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("local.json");
+    let local = include_str!("../fixtures/profiles/local.json");
+    std::fs::write(&profile, local).unwrap();
+    let path = dir.path().join("proxy.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "default_provider = \"local\"\n[server]\nworkers = 2\nwatch_config = true\n[providers.local]\n\
+             base_url = \"{}\"\nauth = \"none\"\nitem_profile = {{ file = \"local.json\" }}\n",
+            upstream.base_url()
+        ),
+    )
+    .unwrap();
+    let mut serve = serve(&path).await;
+    let body = r#"{"model":"m","input":[{"type":"function_call","call_id":"c1","name":"get-weather","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"ok"}]}"#;
+    let address = serve.address.to_string();
+    let status = || {
+        let url = format!("http://{address}/v1/responses");
+        async move {
+            let sent = reqwest::Client::new().post(url).body(body).send().await;
+            sent.unwrap().status().as_u16()
+        }
+    };
+    assert_eq!(status().await, 422, "the profile's pattern refuses the dash");
+    // Only the profile file changes, by a rename as editors do.
+    let next = dir.path().join("local.json.new");
+    std::fs::write(&next, local.replace("^[a-zA-Z0-9_]+$", "^[a-zA-Z0-9_-]+$")).unwrap();
+    std::fs::rename(&next, &profile).unwrap();
+    serve.until_logged("configuration reloaded").await;
+    let started = Instant::now();
+    let mut in_a_row = 0;
+    while in_a_row < 8 {
+        in_a_row = if status().await == 200 { in_a_row + 1 } else { 0 };
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the new profile never applied"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -24,6 +24,7 @@
 pub mod access;
 mod field;
 pub mod item;
+pub mod item_pattern;
 pub mod item_profile;
 mod name_table;
 pub mod output;

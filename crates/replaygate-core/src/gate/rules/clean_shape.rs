@@ -301,6 +301,7 @@ mod tests {
     use crate::gate::request::{parse_with, ItemsAt};
     use crate::gate::rules::item_shape::{findings_of, ShapeFinding};
     use crate::gate::rules::tests_corpus::corpus;
+    use crate::gate::verdict::Reason;
 
     /// For each item of `body` the profile describes: whether the fast path passes it, and the
     /// full check's findings.
@@ -449,5 +450,166 @@ mod tests {
                 "{body}: {findings:?}"
             );
         }
+    }
+
+    #[test]
+    fn null_reads_as_absent_unless_the_member_is_required() {
+        // Codex CLI replays its reasoning items so, and OpenAI takes them.
+        let codex = r#"{"input":[{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"Thinking"}],"content":null,"encrypted_content":"gAAAA"}]}"#;
+        assert_eq!(both_ways(codex, ItemsAt::Input), [(true, Vec::new())]);
+        let call = r#"{"input":[{"type":"function_call","call_id":"call_1","name":null,"arguments":"{}"}]}"#;
+        let [(fast, findings)] = both_ways(call, ItemsAt::Input).try_into().unwrap();
+        assert!(!fast);
+        let [finding] = findings.as_slice() else {
+            panic!("{findings:?}");
+        };
+        assert_eq!(
+            (finding.reason, finding.path()),
+            (Reason::ItemValue, "name".to_owned())
+        );
+        assert!(
+            finding
+                .message
+                .starts_with("`name` is null; it is required and must be a string"),
+            "{}",
+            finding.message
+        );
+    }
+
+    /// A valid item of each portable type, and a valid part of each part type with the item
+    /// and member that hold it.
+    fn base_item(kind: &str) -> Value {
+        serde_json::from_str(match kind {
+            "message" => r#"{"type":"message","role":"user","content":"hi"}"#,
+            "function_call" => r#"{"type":"function_call","call_id":"call_1","name":"f","arguments":"{}"}"#,
+            "function_call_output" => r#"{"type":"function_call_output","call_id":"call_1","output":"ok"}"#,
+            "reasoning" => r#"{"type":"reasoning","id":"rs_1","summary":[]}"#,
+            "compaction" => r#"{"type":"compaction","encrypted_content":"gAAAA"}"#,
+            "item_reference" => r#"{"type":"item_reference","id":"msg_1"}"#,
+            other => panic!("no base item for {other}"),
+        })
+        .unwrap()
+    }
+
+    fn base_part(kind: &str) -> Value {
+        serde_json::from_str(match kind {
+            "input_text" | "summary_text" | "reasoning_text" => r#"{"text":"a"}"#,
+            "output_text" => r#"{"text":"a","annotations":[],"logprobs":[]}"#,
+            "refusal" => r#"{"refusal":"no"}"#,
+            "input_image" => r#"{"image_url":"https://example.com/a.png","detail":"auto"}"#,
+            "input_file" => r#"{"file_id":"file_1"}"#,
+            other => panic!("no base part for {other}"),
+        })
+        .map(|mut part: Value| {
+            part["type"] = kind.into();
+            part
+        })
+        .unwrap()
+    }
+
+    /// What the shape check must say of `item` with `member` set to `null`, by the profile.
+    fn expected_of_null(table: &Members, member: &str) -> Option<Reason> {
+        match table.entry(member)? {
+            MemberEntry::Refused(_) => Some(Reason::ItemField),
+            MemberEntry::Accepted(_) if table.required().any(|(r, _)| r == member) => Some(Reason::ItemValue),
+            MemberEntry::Accepted(_) => None,
+        }
+    }
+
+    fn judge(item: &Value) -> Vec<(bool, Vec<ShapeFinding>)> {
+        let body = serde_json::json!({ "input": [item] }).to_string();
+        // The reading may refuse a body (a `type` that is not a string); it must not panic.
+        if parse_with(body.as_bytes(), ItemsAt::Input).is_err() {
+            return Vec::new();
+        }
+        both_ways(&body, ItemsAt::Input)
+    }
+
+    #[test]
+    fn null_for_every_member_of_every_portable_item_gets_the_profiles_verdict() {
+        let profile = ItemProfile::built_in("openai").unwrap();
+        let mut judged = 0;
+        for kind in crate::gate::item_profile::PORTABLE_ITEM_TYPES {
+            let table = profile.item(kind).unwrap();
+            let base = base_item(kind);
+            assert_eq!(
+                judge(&base),
+                [(true, Vec::new())],
+                "{kind}: the base item is clean"
+            );
+            let names: Vec<String> = table.names().map(str::to_owned).collect();
+            for member in &names {
+                let mut item = base.clone();
+                item[member.as_str()] = Value::Null;
+                let seen = judge(&item);
+                if member == "type" {
+                    continue; // The item is another item then (or none): no panic is the test.
+                }
+                let [(fast, findings)] = seen.as_slice() else {
+                    panic!("{kind}.{member}: {seen:?}");
+                };
+                let reasons: Vec<Reason> = findings.iter().map(|f| f.reason).collect();
+                match expected_of_null(table, member) {
+                    None => assert!(*fast && findings.is_empty(), "{kind}.{member}: {findings:?}"),
+                    Some(reason) => {
+                        assert_eq!(reasons, [reason], "{kind}.{member}");
+                        assert_eq!(findings[0].path(), *member, "{kind}.{member}");
+                    }
+                }
+                judged += 1;
+            }
+            // Every member null at once: the first required one (in the profile's order) is
+            // the item's one finding; with none required, the refused ones are.
+            let mut all_null = base.clone();
+            for member in names.iter().filter(|m| *m != "type") {
+                all_null[member.as_str()] = Value::Null;
+            }
+            let [(fast, findings)] = judge(&all_null).try_into().unwrap();
+            let required: Vec<&str> = table.required().map(|(m, _)| m).collect();
+            match required.first() {
+                Some(_) => {
+                    assert!(!fast, "{kind}");
+                    let [finding] = findings.as_slice() else {
+                        panic!("{kind}: {findings:?}");
+                    };
+                    assert_eq!(finding.reason, Reason::ItemValue, "{kind}");
+                    assert!(required.contains(&finding.member.as_str()), "{kind}: {finding:?}");
+                }
+                None => assert!(
+                    findings.iter().all(|f| f.reason == Reason::ItemField),
+                    "{kind}: {findings:?}"
+                ),
+            }
+            // Each part type a list member takes, with each of its members null.
+            for (list, rule) in names.iter().filter_map(|m| Some((m, table.accepted(m)?))) {
+                for part_kind in rule.parts().into_iter().flatten() {
+                    let part_table = profile.part(part_kind).unwrap();
+                    let base_part = base_part(part_kind);
+                    let mut item = base.clone();
+                    item[list.as_str()] = serde_json::json!([base_part]);
+                    if kind == "message" && part_kind == "output_text" || part_kind == "refusal" {
+                        item["role"] = "assistant".into();
+                    }
+                    assert_eq!(judge(&item), [(true, Vec::new())], "{kind}.{list}: {part_kind}");
+                    for member in part_table.names().filter(|m| *m != "type") {
+                        let mut part = base_part.clone();
+                        part[member] = Value::Null;
+                        item[list.as_str()] = serde_json::json!([part]);
+                        let [(fast, findings)] = judge(&item).try_into().unwrap();
+                        let reasons: Vec<Reason> = findings.iter().map(|f| f.reason).collect();
+                        let at = format!("{kind}.{list}[0] ({part_kind}).{member}");
+                        match expected_of_null(part_table, member) {
+                            None => assert!(fast && findings.is_empty(), "{at}: {findings:?}"),
+                            Some(reason) => {
+                                assert_eq!(reasons, [reason], "{at}");
+                                assert_eq!(findings[0].path(), format!("{list}[0].{member}"), "{at}");
+                            }
+                        }
+                        judged += 1;
+                    }
+                }
+            }
+        }
+        assert!(judged >= 58, "{judged}");
     }
 }
