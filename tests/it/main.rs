@@ -10,6 +10,7 @@ mod buffered_bytes;
 mod cli_check;
 mod client_faults;
 mod client_gone;
+mod codex_cli;
 mod frameworks;
 mod gate_actions;
 mod gate_props;
