@@ -557,8 +557,9 @@ async fn a_call_sent_back_without_its_reasoning_item_is_refused_or_given_it_back
 async fn null_reads_as_absent_unless_the_member_is_required() {
     let upstream = recording_upstream().await;
     let proxy = Proxy::start(&config(&upstream, true, ""), &[]).await;
-    // Codex CLI replays its reasoning items with `"content": null`; OpenAI takes them.
-    let codex = r#"{"model":"gpt-5-codex","input":[{"role":"user","content":"fix it"},{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"Looking"}],"content":null,"encrypted_content":"gAAAA"},{"role":"user","content":"go on"}]}"#;
+    // Codex CLI replays its reasoning items with `"content": null`; OpenAI takes them. (The
+    // reasoning item leads to an answer: one followed by a user message is orphaned.)
+    let codex = r#"{"model":"gpt-5-codex","input":[{"role":"user","content":"fix it"},{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"Looking"}],"content":null,"encrypted_content":"gAAAA"},{"role":"assistant","content":"Fixed."},{"role":"user","content":"go on"}]}"#;
     let (status, headers, answer) = post(&proxy, codex, &[]).await;
     assert_eq!(status, 200, "{answer}");
     assert!(headers.get("x-replaygate-repaired").is_none());
