@@ -24,7 +24,7 @@ const MAX_TYPE_SHOWN: usize = 100;
 
 /// What the relay reads of a client message before it is judged.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(super) struct Head {
+pub struct Head {
     /// The event's type, when the message is plainly an event other than `response.create`.
     pub other_type: Option<String>,
     /// `store`, when the message has one member `store` and it is a boolean.
