@@ -41,7 +41,11 @@ struct Trickle {
 }
 
 impl AsyncRead for Trickle {
-    fn poll_read(mut self: Pin<&mut Self>, _: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let left = self.wire.len() - self.at;
         let take = match self.chunk {
             0 => left,
@@ -151,7 +155,10 @@ fuzz_target!(|data: &[u8]| {
                     assert!(!refused, "data yielded after the refusal");
                     assert_eq!(held.bytes(), bytes.len(), "held is not the message's length");
                     assert_eq!(in_reader, bytes.len(), "the reader holds more than the message");
-                    assert!(!text || std::str::from_utf8(&bytes).is_ok(), "text that is not UTF-8");
+                    assert!(
+                        !text || std::str::from_utf8(&bytes).is_ok(),
+                        "text that is not UTF-8"
+                    );
                     check_head(&bytes);
                     if bytes.len() % 2 == 0 {
                         kept.push(held);
@@ -191,7 +198,11 @@ fuzz_target!(|data: &[u8]| {
     });
     drop(frames);
     let kept_bytes: usize = kept.iter().map(Reservation::bytes).sum();
-    assert_eq!(budget.reserved(), others + kept_bytes, "a dropped reader kept bytes");
+    assert_eq!(
+        budget.reserved(),
+        others + kept_bytes,
+        "a dropped reader kept bytes"
+    );
     drop(kept);
     drop(elsewhere);
     assert_eq!(budget.reserved(), 0);
