@@ -14,7 +14,11 @@ rejected) and the body;
 proxy_handle seeds are one byte choosing POST, a path, headers, a blank line and the body;
 json_reader seeds are the bodies alone;
 ledger_tap seeds are a flags byte (1 an event stream, 2 keep calls, 4 keep items), a chunk size
-byte and an answer: the load benchmark's upstream answer as JSON and as an event stream.
+byte and an answer: the load benchmark's upstream answer as JSON and as an event stream;
+ws_client_message seeds are six bytes of limits (max_message and the budget's cap, 2 bytes each,
+little-endian; the share others hold, in 255ths; the most a read returns) and the frames a
+client sends: events whole and in fragments with pings between, masked with a zero mask (so the
+dictionary's words apply) and with another, a close, and heads declaring huge lengths.
 The seeds are rewritten on every run (fuzz/seeds/ is not committed)."""
 
 import json
@@ -167,6 +171,51 @@ def tap_seeds():
     ]
 
 
+def client_frame(first, payload, mask=b"\0\0\0\0", length=None):
+    """A client's frame: `first` (FIN, opcode), the length (declared as `length` if given), the
+    mask, and the payload masked."""
+    length = len(payload) if length is None else length
+    if length < 126:
+        head = bytes([first, 0x80 | length])
+    elif length < 1 << 16:
+        head = bytes([first, 0x80 | 126]) + length.to_bytes(2, "big")
+    else:
+        head = bytes([first, 0x80 | 127]) + length.to_bytes(8, "big")
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def ws_seeds():
+    """The ws_client_message seeds: (name, limits, wire)."""
+    events = [
+        {"type": "response.create", "model": "gpt-5", "store": False, "input": [{"role": "user", "content": "hi"}]},
+        {"type": "response.create", "previous_response_id": "resp_1", "input": []},
+        {"type": "response.cancel", "response_id": "resp_1"},
+        {"type": "session.update", "session": {"type": "x"}},
+        {"type": "response.cancel", "Type": "response.create"},
+    ]
+    texts = [json.dumps(event, separators=(",", ":")).encode() for event in events]
+    close = client_frame(0x88, (1000).to_bytes(2, "big") + b"bye")
+    roomy = (1 << 16) - 1
+    limits = lambda most, cap, others=0, chunk=0: most.to_bytes(2, "little") + cap.to_bytes(2, "little") + bytes([others, chunk])
+    whole = b"".join(client_frame(0x81, text) for text in texts)
+    masked = b"".join(client_frame(0x81, text, b"\x5a\xc3\x01\xff") for text in texts)
+    first = texts[0]
+    fragments = (client_frame(0x01, first[:10]) + client_frame(0x89, b"ping")
+                 + client_frame(0x00, first[10:30]) + client_frame(0x8A, b"")
+                 + client_frame(0x80, first[30:]))
+    binary = client_frame(0x82, texts[2])
+    return [
+        ("events", limits(roomy, roomy), whole + close),
+        ("events-masked-trickle", limits(roomy, roomy, 0, 3), masked + close),
+        ("fragments-pings", limits(roomy, roomy, 0, 5), fragments + binary + close),
+        ("over-limit", limits(64, roomy), whole + close),
+        ("over-budget", limits(roomy, 200, 128), whole + close),
+        ("huge-length", limits(roomy, roomy), client_frame(0x82, b"", length=(1 << 63) - 1) + close),
+        ("huge-fragment", limits(roomy, roomy), client_frame(0x01, first[:10]) + client_frame(0x80, b"", length=1 << 40)),
+        ("discard-to-close", limits(16, roomy), whole + client_frame(0x89, b"p") + close),
+    ]
+
+
 def main() -> None:
     gate = FUZZ / "seeds" / "gate_check"
     proxy = FUZZ / "seeds" / "proxy_handle"
@@ -196,6 +245,10 @@ def main() -> None:
     tap.mkdir(parents=True, exist_ok=True)
     for name, flags, chunk, answer in tap_seeds():
         (tap / name).write_bytes(bytes([flags, chunk]) + answer)
+    ws = FUZZ / "seeds" / "ws_client_message"
+    ws.mkdir(parents=True, exist_ok=True)
+    for name, limits, wire in ws_seeds():
+        (ws / name).write_bytes(limits + wire)
     print(f"{len(seeds)} seeds each in {gate.relative_to(FUZZ.parent)} and {proxy.relative_to(FUZZ.parent)}")
 
 

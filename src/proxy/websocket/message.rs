@@ -24,7 +24,7 @@ const MAX_TYPE_SHOWN: usize = 100;
 
 /// What the relay reads of a client message before it is judged.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(super) struct Head {
+pub struct Head {
     /// The event's type, when the message is plainly an event other than `response.create`.
     pub other_type: Option<String>,
     /// `store`, when the message has one member `store` and it is a boolean.
@@ -36,7 +36,7 @@ pub(super) struct Head {
 
 /// Reads the head of a client message: its type, when it is plainly another event than
 /// `response.create`, and its `store` and `previous_response_id`. Anything that does not read
-/// as one JSON object has an empty head.
+/// as one JSON object (a binary message that is not UTF-8 included) has an empty head.
 pub(super) fn read_head(message: &[u8]) -> Head {
     struct HeadOnly;
 
@@ -88,7 +88,12 @@ pub(super) fn read_head(message: &[u8]) -> Head {
         }
     }
 
-    let mut reader = serde_json::Deserializer::from_slice(message);
+    // JSON is UTF-8 throughout; read from bytes, serde_json would not check the strings it
+    // skips, and a binary message with other bytes in one would pass for an event.
+    let Ok(message) = std::str::from_utf8(message) else {
+        return Head::default();
+    };
+    let mut reader = serde_json::Deserializer::from_str(message);
     match reader.deserialize_map(HeadOnly) {
         Ok(head) if reader.end().is_ok() => head,
         _ => Head::default(),
@@ -174,6 +179,16 @@ mod tests {
         ] {
             assert_eq!(other(judged), None, "{judged}");
         }
+    }
+
+    #[test]
+    fn a_message_that_is_not_utf8_has_no_head() {
+        // Found by the ws_client_message fuzz target: a binary message whose skipped member
+        // held a byte that is not UTF-8 read as a plain `response.cancel`.
+        let mut message = br#"{"type":"response.cancel","store":false,"response_id":"resp_"#.to_vec();
+        message.extend_from_slice(b"\xd7\"}");
+        assert!(serde_json::from_slice::<serde_json::Value>(&message).is_err());
+        assert_eq!(read_head(&message), Head::default());
     }
 
     #[test]

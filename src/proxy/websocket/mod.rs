@@ -8,6 +8,7 @@
 //! - `relay`: the loop that carries messages both ways, judging the client's.
 //! - `message`: which client messages are judged, and the error events.
 //! - `turns`: the socket's memory of its earlier turns, which later messages continue.
+//! - [`fuzzing`]: the client's side (frames and message heads) as its fuzz target drives it.
 //!
 //! The upgrade is authenticated, rate limited and routed as a request is, and holds one
 //! in-flight permit for the socket's life. With a provider prefix the provider's socket is
@@ -18,6 +19,7 @@
 //! 1001 (see [`OpenSockets`]).
 
 mod frames;
+pub mod fuzzing;
 mod handshake;
 mod message;
 mod relay;
