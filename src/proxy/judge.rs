@@ -19,7 +19,7 @@ use super::state::ProxyState;
 use super::teams::Team;
 use super::websocket::SocketTurns;
 use crate::error::ApiError;
-use crate::gate::{self, ItemsAt, LedgerQuery, Provenance, Target, Verdict};
+use crate::gate::{self, ItemsAt, LedgerQuery, Provenance, StateAccess, Target, Verdict};
 use crate::ledger::CallIds;
 
 /// Bodies up to this size are judged on the worker first (parsing 64 KiB takes some 50 µs).
@@ -66,6 +66,13 @@ pub(super) struct Asker {
     /// On a WebSocket: the responses produced earlier on the same socket, which a
     /// `previous_response_id` may continue (judged as the ledger's chain is).
     pub socket: Option<Arc<SocketTurns>>,
+}
+
+impl Asker {
+    /// With teams, the teams whose recorded state the asker may name.
+    fn access(&self) -> Option<&StateAccess> {
+        self.team.as_ref().map(|team| &team.access)
+    }
 }
 
 /// What one pass of the judge phase came to.
@@ -195,13 +202,9 @@ async fn ask_ledger(state: &ProxyState, query: &LedgerQuery) -> Result<Arc<Prove
     let ledger = state.ledger.as_ref().expect("only a ledger is asked");
     match ledger.provenance(query).await {
         Ok(facts) => Ok(Arc::new(facts)),
-        Err(error) => {
-            ledger.lookup_failed(&error);
-            if !ledger.settings.allow_unavailable {
-                return Err(ApiError::LedgerUnavailable(error.to_string()));
-            }
-            Ok(Arc::new(Provenance::default()))
-        }
+        Err(error) => ledger
+            .unavailable(&error)
+            .map(|()| Arc::new(Provenance::default())),
     }
 }
 
@@ -227,7 +230,7 @@ async fn carry_session(
         body,
         facts,
         query.previous_response_id.as_deref(),
-        asker.team.as_ref().map(|team| &team.access),
+        asker.access(),
     )
     .await?
     else {
@@ -368,10 +371,10 @@ fn judge_now(
                     .block_on(state.judges.clone().acquire_owned())
                     .expect("the judge permits are never closed"),
             );
-            let carry = state.ledger.as_ref().is_some_and(|ledger| {
-                let access = asker.team.as_ref().map(|team| &team.access);
-                carry::may_carry(ledger, &read.provider, &known, access)
-            });
+            let carry = state
+                .ledger
+                .as_ref()
+                .is_some_and(|ledger| carry::may_carry(ledger, &read.provider, &known, asker.access()));
             if carry && query.previous_response_id.is_some() {
                 return Ok(Step::Carry(query, read.provider, known));
             }
@@ -431,8 +434,8 @@ fn decide(
     if let Some(provenance) = facts.provenance() {
         target = target.with_provenance(provenance);
     }
-    if let Some(team) = &asker.team {
-        target = target.with_access(&team.access);
+    if let Some(access) = asker.access() {
+        target = target.with_access(access);
     }
     // The gate reads no configuration: it is told whether sessions are carried, so that
     // `foreign_previous_response` says how to go on.

@@ -83,11 +83,7 @@ async fn owner_of(ledger: &Ledger, id: &str) -> Result<Option<String>, ApiError>
         }
         Err(error) => {
             ledger.count(LedgerOp::Lookup, LedgerResult::Error);
-            ledger.lookup_failed(&error);
-            match ledger.settings.allow_unavailable {
-                true => Ok(None),
-                false => Err(ApiError::LedgerUnavailable(error.to_string())),
-            }
+            ledger.unavailable(&error).map(|()| None)
         }
     }
 }

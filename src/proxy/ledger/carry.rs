@@ -10,8 +10,8 @@ use super::Ledger;
 use crate::error::ApiError;
 use crate::gate::{Provenance, StateAccess};
 use crate::ledger::carry::{carried_body, CarriedTurn};
+use crate::ledger::StoredResponse;
 use crate::metrics::{LedgerOp, LedgerResult};
-use crate::state::StoreError;
 
 /// A request rewritten to carry its session.
 pub(crate) struct Carried {
@@ -39,18 +39,25 @@ pub(crate) async fn carried(
     let Some(from) = previous_response_id.filter(|_| may_carry(ledger, provider, facts, access)) else {
         return Ok(None);
     };
-    let carried = carry(ledger, provider, body, facts, (from.to_owned(), access)).await;
-    let result = match &carried {
-        Ok(Some(_)) => LedgerResult::Ok,
-        Ok(None) => LedgerResult::Miss,
-        Err(_) => LedgerResult::Error,
+    let chain = match ledger.chain(from, access).await {
+        Ok(chain) => chain,
+        Err(error) => {
+            ledger.count(LedgerOp::Carry, LedgerResult::Error);
+            ledger.unavailable(&error)?;
+            return Ok(None);
+        }
+    };
+    let carried = chain.and_then(|chain| rewrite(&chain, provider, body, facts));
+    let result = match carried {
+        Some(_) => LedgerResult::Ok,
+        None => LedgerResult::Miss,
     };
     ledger.count(LedgerOp::Carry, result);
-    match carried {
-        Ok(carried) => Ok(carried),
-        Err(_) if ledger.settings.allow_unavailable => Ok(None),
-        Err(error) => Err(ApiError::LedgerUnavailable(error.to_string())),
-    }
+    Ok(carried.map(|(body, facts)| Carried {
+        from: from.to_owned(),
+        body,
+        facts,
+    }))
 }
 
 /// Whether a request bound for `provider`, with these facts, is one [`carried`] tries to
@@ -70,34 +77,18 @@ pub(crate) fn may_carry(
         })
 }
 
-/// The rewritten request, when the chain of `from` can be carried to `provider`.
-async fn carry(
-    ledger: &Ledger,
+/// `body` rewritten to carry `chain` (oldest first) to `provider`, and the facts to judge it
+/// with (no `previous_response_id` any more); `None` when a turn of the chain kept no items or
+/// the body cannot be rewritten.
+fn rewrite(
+    chain: &[StoredResponse],
     provider: &str,
     body: &Bytes,
-    facts: &Arc<Provenance>,
-    (from, access): (String, Option<&StateAccess>),
-) -> Result<Option<Carried>, StoreError> {
-    let chain = match ledger.chain(&from, access).await {
-        Ok(Some(chain)) => chain,
-        Ok(None) => return Ok(None),
-        Err(error) => {
-            ledger.lookup_failed(&error);
-            return Err(error);
-        }
-    };
+    facts: &Provenance,
+) -> Option<(Bytes, Arc<Provenance>)> {
     let turns: Option<Vec<CarriedTurn<'_>>> = chain.iter().map(CarriedTurn::from_stored).collect();
-    let Some(turns) = turns else {
-        return Ok(None);
-    };
-    let Ok(rewritten) = carried_body(body, &turns, provider) else {
-        return Ok(None);
-    };
-    let mut carried_facts = (**facts).clone();
+    let rewritten = carried_body(body, &turns?, provider).ok()?;
+    let mut carried_facts = facts.clone();
     carried_facts.previous = None;
-    Ok(Some(Carried {
-        from,
-        body: Bytes::from(rewritten),
-        facts: Arc::new(carried_facts),
-    }))
+    Some((Bytes::from(rewritten), Arc::new(carried_facts)))
 }

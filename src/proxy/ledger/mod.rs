@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 
+use crate::error::ApiError;
 use crate::ledger::{StoredResponse, TapLimits};
 use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult};
 use crate::state::{Recorded, StateStore, StoreError};
@@ -136,8 +137,19 @@ impl Ledger {
         }
     }
 
+    /// What a request that needs the store gets when it could not answer: the failure is
+    /// logged (one line a second), then 503 `ledger_unavailable`, or under `[ledger]
+    /// on_unavailable = "allow"` nothing: the request goes on as if nothing were recorded.
+    pub(crate) fn unavailable(&self, error: &StoreError) -> Result<(), ApiError> {
+        self.lookup_failed(error);
+        match self.settings.allow_unavailable {
+            true => Ok(()),
+            false => Err(ApiError::LedgerUnavailable(error.to_string())),
+        }
+    }
+
     /// Logs a lookup the store could not answer (the operation counts it), one a second.
-    pub(crate) fn lookup_failed(&self, error: &StoreError) {
+    fn lookup_failed(&self, error: &StoreError) {
         if let Some(held_back) = self.lookup_warnings.admit() {
             tracing::warn!(%error, not_logged_since_last = held_back, "a ledger lookup failed");
         }
