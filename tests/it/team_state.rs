@@ -674,3 +674,26 @@ async fn a_background_response_belongs_to_its_team_before_it_completes() {
         (422, "cross_team_state".into(), "previous_response_id".into())
     );
 }
+
+#[tokio::test]
+async fn an_object_route_while_the_store_does_not_answer_is_503_or_follows_on_unavailable() {
+    let openai = provider("openai").await;
+    let bedrock = provider("bedrock").await;
+    let down = format!(
+        "backend = \"redis\"\nurl = \"redis://127.0.0.1:{}\"\ntimeout = \"200ms\"",
+        crate::support::closed_port::closed_port()
+    );
+    for (ledger, expected) in [("", 503), ("on_unavailable = \"allow\"", 404)] {
+        let text = config(&openai, &bedrock, ["", "", ""], ledger).replace("backend = \"memory\"", &down);
+        let proxy = Proxy::start(&text, &[]).await;
+        let before = openai.received().len();
+        let answer = send(&proxy, "GET", ALPHA, "/v1/responses/resp_1", None).await;
+        // A lookup that failed is never read as "this team's": refused, or held to unknown_owner.
+        let code = match expected {
+            503 => "ledger_unavailable",
+            _ => "not_found",
+        };
+        assert_eq!(refusal(&answer), (expected, code.into(), String::new()), "{ledger}");
+        assert_eq!(openai.received().len(), before, "nothing forwarded");
+    }
+}
