@@ -440,7 +440,10 @@ fn decide(
     // The gate reads no configuration: it is told whether sessions are carried, so that
     // `foreign_previous_response` says how to go on (a loaded configuration carries sessions
     // only with `store_items`).
-    let carries = state.ledger.as_ref().is_some_and(|ledger| ledger.settings.carry_sessions);
+    let carries = state
+        .ledger
+        .as_ref()
+        .is_some_and(|ledger| ledger.settings.carry_sessions);
     let verdict = state.gate.judge(request, &target.with_carry_sessions(carries))?;
     // A refused request is not forwarded, so nothing is cut from it.
     let stripped = match verdict.is_allowed() {

@@ -693,7 +693,11 @@ async fn an_object_route_while_the_store_does_not_answer_is_503_or_follows_on_un
             503 => "ledger_unavailable",
             _ => "not_found",
         };
-        assert_eq!(refusal(&answer), (expected, code.into(), String::new()), "{ledger}");
+        assert_eq!(
+            refusal(&answer),
+            (expected, code.into(), String::new()),
+            "{ledger}"
+        );
         assert_eq!(openai.received().len(), before, "nothing forwarded");
     }
 }
