@@ -11,9 +11,11 @@
 //! stays within one item and the small members, whatever the event's size.
 //!
 //! As with large JSON answers, the scanner follows only JSON's structure; what it keeps is read
-//! by the same readers as an event held whole, so an item's record and digest are the same.
+//! by the same readers as an event held whole, so an item's record and digest are the same, and
+//! the whole of the data is held to JSON's grammar as it passes ([`JsonSyntax`]).
 
 use super::json_stream::{json_string, Head, JsonStream, Unrecorded};
+use super::json_syntax::JsonSyntax;
 use super::tap::TapLimits;
 
 /// The most bytes a kept small member (`type`, `output_index`) may take as JSON; a member
@@ -61,6 +63,8 @@ pub(crate) struct EventMembers {
 #[derive(Debug)]
 pub(crate) struct EventStream {
     limits: TapLimits,
+    /// The grammar check of the whole data.
+    syntax: JsonSyntax,
     /// Containers open around the current byte (the event object is depth 1).
     depth: usize,
     in_string: bool,
@@ -89,6 +93,7 @@ impl EventStream {
     pub(crate) fn new(limits: TapLimits) -> EventStream {
         EventStream {
             limits,
+            syntax: JsonSyntax::default(),
             depth: 0,
             in_string: false,
             escaped: false,
@@ -127,8 +132,17 @@ impl EventStream {
         self.failed
     }
 
-    /// Reads the next bytes of the event's data.
+    /// Reads the next bytes of the event's data: as far as they are JSON, then fails.
     pub(crate) fn feed(&mut self, chunk: &[u8]) {
+        let json = self.syntax.feed(chunk);
+        self.scan(&chunk[..json]);
+        if json < chunk.len() && !self.failed {
+            self.fail();
+        }
+    }
+
+    /// Follows the structure of the next bytes, keeping what is read.
+    fn scan(&mut self, chunk: &[u8]) {
         let mut rest = chunk;
         while let Some(&byte) = rest.first() {
             if self.failed {
@@ -156,7 +170,7 @@ impl EventStream {
     /// The members read, once the data has ended; an error when it was not one JSON object
     /// whose kept members read as the whole read reads them.
     pub(crate) fn finish(self) -> Result<EventMembers, Unrecorded> {
-        if self.failed || !self.ended {
+        if self.failed || !self.ended || !self.syntax.complete() {
             return Err(Unrecorded::Unreadable);
         }
         let item = match self.item {

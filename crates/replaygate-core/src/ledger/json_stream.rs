@@ -8,11 +8,14 @@
 //! output as it passes: what the tap needs of the response an event carries.
 //!
 //! The scanner follows only JSON's structure (strings, escapes, nesting); the text of each
-//! item and member it keeps is read by the same readers as a whole body, so a malformed answer
-//! records nothing, as before.
+//! item and member it keeps is read by the same readers as a whole body, and the rest of the
+//! answer is held to JSON's grammar as it passes ([`JsonSyntax`]), so a malformed answer records
+//! nothing, as when it is read whole. A head reader leaves that check to the reader of the event
+//! it is part of.
 
 use std::borrow::Cow;
 
+use super::json_syntax::JsonSyntax;
 use super::record::ItemRecord;
 use super::tap::{answer_record_streamed, Keep, Kept, TapLimits, Tapped};
 
@@ -45,6 +48,8 @@ pub(crate) struct JsonStream {
     keep: Keep,
     /// Only the head is read: output items are skipped, not held.
     head_only: bool,
+    /// The grammar check of the whole answer (`None` for a head reader).
+    syntax: Option<JsonSyntax>,
     /// Containers open around the current byte (the response object is depth 1).
     depth: usize,
     in_string: bool,
@@ -75,6 +80,7 @@ impl JsonStream {
             limits,
             keep,
             head_only: false,
+            syntax: Some(JsonSyntax::default()),
             depth: 0,
             in_string: false,
             escaped: false,
@@ -99,6 +105,7 @@ impl JsonStream {
     pub(crate) fn head(limits: TapLimits) -> JsonStream {
         JsonStream {
             head_only: true,
+            syntax: None,
             ..JsonStream::new(limits, Keep::default())
         }
     }
@@ -113,8 +120,20 @@ impl JsonStream {
         self.failed
     }
 
-    /// Reads the next bytes of the answer.
+    /// Reads the next bytes of the answer: as far as they are JSON, then fails.
     pub(crate) fn feed(&mut self, chunk: &[u8]) {
+        let json = match &mut self.syntax {
+            Some(syntax) => syntax.feed(chunk),
+            None => chunk.len(),
+        };
+        self.scan(&chunk[..json]);
+        if json < chunk.len() && self.failed.is_none() {
+            self.fail(Unrecorded::Unreadable);
+        }
+    }
+
+    /// Follows the structure of the next bytes, keeping what is read.
+    fn scan(&mut self, chunk: &[u8]) {
         let mut rest = chunk;
         while let Some(&byte) = rest.first() {
             if self.failed.is_some() {
@@ -353,7 +372,8 @@ impl JsonStream {
         if let Some(why) = self.failed {
             return Err(why);
         }
-        if !self.ended || !self.saw_output {
+        let json = self.syntax.as_ref().is_none_or(JsonSyntax::complete);
+        if !self.ended || !self.saw_output || !json {
             return Err(Unrecorded::Unreadable);
         }
         let id = json_string(self.id)?;

@@ -18,7 +18,8 @@
 //!
 //! Layout: [`record`] is what is kept and the item digest, `canon` the byte encoding digests
 //! are taken over, `sse` the event-stream framing, [`tap`] the incremental reader (`json_stream` and
-//! `event_stream` its readers of answers and events too large to hold whole), [`stored`]
+//! `event_stream` its readers of answers and events too large to hold whole, `json_syntax` the
+//! grammar check they share), [`stored`]
 //! what the store holds (`stored_json` its stored form, written directly), and [`carry`] the rewrite that carries a session to another provider.
 
 mod call_ids;
@@ -26,6 +27,7 @@ mod canon;
 pub mod carry;
 mod event_stream;
 pub(crate) mod json_stream;
+mod json_syntax;
 mod quick_item;
 pub mod record;
 mod sse;

@@ -754,6 +754,60 @@ fn an_item_over_its_cap_in_a_large_event_is_too_large() {
     assert_eq!(tap.finish().map(|record| record.items.len()), Some(0));
 }
 
+#[test]
+fn an_answer_too_large_to_hold_is_recorded_only_if_all_of_it_is_json() {
+    let limits = TapLimits {
+        max_json_bytes: 10_000,
+        max_event_bytes: 10_000,
+        ..TapLimits::default()
+    };
+    let record = |kind, answer: &[u8]| {
+        let mut tap = Tap::new(kind, limits);
+        for chunk in answer.chunks(777) {
+            tap.feed(chunk);
+        }
+        tap.finish().map(|record| record.items.len())
+    };
+    let (stream, json) = large_answer(&"A".repeat(50_000), "b");
+    assert_eq!(record(AnswerKind::Json, json.as_bytes()), Some(2));
+    assert_eq!(record(AnswerKind::EventStream, stream.as_bytes()), Some(2));
+    // Breaks the readers that follow only strings and nesting skip: a broken number, a member
+    // name that is not UTF-8, a control character in a string, a form feed after the end.
+    let broken: [(&str, &[u8]); 4] = [
+        (r#""output_tokens":9"#, br#""output_tokens":9x1"#),
+        (r#""usage""#, b"\"us\xffage\""),
+        (r#""object""#, b"\"ob\x01ject\""),
+        ("}}", b"}}\x0c"),
+    ];
+    for (from, to) in broken {
+        let json = json.as_bytes().to_vec();
+        let at = json.len()
+            - json
+                .windows(from.len())
+                .rev()
+                .position(|w| w == from.as_bytes())
+                .unwrap()
+            - from.len();
+        let mut changed = json[..at].to_vec();
+        changed.extend_from_slice(to);
+        changed.extend_from_slice(&json[at + from.len()..]);
+        let text = std::str::from_utf8(&changed);
+        assert!(text.is_err() || serde_json::from_str::<serde::de::IgnoredAny>(text.unwrap()).is_err());
+        assert_eq!(record(AnswerKind::Json, &changed), None, "{from:?}");
+        // The same change in the stream's completing event, too large to hold whole.
+        let mut events = stream.as_bytes()[..stream.rfind("event: response.completed").unwrap()].to_vec();
+        events.extend_from_slice(b"event: response.completed\ndata: ");
+        events.extend_from_slice(br#"{"type":"response.completed","response":"#);
+        events.extend_from_slice(&changed);
+        events.extend_from_slice(b"}\n\n");
+        assert_eq!(
+            record(AnswerKind::EventStream, &events),
+            None,
+            "{from:?} in an event"
+        );
+    }
+}
+
 /// Output items for generated streams, and whether the ledger records them.
 const STREAM_ITEMS: &[(&str, bool)] = &[
     (CALL, true),
