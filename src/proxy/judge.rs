@@ -1,19 +1,22 @@
-//! The judge phase: read the body as a request, choose its provider and judge its items, without
-//! holding up the other connections of the worker.
+//! The judge phase: one pipeline over a request's body, each step run once and in order:
+//! read it (parse, choose the provider, authorize the team for it and the model), look the ids
+//! it names up in the ledger, carry its session when configured, decide (judge its items under
+//! the team's policy and cut out what the policy strips).
 //!
-//! A worker is a single-threaded runtime, so a judgment that runs on it stalls every other
-//! connection it serves. Small bodies whose fresh calls need little schema work are judged on
-//! the worker (most requests: replayed calls are remembered and cost nothing). A larger body,
-//! or one whose judgment passes a small inline work budget, is judged on the blocking pool,
-//! at most as many at once as there are judge permits, under the request's full budget. Both
-//! budgets are counted, not timed, so the same body always takes the same path.
+//! A worker is a single-threaded runtime, so a step that runs on it stalls every other
+//! connection it serves. Where a body's steps run is chosen once, by its size: small bodies are
+//! read and decided on the worker (most requests: replayed calls are remembered and cost
+//! nothing), larger ones on the blocking pool, at most as many at once as there are judge
+//! permits. A decision on the worker has a small work budget; one that passes it is made again
+//! on the pool under the request's full budget. Both budgets are counted, not timed, so the
+//! same body always takes the same path. The ledger is always asked from the worker, with the
+//! body's reading held (not read again), so no pool thread ever waits for the store.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tokio::sync::OwnedSemaphorePermit;
 
-use super::ledger::carry;
+use super::ledger::carry::{self, Carried};
 use super::snapshot::Snapshot;
 use super::state::ProxyState;
 use super::teams::Team;
@@ -22,11 +25,11 @@ use crate::error::ApiError;
 use crate::gate::{self, ItemsAt, LedgerQuery, Provenance, StateAccess, Target, Verdict};
 use crate::ledger::CallIds;
 
-/// Bodies up to this size are judged on the worker first (parsing 64 KiB takes some 50 µs).
+/// Bodies up to this size are read and decided on the worker (parsing 64 KiB takes some 50 µs).
 const INLINE_BODY_BYTES: usize = 64 * 1024;
 
-/// The schema work a judgment may do on the worker before it moves to the blocking pool: well
-/// under a millisecond, and far more than a turn of an agent loop needs.
+/// The schema work a decision may do on the worker before it is made on the blocking pool:
+/// well under a millisecond, and far more than a turn of an agent loop needs.
 const INLINE_WORK: u64 = 20_000;
 
 /// What the judge phase found out about a request.
@@ -75,103 +78,303 @@ impl Asker {
     }
 }
 
-/// What one pass of the judge phase came to.
-enum Step {
-    /// The request is judged.
-    Judged(Box<Judged>),
-    /// The ledger must be asked about these ids first (no thread may wait for it); the request
-    /// goes to this provider.
-    Ask(LedgerQuery, String),
-    /// The ledger was asked about the query's ids and the request may be carried: the request
-    /// goes to this provider, and the ledger knows these facts.
-    Carry(LedgerQuery, String, Arc<Provenance>),
+/// A request body as received, with what the head already told of it.
+pub(super) struct Received<'r> {
+    /// The provider prefix the path named, if any.
+    pub prefix: Option<&'r str>,
+    /// The member the items are read from.
+    pub at: ItemsAt,
+    /// The body.
+    pub body: &'r Bytes,
+    /// The head's charset check, answered once the body has parsed (a 400 comes before a
+    /// 415) and before any item is judged.
+    pub charset: Result<(), ApiError>,
 }
 
-/// Parses `body` (a request whose path named provider `prefix`, if any, and whose items are
-/// `at`), chooses its provider, checks that the asker's team may use it and the model, looks
-/// the ids it names up in the ledger (when the ledger is on and it names any), and judges it
-/// under the team's policy; cuts out the items the policy strips. A `previous_response_id`
-/// recorded for another provider is carried (replaced by its chain) when `carry_sessions` is
-/// on and the chain's items were stored.
-/// `charset` is the outcome of the head's charset check, answered once the body has parsed
-/// (the contract answers 400 before 415) and before any item is judged.
-///
-/// A body is parsed once: on the worker the parsed request waits for the ledger's answer; on
-/// the blocking pool the thread that parsed it waits for the answer. A request that may be
-/// carried is parsed again there when its session turns out not to be carried, and so is one
-/// that found `JUDGE_WAITS` threads waiting already.
+/// Judges a received request: see the module documentation. A `previous_response_id` recorded
+/// for another provider is carried (replaced by its chain) when `carry_sessions` is on and the
+/// chain's items were stored; the carried body is then read and decided in place of the one
+/// received.
 pub(super) async fn judge(
     state: &Arc<ProxyState>,
     asker: &Asker,
-    prefix: Option<&str>,
-    at: ItemsAt,
-    body: &Bytes,
-    charset: Result<(), ApiError>,
+    received: Received<'_>,
 ) -> Result<Judged, ApiError> {
-    let facts = Facts::Ask(state.ledger.is_some() || asker.socket.is_some());
-    judge_with(state, asker, prefix, at, body, charset, facts).await
+    let cx = Context::new(state, asker, &received);
+    let judged = match cx.read(received.body.clone(), received.charset).await? {
+        Reading::Decided(judged) => *judged,
+        Reading::TooCostly(read) => cx.decide_on_pool(read, None).await?,
+        Reading::Asks(read, query) => {
+            let facts = ask(state, asker, &query).await?;
+            match cx.carry(&read, received.body, &facts, &query).await? {
+                Some(carried) => cx.judge_carried(carried).await?,
+                None => cx.decide(read, Some(facts)).await?,
+            }
+        }
+    };
+    Ok(Judged {
+        // The audit line names the bytes received, not a carried body.
+        body_sha256: state
+            .audit
+            .is_some()
+            .then(|| super::audit::body_sha256(received.body)),
+        ..judged
+    })
 }
 
-/// [`judge`], starting from what is known of the ledger: a carried body is judged with the
-/// facts of its chain and asks nothing.
-#[allow(clippy::too_many_arguments)]
-async fn judge_with(
-    state: &Arc<ProxyState>,
-    asker: &Asker,
-    prefix: Option<&str>,
+/// What the judge phase needs at every step, shared with the blocking pool's threads.
+#[derive(Clone)]
+struct Context {
+    state: Arc<ProxyState>,
+    asker: Asker,
+    prefix: Option<Arc<str>>,
     at: ItemsAt,
-    body: &Bytes,
-    mut charset: Result<(), ApiError>,
-    mut facts: Facts,
-) -> Result<Judged, ApiError> {
-    let budget = asker.snapshot.policy_of(asker.team.as_deref()).work_budget;
-    if body.len() <= INLINE_BODY_BYTES {
-        let read = read_request(state, asker, prefix, at, body, &mut charset)?;
-        if let Facts::Ask(true) = facts {
-            let query = LedgerQuery::of(&read.request);
-            facts = match query.is_empty() {
-                true => Facts::Asked(None),
-                false => {
-                    let known = ask(state, asker, &query).await?;
-                    if let Some(judged) =
-                        carry_session(state, asker, prefix, at, body, &read.provider, &known, &query).await?
-                    {
-                        return Ok(judged);
-                    }
-                    Facts::Asked(Some(known))
-                }
-            };
-        }
-        match decide(state, asker, &read, body, budget.min(INLINE_WORK), &facts) {
-            Err(ApiError::Body(gate::BodyError::TooCostly(_))) if budget > INLINE_WORK => {}
-            done => return done,
+    /// The team's work budget for one decision.
+    budget: u64,
+    /// Whether earlier turns are remembered (the ledger is on, or a WebSocket's own turns):
+    /// the ids a request names are looked up, and its calls and tools kept for its answer.
+    remembers: bool,
+}
+
+/// The gate's reading of a body, borrowing it.
+type ParsedRequest<'b> = gate::ParsedRequest<'b>;
+
+self_cell::self_cell!(
+    /// A body and the gate's reading of it, held together, so that the reading moves between
+    /// the worker and the blocking pool without the body being read again.
+    struct ReadBody {
+        owner: Bytes,
+        #[covariant]
+        dependent: ParsedRequest,
+    }
+);
+
+/// A request read and routed.
+struct Read {
+    body: ReadBody,
+    /// The provider it goes to.
+    provider: String,
+}
+
+impl Read {
+    fn request(&self) -> &gate::ParsedRequest<'_> {
+        self.body.borrow_dependent()
+    }
+}
+
+/// How far the first pass over a body came.
+enum Reading {
+    /// Nothing to look up: decided where it was read.
+    Decided(Box<Judged>),
+    /// Nothing to look up, but the decision passed the worker's work budget.
+    TooCostly(Read),
+    /// The ledger (or the socket) must be asked about these ids first.
+    Asks(Read, LedgerQuery),
+}
+
+/// Where a body's steps run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Worker,
+    Pool,
+}
+
+impl Place {
+    fn of(body: &[u8]) -> Place {
+        match body.len() <= INLINE_BODY_BYTES {
+            true => Place::Worker,
+            false => Place::Pool,
         }
     }
-    let (query, provider, known) =
-        match pooled(state, asker, prefix, at, body, budget, &mut charset, facts).await? {
-            Step::Judged(judged) => return Ok(*judged),
-            Step::Carry(query, provider, known) => (query, provider, known),
-            Step::Ask(query, provider) => {
-                let known = ask(state, asker, &query).await?;
-                (query, provider, known)
+}
+
+impl Context {
+    fn new(state: &Arc<ProxyState>, asker: &Asker, received: &Received<'_>) -> Context {
+        Context {
+            state: state.clone(),
+            asker: asker.clone(),
+            prefix: received.prefix.map(Arc::from),
+            at: received.at,
+            budget: asker.snapshot.policy_of(asker.team.as_deref()).work_budget,
+            remembers: state.ledger.is_some() || asker.socket.is_some(),
+        }
+    }
+
+    /// The first pass: reads the body, and decides it at once when it names nothing to look
+    /// up.
+    async fn read(&self, body: Bytes, charset: Result<(), ApiError>) -> Result<Reading, ApiError> {
+        match Place::of(&body) {
+            Place::Worker => self.first_pass(body, charset, self.budget.min(INLINE_WORK)),
+            Place::Pool => {
+                self.on_pool(move |cx| cx.first_pass(body, charset, cx.budget))
+                    .await
             }
-        };
-    if let Some(judged) = carry_session(state, asker, prefix, at, body, &provider, &known, &query).await? {
-        return Ok(judged);
+        }
     }
-    Ok(judged_of(
-        pooled(
-            state,
-            asker,
-            prefix,
-            at,
+
+    fn first_pass(&self, body: Bytes, charset: Result<(), ApiError>, work: u64) -> Result<Reading, ApiError> {
+        let read = self.read_now(body, charset)?;
+        let query = LedgerQuery::of(read.request());
+        if self.remembers && !query.is_empty() {
+            return Ok(Reading::Asks(read, query));
+        }
+        match self.decide_now(&read, None, work) {
+            Err(ApiError::Body(gate::BodyError::TooCostly(_))) if work < self.budget => {
+                Ok(Reading::TooCostly(read))
+            }
+            decided => decided.map(|judged| Reading::Decided(Box::new(judged))),
+        }
+    }
+
+    /// The session carried, when it may be and its chain was stored (see [`carry::carried`]).
+    async fn carry(
+        &self,
+        read: &Read,
+        body: &Bytes,
+        facts: &Arc<Provenance>,
+        query: &LedgerQuery,
+    ) -> Result<Option<Carried>, ApiError> {
+        // Sessions are carried from the ledger's store only.
+        let Some(ledger) = self.state.ledger.as_ref() else {
+            return Ok(None);
+        };
+        let from = query.previous_response_id.as_deref();
+        carry::carried(ledger, &read.provider, body, facts, from, self.asker.access()).await
+    }
+
+    /// Reads and decides a carried body with its chain's facts (the charset was answered when
+    /// the received body was read).
+    async fn judge_carried(&self, carried: Carried) -> Result<Judged, ApiError> {
+        let body = carried.body.clone();
+        let read = match Place::of(&body) {
+            Place::Worker => self.read_now(body, Ok(()))?,
+            Place::Pool => self.on_pool(move |cx| cx.read_now(body, Ok(()))).await?,
+        };
+        let judged = self.decide(read, Some(carried.facts)).await?;
+        Ok(Judged {
+            previous_response_id: None,
+            carried: Some(carried.from),
+            body: Some(carried.body),
+            ..judged
+        })
+    }
+
+    /// Decides a read request with what the ledger said: on the worker under its work budget,
+    /// else (or when that budget is passed) on the pool under the full budget.
+    async fn decide(&self, read: Read, facts: Option<Arc<Provenance>>) -> Result<Judged, ApiError> {
+        if Place::of(read.body.borrow_owner()) == Place::Worker {
+            let work = self.budget.min(INLINE_WORK);
+            match self.decide_now(&read, facts.as_deref(), work) {
+                Err(ApiError::Body(gate::BodyError::TooCostly(_))) if work < self.budget => {}
+                decided => return decided,
+            }
+        }
+        self.decide_on_pool(read, facts).await
+    }
+
+    async fn decide_on_pool(&self, read: Read, facts: Option<Arc<Provenance>>) -> Result<Judged, ApiError> {
+        self.on_pool(move |cx| cx.decide_now(&read, facts.as_deref(), cx.budget))
+            .await
+    }
+
+    /// Runs `step` on the blocking pool, holding a judge permit.
+    async fn on_pool<T: Send + 'static>(
+        &self,
+        step: impl FnOnce(&Context) -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let permit = self
+            .state
+            .judges
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the judge permits are never closed");
+        let cx = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let done = step(&cx);
+            drop(permit);
+            done
+        })
+        .await
+        .unwrap_or_else(|error| {
+            // The gate does not panic on any input (it is fuzzed), but if it did, the request
+            // fails alone, with an answer.
+            tracing::error!(%error, "a judgment failed");
+            Err(ApiError::JudgeFailed)
+        })
+    }
+
+    /// Parses `body`, chooses its provider and checks that the asker's team may use it and
+    /// the model; then answers the charset check.
+    fn read_now(&self, body: Bytes, charset: Result<(), ApiError>) -> Result<Read, ApiError> {
+        let at = self.at;
+        // What the ledger judges (`item_tampered`) reads replayed items' texts where this one
+        // reading of the body noted them.
+        let body = match self.remembers {
+            true => ReadBody::try_new(body, |body| gate::parse_noting_spans(body, at))?,
+            false => ReadBody::try_new(body, |body| gate::parse_with(body, at))?,
+        };
+        let request = body.borrow_dependent();
+        let asker = &self.asker;
+        let name = asker
+            .snapshot
+            .router
+            .choose_by(self.prefix.as_deref(), request.model())?;
+        if let Some(team) = &asker.team {
+            team.authorize_provider(name)?;
+            team.authorize_model(request.model())?;
+        }
+        charset?;
+        Ok(Read {
+            provider: name.to_owned(),
             body,
-            budget,
-            &mut charset,
-            Facts::Asked(Some(known)),
-        )
-        .await?,
-    ))
+        })
+    }
+
+    /// Judges a read request with what the ledger said, and cuts out what the policy strips.
+    fn decide_now(&self, read: &Read, facts: Option<&Provenance>, work: u64) -> Result<Judged, ApiError> {
+        let (state, asker) = (&self.state, &self.asker);
+        let request = read.request();
+        let snapshot = &asker.snapshot;
+        let provider = snapshot.provider(&read.provider)?;
+        let policy = snapshot.policy_of(asker.team.as_deref());
+        let mut target = Target::new(&provider.profile, policy).with_work_budget(work);
+        if let Some(provenance) = facts {
+            target = target.with_provenance(provenance);
+        }
+        if let Some(access) = asker.access() {
+            target = target.with_access(access);
+        }
+        // The gate reads no configuration: it is told whether sessions are carried, so that
+        // `foreign_previous_response` says how to go on (a loaded configuration carries
+        // sessions only with `store_items`).
+        let carries = state
+            .ledger
+            .as_ref()
+            .is_some_and(|ledger| ledger.settings.carry_sessions);
+        let verdict = state.gate.judge(request, &target.with_carry_sessions(carries))?;
+        // A refused request is not forwarded, so nothing is cut from it.
+        let stripped = match verdict.is_allowed() {
+            true => gate::strip::strip(read.body.borrow_owner(), request, &verdict)?,
+            false => None,
+        };
+        Ok(Judged {
+            provider: read.provider.clone(),
+            model: request.model().map(str::to_owned),
+            previous_response_id: request.previous_response_id.as_str().map(str::to_owned),
+            verdict,
+            stripped,
+            body_sha256: None,
+            carried: None,
+            body: None,
+            tools: (self.remembers && !request.tools.is_empty())
+                .then(|| Arc::new(gate::DeclaredTools::of(&request.tools))),
+            input_call_ids: match self.remembers {
+                true => input_call_ids(request),
+                false => CallIds::default(),
+            },
+        })
+    }
 }
 
 /// The facts for `query`: the ledger's, when it is on, and on a WebSocket the socket's own
@@ -208,267 +411,6 @@ async fn ask_ledger(state: &ProxyState, query: &LedgerQuery) -> Result<Arc<Prove
     }
 }
 
-/// The judgment of the request rewritten to carry its session, when it is carried.
-#[allow(clippy::too_many_arguments)]
-async fn carry_session(
-    state: &Arc<ProxyState>,
-    asker: &Asker,
-    prefix: Option<&str>,
-    at: ItemsAt,
-    body: &Bytes,
-    provider: &str,
-    facts: &Arc<Provenance>,
-    query: &LedgerQuery,
-) -> Result<Option<Judged>, ApiError> {
-    // Sessions are carried from the ledger's store only.
-    let Some(ledger) = state.ledger.as_ref() else {
-        return Ok(None);
-    };
-    let Some(carried) = carry::carried(
-        ledger,
-        provider,
-        body,
-        facts,
-        query.previous_response_id.as_deref(),
-        asker.access(),
-    )
-    .await?
-    else {
-        return Ok(None);
-    };
-    // The charset was answered when the received body parsed; the chain's facts are known, so
-    // this judgment asks nothing and carries nothing.
-    let facts = Facts::Asked(Some(carried.facts));
-    let mut judged = Box::pin(judge_with(state, asker, prefix, at, &carried.body, Ok(()), facts)).await?;
-    judged.previous_response_id = None;
-    judged.carried = Some(carried.from);
-    // The audit line names the bytes received, not the rewritten ones.
-    if judged.body_sha256.is_some() {
-        judged.body_sha256 = Some(super::audit::body_sha256(body));
-    }
-    judged.body = Some(carried.body);
-    Ok(Some(judged))
-}
-
-fn judged_of(step: Step) -> Judged {
-    match step {
-        Step::Judged(judged) => *judged,
-        Step::Ask(..) | Step::Carry(..) => {
-            unreachable!("a judgment with the ledger's facts does not ask again")
-        }
-    }
-}
-
-/// What the judgment knows of the ledger.
-#[derive(Clone)]
-enum Facts {
-    /// Nothing yet: ask it (`true`, the ledger is on) when the request names ids, or judge
-    /// without it (`false`, the ledger is off).
-    Ask(bool),
-    /// The ledger is on and was asked: what it answered, or `None` when the request names
-    /// nothing to ask about.
-    Asked(Option<Arc<Provenance>>),
-}
-
-impl Facts {
-    fn ledger_on(&self) -> bool {
-        !matches!(self, Facts::Ask(false))
-    }
-
-    fn provenance(&self) -> Option<&Provenance> {
-        match self {
-            Facts::Asked(Some(known)) => Some(known),
-            _ => None,
-        }
-    }
-}
-
-/// A request read and routed: what its judgment starts from.
-struct Read<'b> {
-    request: gate::ParsedRequest<'b>,
-    /// The provider it goes to.
-    provider: String,
-}
-
-/// One pass of the judge phase on the blocking pool, at most as many at once as there are
-/// judge permits, under the request's full work budget.
-#[allow(clippy::too_many_arguments)]
-async fn pooled(
-    state: &Arc<ProxyState>,
-    asker: &Asker,
-    prefix: Option<&str>,
-    at: ItemsAt,
-    body: &Bytes,
-    budget: u64,
-    charset: &mut Result<(), ApiError>,
-    facts: Facts,
-) -> Result<Step, ApiError> {
-    let permit = state
-        .judges
-        .clone()
-        .acquire_owned()
-        .await
-        .expect("the judge permits are never closed");
-    let (state, prefix, body) = (state.clone(), prefix.map(str::to_owned), body.clone());
-    let asker = asker.clone();
-    let mut owned_charset = std::mem::replace(charset, Ok(()));
-    let runtime = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || {
-        judge_now(
-            &state,
-            &asker,
-            prefix.as_deref(),
-            at,
-            &body,
-            budget,
-            &mut owned_charset,
-            facts,
-            &runtime,
-            permit,
-        )
-    })
-    .await
-    .unwrap_or_else(|error| {
-        // The gate does not panic on any input (it is fuzzed), but if it did, the request fails
-        // alone, with an answer.
-        tracing::error!(%error, "a judgment failed");
-        Err(ApiError::JudgeFailed)
-    })
-}
-
-/// The judge phase's work on a blocking-pool thread, holding a judge's `permit`: reads the
-/// request, asks the ledger about the ids it names (waiting for `runtime`, the worker's, to
-/// answer, without the permit), and judges it, or stops with the ledger's facts when the
-/// request may be carried to its provider.
-#[allow(clippy::too_many_arguments)]
-fn judge_now(
-    state: &ProxyState,
-    asker: &Asker,
-    prefix: Option<&str>,
-    at: ItemsAt,
-    body: &[u8],
-    work_budget: u64,
-    charset: &mut Result<(), ApiError>,
-    mut facts: Facts,
-    runtime: &tokio::runtime::Handle,
-    permit: OwnedSemaphorePermit,
-) -> Result<Step, ApiError> {
-    let mut permit = Some(permit);
-    let read = read_request(state, asker, prefix, at, body, charset)?;
-    if let Facts::Ask(true) = facts {
-        let query = LedgerQuery::of(&read.request);
-        if !query.is_empty() {
-            let Ok(waiting) = state.judge_waits.clone().try_acquire_owned() else {
-                return Ok(Step::Ask(query, read.provider));
-            };
-            // A slow store holds up this request alone, not a judge's place.
-            drop(permit.take());
-            let known = runtime.block_on(ask(state, asker, &query));
-            drop(waiting);
-            let known = known?;
-            permit = Some(
-                runtime
-                    .block_on(state.judges.clone().acquire_owned())
-                    .expect("the judge permits are never closed"),
-            );
-            let carry = state
-                .ledger
-                .as_ref()
-                .is_some_and(|ledger| carry::may_carry(ledger, &read.provider, &known, asker.access()));
-            if carry && query.previous_response_id.is_some() {
-                return Ok(Step::Carry(query, read.provider, known));
-            }
-            facts = Facts::Asked(Some(known));
-        }
-    }
-    let judged = decide(state, asker, &read, body, work_budget, &facts);
-    drop(permit);
-    judged.map(|judged| Step::Judged(Box::new(judged)))
-}
-
-/// Parses `body`, chooses its provider and checks that the asker's team may use it and the
-/// model. A charset error is taken out of `charset` and answered once the body has parsed.
-fn read_request<'b>(
-    state: &ProxyState,
-    asker: &Asker,
-    prefix: Option<&str>,
-    at: ItemsAt,
-    body: &'b [u8],
-    charset: &mut Result<(), ApiError>,
-) -> Result<Read<'b>, ApiError> {
-    // What the ledger judges (`item_tampered`) reads replayed items' texts where this one
-    // reading of the body noted them.
-    let request = match state.ledger.is_some() || asker.socket.is_some() {
-        true => gate::parse_noting_spans(body, at)?,
-        false => gate::parse_with(body, at)?,
-    };
-    let name = asker.snapshot.router.choose_by(prefix, request.model())?;
-    if let Some(team) = &asker.team {
-        team.authorize_provider(name)?;
-        team.authorize_model(request.model())?;
-    }
-    std::mem::replace(charset, Ok(()))?;
-    Ok(Read {
-        provider: name.to_owned(),
-        request,
-    })
-}
-
-/// Judges a read request with what the ledger said, and cuts out what the policy strips.
-fn decide(
-    state: &ProxyState,
-    asker: &Asker,
-    read: &Read<'_>,
-    body: &[u8],
-    work_budget: u64,
-    facts: &Facts,
-) -> Result<Judged, ApiError> {
-    let Read {
-        request,
-        provider: name,
-    } = read;
-    let snapshot = &asker.snapshot;
-    let provider = snapshot.provider(name)?;
-    let policy = snapshot.policy_of(asker.team.as_deref());
-    let mut target = Target::new(&provider.profile, policy).with_work_budget(work_budget);
-    if let Some(provenance) = facts.provenance() {
-        target = target.with_provenance(provenance);
-    }
-    if let Some(access) = asker.access() {
-        target = target.with_access(access);
-    }
-    // The gate reads no configuration: it is told whether sessions are carried, so that
-    // `foreign_previous_response` says how to go on (a loaded configuration carries sessions
-    // only with `store_items`).
-    let carries = state
-        .ledger
-        .as_ref()
-        .is_some_and(|ledger| ledger.settings.carry_sessions);
-    let verdict = state.gate.judge(request, &target.with_carry_sessions(carries))?;
-    // A refused request is not forwarded, so nothing is cut from it.
-    let stripped = match verdict.is_allowed() {
-        true => gate::strip::strip(body, request, &verdict)?,
-        false => None,
-    };
-    let ledger_on = facts.ledger_on();
-    Ok(Judged {
-        provider: name.clone(),
-        model: request.model().map(str::to_owned),
-        previous_response_id: request.previous_response_id.as_str().map(str::to_owned),
-        verdict,
-        stripped,
-        body_sha256: state.audit.is_some().then(|| super::audit::body_sha256(body)),
-        carried: None,
-        body: None,
-        tools: (ledger_on && !request.tools.is_empty())
-            .then(|| Arc::new(gate::DeclaredTools::of(&request.tools))),
-        input_call_ids: match ledger_on {
-            true => input_call_ids(request),
-            false => CallIds::default(),
-        },
-    })
-}
-
 /// The `call_id`s of the calls among a request's items.
 fn input_call_ids(request: &gate::ParsedRequest<'_>) -> CallIds {
     request
@@ -483,7 +425,6 @@ fn input_call_ids(request: &gate::ParsedRequest<'_>) -> CallIds {
 
 #[cfg(test)]
 mod tests {
-    use super::super::state::JUDGE_WAITS;
     use super::*;
     use crate::config::Config;
     use crate::ledger::{ItemRecord, Owner, ResponseRecord, StoredResponse};
@@ -536,9 +477,13 @@ mod tests {
             team: None,
             socket: None,
         };
-        judge(state, &asker, Some(provider), ItemsAt::Input, body, Ok(()))
-            .await
-            .unwrap()
+        let received = Received {
+            prefix: Some(provider),
+            at: ItemsAt::Input,
+            body,
+            charset: Ok(()),
+        };
+        judge(state, &asker, received).await.unwrap()
     }
 
     fn reasons(judged: &Judged) -> Vec<String> {
@@ -576,25 +521,19 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_large_body_is_judged_with_the_ledgers_facts_whether_or_not_a_thread_may_wait() {
+    async fn a_large_body_is_judged_on_the_pool_with_the_ledgers_facts() {
         let state = state_with_a_recorded_answer().await;
         let body = large_continuation();
-        // A thread may wait: the one that read the body asks the ledger.
-        let waited = judged(&state, "bedrock", &body).await;
-        assert_eq!(reasons(&waited), ["foreign_previous_response"]);
+        assert_eq!(Place::of(&body), Place::Pool);
+        let permits = state.judges.available_permits();
+        // Read on the pool, looked up from the worker, decided on the pool with the facts.
+        let asked = judged(&state, "bedrock", &body).await;
+        assert_eq!(reasons(&asked), ["foreign_previous_response"]);
         assert_eq!(
             reasons(&judged(&state, "openai", &body).await),
             Vec::<String>::new()
         );
-        // Every waiting place taken: the worker asks, and the body is read again to be judged.
-        let taken = state
-            .judge_waits
-            .clone()
-            .try_acquire_many_owned(JUDGE_WAITS as u32)
-            .unwrap();
-        let asked = judged(&state, "bedrock", &body).await;
-        assert_eq!(reasons(&asked), ["foreign_previous_response"]);
-        drop(taken);
-        assert_eq!(state.judge_waits.available_permits(), JUDGE_WAITS);
+        // Every judge permit is given back.
+        assert_eq!(state.judges.available_permits(), permits);
     }
 }

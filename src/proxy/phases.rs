@@ -20,7 +20,7 @@ use super::access_log::AccessRecord;
 use super::answer_headers::{carried, inserted, monitored, repaired, stripped};
 use super::audit::AuditLine;
 use super::body::{read_body, HeldBody, Holding, ProxyBody};
-use super::judge::{judge, Asker, Judged};
+use super::judge::{judge, Asker, Judged, Received};
 use super::ledger::conversations::{record_conversation, CreatedConversation};
 use super::ledger::recording::{record, CallsCheck, Recording};
 use super::objects;
@@ -222,7 +222,13 @@ impl<'r> RequestContext<'r> {
         };
         let charset = check_charset(&parts.headers);
         let started = Instant::now();
-        let judged = judge(self.state, &asker, route.prefix, items, &body, charset).await;
+        let received = Received {
+            prefix: route.prefix,
+            at: items,
+            body: &body,
+            charset,
+        };
+        let judged = judge(self.state, &asker, received).await;
         let meters = &self.snapshot.meters;
         let provider = judged.as_ref().ok().map(|judged| judged.provider.as_str());
         meters.provider(provider).gate_time(started.elapsed());

@@ -20,12 +20,6 @@ use crate::gate::Gate;
 use crate::metrics::{LedgerMeter, Metrics, RequestMeter};
 use crate::state::{EmbeddedStore, MemoryStore, RedisLogin, RedisStore, StateStore, StoreError};
 
-/// How many blocking-pool threads may wait for the ledger's answer at once with a request they
-/// have read. A tokio runtime's blocking pool has 512 threads, and the embedded store reads its
-/// file on that pool: waiting threads must never fill it. Past this many, a request waits on
-/// its worker instead and is read again to be judged.
-pub(crate) const JUDGE_WAITS: usize = 64;
-
 /// One worker's state. Everything but the snapshot is shared by the workers of a process and
 /// outlives reloads; the snapshot is the worker's own (its providers' connections live on its
 /// runtime) and is replaced whole by a reload.
@@ -45,9 +39,6 @@ pub struct ProxyState {
     pub in_flight: Arc<Semaphore>,
     /// Permits for judgments on the blocking pool, shared by all workers (one per worker).
     pub judges: Arc<Semaphore>,
-    /// Places for blocking-pool threads that wait for the ledger's answer with a request they
-    /// have read (`JUDGE_WAITS` of them), shared by all workers.
-    pub judge_waits: Arc<Semaphore>,
     /// The number of permits `in_flight` started with.
     pub max_in_flight: usize,
     /// `max_buffered_bytes`: the request bodies held at once, shared by every worker.
@@ -91,7 +82,6 @@ impl ProxyState {
             sockets: Default::default(),
             in_flight: Arc::new(Semaphore::new(config.server.max_concurrent_requests)),
             judges: Arc::new(Semaphore::new(config.server.worker_threads())),
-            judge_waits: Arc::new(Semaphore::new(JUDGE_WAITS)),
             max_in_flight: config.server.max_concurrent_requests,
             buffered: BufferBudget::new(config.server.max_buffered_bytes),
             ledger: config.ledger.enabled.then(|| {
@@ -128,7 +118,6 @@ impl ProxyState {
             sockets: Default::default(),
             in_flight: self.in_flight.clone(),
             judges: self.judges.clone(),
-            judge_waits: self.judge_waits.clone(),
             max_in_flight: self.max_in_flight,
             buffered: self.buffered.clone(),
             store: self.store.clone(),
