@@ -22,7 +22,7 @@
 //! [`provenance`] is what the provenance ledger is asked and answers.
 
 pub mod access;
-mod field;
+mod conversation;
 pub mod item;
 pub mod item_pattern;
 pub mod item_profile;
@@ -42,8 +42,8 @@ mod text_set;
 mod tool_rules;
 pub mod verdict;
 
+pub use crate::json::{misspelling_of, Field, JsonKind, Text};
 pub use access::StateAccess;
-pub use field::{misspelling_of, Field, JsonKind, Text};
 pub use item_profile::{ItemProfile, ProfileError};
 pub use output::{OutputCall, ResponseViolation};
 pub use profile::{EncryptedScope, Policy, ProviderProfile, Target, DEFAULT_WORK_BUDGET};

@@ -5,8 +5,8 @@
 
 use serde::Serialize;
 
-use super::field::Field;
 use super::verdict::Reason;
+use crate::json::Field;
 
 /// One `function_call` item of a provider's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]

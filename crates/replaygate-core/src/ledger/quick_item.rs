@@ -16,8 +16,8 @@ use serde::{Deserialize, Deserializer};
 use super::canon::{put_bytes, put_str, Digesting, Sink};
 use super::record::{type_name, ItemRecord, ANSWER_TYPES, DOMAIN};
 use super::MAX_ID_BYTES;
-use crate::gate::{Field, JsonKind, OutputCall, Text};
-use crate::json::{Reader, Spanned};
+use crate::gate::OutputCall;
+use crate::json::{Field, JsonKind, Reader, Spanned, Text};
 
 /// An output item read the quick way: its record, and for a `function_call` its call.
 #[derive(Debug)]
