@@ -17,6 +17,8 @@
 //! kind it is, `rules` holds one small unit per rule, [`schema`] compiles and caches tool
 //! schemas, [`verdict`] is what comes out, [`strip`] cuts stripped items out of a body, and
 //! [`output`] is what the response side checks: the calls a provider produced.
+//! `pairing` says which call each output answers, by `call_id`, for the rules, for cutting
+//! stripped items in pairs and for the ledger query.
 //! [`shape`] is every member name the reading met, which [`item_profile`]s check, and
 //! [`repair`] cuts repaired members out of a body.
 //! [`provenance`] is what the provenance ledger is asked and answers.
@@ -28,6 +30,7 @@ pub mod item_pattern;
 pub mod item_profile;
 mod name_table;
 pub mod output;
+mod pairing;
 mod profile;
 pub mod provenance;
 pub mod repair;

@@ -34,7 +34,8 @@ use std::collections::{HashMap, HashSet};
 use foldhash::fast::RandomState;
 use serde_json::{Map, Value};
 
-use super::item::{Item, ItemClass, Pairing};
+use super::item::{Item, ItemClass};
+use super::pairing::unpaired_call_ids;
 use super::request::ParsedRequest;
 use super::strip::item_spans;
 use crate::ledger::{item_digest, names_one_item, Owner, StoredItem, MAX_ID_BYTES};
@@ -107,7 +108,7 @@ impl LedgerQuery {
             }
         }
         let unpaired_call_ids = match previous_response_id {
-            Some(_) => unpaired_call_ids(items),
+            Some(_) => unpaired_call_ids(items, MAX_QUERY_KEYS),
             None => Vec::new(),
         };
         let conversation = request
@@ -277,22 +278,6 @@ pub(crate) fn whole_digest(item: &Item<'_>, text: &str) -> Option<[u8; 32]> {
     }
     let value: Value = serde_json::from_str(text).ok()?;
     Some(item_digest(item.type_name(), value.as_object()?))
-}
-
-/// The call ids of the outputs among `items` that answer no call earlier in them, once each.
-fn unpaired_call_ids(items: &[Item<'_>]) -> Vec<String> {
-    let mut answered = vec![false; items.len()];
-    super::rules::for_each_answer(items, |output, _| answered[output] = true);
-    let mut seen = HashSet::with_hasher(RandomState::default());
-    items
-        .iter()
-        .zip(answered)
-        .filter(|(item, answered)| !answered && item.pairing() == Pairing::Output)
-        .filter_map(|(item, _)| item.call_id())
-        .filter(|call_id| seen.insert(*call_id))
-        .take(MAX_QUERY_KEYS)
-        .map(str::to_owned)
-        .collect()
 }
 
 #[cfg(test)]
