@@ -21,7 +21,9 @@
 //! stripped items in pairs and for the ledger query.
 //! [`shape`] is every member name the reading met, which [`item_profile`]s check, and
 //! [`repair`] cuts repaired members out of a body.
-//! [`provenance`] is what the provenance ledger is asked and answers.
+//! [`provenance`] is what the provenance ledger is asked and answers: the facts it answers
+//! with (who produced an item, its record and digest) are plain data defined here, which the
+//! ledger fills in; the gate never imports the ledger.
 
 pub mod access;
 mod conversation;
