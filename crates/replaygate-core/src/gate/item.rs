@@ -6,8 +6,8 @@ use serde_json::value::RawValue;
 
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
-use super::field::{member_names, Field, JsonKind, RawField};
 use super::shape::{KnownName, ListInPlace, ListValue, Member, MemberValue, Name, Shape};
+use crate::json::{member_names, Field, JsonKind, RawField};
 
 /// The kind of an input item, as the rules see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

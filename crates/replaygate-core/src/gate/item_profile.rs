@@ -12,12 +12,12 @@
 
 use std::sync::{Arc, LazyLock};
 
-use super::field::{Field, JsonKind, RawField};
 use super::item::ItemClass;
 use super::item_pattern::Pattern;
 use super::name_table::NameTable;
 use super::shape::{KnownName, Member, Part, ValueView};
 use super::text_set::TextSet;
+use crate::json::{Field, JsonKind, RawField};
 
 /// The item types a profile describes: the portable core (contract §5), in the order of the
 /// [`ItemClass`]es that read them.

@@ -17,17 +17,22 @@
 //! kind it is, `rules` holds one small unit per rule, [`schema`] compiles and caches tool
 //! schemas, [`verdict`] is what comes out, [`strip`] cuts stripped items out of a body, and
 //! [`output`] is what the response side checks: the calls a provider produced.
+//! `pairing` says which call each output answers, by `call_id`, for the rules, for cutting
+//! stripped items in pairs and for the ledger query.
 //! [`shape`] is every member name the reading met, which [`item_profile`]s check, and
 //! [`repair`] cuts repaired members out of a body.
-//! [`provenance`] is what the provenance ledger is asked and answers.
+//! [`provenance`] is what the provenance ledger is asked and answers: the facts it answers
+//! with (who produced an item, its record and digest) are plain data defined here, which the
+//! ledger fills in; the gate never imports the ledger.
 
 pub mod access;
-mod field;
+mod conversation;
 pub mod item;
 pub mod item_pattern;
 pub mod item_profile;
 mod name_table;
 pub mod output;
+mod pairing;
 mod profile;
 pub mod provenance;
 pub mod repair;
@@ -42,8 +47,8 @@ mod text_set;
 mod tool_rules;
 pub mod verdict;
 
+pub use crate::json::{misspelling_of, Field, JsonKind, Text};
 pub use access::StateAccess;
-pub use field::{misspelling_of, Field, JsonKind, Text};
 pub use item_profile::{ItemProfile, ProfileError};
 pub use output::{OutputCall, ResponseViolation};
 pub use profile::{EncryptedScope, Policy, ProviderProfile, Target, DEFAULT_WORK_BUDGET};

@@ -1,12 +1,12 @@
 //! The response side of the gate: the `function_call` items a provider produced, checked
 //! against the tools the request declared (see [`crate::gate::Gate::check_output_calls`]).
 //!
-//! The ledger's [`Tap`](crate::ledger::Tap) keeps these calls from an answer when asked to.
+//! The ledger's tap (`ledger::Tap`) keeps these calls from an answer when asked to.
 
 use serde::Serialize;
 
-use super::field::Field;
 use super::verdict::Reason;
+use crate::json::Field;
 
 /// One `function_call` item of a provider's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]

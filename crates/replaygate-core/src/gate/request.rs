@@ -9,10 +9,10 @@ use std::ops::Range;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::field::{member_names, read_once, Field, JsonKind, Text};
 use super::item::{Item, PushItem};
 use super::shape::Shape;
 use crate::json;
+use crate::json::{member_names, read_once, Field, JsonKind, Text};
 
 /// A request body as the gate reads it.
 #[derive(Debug, Default)]
@@ -502,7 +502,7 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
         let mut input = None;
         let mut tools = None;
         let mut previous_response_id = None;
-        let mut conversation: Option<super::field::ConversationRef<'_>> = None;
+        let mut conversation: Option<super::conversation::ConversationRef<'_>> = None;
         let mut shape = Shape::default();
         while let Some(key) = map.next_key::<Key>()? {
             match key {

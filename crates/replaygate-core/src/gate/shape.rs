@@ -11,8 +11,8 @@ use std::ops::Range;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::field::{Field, JsonKind, RawField};
 use super::item::Item;
+use crate::json::{Field, JsonKind, RawField};
 
 /// Every item's and content part's members, in body order.
 #[derive(Debug, Default)]

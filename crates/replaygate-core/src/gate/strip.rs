@@ -27,9 +27,9 @@ use std::ops::Range;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
+use super::pairing::for_each_answer;
 use super::repair::member_ranges;
 use super::request::{BodyError, ItemsAt, ParsedRequest};
-use super::rules::for_each_answer;
 use super::verdict::{Insert, Repair, Verdict};
 
 /// A body with its stripped items and repaired members cut out.

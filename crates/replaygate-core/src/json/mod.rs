@@ -8,15 +8,26 @@
 //! Nesting is bounded as serde_json bounds it (127 levels read by visitors; skipped values are
 //! skipped without recursion), so a million `[` is an error, never a deep stack. serde_json's
 //! raw values (`&RawValue`, `Box<RawValue>`) read through it.
+//!
+//! Beside the reader, what the gate and the ledger both read members with: [`Field`] and
+//! [`RawField`] (a member's string, or only its kind), [`read_once`] (a repeated member fails),
+//! and the member names a reader keys on, with [`misspelling_of`] for names a lenient reader
+//! would take for them.
 
 use std::borrow::Cow;
 
 mod de;
 pub use de::{array_in_place, Spanned};
 mod error;
+mod field;
+mod names;
 mod scan;
 
 pub use error::{Category, Error};
+pub(crate) use field::FieldVisitor;
+pub use field::{read_once, Field, JsonKind, RawField, Text};
+pub(crate) use names::member_names;
+pub use names::{misspelling_of, Misspelling};
 
 /// A reading result.
 pub type Result<T> = std::result::Result<T, Error>;

@@ -16,19 +16,17 @@
 //! assert_eq!(record.items[0].call_id.as_deref(), Some("c1"));
 //! ```
 //!
-//! Layout: [`record`] is what is kept and the item digest, `canon` the byte encoding digests
-//! are taken over, `sse` the event-stream framing, [`tap`] the incremental reader (`json_stream` and
+//! Layout: [`record`] is what is kept of an answer (each item's record and digest are the
+//! gate's facts, `gate::provenance`, which this module reads answers into), `sse` the event-stream framing, [`tap`] the incremental reader (`json_stream` and
 //! `event_stream` its readers of answers and events too large to hold whole, `json_syntax` the
 //! grammar check they share), [`stored`]
 //! what the store holds (`stored_json` its stored form, written directly), and [`carry`] the rewrite that carries a session to another provider.
 
 mod call_ids;
-mod canon;
 pub mod carry;
 mod event_stream;
 pub(crate) mod json_stream;
 mod json_syntax;
-mod quick_item;
 pub mod record;
 mod sse;
 pub mod stored;
@@ -41,24 +39,10 @@ mod tests_tap;
 
 pub use call_ids::CallIds;
 pub use carry::{carried_body, input_items, CarriedTurn, CarryError};
-pub(crate) use quick_item::quick_item;
 pub use record::{
     item_digest, item_record, item_record_from_value, link_reasoning, ItemRecord, ResponseRecord,
 };
 pub use stored::{Owner, StoredContent, StoredItem, StoredResponse};
 pub use tap::{unfinished_response_id, AnswerKind, Tap, TapLimits, Tapped};
 
-/// The shortest item `id` the ledger indexes and looks up. Providers that mint ids of their
-/// own make them long and random (OpenAI's are over 50 bytes); Bedrock Mantle numbers items per
-/// response (`rs_0`, `fc_1`, `msg_0` in every turn), so a short id names no single item across
-/// sessions, and judging by it would refuse valid traffic.
-pub const MIN_ITEM_ID_BYTES: usize = 16;
-
-/// Whether an item `id` can name one item across sessions (see [`MIN_ITEM_ID_BYTES`]).
-pub fn names_one_item(id: &str) -> bool {
-    id.len() >= MIN_ITEM_ID_BYTES
-}
-
-/// The longest response id, model, item id, item type or `call_id` the ledger records, in
-/// bytes. An answer with a longer one is not recorded at all.
-pub const MAX_ID_BYTES: usize = 256;
+pub use crate::gate::provenance::{names_one_item, MAX_ID_BYTES, MIN_ITEM_ID_BYTES};

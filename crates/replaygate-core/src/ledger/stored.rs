@@ -1,21 +1,14 @@
 //! What the ledger's store holds (contract §8): one [`StoredResponse`] per recorded answer,
-//! and the [`StoredItem`] index entries derived from it. Plain data with a stable JSON form,
-//! so every backend (memory, embedded file, Redis) stores the same bytes.
+//! and the [`StoredItem`] index entries derived from it (the gate's facts about one recorded
+//! item, [`crate::gate::provenance`]). Plain data with a stable JSON form, so every backend
+//! (memory, embedded file, Redis) stores the same bytes.
 
 use serde::{Deserialize, Serialize};
 
 use super::call_ids::CallIds;
 use super::record::{ItemRecord, ResponseRecord};
-
-/// Who produced a recorded response or item: the provider it was routed to and the model
-/// that answered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Owner {
-    /// The configured provider name.
-    pub provider: String,
-    /// The model the provider answered with (else the request's), when known.
-    pub model: Option<String>,
-}
+use crate::gate::provenance::names_one_item;
+pub use crate::gate::provenance::{Owner, StoredItem};
 
 /// One recorded response.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,22 +48,6 @@ pub struct StoredContent {
     pub input: Vec<String>,
     /// The answer's `output` items, each one JSON value as text.
     pub output: Vec<String>,
-}
-
-/// The index entry of one recorded output item: what it is and who produced it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StoredItem {
-    /// The response whose output held it.
-    pub response_id: String,
-    /// Who produced it.
-    pub owner: Owner,
-    /// The item as recorded.
-    pub record: ItemRecord,
-    /// When the store may forget it (its response's `expires_unix`).
-    pub expires_unix: u64,
-    /// The team whose request its response answered (`None`: anonymous).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub team: Option<String>,
 }
 
 impl StoredResponse {
@@ -121,7 +98,7 @@ impl StoredResponse {
     }
 
     /// The index entries by item `id`: one per output item whose id can name one item
-    /// ([`names_one_item`](super::names_one_item): per-response numbers such as `rs_0` are
+    /// ([`names_one_item`]: per-response numbers such as `rs_0` are
     /// not indexed).
     pub fn by_id(&self) -> impl Iterator<Item = (&str, StoredItem)> + '_ {
         self.items
@@ -189,7 +166,7 @@ impl StoredResponse {
 impl ItemRecord {
     /// The id the item is indexed by, if it has one that names one item.
     pub fn indexed_id(&self) -> Option<&str> {
-        self.id.as_deref().filter(|id| super::names_one_item(id))
+        self.id.as_deref().filter(|id| names_one_item(id))
     }
 
     /// The digest the item is indexed by, if it carries `encrypted_content`.

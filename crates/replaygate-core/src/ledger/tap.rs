@@ -46,12 +46,12 @@ use serde_json::Value;
 
 use super::event_stream::EventStream;
 use super::json_stream::{Head, JsonStream, Unrecorded};
-use super::quick_item::{quick_item, ItemInPlace};
 use super::record::{item_record_from_value, ItemRecord, ResponseRecord};
 use super::sse::{push_capped, Framing, Sink};
 use super::MAX_ID_BYTES;
-use crate::gate::{Field, JsonKind, OutputCall, Text};
-use crate::json::Reader;
+use crate::gate::provenance::quick::{quick_item, ItemInPlace};
+use crate::gate::OutputCall;
+use crate::json::{Field, JsonKind, Reader, Text};
 
 /// How the answer is encoded, from its `Content-Type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,8 @@
 use proptest::prelude::*;
 
 use super::{item_record, AnswerKind, ResponseRecord, Tap, TapLimits, Tapped, MAX_ID_BYTES};
-use crate::gate::{Field, Gate, JsonKind, OutputCall, ProviderProfile, Reason, Target, Text};
+use crate::gate::{Gate, OutputCall, ProviderProfile, Reason, Target};
+use crate::json::{Field, JsonKind, Text};
 
 const CALL: &str = r#"{"type":"function_call","id":"fc_1","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Paris\"}","status":"completed"}"#;
 const MESSAGE: &str = r#"{"type":"message","id":"msg_1","role":"assistant","status":"completed","content":[{"type":"output_text","text":"Done.","annotations":[]}]}"#;

@@ -1,86 +1,39 @@
-//! `call_id_mismatch` and `not_function_call`: pairing calls and outputs by `call_id`
-//! (contract §5).
+//! `call_id_mismatch` and `not_function_call`: what is wrong with the pairing of calls and
+//! outputs by `call_id` (contract §5; the pairing itself is [`crate::gate::pairing`]).
 //!
-//! Each output pairs with the most recent earlier call with its `call_id` that no earlier output
-//! answered. A `call_id` may repeat once its call is answered (Bedrock Mantle numbers calls per
-//! response, so every turn has a `call_0`); a call repeating a still unanswered one may not.
+//! A call repeating a still unanswered `call_id` is a mismatch, and so is an output that answers
+//! no call (unless stored state may hold it) or has no `call_id`; an output of a
+//! `function_call_output` type answering another kind of call is `not_function_call`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use foldhash::fast::RandomState;
 
 use super::{Finding, Param};
-use crate::gate::item::{Item, ItemClass, Pairing};
+use crate::gate::item::{Item, ItemClass};
+use crate::gate::pairing::{Call, Pairer, Step};
 use crate::gate::verdict::Reason;
 
-/// An earlier call, as pairing needs it.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Call<'r> {
-    index: usize,
-    type_name: &'r str,
-    is_function_call: bool,
-}
-
-/// What `input` says so far about one `call_id`.
-#[derive(Debug, Default)]
-struct CallsOf<'r> {
-    /// The most recent call not answered yet.
-    open: Option<Call<'r>>,
-    /// Earlier calls not answered yet, the most recent last (only a refused repeat puts one
-    /// here, so valid histories never allocate it).
-    under: Vec<Call<'r>>,
-    /// The most recent call that an output answered.
-    answered: Option<Call<'r>>,
-}
-
-/// The calls of `input` by `call_id`, as the items are read in order.
+/// The pairing of `input` (see [`crate::gate::pairing`]), with what tells whether an output
+/// whose call is not in `input` may answer a call of stored state.
 #[derive(Debug, Default)]
 pub(super) struct CallIndex<'r> {
-    by_id: HashMap<&'r str, CallsOf<'r>, RandomState>,
+    pairer: Pairer<'r>,
     /// Whether the request continues stored state, where calls may live outside `input`.
     continues_stored_state: bool,
     /// The `call_id`s of the calls stored state holds, when the provenance ledger knows them
     /// (contract §8); `None` when nothing tells, so an output whose call is not in `input`
     /// passes when the request continues stored state.
     stored_calls: Option<HashSet<&'r str, RandomState>>,
-    /// Where the last turn begins (see [`CallIndex::with_last_turn`]); 0: not counted.
-    last_turn: usize,
-    /// How many `function_call`s before `last_turn` an output answered.
-    answered_before_last_turn: usize,
-}
-
-/// What pairing made of one item.
-#[derive(Debug, Clone, Copy)]
-enum Step<'r> {
-    /// Neither a call nor an output.
-    Neither,
-    /// A call, sitting on `repeats` when that call with its `call_id` is still unanswered.
-    Call {
-        call_id: &'r str,
-        repeats: Option<Call<'r>>,
-    },
-    /// An output without a string `call_id`.
-    NoCallId,
-    /// An output that answered `call`.
-    Answered { call_id: &'r str, call: Call<'r> },
-    /// An output that answered nothing; `answered` is the last call with its `call_id` that an
-    /// output answered, if any.
-    Unpaired {
-        call_id: &'r str,
-        answered: Option<Call<'r>>,
-    },
 }
 
 impl<'r> CallIndex<'r> {
-    /// An index with room for the calls of `items` input items, so it does not grow while a long
-    /// history is judged (calls are rarely more than half of the items).
+    /// An index with room for the calls of `items` input items.
     pub(super) fn for_items(items: usize, continues_stored_state: bool) -> Self {
         Self {
-            by_id: HashMap::with_capacity_and_hasher(items / 2, RandomState::default()),
+            pairer: Pairer::for_items(items),
             continues_stored_state,
             stored_calls: None,
-            last_turn: 0,
-            answered_before_last_turn: 0,
         }
     }
 
@@ -93,18 +46,21 @@ impl<'r> CallIndex<'r> {
     /// The same index, counting the `function_call`s before position `last_turn` that an
     /// output answers ([`CallIndex::answered_before_last_turn`]), for `call_without_output`.
     pub(super) fn with_last_turn(self, last_turn: usize) -> Self {
-        Self { last_turn, ..self }
+        Self {
+            pairer: self.pairer.with_last_turn(last_turn),
+            ..self
+        }
     }
 
     /// How many `function_call`s before the last turn an output has answered so far.
     pub(super) fn answered_before_last_turn(&self) -> usize {
-        self.answered_before_last_turn
+        self.pairer.answered_before_last_turn()
     }
 
     /// Pairs `item` (the item at `index`, taken in input order) and says what is wrong with its
     /// pairing, if anything. Every item goes through here, so later outputs see it.
     pub(super) fn pair(&mut self, index: usize, item: &'r Item<'_>) -> Option<Finding> {
-        let step = self.step(index, item);
+        let step = self.pairer.step(index, item);
         self.judge(item, &step)
     }
 
@@ -148,54 +104,6 @@ impl<'r> CallIndex<'r> {
         }
     }
 
-    /// Pairs `item` (the item at `index`, taken in input order): the pairing itself, without
-    /// judging it.
-    fn step(&mut self, index: usize, item: &'r Item<'_>) -> Step<'r> {
-        match item.pairing() {
-            Pairing::Call(call_id) => self.open_call(index, item, call_id),
-            Pairing::Output => match item.call_id() {
-                Some(call_id) => self.answer(call_id),
-                None => Step::NoCallId,
-            },
-            Pairing::None => Step::Neither,
-        }
-    }
-
-    fn open_call(&mut self, index: usize, item: &'r Item<'_>, call_id: &'r str) -> Step<'r> {
-        let calls = self.by_id.entry(call_id).or_default();
-        let call = Call {
-            index,
-            type_name: item.type_name(),
-            is_function_call: item.class == ItemClass::FunctionCall,
-        };
-        let repeats = calls.open.replace(call);
-        if let Some(earlier) = repeats {
-            calls.under.push(earlier);
-        }
-        Step::Call { call_id, repeats }
-    }
-
-    fn answer(&mut self, call_id: &'r str) -> Step<'r> {
-        let Some(calls) = self.by_id.get_mut(call_id) else {
-            return Step::Unpaired {
-                call_id,
-                answered: None,
-            };
-        };
-        let Some(call) = calls.open.take() else {
-            return Step::Unpaired {
-                call_id,
-                answered: calls.answered,
-            };
-        };
-        calls.open = calls.under.pop();
-        calls.answered = Some(call);
-        if call.is_function_call && call.index < self.last_turn {
-            self.answered_before_last_turn += 1;
-        }
-        Step::Answered { call_id, call }
-    }
-
     /// An output that pairs with no call in `input`: fine when the call may live in stored
     /// state, `input` says nothing about its `call_id`, and the ledger does not know that
     /// stored state lacks it.
@@ -225,17 +133,6 @@ impl<'r> CallIndex<'r> {
     }
 }
 
-/// Replays the pairing of `items` and calls `answered(output, call)` for every output that
-/// answers a call, in input order, with both positions.
-pub(crate) fn for_each_answer(items: &[Item<'_>], mut answered: impl FnMut(usize, usize)) {
-    let mut index = CallIndex::for_items(items.len(), false);
-    for (at, item) in items.iter().enumerate() {
-        if let Step::Answered { call, .. } = index.step(at, item) {
-            answered(at, call.index);
-        }
-    }
-}
-
 fn missing_call_id(item: &Item<'_>) -> String {
     if item.call_id.is_absent_or_null() {
         "function_call_output has no call_id".to_owned()
@@ -250,6 +147,7 @@ fn missing_call_id(item: &Item<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gate::pairing::for_each_answer;
 
     /// Pairs every item of `json` in order and returns each item's finding.
     fn findings_with(json: &str, continues_stored_state: bool) -> Vec<Option<Reason>> {

@@ -6,10 +6,10 @@
 //! `true` only when [`super::item_shape::check`] would find nothing, and `false` whenever it
 //! might find something, which then goes to that check for its findings.
 
-use crate::gate::field::{Field, JsonKind, RawField};
 use crate::gate::item::{Item, MemberLayout};
 use crate::gate::item_profile::{ItemProfile, KnownRule, MemberEntry, MemberRule, Members};
 use crate::gate::shape::{KnownName, ListValue, Member, MemberValue, Part, Shape, ValueView};
+use crate::json::{Field, JsonKind, RawField};
 
 use super::item_shape::{type_needs_no_check, view};
 

@@ -6,11 +6,11 @@ use serde_json::Value;
 
 use super::tools::{ToolIndex, ToolSource};
 use super::{Finding, Param, WorkMeter};
-use crate::gate::field::RawField;
 use crate::gate::item::Item;
 use crate::gate::request::WorkExceeded;
 use crate::gate::schema::{value_count, CompiledSchema, SchemaCache};
 use crate::gate::verdict::Reason;
+use crate::json::RawField;
 
 /// What one `function_call` is checked with.
 pub(super) struct CallContext<'c, 'r> {

@@ -59,7 +59,6 @@ use super::request::{ItemsAt, ParsedRequest, WorkExceeded};
 use super::schema::SchemaCache;
 use super::verdict::{Action, Reason, Repair, Verdict, Violation};
 
-pub(crate) use call_ids::for_each_answer;
 use call_ids::CallIndex;
 use cross_team::CrossTeam;
 use function_call::CallContext;

@@ -5,13 +5,13 @@
 use super::function_call::{self, CallContext};
 use super::tools::ToolIndex;
 use super::WorkMeter;
-use crate::gate::field::{Field, RawField, Text};
 use crate::gate::item::{Item, ItemClass, MemberLayout};
 use crate::gate::output::{OutputCall, ResponseViolation};
 use crate::gate::profile::Target;
 use crate::gate::request::{Tool, WorkExceeded};
 use crate::gate::schema::SchemaCache;
 use crate::gate::shape::KnownName;
+use crate::json::{Field, RawField, Text};
 
 /// Checks every call against `tools` (the request's declared tools) and the target's tool
 /// rules, in order, within the target's work budget.

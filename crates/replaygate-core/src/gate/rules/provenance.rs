@@ -25,10 +25,10 @@ use foldhash::fast::RandomState;
 use super::{Finding, Param};
 use crate::gate::item::{Item, ItemClass};
 use crate::gate::profile::{EncryptedScope, ProviderProfile};
+use crate::gate::provenance::StoredItem;
 use crate::gate::provenance::{blob_digest, carries_blobs, whole_digest, ItemTexts, Provenance};
 use crate::gate::request::{ItemsAt, ParsedRequest};
 use crate::gate::verdict::Reason;
-use crate::ledger::StoredItem;
 
 /// What the rules read of one item beyond the gate's first reading.
 #[derive(Debug)]

@@ -27,10 +27,10 @@ use foldhash::fast::RandomState;
 use crate::gate::item::{Item, ItemClass};
 use crate::gate::item_profile::ReplayRules;
 use crate::gate::profile::{Policy, ProviderProfile};
+use crate::gate::provenance::names_one_item;
 use crate::gate::provenance::{ItemTexts, Provenance};
 use crate::gate::request::{ItemsAt, ParsedRequest};
 use crate::gate::verdict::{Action, Insert, Reason, Verdict};
-use crate::ledger::names_one_item;
 
 /// One whole-item finding, before it gets its action.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -290,11 +290,11 @@ mod tests {
     use serde_json::Value;
 
     use super::super::tests_corpus::corpus;
+    use crate::gate::provenance::{item_record_from_value, link_reasoning, Owner, StoredItem};
     use crate::gate::{
         parse_with, strip, Action, Gate, ItemProfile, ItemsAt, Policy, Provenance, ProviderProfile, Reason,
         Target, Verdict,
     };
-    use crate::ledger::{item_record_from_value, link_reasoning, Owner, StoredItem};
 
     fn openai() -> ProviderProfile {
         ProviderProfile::own_namespace("openai")

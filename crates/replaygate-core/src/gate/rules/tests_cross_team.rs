@@ -1,11 +1,11 @@
 //! `cross_team_state`, judged through the gate as the proxy calls it: each kind of stored state
 //! both ways (the owner's team allowed, another team refused, a granted team allowed).
 
+use crate::gate::provenance::{item_record_from_value, Owner, StoredItem};
 use crate::gate::{
     parse, strip, Action, ChainFacts, ConversationFacts, Gate, Policy, Provenance, ProviderProfile, Reason,
     StateAccess, Target, Verdict,
 };
-use crate::ledger::{item_record_from_value, Owner, StoredItem};
 
 fn openai() -> Owner {
     Owner {

@@ -4,11 +4,11 @@ use serde_json::Value;
 
 use super::tests_corpus::corpus;
 
+use crate::gate::provenance::{item_record_from_value, Owner, StoredItem};
 use crate::gate::{
     parse, parse_with, strip, Action, ChainFacts, EncryptedScope, Gate, ItemsAt, LedgerQuery, Policy,
     Provenance, ProviderProfile, Reason, Target, Verdict,
 };
-use crate::ledger::{item_record_from_value, Owner, StoredItem};
 
 fn owner(provider: &str, model: Option<&str>) -> Owner {
     Owner {

@@ -2,8 +2,8 @@
 //! followed later in `input` by a message. A new turn began without the call's output, which
 //! a provider with that rule in its item profile refuses.
 
-use super::call_ids::for_each_answer;
 use crate::gate::item::{Item, ItemClass};
+use crate::gate::pairing::for_each_answer;
 
 /// Where the last turn begins: the position of the last message in `items` (0 when there is
 /// none, so no call is before it). A call before it must have its output in `input`.

@@ -2,6 +2,7 @@
 //!
 //! Items from unknown providers may put any JSON in any member, so the gate never fails to read
 //! an item because a member has an unexpected type; the rules decide what a non-string means.
+//! The ledger reads the members of an answer's items the same way.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -173,7 +174,7 @@ impl<'a> RawField<'a> {
     }
 
     /// Decodes a string's JSON text (borrowed when it has no escapes).
-    pub fn decode(encoded: &'a str) -> Result<Cow<'a, str>, crate::json::Error> {
+    pub fn decode(encoded: &'a str) -> Result<Cow<'a, str>, super::Error> {
         // The usual short string (a part's `type`, a role) has no escape and no control
         // character: its text is what stands between the quotes, with no reader needed.
         if let Some(inner) = encoded
@@ -183,7 +184,7 @@ impl<'a> RawField<'a> {
         {
             return Ok(Cow::Borrowed(inner));
         }
-        crate::json::Reader::read_string(encoded)
+        super::Reader::read_string(encoded)
     }
 }
 
@@ -215,7 +216,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for Field<'a> {
     }
 }
 
-struct FieldVisitor;
+/// The visitor of [`Field`], for readers that take a member as a field in some cases only.
+pub(crate) struct FieldVisitor;
 
 impl<'de> Visitor<'de> for FieldVisitor {
     type Value = Field<'de>;
@@ -269,203 +271,6 @@ impl<'de> Visitor<'de> for FieldVisitor {
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
         Ok(Field::Other(JsonKind::Object))
     }
-}
-
-/// A request's `conversation`: a string id, or an object whose string `id` names it (read as
-/// [`Field::Str`] of that id); any other value, or an object without a string `id`, by its kind.
-pub(crate) struct ConversationRef<'a>(pub(crate) Field<'a>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for ConversationRef<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer
-            .deserialize_any(ConversationVisitor)
-            .map(ConversationRef)
-    }
-}
-
-struct ConversationVisitor;
-
-impl<'de> Visitor<'de> for ConversationVisitor {
-    type Value = Field<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a conversation id or object")
-    }
-
-    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-        FieldVisitor.visit_borrowed_str(v)
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        FieldVisitor.visit_str(v)
-    }
-
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-        FieldVisitor.visit_string(v)
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        FieldVisitor.visit_unit()
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        FieldVisitor.visit_none()
-    }
-
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
-        FieldVisitor.visit_bool(v)
-    }
-
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-        FieldVisitor.visit_i64(v)
-    }
-
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        FieldVisitor.visit_u64(v)
-    }
-
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-        FieldVisitor.visit_f64(v)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        FieldVisitor.visit_seq(seq)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut id = None;
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            match (key.as_ref(), &id) {
-                ("id", None) => id = Some(map.next_value::<Field<'de>>()?),
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(match id {
-            Some(id @ Field::Str(_)) => id,
-            _ => Field::Other(JsonKind::Object),
-        })
-    }
-}
-
-/// Declares an enum of the member names a reader cares about, plus `Other`, deserialized from
-/// an object key without allocating. A name that only reads as one of them once case is ignored
-/// or control characters are removed is `Misspelled` (see [`misspelling_of`]).
-macro_rules! member_names {
-    ($(#[$doc:meta])* $name:ident { $($variant:ident = $text:literal),* $(,)? }) => {
-        $(#[$doc])*
-        enum $name {
-            $($variant,)*
-            Misspelled($crate::gate::field::Misspelling),
-            Other,
-        }
-
-        impl $name {
-            /// The names, as written.
-            #[cfg(test)]
-            #[allow(dead_code)]
-            const NAMES: &[&str] = &[$($text),*];
-
-            /// The member called `v` (escapes decoded).
-            #[allow(dead_code)]
-            fn from_name(v: &str) -> Self {
-                match v {
-                    $($text => $name::$variant,)*
-                    _ => match $crate::gate::field::misspelling_of(v, &[$($text),*]) {
-                        Some(gated) => $name::Misspelled(
-                            $crate::gate::field::Misspelling::new(v, gated),
-                        ),
-                        None => $name::Other,
-                    },
-                }
-            }
-        }
-
-        impl<'de> serde::Deserialize<'de> for $name {
-            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                struct NameVisitor;
-                impl serde::de::Visitor<'_> for NameVisitor {
-                    type Value = $name;
-                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                        f.write_str("a member name")
-                    }
-                    fn visit_str<E>(self, v: &str) -> Result<$name, E> {
-                        Ok($name::from_name(v))
-                    }
-                }
-                deserializer.deserialize_identifier(NameVisitor)
-            }
-        }
-    };
-}
-pub(crate) use member_names;
-
-/// A member name that is not a gated name but reads as one to a lenient JSON reader.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Misspelling {
-    /// The name as written.
-    pub written: String,
-    /// The gated name it reads as.
-    pub gated: &'static str,
-}
-
-impl Misspelling {
-    /// A misspelling of `gated` written as `written`.
-    pub fn new(written: &str, gated: &'static str) -> Self {
-        Self {
-            written: written.to_owned(),
-            gated,
-        }
-    }
-
-    /// The reader error that refuses the request for it.
-    pub fn into_error<E: de::Error>(self) -> E {
-        E::custom(format_args!(
-            "member name {:?} reads as `{}` to case-insensitive JSON readers; spell it `{}`",
-            self.written, self.gated, self.gated
-        ))
-    }
-}
-
-/// The gated name (one of `gated`, all lowercase ASCII) that `name` reads as once ASCII and
-/// Unicode case is folded and control and zero-width characters are removed, as Go's
-/// `encoding/json` or ASP.NET bind members, when `name` is not written exactly so.
-///
-/// The gate and such an upstream must never read two different members as `type` or `input`,
-/// so such a name is refused rather than skipped.
-pub fn misspelling_of(name: &str, gated: &[&'static str]) -> Option<&'static str> {
-    let plain = name.bytes().all(|b| b.is_ascii_graphic() || b == b' ');
-    if plain {
-        return gated
-            .iter()
-            .find(|g| g.len() == name.len() && g.eq_ignore_ascii_case(name))
-            .copied();
-    }
-    let folded: String = name
-        .chars()
-        .filter(|c| !c.is_control() && !is_zero_width(*c))
-        .flat_map(fold_case)
-        .collect();
-    gated.iter().find(|g| **g == folded).copied()
-}
-
-/// Characters that print as nothing, which a reader may drop or a person not see.
-fn is_zero_width(c: char) -> bool {
-    matches!(c, '\u{200B}'..='\u{200F}' | '\u{2060}' | '\u{FEFF}' | '\u{00AD}')
-}
-
-/// Simple case folding as the lenient readers do it: lowercase, plus the two non-ASCII letters
-/// that fold to ASCII ones (`ſ` to `s`, the Kelvin sign to `k`).
-fn fold_case(c: char) -> impl Iterator<Item = char> {
-    let single = match c {
-        '\u{017F}' => Some('s'),
-        '\u{212A}' => Some('k'),
-        _ => None,
-    };
-    single
-        .into_iter()
-        .chain(c.to_lowercase().filter(move |_| single.is_none()))
 }
 
 /// Reads a member and fails on a repeated key, so the gate and the upstream can never
@@ -586,28 +391,6 @@ mod tests {
         assert_eq!(decoded, arguments.to_string());
         // Allocated once, for the text's length, never grown by doubling.
         assert_eq!(decoded.capacity(), encoded.len());
-    }
-
-    #[test]
-    fn names_that_read_as_gated_ones_are_misspellings() {
-        let gated = ["type", "input", "status"];
-        for (name, expected) in [
-            ("Type", Some("type")),
-            ("INPUT", Some("input")),
-            ("type\u{0}", Some("type")),
-            ("ty\u{1}pe", Some("type")),
-            ("\u{200B}input", Some("input")),
-            ("\u{017F}tatus", Some("status")),
-            ("Status\u{7F}", Some("status")),
-            ("TYPE", Some("type")),
-            ("types", None),
-            ("typ", None),
-            ("tipe", None),
-            ("t ype", None),
-            ("\u{0442}ype", None),
-        ] {
-            assert_eq!(misspelling_of(name, &gated), expected, "{name:?}");
-        }
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! know is simply left out: unknown provenance is never a violation.
 //!
 //! ```
+//! use replaygate_core::gate::provenance::{item_record_from_value, Owner, StoredItem};
 //! use replaygate_core::gate::{parse, Gate, LedgerQuery, Provenance, ProviderProfile, Target};
-//! use replaygate_core::ledger::{item_record_from_value, Owner, StoredItem};
 //!
 //! let body = br#"{"model":"m","input":[{"type":"reasoning","summary":[],"encrypted_content":"gAAA"}]}"#;
 //! let request = parse(body).unwrap();
@@ -34,10 +34,19 @@ use std::collections::{HashMap, HashSet};
 use foldhash::fast::RandomState;
 use serde_json::{Map, Value};
 
-use super::item::{Item, ItemClass, Pairing};
+use super::item::{Item, ItemClass};
+use super::pairing::unpaired_call_ids;
 use super::request::ParsedRequest;
 use super::strip::item_spans;
-use crate::ledger::{item_digest, names_one_item, Owner, StoredItem, MAX_ID_BYTES};
+
+mod canon;
+pub(crate) mod quick;
+mod record;
+
+pub use record::{
+    item_digest, item_record, item_record_from_value, link_reasoning, names_one_item, ItemRecord, Owner,
+    StoredItem, MAX_ID_BYTES, MIN_ITEM_ID_BYTES,
+};
 
 /// The most item ids, and the most digests, one [`LedgerQuery`] asks about. Past it the rest
 /// stay unknown (never a violation); reasoning, compaction and item_reference ids are listed
@@ -107,7 +116,7 @@ impl LedgerQuery {
             }
         }
         let unpaired_call_ids = match previous_response_id {
-            Some(_) => unpaired_call_ids(items),
+            Some(_) => unpaired_call_ids(items, MAX_QUERY_KEYS),
             None => Vec::new(),
         };
         let conversation = request
@@ -150,7 +159,7 @@ pub struct Provenance {
     /// recorded items of the request came right after ([`ItemRecord::preceded_by`]) and that
     /// the request does not send, so `repair` can put them back (`reasoning_missing`).
     ///
-    /// [`ItemRecord::preceded_by`]: crate::ledger::ItemRecord::preceded_by
+    /// [`ItemRecord::preceded_by`]: record::ItemRecord::preceded_by
     pub reasoning_texts: HashMap<String, String, RandomState>,
 }
 
@@ -270,7 +279,7 @@ pub(crate) fn blob_digest(item: &Item<'_>) -> Option<[u8; 32]> {
 /// `compaction` with its `type` written) are read borrowed, as the tap reads them, not built
 /// as a `Value`; the two reads give the same digest.
 pub(crate) fn whole_digest(item: &Item<'_>, text: &str) -> Option<[u8; 32]> {
-    if let Some(quick) = crate::ledger::quick_item(text) {
+    if let Some(quick) = quick::quick_item(text) {
         if quick.record.item_type == item.type_name() {
             return Some(quick.record.digest);
         }
@@ -279,27 +288,10 @@ pub(crate) fn whole_digest(item: &Item<'_>, text: &str) -> Option<[u8; 32]> {
     Some(item_digest(item.type_name(), value.as_object()?))
 }
 
-/// The call ids of the outputs among `items` that answer no call earlier in them, once each.
-fn unpaired_call_ids(items: &[Item<'_>]) -> Vec<String> {
-    let mut answered = vec![false; items.len()];
-    super::rules::for_each_answer(items, |output, _| answered[output] = true);
-    let mut seen = HashSet::with_hasher(RandomState::default());
-    items
-        .iter()
-        .zip(answered)
-        .filter(|(item, answered)| !answered && item.pairing() == Pairing::Output)
-        .filter_map(|(item, _)| item.call_id())
-        .filter(|call_id| seen.insert(*call_id))
-        .take(MAX_QUERY_KEYS)
-        .map(str::to_owned)
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::gate::{parse, parse_with, ItemsAt};
-    use crate::ledger::item_record_from_value;
 
     fn query(body: &str) -> LedgerQuery {
         let request = parse(body.as_bytes()).unwrap();

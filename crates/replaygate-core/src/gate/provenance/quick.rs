@@ -14,10 +14,9 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 use serde::{Deserialize, Deserializer};
 
 use super::canon::{put_bytes, put_str, Digesting, Sink};
-use super::record::{type_name, ItemRecord, ANSWER_TYPES, DOMAIN};
-use super::MAX_ID_BYTES;
-use crate::gate::{Field, JsonKind, OutputCall, Text};
-use crate::json::{Reader, Spanned};
+use super::record::{type_name, ItemRecord, ANSWER_TYPES, DOMAIN, MAX_ID_BYTES};
+use crate::gate::OutputCall;
+use crate::json::{Field, JsonKind, Reader, Spanned, Text};
 
 /// An output item read the quick way: its record, and for a `function_call` its call.
 #[derive(Debug)]
@@ -375,8 +374,8 @@ mod tests {
     use proptest::prelude::*;
     use serde_json::Value;
 
+    use super::super::record::item_record_from_value;
     use super::*;
-    use crate::ledger::record::item_record_from_value;
 
     /// What the full read makes of `item`: its record and, for a `function_call`, its call.
     fn full_read(item: &str) -> Option<(ItemRecord, Option<OutputCall>)> {
