@@ -8,6 +8,8 @@ use super::{RedisAccess, RedisTarget};
 
 /// `[state]`: the backend holding the ledger and the team rate limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
+// One value per loaded configuration: the size of its largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum StateConfig {
     /// `backend = "memory"`: in this process only; forgotten on restart (tests).
     Memory,
