@@ -4,12 +4,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use reqwest::Url;
-
-use super::RedisAccess;
+use super::{RedisAccess, RedisTarget};
 
 /// `[state]`: the backend holding the ledger and the team rate limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
+// One value per loaded configuration: the size of its largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum StateConfig {
     /// `backend = "memory"`: in this process only; forgotten on restart (tests).
     Memory,
@@ -21,9 +21,8 @@ pub enum StateConfig {
     },
     /// `backend = "redis"`: a Redis server, shared by every replica.
     Redis {
-        /// `url`: `redis://` or `rediss://` (TLS), with a host; never a password (that comes
-        /// from `password_env`).
-        url: String,
+        /// `url`, `sentinels` (with `master_name`) or `cluster_nodes`: where the server is.
+        target: RedisTarget,
         /// `key_prefix`: the start of every key replaygate writes; default `replaygate`.
         key_prefix: String,
         /// `timeout`: the longest one Redis command may take; default 500 ms.
@@ -61,32 +60,29 @@ impl StateConfig {
     }
 
     /// For people: `state in memory`, `state embedded in DIR`, `state in redis at HOST:PORT`
-    /// (then `over TLS` for `rediss://`, and `as USER` with a username; never a password).
+    /// (or `via sentinels ...`, `cluster at ...`; then `over TLS`, and `as USER` with a username;
+    /// never a password).
     pub(super) fn summary(&self) -> String {
         match self {
             StateConfig::Memory => "state in memory".to_owned(),
             StateConfig::Embedded { path } => format!("state embedded in {}", path.display()),
-            StateConfig::Redis { url, access, .. } => match Url::parse(url) {
-                Ok(url) => {
-                    let mut summary = format!(
-                        "state in redis at {}:{}",
-                        url.host_str().unwrap_or("?"),
-                        url.port().unwrap_or(6379)
-                    );
-                    if url.scheme() == "rediss" {
-                        summary.push_str(" over TLS");
-                    }
-                    let user = access
-                        .username
-                        .as_deref()
-                        .or(Some(url.username()).filter(|user| !user.is_empty()));
-                    if let Some(user) = user {
-                        summary.push_str(&format!(" as {user}"));
-                    }
-                    summary
+            StateConfig::Redis { target, access, .. } => {
+                let mut summary = format!("state in redis {}", target.summary());
+                if target.tls() {
+                    summary.push_str(" over TLS");
                 }
-                Err(_) => "state in redis".to_owned(),
-            },
+                let url_user = match target {
+                    RedisTarget::Url(url) => reqwest::Url::parse(url)
+                        .ok()
+                        .map(|url| url.username().to_owned())
+                        .filter(|user| !user.is_empty()),
+                    _ => None,
+                };
+                if let Some(user) = access.username.clone().or(url_user) {
+                    summary.push_str(&format!(" as {user}"));
+                }
+                summary
+            }
         }
     }
 }

@@ -16,6 +16,7 @@ mod key_entry;
 mod ledger;
 mod pinned;
 mod redis_access;
+mod redis_target;
 mod sections;
 mod teams;
 mod telemetry;
@@ -32,6 +33,7 @@ pub use error::ConfigError;
 pub use item_profile::read_file as read_item_profile;
 pub use ledger::{EncryptedContentScope, LedgerConfig, OnUnavailable, StateConfig, UnknownOwner};
 pub use redis_access::{ClientCertFiles, RedisAccess};
+pub use redis_target::{NodeAddr, RedisTarget};
 pub use sections::{AdminConfig, GateConfig, LogConfig, LogFormat, ServerConfig};
 pub use teams::{AuditConfig, ClientKey, PinnedTool, PinnedTools, StateGrant, TeamConfig, TeamMode};
 pub use telemetry::TelemetryConfig;
@@ -221,3 +223,6 @@ mod tests_examples;
 
 #[cfg(test)]
 mod tests_item_profile;
+
+#[cfg(test)]
+mod tests_redis_target;

@@ -5,12 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
-use reqwest::Url;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use toml::Spanned;
 
 use super::error::Invalid;
+use super::redis_target::{check_variable, TargetLogin};
 
 /// How the `redis` backend logs in and what its TLS connection trusts and shows.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -47,27 +47,12 @@ pub(super) struct AccessEntry<'a> {
 }
 
 impl AccessEntry<'_> {
-    /// Checks the keys against each other and the (already checked) `url`, and reads the
-    /// TLS files, relative paths taken from `base_dir`.
-    pub(super) fn validate(self, url: &Spanned<String>, base_dir: &Path) -> Result<RedisAccess, Invalid> {
-        let parsed =
-            Url::parse(url.get_ref()).map_err(|_| Invalid::new(url.span(), "[state] url is not a URL"))?;
-        if parsed.password().is_some() {
-            return Err(Invalid::new(
-                url.span(),
-                "[state] url carries a password; put the password in an environment variable and name \
-                 it with password_env (and the user, if any, with username), so it is never in the file",
-            ));
-        }
-        if parsed.fragment().is_some() {
-            return Err(Invalid::new(
-                url.span(),
-                "[state] url may not end in a #fragment (#insecure would turn the certificate check off)",
-            ));
-        }
+    /// Checks the keys against each other and what the (already checked) target says, and
+    /// reads the TLS files, relative paths taken from `base_dir`.
+    pub(super) fn validate(self, target: &TargetLogin, base_dir: &Path) -> Result<RedisAccess, Invalid> {
         let username = match self.username {
             Some(written) => {
-                if !parsed.username().is_empty() {
+                if target.url_user {
                     return Err(Invalid::new(
                         written.span(),
                         "[state] username is set and the url names a user too; keep username only",
@@ -91,17 +76,19 @@ impl AccessEntry<'_> {
             }
             None => None,
         };
-        let password_env = self.password_env.map(check_variable).transpose()?;
-        let tls = parsed.scheme() == "rediss";
+        let password_env = self
+            .password_env
+            .map(|written| check_variable(written, "password_env"))
+            .transpose()?;
         for key in [self.tls_ca_file, self.tls_cert_file, self.tls_key_file]
             .into_iter()
             .flatten()
         {
-            if !tls {
+            if !target.tls {
                 return Err(Invalid::new(
                     key.span(),
                     "[state] tls_ca_file, tls_cert_file and tls_key_file need TLS: write the url with \
-                     rediss:// (TLS) instead of redis://",
+                     rediss:// (TLS) instead of redis://, or set tls = true with sentinels or cluster_nodes",
                 ));
             }
         }
@@ -130,20 +117,6 @@ impl AccessEntry<'_> {
             tls_client,
         })
     }
-}
-
-/// `password_env`: a usable environment variable name.
-fn check_variable(written: &Spanned<String>) -> Result<String, Invalid> {
-    let name = written.get_ref();
-    if name.is_empty() || name.contains(['=', '\0']) {
-        return Err(Invalid::new(
-            written.span(),
-            format!(
-                "[state] password_env {name:?} must name an environment variable (not empty, no `=` or NUL)"
-            ),
-        ));
-    }
-    Ok(name.clone())
 }
 
 /// What a TLS file must hold.

@@ -52,7 +52,7 @@ fn redis_defaults() {
     assert_eq!(
         config.state,
         StateConfig::Redis {
-            url: "redis://127.0.0.1:6379".into(),
+            target: RedisTarget::Url("redis://127.0.0.1:6379".into()),
             key_prefix: "replaygate".into(),
             timeout: Duration::from_millis(500),
             access: RedisAccess::default(),
@@ -72,7 +72,7 @@ fn every_key_is_read() {
     assert_eq!(
         read.state,
         StateConfig::Redis {
-            url: "rediss://cache.internal:6380/2".into(),
+            target: RedisTarget::Url("rediss://cache.internal:6380/2".into()),
             key_prefix: "rg:prod".into(),
             timeout: Duration::from_millis(1250),
             access: RedisAccess {
@@ -353,10 +353,10 @@ fn redis_login_and_tls_files_are_read_relative_to_the_file() {
     )
     .unwrap();
     let base = std::path::absolute(dir.path()).unwrap();
-    let StateConfig::Redis { url, access, .. } = Config::load(&file).unwrap().state else {
+    let StateConfig::Redis { target, access, .. } = Config::load(&file).unwrap().state else {
         panic!("not redis");
     };
-    assert_eq!(url, "rediss://redis.internal:6380/1");
+    assert_eq!(target, RedisTarget::Url("rediss://redis.internal:6380/1".into()));
     assert_eq!(
         access,
         RedisAccess {

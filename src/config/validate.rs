@@ -21,6 +21,7 @@ use super::item_profile::{self, ItemProfileEntry};
 use super::key_entry::validate_key;
 use super::ledger::{DEFAULT_KEY_PREFIX, DEFAULT_REDIS_TIMEOUT, DEFAULT_STATE_PATH};
 use super::redis_access::AccessEntry;
+use super::redis_target::{RedisTarget, TargetEntry};
 use super::{
     pinned, AdminConfig, AuditConfig, Auth, Config, GateConfig, LedgerConfig, ProviderConfig, RouteConfig,
     ServerConfig, StateConfig, StateGrant, TeamConfig,
@@ -361,6 +362,12 @@ impl StateEntry {
         let keys = [
             (&self.path, "path", StateBackend::Embedded),
             (&self.url, "url", StateBackend::Redis),
+            (&self.master_name, "master_name", StateBackend::Redis),
+            (
+                &self.sentinel_password_env,
+                "sentinel_password_env",
+                StateBackend::Redis,
+            ),
             (&self.key_prefix, "key_prefix", StateBackend::Redis),
             (&self.timeout, "timeout", StateBackend::Redis),
             (&self.username, "username", StateBackend::Redis),
@@ -369,19 +376,34 @@ impl StateEntry {
             (&self.tls_cert_file, "tls_cert_file", StateBackend::Redis),
             (&self.tls_key_file, "tls_key_file", StateBackend::Redis),
         ];
-        let misplaced = keys
+        let lists = [
+            (&self.sentinels, "sentinels", StateBackend::Redis),
+            (&self.cluster_nodes, "cluster_nodes", StateBackend::Redis),
+        ];
+        let spans = keys
             .into_iter()
-            .filter_map(|(written, key, owner)| Some((written.as_ref()?, key, owner)))
+            .filter_map(|(written, key, owner)| Some((written.as_ref()?.span(), key, owner)))
+            .chain(
+                lists
+                    .into_iter()
+                    .filter_map(|(written, key, owner)| Some((written.as_ref()?.span(), key, owner))),
+            )
+            .chain(
+                self.tls
+                    .as_ref()
+                    .map(|written| (written.span(), "tls", StateBackend::Redis)),
+            );
+        let misplaced = spans
             .filter(|(_, _, owner)| *owner != backend)
-            .min_by_key(|(written, _, _)| written.span().start);
-        if let Some((written, key, owner)) = misplaced {
+            .min_by_key(|(span, _, _)| span.start);
+        if let Some((span, key, owner)) = misplaced {
             let default = if self.backend.is_none() {
                 " (the default)"
             } else {
                 ""
             };
             return Err(Invalid::new(
-                written.span(),
+                span,
                 format!(
                     "[state] {key} applies to backend = \"{}\" only, and this [state] has backend = \"{}\"{default}",
                     owner.name(),
@@ -399,15 +421,16 @@ impl StateEntry {
                 Ok(StateConfig::Embedded { path })
             }
             StateBackend::Redis => {
-                let Some(url) = self.url else {
-                    let span = self.backend.map_or(0..0, |backend| backend.span());
-                    return Err(Invalid::new(
-                        span,
-                        "backend = \"redis\" needs the server's address: add url = \"redis://HOST:6379\" \
-                         (or rediss:// for TLS) to [state]",
-                    ));
-                };
-                check_redis_url(url.get_ref()).map_err(|message| Invalid::new(url.span(), message))?;
+                let (target, login) = TargetEntry {
+                    backend_span: self.backend.as_ref().map_or(0..0, Spanned::span),
+                    url: self.url.as_ref(),
+                    sentinels: self.sentinels.as_ref(),
+                    master_name: self.master_name.as_ref(),
+                    sentinel_password_env: self.sentinel_password_env.as_ref(),
+                    cluster_nodes: self.cluster_nodes.as_ref(),
+                    tls: self.tls.as_ref(),
+                }
+                .validate()?;
                 let access = AccessEntry {
                     username: self.username.as_ref(),
                     password_env: self.password_env.as_ref(),
@@ -415,9 +438,9 @@ impl StateEntry {
                     tls_cert_file: self.tls_cert_file.as_ref(),
                     tls_key_file: self.tls_key_file.as_ref(),
                 }
-                .validate(&url, base_dir)?;
+                .validate(&login, base_dir)?;
                 let key_prefix = match self.key_prefix {
-                    Some(prefix) => check_key_prefix(prefix)?,
+                    Some(prefix) => check_key_prefix(prefix, matches!(target, RedisTarget::Cluster { .. }))?,
                     None => DEFAULT_KEY_PREFIX.to_owned(),
                 };
                 let timeout = match self.timeout {
@@ -425,7 +448,7 @@ impl StateEntry {
                     None => DEFAULT_REDIS_TIMEOUT,
                 };
                 Ok(StateConfig::Redis {
-                    url: url.into_inner(),
+                    target,
                     key_prefix,
                     timeout,
                     access,
@@ -437,7 +460,7 @@ impl StateEntry {
 
 /// A Redis URL: `redis://` or `rediss://`, a host, and a path that is empty or a database
 /// number. Messages never repeat the URL, which may hold a password.
-fn check_redis_url(text: &str) -> Result<(), String> {
+pub(super) fn check_redis_url(text: &str) -> Result<(), String> {
     let url = Url::parse(text)
         .map_err(|e| format!("[state] url is not a URL ({e}); write it like \"redis://127.0.0.1:6379\""))?;
     if !matches!(url.scheme(), "redis" | "rediss") {
@@ -459,13 +482,23 @@ fn check_redis_url(text: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// `[state] key_prefix`: not empty, no spaces or control characters.
-fn check_key_prefix(prefix: Spanned<String>) -> Result<String, Invalid> {
+/// `[state] key_prefix`: not empty, no spaces or control characters; with `cluster_nodes`, no
+/// `{` or `}` either, which would put every key in one hash slot (README, "Redis Cluster").
+fn check_key_prefix(prefix: Spanned<String>, cluster: bool) -> Result<String, Invalid> {
     let text = prefix.get_ref();
     if text.is_empty() || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(Invalid::new(
             prefix.span(),
             format!("[state] key_prefix {text:?} must be non-empty, without spaces or control characters"),
+        ));
+    }
+    if cluster && text.contains(['{', '}']) {
+        return Err(Invalid::new(
+            prefix.span(),
+            format!(
+                "[state] key_prefix {text:?} may not hold {{ or }} with cluster_nodes: a hash tag in the \
+                 prefix would put every key in one slot, on one node; replaygate tags each key itself"
+            ),
         ));
     }
     Ok(prefix.into_inner())

@@ -245,13 +245,13 @@ fn open_store(config: &StateConfig, env: &dyn Fn(&str) -> Option<String>) -> Res
     Ok(match config {
         StateConfig::Memory => StateStore::Memory(MemoryStore::default()),
         StateConfig::Redis {
-            url,
+            target,
             key_prefix,
             timeout,
             access,
         } => {
-            let login = RedisLogin::read(access, env)?;
-            StateStore::Redis(RedisStore::connect_with(url, &login, key_prefix, *timeout)?)
+            let login = RedisLogin::read_for(target, access, env)?;
+            StateStore::Redis(RedisStore::open(target, &login, key_prefix, *timeout)?)
         }
         StateConfig::Embedded { path } => StateStore::Embedded(EmbeddedStore::open(path)?),
     })

@@ -14,12 +14,26 @@ mod key_filter;
 mod memory;
 mod redis;
 mod redis_client;
+mod redis_conn;
+mod redis_keys;
 /// Certificates made per run, for the TLS tests of the `redis` backend and of `[state]`.
 #[cfg(test)]
 #[path = "../../tests/support/pki.rs"]
 pub(crate) mod test_pki;
 #[cfg(test)]
 mod test_records;
+/// The single test server, by the name the Sentinel and cluster test servers know it under.
+#[cfg(test)]
+use self::redis::test_server as redis_server;
+#[cfg(test)]
+mod redis_cluster_tests;
+/// The Sentinel and cluster test servers.
+#[cfg(test)]
+#[allow(dead_code)]
+#[path = "../../tests/support/redis_ha.rs"]
+mod redis_ha;
+#[cfg(test)]
+mod redis_sentinel_tests;
 
 use std::num::NonZeroU32;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -1,8 +1,9 @@
-//! The `redis` backend: the ledger and the team rate limits in one Redis, shared by every
-//! replica (contract §9).
+//! The `redis` backend: the ledger and the team rate limits in Redis, shared by every replica
+//! (contract §9): one server at a url, the master Redis Sentinel names, or a Redis Cluster.
 //!
 //! Keys (`P` is `[state] key_prefix`, `replaygate` unless configured; `v1` is the layout's
-//! version, so a later layout never reads these values as its own):
+//! version, so a later layout never reads these values as its own; on a cluster each key also
+//! carries a hash tag, see [`super::redis_keys`]):
 //!
 //! | key | value |
 //! | --- | --- |
@@ -14,21 +15,31 @@
 //! Ledger keys expire with their response (`EX` = seconds left until `expires_unix`); a rate
 //! key expires once its team is back to a full allowance.
 //!
-//! Every call is bounded by the store's timeout, connecting included, and any failure is
+//! On one server a response and its index entries are written in one MULTI. On a cluster they
+//! live in different slots, so each is its own SET, the items first and the response that names
+//! them last; items are read with one MGET per slot.
+//!
+//! Every call is bounded by the store's timeout, connecting (and asking the sentinels, and
+//! following a cluster's redirections) included, and any failure is
 //! [`StoreError::Unavailable`]. The connection is made on first use and remade after a
 //! failure, so a store built while Redis is down answers `Unavailable` until Redis is back,
 //! then works, with no new store.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::num::NonZeroU32;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use ::redis::{Client, RedisError, RedisResult, Script};
+use ::redis::cluster_routing::Slot;
+use ::redis::{RedisError, RedisResult, Script};
+use futures_util::future::try_join_all;
 
+use super::redis_conn::{Conn, Connector, Slots};
+use super::redis_keys::Keys;
 use super::{now_unix, RedisLogin, StoreError};
+use crate::config::RedisTarget;
 use crate::ledger::{StoredItem, StoredResponse};
 
 /// How long one call may take, connecting included, unless configured otherwise.
@@ -41,25 +52,30 @@ pub struct RedisStore {
 }
 
 struct Inner {
-    client: Client,
-    prefix: String,
+    connector: Connector,
+    /// Where the server is, for people (no password).
+    server: String,
+    keys: Keys,
     timeout: Duration,
-    /// The connection in use, made on first use; dropped after a timeout so the next call
-    /// connects afresh (a connection whose peer vanished without a reset never recovers).
+    /// The connection in use, made on first use; dropped after a failure that calls for a new
+    /// one (see [`Connector::gives_up`]).
     current: Mutex<Option<Current>>,
+    /// Held while a connection that must wait (Sentinel, cluster) is made, so concurrent calls
+    /// make one.
+    connecting: tokio::sync::Mutex<()>,
 }
 
 struct Current {
-    manager: ConnectionManager,
-    /// Tells a timed-out connection from its replacement, so one timeout replaces it once.
+    conn: Conn,
+    /// Tells a failed connection from its replacement, so one failure replaces it once.
     generation: u64,
 }
 
 impl fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStore")
-            .field("server", &self.inner.client.get_connection_info().addr())
-            .field("prefix", &self.inner.prefix)
+            .field("server", &self.inner.server)
+            .field("prefix", &self.inner.keys.prefix())
             .field("timeout", &self.inner.timeout)
             .finish_non_exhaustive()
     }
@@ -82,13 +98,27 @@ impl RedisStore {
         key_prefix: &str,
         timeout: Duration,
     ) -> Result<RedisStore, StoreError> {
-        let client = login.client(url)?;
+        RedisStore::open(&RedisTarget::Url(url.to_owned()), login, key_prefix, timeout)
+    }
+
+    /// A store for the Redis `target` names (a url, sentinels, or cluster nodes), logging in
+    /// and checking TLS as `login` says. Nothing is connected here, so this succeeds while
+    /// Redis is down.
+    pub fn open(
+        target: &RedisTarget,
+        login: &RedisLogin,
+        key_prefix: &str,
+        timeout: Duration,
+    ) -> Result<RedisStore, StoreError> {
+        let (connector, server) = login.connector(target, timeout)?;
         Ok(RedisStore {
             inner: Arc::new(Inner {
-                client,
-                prefix: key_prefix.to_owned(),
+                keys: Keys::new(key_prefix, connector.slots()),
+                connector,
+                server,
                 timeout,
                 current: Mutex::new(None),
+                connecting: tokio::sync::Mutex::new(()),
             }),
         })
     }
@@ -104,32 +134,47 @@ impl RedisStore {
         if ttl == 0 {
             return Ok(());
         }
-        let mut pipe = ::redis::pipe();
-        pipe.atomic();
-        pipe.cmd("SET")
-            .arg(self.key("resp", &response.id))
-            .arg(response.to_json())
-            .arg("EX")
-            .arg(ttl)
-            .ignore();
-        for (id, item) in response.by_id() {
-            pipe.cmd("SET")
-                .arg(self.key("item", id))
-                .arg(item.to_json())
-                .arg("EX")
-                .arg(ttl)
-                .ignore();
+        let set = |key: String, value: Vec<u8>| {
+            let mut cmd = ::redis::cmd("SET");
+            cmd.arg(key).arg(value).arg("EX").arg(ttl);
+            cmd
+        };
+        let entries: Vec<::redis::Cmd> = response
+            .by_id()
+            .map(|(id, item)| set(self.key("item", id), item.to_json()))
+            .chain(
+                response
+                    .by_digest()
+                    .map(|(digest, item)| set(self.key("digest", &hex::encode(digest)), item.to_json())),
+            )
+            .collect();
+        let record = set(self.key("resp", &response.id), response.to_json());
+        match self.inner.connector.slots() {
+            Slots::One => {
+                let mut pipe = ::redis::pipe();
+                pipe.atomic();
+                pipe.add_command(record).ignore();
+                for entry in entries {
+                    pipe.add_command(entry).ignore();
+                }
+                self.run(|mut conn| async move { pipe.exec_async(&mut conn).await })
+                    .await
+            }
+            // Each key in its own slot: the items first, then the response that names them, so
+            // a reader that finds the response finds its items.
+            Slots::Many => {
+                self.run(|conn| async move {
+                    try_join_all(entries.into_iter().map(|entry| {
+                        let mut conn = conn.clone();
+                        async move { entry.exec_async(&mut conn).await }
+                    }))
+                    .await?;
+                    let mut conn = conn;
+                    record.exec_async(&mut conn).await
+                })
+                .await
+            }
         }
-        for (digest, item) in response.by_digest() {
-            pipe.cmd("SET")
-                .arg(self.key("digest", &hex::encode(digest)))
-                .arg(item.to_json())
-                .arg("EX")
-                .arg(ttl)
-                .ignore();
-        }
-        self.run(|mut conn| async move { pipe.exec_async(&mut conn).await })
-            .await
     }
 
     pub(super) async fn response(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
@@ -160,21 +205,31 @@ impl RedisStore {
         self.items(keys).await
     }
 
-    /// The items under `keys`, with one MGET.
+    /// The items under `keys`, in their order: one MGET, or on a cluster one MGET per slot.
     async fn items(&self, keys: Vec<String>) -> Result<Vec<Option<StoredItem>>, StoreError> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let count = keys.len();
-        let values: Vec<Option<Vec<u8>>> = self
-            .run(|mut conn| async move { ::redis::cmd("MGET").arg(keys).query_async(&mut conn).await })
-            .await?;
-        if values.len() != count {
-            return Err(StoreError::Corrupt(format!(
-                "MGET of {count} keys answered {} values",
-                values.len()
-            )));
-        }
+        let values = match self.inner.connector.slots() {
+            Slots::One => self.mget(vec![keys]).await?.pop().unwrap_or_default(),
+            Slots::Many => {
+                let count = keys.len();
+                let mut groups: HashMap<Slot, (Vec<usize>, Vec<String>)> = HashMap::new();
+                for (at, key) in keys.into_iter().enumerate() {
+                    let group = groups.entry(Slot::for_key(&key)).or_default();
+                    group.0.push(at);
+                    group.1.push(key);
+                }
+                let (places, groups): (Vec<_>, Vec<_>) = groups.into_values().unzip();
+                let mut values = vec![None; count];
+                for (places, found) in places.into_iter().zip(self.mget(groups).await?) {
+                    for (at, value) in places.into_iter().zip(found) {
+                        values[at] = value;
+                    }
+                }
+                values
+            }
+        };
         let now = now_unix();
         values
             .into_iter()
@@ -185,8 +240,33 @@ impl RedisStore {
             .collect()
     }
 
+    /// One MGET for each group of keys (each group in one slot on a cluster), run together:
+    /// the values, group by group. A group answered with another count of values is corrupt.
+    async fn mget(&self, groups: Vec<Vec<String>>) -> Result<Vec<Vec<Option<Vec<u8>>>>, StoreError> {
+        let counts: Vec<usize> = groups.iter().map(Vec::len).collect();
+        let values: Vec<Vec<Option<Vec<u8>>>> = self
+            .run(|conn| async move {
+                try_join_all(groups.into_iter().map(|keys| {
+                    let mut conn = conn.clone();
+                    async move { ::redis::cmd("MGET").arg(keys).query_async(&mut conn).await }
+                }))
+                .await
+            })
+            .await?;
+        for (count, found) in counts.into_iter().zip(&values) {
+            if found.len() != count {
+                return Err(StoreError::Corrupt(format!(
+                    "MGET of {count} keys answered {} values",
+                    found.len()
+                )));
+            }
+        }
+        Ok(values)
+    }
+
     /// Counts one request against `key`'s limit with the GCRA of [`GCRA_SCRIPT`], on Redis
-    /// server time, so replicas whose clocks disagree still share one count.
+    /// server time, so replicas whose clocks disagree still share one count. The script
+    /// touches one key, so it runs in that key's slot on a cluster.
     pub(super) async fn hit_rate(
         &self,
         key: &str,
@@ -220,27 +300,35 @@ impl RedisStore {
     }
 
     fn key(&self, kind: &str, name: &str) -> String {
-        format!("{}:v1:{kind}:{name}", self.inner.prefix)
+        self.inner.keys.key(kind, name)
     }
 
-    /// Runs `call` on the connection, within the timeout. A call that times out drops the
-    /// connection it used, unless another call has already replaced it.
+    /// Runs `call` on the connection, within the timeout, connecting first when there is no
+    /// connection. A call that fails in a way that calls for a new connection (a timeout, or
+    /// any failure under Sentinel) drops the one it used, unless another call has already
+    /// replaced it.
     async fn run<T, F, Fut>(&self, call: F) -> Result<T, StoreError>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
-        let (manager, generation) = self.manager()?;
-        match tokio::time::timeout(self.inner.timeout, call(manager)).await {
+        let mut used = None;
+        let attempt = async {
+            let (conn, generation) = self.connection().await?;
+            used = Some(generation);
+            call(conn).await
+        };
+        let outcome = tokio::time::timeout(self.inner.timeout, attempt).await;
+        match outcome {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(err)) => {
-                if err.is_timeout() {
-                    self.drop_connection(generation);
+                if self.inner.connector.gives_up(&err) {
+                    self.drop_connection(used);
                 }
                 Err(unavailable(&err))
             }
             Err(_elapsed) => {
-                self.drop_connection(generation);
+                self.drop_connection(used);
                 Err(StoreError::Unavailable(format!(
                     "redis did not answer within {:?}",
                     self.inner.timeout
@@ -249,31 +337,54 @@ impl RedisStore {
         }
     }
 
-    /// The connection in use, made now if there is none. Making it does not wait for Redis:
-    /// the first command connects.
-    fn manager(&self) -> Result<(ConnectionManager, u64), StoreError> {
-        let mut current = self.inner.current.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(current) = current.as_ref() {
-            return Ok((current.manager.clone(), current.generation));
+    /// The connection in use, made now if there is none. A direct connection is made without
+    /// waiting for Redis (the first command connects); Sentinel's and a cluster's are made
+    /// here, one at a time.
+    async fn connection(&self) -> RedisResult<(Conn, u64)> {
+        if let Some(found) = self.current_or_lazy()? {
+            return Ok(found);
         }
-        let timeout = Some(self.inner.timeout);
-        // No retries inside the manager: a failed connection attempt fails the call that
-        // waited for it, and the next call starts another, so recovery follows the traffic.
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(timeout)
-            .set_response_timeout(timeout)
-            .set_number_of_retries(0);
-        let manager = ConnectionManager::new_lazy_with_config(self.inner.client.clone(), config)
-            .map_err(|err| unavailable(&err))?;
-        let generation = next_generation();
-        *current = Some(Current {
-            manager: manager.clone(),
-            generation,
-        });
-        Ok((manager, generation))
+        let _turn = self.inner.connecting.lock().await;
+        if let Some(found) = self.current_or_lazy()? {
+            return Ok(found);
+        }
+        let conn = self.inner.connector.connect(self.inner.timeout).await?;
+        Ok(self.keep(conn))
     }
 
-    fn drop_connection(&self, generation: u64) {
+    /// The connection in use, else a lazy one made now if this kind has one.
+    fn current_or_lazy(&self) -> RedisResult<Option<(Conn, u64)>> {
+        let mut current = self.inner.current.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(current) = current.as_ref() {
+            return Ok(Some((current.conn.clone(), current.generation)));
+        }
+        let Some(lazy) = self.inner.connector.lazy(self.inner.timeout) else {
+            return Ok(None);
+        };
+        let conn = lazy?;
+        let generation = next_generation();
+        *current = Some(Current {
+            conn: conn.clone(),
+            generation,
+        });
+        Ok(Some((conn, generation)))
+    }
+
+    /// Keeps `conn` as the connection in use.
+    fn keep(&self, conn: Conn) -> (Conn, u64) {
+        let mut current = self.inner.current.lock().unwrap_or_else(|e| e.into_inner());
+        let generation = next_generation();
+        *current = Some(Current {
+            conn: conn.clone(),
+            generation,
+        });
+        (conn, generation)
+    }
+
+    fn drop_connection(&self, generation: Option<u64>) {
+        let Some(generation) = generation else {
+            return;
+        };
         let mut current = self.inner.current.lock().unwrap_or_else(|e| e.into_inner());
         if current.as_ref().is_some_and(|c| c.generation == generation) {
             *current = None;
@@ -334,6 +445,8 @@ pub(crate) mod test_server;
 #[cfg(test)]
 mod tests {
     use std::time::Instant;
+
+    use ::redis::Client;
 
     use super::test_server::{free_port, RedisServer};
     use super::*;

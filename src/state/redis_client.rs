@@ -1,17 +1,21 @@
-//! The `redis` backend's client: the URL of `[state]` with the login and TLS material read at
-//! start (the password from the variable `password_env` names, the PEM files the `tls_*_file`
-//! keys name).
+//! The `redis` backend's client: the target of `[state]` (a url, sentinels, cluster nodes) with
+//! the login and TLS material read at start (the passwords from the variables `password_env`
+//! and `sentinel_password_env` name, the PEM files the `tls_*_file` keys name).
 //!
 //! TLS is rustls with the process's crypto provider (aws-lc-rs): the server's certificate is
 //! checked against `tls_ca_file` when set, else against the system's trust store, and its name
-//! against the URL's host. A `rediss://` URL never falls back to plain TCP.
+//! against the host connected to. TLS never falls back to plain TCP.
 
 use std::fmt;
+use std::time::Duration;
 
-use ::redis::{Client, ClientTlsConfig, IntoConnectionInfo, TlsCertificates};
+use ::redis::cluster::ClusterClientBuilder;
+use ::redis::sentinel::{SentinelClientBuilder, SentinelServerType};
+use ::redis::{Client, ClientTlsConfig, ConnectionAddr, IntoConnectionInfo, TlsCertificates, TlsMode};
 
+use super::redis_conn::Connector;
 use super::StoreError;
-use crate::config::RedisAccess;
+use crate::config::{NodeAddr, RedisAccess, RedisTarget};
 
 /// What connecting needs beyond the URL. Its `Debug` shows which parts are set, never the
 /// password or a key.
@@ -25,6 +29,8 @@ pub struct RedisLogin {
     pub ca_pem: Option<Vec<u8>>,
     /// The client certificate chain and its private key (PEM), for mutual TLS.
     pub client_pem: Option<(Vec<u8>, Vec<u8>)>,
+    /// The sentinels' password (`sentinel_password_env`), sent to them with `AUTH`.
+    pub sentinel_password: Option<String>,
 }
 
 impl fmt::Debug for RedisLogin {
@@ -34,6 +40,10 @@ impl fmt::Debug for RedisLogin {
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("ca_pem", &self.ca_pem.is_some())
             .field("client_pem", &self.client_pem.is_some())
+            .field(
+                "sentinel_password",
+                &self.sentinel_password.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
@@ -46,17 +56,11 @@ impl RedisLogin {
         access: &RedisAccess,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<RedisLogin, StoreError> {
-        let password = match &access.password_env {
-            Some(variable) => match env(variable) {
-                Some(password) if !password.is_empty() => Some(password),
-                _ => {
-                    return Err(StoreError::Setup(format!(
-                        "password_env names {variable}, which is not set (or empty) in the environment"
-                    )))
-                }
-            },
-            None => None,
-        };
+        let password = access
+            .password_env
+            .as_deref()
+            .map(|variable| read_secret("password_env", variable, env))
+            .transpose()?;
         let read = |key: &str, path: &std::path::Path| {
             std::fs::read(path)
                 .map_err(|e| StoreError::Setup(format!("{key} {} cannot be read: {e}", path.display())))
@@ -78,7 +82,125 @@ impl RedisLogin {
             password,
             ca_pem,
             client_pem,
+            sentinel_password: None,
         })
+    }
+
+    /// [`RedisLogin::read`], and the sentinels' password when `target` names one.
+    pub fn read_for(
+        target: &RedisTarget,
+        access: &RedisAccess,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<RedisLogin, StoreError> {
+        let mut login = RedisLogin::read(access, env)?;
+        if let RedisTarget::Sentinel {
+            password_env: Some(variable),
+            ..
+        } = target
+        {
+            login.sentinel_password = Some(read_secret("sentinel_password_env", variable, env)?);
+        }
+        Ok(login)
+    }
+
+    /// What makes connections to `target`, each bounded by `timeout`, and where it is, for
+    /// people. Nothing is connected here.
+    pub(super) fn connector(
+        &self,
+        target: &RedisTarget,
+        timeout: Duration,
+    ) -> Result<(Connector, String), StoreError> {
+        let setup = |what: &str| {
+            let what = what.to_owned();
+            move |err: ::redis::RedisError| StoreError::Setup(format!("{what}: {err}"))
+        };
+        match target {
+            RedisTarget::Url(url) => {
+                let client = self.client(url)?;
+                let server = format!("{:?}", client.get_connection_info().addr());
+                Ok((Connector::Direct(client), server))
+            }
+            RedisTarget::Sentinel {
+                sentinels,
+                master_name,
+                tls,
+                ..
+            } => {
+                let addrs = sentinels.iter().map(|node| node_addr(node, *tls));
+                let mut builder = SentinelClientBuilder::new(addrs, master_name, SentinelServerType::Master)
+                    .map_err(setup("the sentinel settings are unusable"))?;
+                if let Some(password) = &self.sentinel_password {
+                    builder = builder.set_client_to_sentinel_password(password);
+                }
+                if let Some(username) = &self.username {
+                    builder = builder.set_client_to_redis_username(username);
+                }
+                if let Some(password) = &self.password {
+                    builder = builder.set_client_to_redis_password(password);
+                }
+                if *tls {
+                    builder = builder
+                        .set_client_to_sentinel_certificates(self.certificates())
+                        .set_client_to_redis_tls_mode(TlsMode::Secure)
+                        .set_client_to_redis_certificates(self.certificates());
+                } else {
+                    self.no_tls_files("tls = true")?;
+                }
+                let client = builder
+                    .build()
+                    .map_err(setup("the sentinel settings are unusable"))?;
+                let server = format!("sentinels {} (master {master_name})", list(sentinels));
+                Ok((Connector::Sentinel(tokio::sync::Mutex::new(client)), server))
+            }
+            RedisTarget::Cluster { nodes, tls } => {
+                let scheme = if *tls { "rediss" } else { "redis" };
+                let urls = nodes.iter().map(|node| format!("{scheme}://{node}"));
+                let mut builder = ClusterClientBuilder::new(urls)
+                    .connection_timeout(timeout)
+                    .response_timeout(timeout)
+                    // A redirection (MOVED, ASK) is a retry: a few, quickly, all within the
+                    // timeout above, which also bounds the whole request.
+                    .retries(3)
+                    .min_retry_wait(10)
+                    .max_retry_wait(100);
+                if let Some(username) = &self.username {
+                    builder = builder.username(username);
+                }
+                if let Some(password) = &self.password {
+                    builder = builder.password(password);
+                }
+                if *tls {
+                    builder = builder.tls(TlsMode::Secure).certs(self.certificates());
+                } else {
+                    self.no_tls_files("tls = true")?;
+                }
+                let client = builder
+                    .build()
+                    .map_err(setup("the cluster settings are unusable"))?;
+                Ok((Connector::Cluster(client), format!("cluster {}", list(nodes))))
+            }
+        }
+    }
+
+    /// The CA and client certificate to connect with, as the redis client takes them.
+    fn certificates(&self) -> TlsCertificates {
+        TlsCertificates {
+            client_tls: self.client_pem.as_ref().map(|(cert, key)| ClientTlsConfig {
+                client_cert: cert.clone(),
+                client_key: key.clone(),
+            }),
+            root_cert: self.ca_pem.clone(),
+        }
+    }
+
+    /// An error when TLS files are set for connections without TLS (`what` turns it on).
+    fn no_tls_files(&self, what: &str) -> Result<(), StoreError> {
+        if self.ca_pem.is_some() || self.client_pem.is_some() {
+            return Err(StoreError::Setup(format!(
+                "TLS files are set for connections without TLS; set {what}"
+            )));
+        }
+        Ok(())
     }
 
     /// The client for `url` with this login. A `rediss://` URL gets TLS with the CA and client
@@ -95,25 +217,51 @@ impl RedisLogin {
             settings = settings.set_password(password);
         }
         info = info.set_redis_settings(settings);
-        let tls = matches!(info.addr(), ::redis::ConnectionAddr::TcpTls { .. });
+        let tls = matches!(info.addr(), ConnectionAddr::TcpTls { .. });
         if !tls {
-            if self.ca_pem.is_some() || self.client_pem.is_some() {
-                return Err(StoreError::Setup(
-                    "TLS files are set for a redis:// url; write it with rediss://".to_owned(),
-                ));
-            }
+            self.no_tls_files("a rediss:// url")?;
             return Client::open(info).map_err(invalid);
         }
-        let certificates = TlsCertificates {
-            client_tls: self.client_pem.as_ref().map(|(cert, key)| ClientTlsConfig {
-                client_cert: cert.clone(),
-                client_key: key.clone(),
-            }),
-            root_cert: self.ca_pem.clone(),
-        };
-        Client::build_with_tls(info, certificates)
+        Client::build_with_tls(info, self.certificates())
             .map_err(|err| StoreError::Setup(format!("the redis TLS settings are unusable: {err}")))
     }
+}
+
+/// The value of the variable `key` (`password_env`, `sentinel_password_env`) names; an error
+/// naming the variable, never a value, when it is unset or empty.
+fn read_secret(
+    key: &str,
+    variable: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, StoreError> {
+    match env(variable) {
+        Some(secret) if !secret.is_empty() => Ok(secret),
+        _ => Err(StoreError::Setup(format!(
+            "{key} names {variable}, which is not set (or empty) in the environment"
+        ))),
+    }
+}
+
+/// A sentinel's address, with TLS or without.
+fn node_addr(node: &NodeAddr, tls: bool) -> ConnectionAddr {
+    if tls {
+        ConnectionAddr::TcpTls {
+            host: node.host.clone(),
+            port: node.port,
+            insecure: false,
+            tls_params: None,
+        }
+    } else {
+        ConnectionAddr::Tcp(node.host.clone(), node.port)
+    }
+}
+
+fn list(nodes: &[NodeAddr]) -> String {
+    nodes
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

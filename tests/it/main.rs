@@ -29,6 +29,7 @@ mod proxy_routing;
 mod proxy_streaming;
 mod pydantic_ai_e2e;
 mod real_clients;
+mod redis_ha;
 mod redis_managed;
 mod sdk_e2e;
 mod security_request_head;

@@ -148,6 +148,7 @@ async fn serve_records_in_a_redis_over_mutual_tls_as_an_acl_user() {
             std::fs::read(dir.path().join("client.pem")).unwrap(),
             std::fs::read(dir.path().join("client.key")).unwrap(),
         )),
+        sentinel_password: None,
     };
     let store = StateStore::Redis(
         RedisStore::connect_with(&redis.url(), &login, "replaygate", Duration::from_secs(2)).unwrap(),

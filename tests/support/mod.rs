@@ -10,6 +10,7 @@ pub mod memory;
 pub mod pki;
 pub mod proxy;
 pub mod raw;
+pub mod redis_ha;
 pub mod redis_server;
 pub mod scripted_provider;
 pub mod serve;

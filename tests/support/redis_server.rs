@@ -67,12 +67,20 @@ impl RedisServer {
                 .arg(tls.ca)
                 .args(["--tls-auth-clients", if tls.auth_clients { "yes" } else { "no" }]),
         };
-        let child = command
+        command
             .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--loglevel", "warning"])
             .args(extra)
             .arg("--dir")
-            .arg(std::env::temp_dir())
+            .arg(std::env::temp_dir());
+        RedisServer::launch(command, port, tls.is_some())
+    }
+
+    /// Runs `command` (a `redis-server` told to listen on the loopback `port`, with TLS when
+    /// `tls`) and waits until it answers PING (with TLS: until it accepts a connection), 5 s
+    /// at most.
+    pub fn launch(mut command: Command, port: u16, tls: bool) -> Result<RedisServer, String> {
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -85,25 +93,23 @@ impl RedisServer {
             ),
             Err(err) => panic!("could not run redis-server: {err}"),
         };
-        let mut server = RedisServer {
-            child,
-            port,
-            tls: tls.is_some(),
-        };
+        let mut server = RedisServer { child, port, tls };
         for _ in 0..100 {
             if let Ok(Some(status)) = server.child.try_wait() {
                 return Err(format!("redis-server on port {port} exited: {status}"));
             }
-            let up = match tls {
-                None => answers_ping(port),
-                Some(_) => accepts(port),
-            };
+            let up = if tls { accepts(port) } else { answers_ping(port) };
             if up {
                 return Ok(server);
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         Err(format!("redis-server on port {port} did not answer PING in 5 s"))
+    }
+
+    /// Its loopback port.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Its URL: `redis://127.0.0.1:PORT/`, or `rediss://` for a TLS server.
