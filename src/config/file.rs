@@ -182,6 +182,7 @@ pub(super) struct AuditEntry {
 pub(super) struct StateEntry {
     pub(super) backend: Option<Spanned<StateBackend>>,
     pub(super) path: Option<Spanned<String>>,
+    pub(super) max_disk_bytes: Option<Spanned<super::size::WrittenSize>>,
     pub(super) url: Option<Spanned<String>>,
     pub(super) key_prefix: Option<Spanned<String>>,
     pub(super) timeout: Option<Spanned<String>>,

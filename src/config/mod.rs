@@ -17,6 +17,7 @@ mod ledger;
 mod pinned;
 mod redis_access;
 mod sections;
+mod size;
 mod teams;
 mod telemetry;
 mod validate;

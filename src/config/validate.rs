@@ -19,8 +19,9 @@ use super::file::{
 };
 use super::item_profile::{self, ItemProfileEntry};
 use super::key_entry::validate_key;
-use super::ledger::{DEFAULT_KEY_PREFIX, DEFAULT_REDIS_TIMEOUT, DEFAULT_STATE_PATH};
+use super::ledger::{DEFAULT_KEY_PREFIX, DEFAULT_MAX_DISK_BYTES, DEFAULT_REDIS_TIMEOUT, DEFAULT_STATE_PATH};
 use super::redis_access::AccessEntry;
+use super::size::WrittenSize;
 use super::{
     pinned, AdminConfig, AuditConfig, Auth, Config, GateConfig, LedgerConfig, ProviderConfig, RouteConfig,
     ServerConfig, StateConfig, StateGrant, TeamConfig,
@@ -369,19 +370,25 @@ impl StateEntry {
             (&self.tls_cert_file, "tls_cert_file", StateBackend::Redis),
             (&self.tls_key_file, "tls_key_file", StateBackend::Redis),
         ];
+        let budget_span = self.max_disk_bytes.as_ref().map(Spanned::span);
+        let budget = budget_span
+            .clone()
+            .filter(|_| backend != StateBackend::Embedded)
+            .map(|span| (span, "max_disk_bytes", StateBackend::Embedded));
         let misplaced = keys
             .into_iter()
-            .filter_map(|(written, key, owner)| Some((written.as_ref()?, key, owner)))
+            .filter_map(|(written, key, owner)| Some((written.as_ref()?.span(), key, owner)))
+            .chain(budget)
             .filter(|(_, _, owner)| *owner != backend)
-            .min_by_key(|(written, _, _)| written.span().start);
-        if let Some((written, key, owner)) = misplaced {
+            .min_by_key(|(span, _, _)| span.start);
+        if let Some((span, key, owner)) = misplaced {
             let default = if self.backend.is_none() {
                 " (the default)"
             } else {
                 ""
             };
             return Err(Invalid::new(
-                written.span(),
+                span,
                 format!(
                     "[state] {key} applies to backend = \"{}\" only, and this [state] has backend = \"{}\"{default}",
                     owner.name(),
@@ -396,7 +403,11 @@ impl StateEntry {
                     Some(written) => resolve_path(base_dir, written, "[state] path", "a directory")?,
                     None => absolute_in(base_dir, DEFAULT_STATE_PATH),
                 };
-                Ok(StateConfig::Embedded { path })
+                let max_disk_bytes = match &self.max_disk_bytes {
+                    Some(written) => check_max_disk_bytes(written)?,
+                    None => DEFAULT_MAX_DISK_BYTES,
+                };
+                Ok(StateConfig::Embedded { path, max_disk_bytes })
             }
             StateBackend::Redis => {
                 let Some(url) = self.url else {
@@ -457,6 +468,21 @@ fn check_redis_url(text: &str) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// `[state] max_disk_bytes`: a size (bytes, or a text with a unit), more than zero.
+fn check_max_disk_bytes(written: &Spanned<WrittenSize>) -> Result<u64, Invalid> {
+    match written.get_ref().bytes() {
+        Ok(0) => Err(Invalid::new(
+            written.span(),
+            "[state] max_disk_bytes must be more than 0, or the ledger could keep no record",
+        )),
+        Ok(bytes) => Ok(bytes),
+        Err(why) => Err(Invalid::new(
+            written.span(),
+            format!("[state] max_disk_bytes is not a size such as \"1GiB\" or 1073741824: {why}"),
+        )),
+    }
 }
 
 /// `[state] key_prefix`: not empty, no spaces or control characters.

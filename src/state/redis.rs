@@ -28,7 +28,10 @@ use std::time::Duration;
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{Client, RedisError, RedisResult, Script};
 
+use super::write_health::WriteHealth;
 use super::{now_unix, RedisLogin, StoreError};
+
+mod policy;
 use crate::ledger::{StoredItem, StoredResponse};
 
 /// How long one call may take, connecting included, unless configured otherwise.
@@ -47,6 +50,8 @@ struct Inner {
     /// The connection in use, made on first use; dropped after a timeout so the next call
     /// connects afresh (a connection whose peer vanished without a reset never recovers).
     current: Mutex<Option<Current>>,
+    /// Whether the last write was refused for memory (an `OOM` reply).
+    health: WriteHealth,
 }
 
 struct Current {
@@ -89,6 +94,7 @@ impl RedisStore {
                 prefix: key_prefix.to_owned(),
                 timeout,
                 current: Mutex::new(None),
+                health: WriteHealth::default(),
             }),
         })
     }
@@ -130,9 +136,11 @@ impl RedisStore {
         }
         self.run(|mut conn| async move { pipe.exec_async(&mut conn).await })
             .await
+            .inspect(|()| self.inner.health.written())
     }
 
     pub(super) async fn response(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
+        self.inner.health.check()?;
         let key = self.key("resp", id);
         let value: Option<Vec<u8>> = self
             .run(|mut conn| async move { ::redis::cmd("GET").arg(key).query_async(&mut conn).await })
@@ -165,6 +173,7 @@ impl RedisStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
+        self.inner.health.check()?;
         let count = keys.len();
         let values: Vec<Option<Vec<u8>>> = self
             .run(|mut conn| async move { ::redis::cmd("MGET").arg(keys).query_async(&mut conn).await })
@@ -203,6 +212,7 @@ impl RedisStore {
                     .await
             })
             .await?;
+        self.inner.health.written();
         Ok(match wait {
             0 => Ok(()),
             micros => Err(Duration::from_micros(micros)),
@@ -210,6 +220,9 @@ impl RedisStore {
     }
 
     pub(super) async fn ping(&self) -> Result<(), StoreError> {
+        if self.inner.health.is_full() {
+            return self.probe_write().await;
+        }
         let answer: String = self
             .run(|mut conn| async move { ::redis::cmd("PING").query_async(&mut conn).await })
             .await?;
@@ -237,7 +250,7 @@ impl RedisStore {
                 if err.is_timeout() {
                     self.drop_connection(generation);
                 }
-                Err(unavailable(&err))
+                Err(self.failed(&err))
             }
             Err(_elapsed) => {
                 self.drop_connection(generation);
