@@ -227,7 +227,7 @@ fn the_embedded_disk_budget_is_a_size_above_zero() {
     };
     assert_eq!(budget("\"512MiB\""), 512 << 20);
     assert_eq!(budget("\"2 GB\""), 2_000_000_000);
-    assert_eq!(budget("4194304"), 4 << 20);
+    assert_eq!(budget("134217728"), 128 << 20);
     let check = |value: &str, needle: &str| {
         let text = format!("[state]\nbackend = \"embedded\"\nmax_disk_bytes = {value}\n{PROVIDER}");
         assert_invalid_at(&text, 3, 18, needle);
@@ -238,6 +238,7 @@ fn the_embedded_disk_budget_is_a_size_above_zero() {
     check("\"1.5GiB\"", "is not a size");
     check("\"10 parsecs\"", "has the unit \"parsecs\"");
     check("-5", "is negative");
+    check("\"64MiB\"", "must be at least 128MiB");
 }
 
 #[test]

@@ -470,12 +470,22 @@ fn check_redis_url(text: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// `[state] max_disk_bytes`: a size (bytes, or a text with a unit), more than zero.
+/// The least `[state] max_disk_bytes`: the tree's journal alone may take 64 MiB.
+const MIN_MAX_DISK_BYTES: u64 = 128 * 1024 * 1024;
+
+/// `[state] max_disk_bytes`: a size (bytes, or a text with a unit), more than zero and at
+/// least [`MIN_MAX_DISK_BYTES`].
 fn check_max_disk_bytes(written: &Spanned<WrittenSize>) -> Result<u64, Invalid> {
     match written.get_ref().bytes() {
         Ok(0) => Err(Invalid::new(
             written.span(),
             "[state] max_disk_bytes must be more than 0, or the ledger could keep no record",
+        )),
+        Ok(bytes) if bytes < MIN_MAX_DISK_BYTES => Err(Invalid::new(
+            written.span(),
+            format!(
+                "[state] max_disk_bytes is {bytes} bytes; it must be at least 128MiB, since the store's journal alone may take 64MiB"
+            ),
         )),
         Ok(bytes) => Ok(bytes),
         Err(why) => Err(Invalid::new(
