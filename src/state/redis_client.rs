@@ -261,7 +261,7 @@ mod tests {
 
     /// The ACL user the README tells operators to make: its keys, and only the commands the
     /// store sends.
-    const ACL_USER: [&str; 15] = [
+    const ACL_USER: [&str; 16] = [
         "--user",
         "replaygate",
         "on",
@@ -277,6 +277,7 @@ mod tests {
         "+multi",
         "+exec",
         "+time",
+        "+info",
     ];
 
     #[tokio::test]
