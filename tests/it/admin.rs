@@ -409,7 +409,7 @@ async fn health_readiness_and_nothing_else() {
     let ready: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(
         ready,
-        serde_json::json!({"ready": false, "draining": true, "state": {"backend": "memory", "ok": true}})
+        serde_json::json!({"ready": false, "draining": true, "state": {"backend": "memory", "ok": true, "on_unavailable": "refuse"}})
     );
 }
 
