@@ -61,7 +61,7 @@ impl StateMeter {
         );
         registry.register(
             "replaygate_state_maxmemory_policy",
-            "Always 1 for the maxmemory-policy Redis last reported (unknown: it could not be read)",
+            "Always 1 for the maxmemory-policy Redis last reported (unknown: it could not be read; none: the backend is not Redis)",
             self.policy.clone(),
         );
     }
@@ -108,6 +108,13 @@ impl StateMeter {
         may_evict == Some(true) && !self.warned.swap(true, Ordering::Relaxed)
     }
 
+    /// The backend is not Redis: no policy (`policy="none"`), nothing evicted by one.
+    pub fn no_policy(&self) {
+        self.policy.clear();
+        self.policy.get_or_create(&PolicyLabels { policy: "none" }).set(1);
+        self.eviction_risk.set(0);
+    }
+
     /// The value of `replaygate_state_eviction_risk`.
     pub fn eviction_risk(&self) -> i64 {
         self.eviction_risk.get()
@@ -141,6 +148,13 @@ mod tests {
         );
         assert!(!text.contains("tomorrow"), "{text}");
         assert!(text.contains("replaygate_state_eviction_risk -1\n"), "{text}");
+        meter.no_policy();
+        let text = metrics.encode();
+        assert!(
+            text.contains("replaygate_state_maxmemory_policy{policy=\"none\"} 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("replaygate_state_eviction_risk 0\n"), "{text}");
         meter.writes_refused(2);
         meter.evicted(3);
         let text = metrics.encode();

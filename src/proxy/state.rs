@@ -78,6 +78,9 @@ impl ProxyState {
         };
         let metrics = Arc::new(Metrics::new());
         let store = open_store(&config.state, env, &metrics).map_err(BuildError::State)?;
+        if !matches!(store, StateStore::Redis(_)) {
+            metrics.state().no_policy();
+        }
         Ok(ProxyState {
             gate: Arc::new(Gate::new(config.gate.schema_limits())),
             snapshot: Arc::new(ArcSwap::from_pointee(Snapshot::build(
