@@ -121,6 +121,10 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     let address = listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!(%address, config = %source, providers = config.providers.len(), workers, "replaygate listening");
     runtime.block_on(report_state(&states[0].store));
+    runtime.block_on(replaygate::state::report_memory_policy(
+        &states[0].store,
+        states[0].metrics.state(),
+    ));
     if let Some(endpoint) = &config.telemetry.otlp_endpoint {
         tracing::info!(%endpoint, service = %config.telemetry.service_name, "exporting request spans");
     }
@@ -168,7 +172,7 @@ async fn report_state(store: &StateStore) {
         Err(error) => tracing::warn!(
             backend,
             %error,
-            "state backend does not answer: /readyz answers 503 until it does"
+            "state backend does not answer: /readyz answers 503 until it does (unless [ledger] on_unavailable = \"allow\")"
         ),
     }
 }

@@ -10,7 +10,7 @@ ALLOWED_CHANGES = {
     paths.SYSTEMD_CONFIG: ["admin.listen", "state.path"],
     paths.DOCKER_CONFIG: ["server.listen", "admin.listen", "state.path"],
     paths.KUBERNETES_CONFIG: [
-        "server.listen", "admin.listen", "log.format", "state.backend", "state.path", "state.url",
+        "server.listen", "admin.listen", "log.format", "state.backend", "state.path", "state.max_disk_bytes", "state.url",
     ],
 }
 

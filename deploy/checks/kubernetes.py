@@ -269,3 +269,56 @@ def check_redis(report, objects, config):
                   and security.get("allowPrivilegeEscalation") is False
                   and security.get("capabilities", {}).get("drop") == ["ALL"],
                   "the Redis container is hardened like replaygate's")
+    check_redis_keeps_records(report, objects, redis, container)
+
+
+def redis_bytes(text):
+    """A Redis memory size (`2gb`, `400mb`, `1073741824`): `kb`/`mb`/`gb` are powers of 1024,
+    `k`/`m`/`g` powers of 1000, as redis.conf reads them."""
+    text = str(text).strip().lower()
+    for suffix, factor in (("kb", 2**10), ("mb", 2**20), ("gb", 2**30),
+                           ("k", 10**3), ("m", 10**6), ("g", 10**9)):
+        if text.endswith(suffix):
+            return int(float(text[: -len(suffix)]) * factor)
+    return int(text)
+
+
+def check_redis_keeps_records(report, objects, redis, container):
+    """The bundled Redis never forgets a record before its time: noeviction, an append-only file
+    on a claim that outlives the pod, and a memory limit above maxmemory."""
+    args = [str(a) for a in container.get("args", [])]
+
+    def arg(name):
+        return args[args.index(name) + 1] if name in args and args.index(name) + 1 < len(args) else None
+
+    report.equal(arg("--maxmemory-policy"), "noeviction",
+                 "Redis refuses writes at maxmemory rather than evict a record (noeviction)")
+    report.equal(arg("--appendonly"), "yes", "Redis keeps an append-only file (appendonly yes)")
+    maxmemory = arg("--maxmemory")
+    if not report.expect(maxmemory is not None, "Redis has a maxmemory"):
+        return
+    maxmemory = redis_bytes(maxmemory)
+    limit = container.get("resources", {}).get("limits", {}).get("memory")
+    report.expect(limit is not None and bytes_of(limit) >= maxmemory * 5 // 4,
+                  "the Redis container's memory limit leaves a quarter above maxmemory "
+                  "(the append-only file's rewrite, client buffers)",
+                  f"limit {limit}, maxmemory {maxmemory}")
+    spec = redis["spec"]
+    report.equal(spec.get("strategy", {}).get("type"), "Recreate",
+                 "one Redis pod at a time on its volume (strategy Recreate)")
+    pod = spec["template"]["spec"]
+    mount = next((m for m in container.get("volumeMounts", []) if m.get("mountPath") == "/data"), None)
+    dirs = arg("--dir")
+    report.equal(dirs, "/data", "Redis writes its append-only file in /data")
+    if not report.expect(mount is not None, "/data is mounted in the Redis container"):
+        return
+    volume = next((v for v in pod.get("volumes", []) if v.get("name") == mount["name"]), {})
+    claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+    if not report.expect(claim is not None, "/data is a PersistentVolumeClaim, not an emptyDir"):
+        return
+    pvc = _one(report, objects, "PersistentVolumeClaim", claim)
+    if pvc is not None:
+        storage = pvc["spec"]["resources"]["requests"].get("storage")
+        report.expect(storage is not None and bytes_of(storage) >= 2 * maxmemory,
+                      "the claim holds the append-only file at twice maxmemory",
+                      f"storage {storage}, maxmemory {maxmemory}")

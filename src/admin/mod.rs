@@ -50,6 +50,9 @@ pub struct AdminState {
     store: StateStore,
     draining: Arc<AtomicBool>,
     pace: Arc<Pace>,
+    /// `[ledger] on_unavailable = "allow"`: a state backend that does not answer leaves the
+    /// replica ready.
+    allow_unavailable: bool,
 }
 
 impl AdminState {
@@ -60,6 +63,7 @@ impl AdminState {
             store: state.store.clone(),
             draining: Arc::new(AtomicBool::new(false)),
             pace: Arc::new(Pace::new(REQUESTS_PER_SECOND, REQUEST_BURST)),
+            allow_unavailable: state.uncounted_rates.allows(),
         }
     }
 

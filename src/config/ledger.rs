@@ -18,6 +18,9 @@ pub enum StateConfig {
         /// `path`, resolved: absolute, a relative path taken from the directory of
         /// `proxy.toml`; default `replaygate-state`.
         path: PathBuf,
+        /// `max_disk_bytes`: the most disk the store takes before its oldest records go;
+        /// default 1 GiB.
+        max_disk_bytes: u64,
     },
     /// `backend = "redis"`: a Redis server, shared by every replica.
     Redis {
@@ -38,12 +41,15 @@ impl Default for StateConfig {
     fn default() -> Self {
         StateConfig::Embedded {
             path: PathBuf::from(DEFAULT_STATE_PATH),
+            max_disk_bytes: DEFAULT_MAX_DISK_BYTES,
         }
     }
 }
 
 /// `[state] path` when left out.
 pub(super) const DEFAULT_STATE_PATH: &str = "replaygate-state";
+/// `[state] max_disk_bytes` when left out: 1 GiB.
+pub(super) const DEFAULT_MAX_DISK_BYTES: u64 = crate::state::DEFAULT_MAX_DISK_BYTES;
 /// `[state] key_prefix` when left out.
 pub(super) const DEFAULT_KEY_PREFIX: &str = "replaygate";
 /// `[state] timeout` when left out.
@@ -65,7 +71,7 @@ impl StateConfig {
     pub(super) fn summary(&self) -> String {
         match self {
             StateConfig::Memory => "state in memory".to_owned(),
-            StateConfig::Embedded { path } => format!("state embedded in {}", path.display()),
+            StateConfig::Embedded { path, .. } => format!("state embedded in {}", path.display()),
             StateConfig::Redis { target, access, .. } => {
                 let mut summary = format!("state in redis {}", target.summary());
                 if target.tls() {

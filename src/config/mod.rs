@@ -18,6 +18,7 @@ mod pinned;
 mod redis_access;
 mod redis_target;
 mod sections;
+mod size;
 mod teams;
 mod telemetry;
 mod validate;

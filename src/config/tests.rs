@@ -435,7 +435,13 @@ fn embedded_default_parses() {
     assert_eq!(config.gate, GateConfig::default());
     assert_eq!(config.ledger, LedgerConfig::default());
     let state_dir = std::path::absolute("replaygate-state").unwrap();
-    assert_eq!(config.state, StateConfig::Embedded { path: state_dir });
+    assert_eq!(
+        config.state,
+        StateConfig::Embedded {
+            path: state_dir,
+            max_disk_bytes: 1 << 30
+        }
+    );
 
     let openai = &config.providers["openai"];
     assert_eq!(openai.base_url, "https://api.openai.com/v1");

@@ -25,7 +25,8 @@ fn defaults() {
     assert_eq!(
         defaults.state,
         StateConfig::Embedded {
-            path: cwd.join("replaygate-state")
+            path: cwd.join("replaygate-state"),
+            max_disk_bytes: 1 << 30,
         }
     );
     assert_eq!(defaults.state.backend(), "embedded");
@@ -118,7 +119,10 @@ fn relative_state_paths_are_taken_from_the_directory_of_the_file() {
         Config::load(&file).unwrap().state
     };
     let base = std::path::absolute(dir.path()).unwrap();
-    let embedded = |path: PathBuf| StateConfig::Embedded { path };
+    let embedded = |path: PathBuf| StateConfig::Embedded {
+        path,
+        max_disk_bytes: 1 << 30,
+    };
     assert_eq!(load(""), embedded(base.join("replaygate-state")));
     assert_eq!(
         load("[state]\npath = \"data/state\"\n"),
@@ -203,6 +207,38 @@ fn keys_of_another_backend_are_rejected() {
         8,
         "path applies to backend = \"embedded\" only",
     );
+    check(
+        "[state]\nbackend = \"memory\"\nmax_disk_bytes = \"1GiB\"\n",
+        3,
+        18,
+        "max_disk_bytes applies to backend = \"embedded\" only, and this [state] has backend = \"memory\"",
+    );
+}
+
+#[test]
+fn the_embedded_disk_budget_is_a_size_above_zero() {
+    let budget = |value: &str| match config(&format!(
+        "[state]\nbackend = \"embedded\"\nmax_disk_bytes = {value}\n"
+    ))
+    .state
+    {
+        StateConfig::Embedded { max_disk_bytes, .. } => max_disk_bytes,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(budget("\"512MiB\""), 512 << 20);
+    assert_eq!(budget("\"2 GB\""), 2_000_000_000);
+    assert_eq!(budget("134217728"), 128 << 20);
+    let check = |value: &str, needle: &str| {
+        let text = format!("[state]\nbackend = \"embedded\"\nmax_disk_bytes = {value}\n{PROVIDER}");
+        assert_invalid_at(&text, 3, 18, needle);
+    };
+    check("0", "must be more than 0");
+    check("\"0GiB\"", "must be more than 0");
+    check("\"lots\"", "is not a size such as \"1GiB\" or 1073741824");
+    check("\"1.5GiB\"", "is not a size");
+    check("\"10 parsecs\"", "has the unit \"parsecs\"");
+    check("-5", "is negative");
+    check("\"64MiB\"", "must be at least 128MiB");
 }
 
 #[test]

@@ -19,9 +19,10 @@ use super::file::{
 };
 use super::item_profile::{self, ItemProfileEntry};
 use super::key_entry::validate_key;
-use super::ledger::{DEFAULT_KEY_PREFIX, DEFAULT_REDIS_TIMEOUT, DEFAULT_STATE_PATH};
+use super::ledger::{DEFAULT_KEY_PREFIX, DEFAULT_MAX_DISK_BYTES, DEFAULT_REDIS_TIMEOUT, DEFAULT_STATE_PATH};
 use super::redis_access::AccessEntry;
 use super::redis_target::{RedisTarget, TargetEntry};
+use super::size::WrittenSize;
 use super::{
     pinned, AdminConfig, AuditConfig, Auth, Config, GateConfig, LedgerConfig, ProviderConfig, RouteConfig,
     ServerConfig, StateConfig, StateGrant, TeamConfig,
@@ -380,6 +381,11 @@ impl StateEntry {
             (&self.sentinels, "sentinels", StateBackend::Redis),
             (&self.cluster_nodes, "cluster_nodes", StateBackend::Redis),
         ];
+        let budget_span = self.max_disk_bytes.as_ref().map(Spanned::span);
+        let budget = budget_span
+            .clone()
+            .filter(|_| backend != StateBackend::Embedded)
+            .map(|span| (span, "max_disk_bytes", StateBackend::Embedded));
         let spans = keys
             .into_iter()
             .filter_map(|(written, key, owner)| Some((written.as_ref()?.span(), key, owner)))
@@ -392,7 +398,8 @@ impl StateEntry {
                 self.tls
                     .as_ref()
                     .map(|written| (written.span(), "tls", StateBackend::Redis)),
-            );
+            )
+            .chain(budget);
         let misplaced = spans
             .filter(|(_, _, owner)| *owner != backend)
             .min_by_key(|(span, _, _)| span.start);
@@ -418,7 +425,11 @@ impl StateEntry {
                     Some(written) => resolve_path(base_dir, written, "[state] path", "a directory")?,
                     None => absolute_in(base_dir, DEFAULT_STATE_PATH),
                 };
-                Ok(StateConfig::Embedded { path })
+                let max_disk_bytes = match &self.max_disk_bytes {
+                    Some(written) => check_max_disk_bytes(written)?,
+                    None => DEFAULT_MAX_DISK_BYTES,
+                };
+                Ok(StateConfig::Embedded { path, max_disk_bytes })
             }
             StateBackend::Redis => {
                 let (target, login) = TargetEntry {
@@ -480,6 +491,31 @@ pub(super) fn check_redis_url(text: &str) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// The least `[state] max_disk_bytes`: the tree's journal alone may take 64 MiB.
+const MIN_MAX_DISK_BYTES: u64 = 128 * 1024 * 1024;
+
+/// `[state] max_disk_bytes`: a size (bytes, or a text with a unit), more than zero and at
+/// least [`MIN_MAX_DISK_BYTES`].
+fn check_max_disk_bytes(written: &Spanned<WrittenSize>) -> Result<u64, Invalid> {
+    match written.get_ref().bytes() {
+        Ok(0) => Err(Invalid::new(
+            written.span(),
+            "[state] max_disk_bytes must be more than 0, or the ledger could keep no record",
+        )),
+        Ok(bytes) if bytes < MIN_MAX_DISK_BYTES => Err(Invalid::new(
+            written.span(),
+            format!(
+                "[state] max_disk_bytes is {bytes} bytes; it must be at least 128MiB, since the store's journal alone may take 64MiB"
+            ),
+        )),
+        Ok(bytes) => Ok(bytes),
+        Err(why) => Err(Invalid::new(
+            written.span(),
+            format!("[state] max_disk_bytes is not a size such as \"1GiB\" or 1073741824: {why}"),
+        )),
+    }
 }
 
 /// `[state] key_prefix`: not empty, no spaces or control characters; with `cluster_nodes`, no

@@ -4,7 +4,7 @@
 use prometheus_client::metrics::counter::Counter;
 
 use super::labels::{LedgerOp, LedgerResult};
-use super::Metrics;
+use super::{Metrics, StateMeter};
 
 /// `replaygate_ledger_operations_total`, one counter per operation and result.
 #[derive(Debug, Clone)]
@@ -12,6 +12,7 @@ pub struct LedgerMeter {
     lookup: [Counter; 3],
     record: [Counter; 4],
     carry: [Counter; 3],
+    state: StateMeter,
 }
 
 impl LedgerMeter {
@@ -23,7 +24,13 @@ impl LedgerMeter {
             lookup: [Ok, Miss, Error].map(counter(LedgerOp::Lookup)),
             record: [Ok, Error, Dropped, TooLarge].map(counter(LedgerOp::Record)),
             carry: [Ok, Miss, Error].map(counter(LedgerOp::Carry)),
+            state: metrics.state().clone(),
         }
+    }
+
+    /// The state backend's metrics (writes refused for lack of room).
+    pub fn state(&self) -> &StateMeter {
+        &self.state
     }
 
     /// Counts operation `op` ending with `result`. A pair that cannot happen (a record that

@@ -10,6 +10,7 @@ mod histogram;
 mod labels;
 mod ledger;
 mod meters;
+mod state;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -20,6 +21,7 @@ pub use histogram::LatencyHistogram;
 pub use labels::{LedgerOp, LedgerResult, RequestDecision, NONE};
 pub use ledger::LedgerMeter;
 pub use meters::{Meters, ProviderMeter, RequestMeter};
+pub use state::StateMeter;
 
 use labels::{
     LedgerLabels, ProviderLabels, RequestLabels, ResponseViolationLabels, ResultLabels, TeamLabels,
@@ -48,6 +50,7 @@ pub struct Metrics {
     config_reloads: Family<ResultLabels, Counter>,
     bytes_out: Family<ProviderLabels, Counter>,
     client_gone: Family<TeamLabels, Counter>,
+    state: StateMeter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -82,6 +85,7 @@ impl Metrics {
             config_reloads: Family::default(),
             bytes_out: Family::default(),
             client_gone: Family::default(),
+            state: StateMeter::default(),
         };
         metrics.register()
     }
@@ -159,6 +163,7 @@ impl Metrics {
             "Requests whose client went away before the answer's end (its provider request dropped)",
             self.client_gone.clone(),
         );
+        self.state.register(registry);
         let build_info = Family::<VersionLabels, Gauge>::default();
         build_info
             .get_or_create(&VersionLabels {
@@ -207,6 +212,11 @@ impl Metrics {
     /// The counter of team requests whose rate could not be counted.
     pub(crate) fn rate_limit_unavailable(&self) -> Counter {
         self.rate_limit_unavailable.clone()
+    }
+
+    /// The state backend's metrics.
+    pub fn state(&self) -> &StateMeter {
+        &self.state
     }
 
     /// Requests in flight.

@@ -12,7 +12,8 @@ use prometheus_client::metrics::counter::Counter;
 
 use crate::config::OnUnavailable;
 use crate::error::ApiError;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, StateMeter};
+use crate::state::StoreError;
 use crate::telemetry::LogEvery;
 
 /// Counts requests per team against each team's limit.
@@ -84,6 +85,8 @@ pub struct UncountedRates {
     allow: bool,
     /// `replaygate_rate_limit_unavailable_total`.
     counter: Counter,
+    /// Counts the counts Redis refused to write for lack of memory.
+    state: StateMeter,
     /// The warnings, one a second.
     warnings: LogEvery,
 }
@@ -94,15 +97,21 @@ impl UncountedRates {
         UncountedRates {
             allow: on_unavailable == OnUnavailable::Allow,
             counter: metrics.rate_limit_unavailable(),
+            state: metrics.state().clone(),
             warnings: LogEvery::new(Duration::from_secs(1)),
         }
     }
 
     /// A request of `team` whose rate could not be counted (`error`): counted and logged (one
     /// line a second, with how many were not logged since), then let through under `"allow"`,
-    /// else refused 503 `ledger_unavailable` (a limit nobody can count is not enforced).
-    pub fn decide(&self, team: &str, error: &dyn std::fmt::Display) -> Result<(), ApiError> {
+    /// else refused 503 `ledger_unavailable` (a limit nobody can count is not enforced). A
+    /// count the store refused to write for lack of room ([`StoreError::Full`]) is one of these,
+    /// counted among the refused writes too.
+    pub fn decide(&self, team: &str, error: &StoreError) -> Result<(), ApiError> {
         self.counter.inc();
+        if matches!(error, StoreError::Full(_)) {
+            self.state.writes_refused(1);
+        }
         if let Some(held_back) = self.warnings.admit() {
             let outcome = if self.allow { "allowed" } else { "refused" };
             tracing::warn!(
@@ -119,6 +128,11 @@ impl UncountedRates {
         Err(ApiError::LedgerUnavailable(format!(
             "counting team `{team}`'s requests per minute: {error}"
         )))
+    }
+
+    /// Whether requests go on while the store cannot answer (`on_unavailable = "allow"`).
+    pub fn allows(&self) -> bool {
+        self.allow
     }
 }
 
@@ -165,15 +179,25 @@ mod tests {
     fn an_uncounted_rate_is_refused_unless_allowed_and_counted_either_way() {
         let metrics = Metrics::new();
         let refuse = UncountedRates::new(OnUnavailable::Refuse, &metrics);
-        let error = refuse.decide("payments", &"connection refused").unwrap_err();
+        let refused = StoreError::Unavailable("connection refused".into());
+        let error = refuse.decide("payments", &refused).unwrap_err();
         assert_eq!(error.code(), "ledger_unavailable");
         assert_eq!(error.status(), http::StatusCode::SERVICE_UNAVAILABLE);
         let allow = UncountedRates::new(OnUnavailable::Allow, &metrics);
-        assert!(allow.decide("payments", &"connection refused").is_ok());
+        assert!(allow.decide("payments", &refused).is_ok());
+        assert_eq!(metrics.state().refused_count(), 0);
+        // A count Redis refused for memory is refused as well, and counted as a refused write.
+        let full = StoreError::Full("OOM command not allowed".into());
+        assert_eq!(
+            refuse.decide("payments", &full).unwrap_err().code(),
+            "ledger_unavailable"
+        );
+        assert!(allow.decide("payments", &full).is_ok());
+        assert_eq!(metrics.state().refused_count(), 2);
         assert!(
             metrics
                 .encode()
-                .contains("replaygate_rate_limit_unavailable_total 2\n"),
+                .contains("replaygate_rate_limit_unavailable_total 4\n"),
             "{}",
             metrics.encode()
         );

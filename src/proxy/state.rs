@@ -67,8 +67,11 @@ impl ProxyState {
             })?)),
             None => None,
         };
-        let store = open_store(&config.state, env).map_err(BuildError::State)?;
         let metrics = Arc::new(Metrics::new());
+        let store = open_store(&config.state, env, &metrics).map_err(BuildError::State)?;
+        if !matches!(store, StateStore::Redis(_)) {
+            metrics.state().no_policy();
+        }
         Ok(ProxyState {
             gate: Arc::new(Gate::new(config.gate.schema_limits())),
             snapshot: Arc::new(ArcSwap::from_pointee(Snapshot::build(
@@ -239,9 +242,13 @@ impl Reloader {
     }
 }
 
-/// The state backend `[state]` names, a Redis password read through `env`. A Redis store
-/// connects on first use, so the proxy starts while Redis is down.
-fn open_store(config: &StateConfig, env: &dyn Fn(&str) -> Option<String>) -> Result<StateStore, StoreError> {
+/// The state backend `[state]` names, a Redis password read through `env`, counting on
+/// `metrics`. A Redis store connects on first use, so the proxy starts while Redis is down.
+fn open_store(
+    config: &StateConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+    metrics: &Metrics,
+) -> Result<StateStore, StoreError> {
     Ok(match config {
         StateConfig::Memory => StateStore::Memory(MemoryStore::default()),
         StateConfig::Redis {
@@ -253,7 +260,11 @@ fn open_store(config: &StateConfig, env: &dyn Fn(&str) -> Option<String>) -> Res
             let login = RedisLogin::read_for(target, access, env)?;
             StateStore::Redis(RedisStore::open(target, &login, key_prefix, *timeout)?)
         }
-        StateConfig::Embedded { path } => StateStore::Embedded(EmbeddedStore::open(path)?),
+        StateConfig::Embedded { path, max_disk_bytes } => StateStore::Embedded(EmbeddedStore::open_with(
+            path,
+            *max_disk_bytes,
+            metrics.state().clone(),
+        )?),
     })
 }
 

@@ -10,6 +10,10 @@
 //! `[ledger] on_unavailable` says.
 
 mod embedded;
+mod eviction;
+/// What one record takes in Redis and on disk (a measurement, ignored by default).
+#[cfg(test)]
+mod footprint;
 mod key_filter;
 mod memory;
 mod redis;
@@ -34,13 +38,15 @@ mod redis_cluster_tests;
 mod redis_ha;
 #[cfg(test)]
 mod redis_sentinel_tests;
+mod write_health;
 
 use std::num::NonZeroU32;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use self::redis::{RedisStore, DEFAULT_TIMEOUT, GCRA_SCRIPT};
 pub use self::redis_client::RedisLogin;
-pub use embedded::EmbeddedStore;
+pub use embedded::{EmbeddedStore, DEFAULT_MAX_DISK_BYTES};
+pub use eviction::{report_memory_policy, MemoryPolicy};
 pub use memory::MemoryStore;
 
 use crate::ledger::{StoredItem, StoredResponse};
@@ -61,6 +67,12 @@ pub enum StoreError {
     /// The backend is unreachable, timed out or failed (Redis down, a file error).
     #[error("the state backend is unavailable: {0}")]
     Unavailable(String),
+    /// The backend refuses writes for lack of room: Redis at its `maxmemory` under
+    /// `noeviction` (an `OOM` reply), or the embedded store's disk. As unavailable as
+    /// [`StoreError::Unavailable`] for every request that needs the store, and counted apart
+    /// (`replaygate_state_writes_refused_total`).
+    #[error("the state backend is full and refuses writes: {0}")]
+    Full(String),
     /// The backend answered with a value that does not read as what was stored.
     #[error("the state backend holds an unreadable value: {0}")]
     Corrupt(String),
@@ -165,6 +177,15 @@ impl StateStore {
         }
     }
 
+    /// The embedded store's disk use and budget (`[state] max_disk_bytes`), in bytes; `None`
+    /// for the other backends.
+    pub async fn disk_usage(&self) -> Option<Result<DiskUsage, StoreError>> {
+        match self {
+            StateStore::Embedded(store) => Some(store.disk_usage().await),
+            _ => None,
+        }
+    }
+
     /// The backend's name, as `[state] backend` spells it.
     pub fn backend(&self) -> &'static str {
         match self {
@@ -173,6 +194,15 @@ impl StateStore {
             StateStore::Embedded(_) => "embedded",
         }
     }
+}
+
+/// The disk the embedded store takes, against its budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct DiskUsage {
+    /// Bytes the store's files take (its journal and tables).
+    pub used_bytes: u64,
+    /// `[state] max_disk_bytes`.
+    pub max_bytes: u64,
 }
 
 /// Seconds since the Unix epoch, now.

@@ -38,8 +38,11 @@ use futures_util::future::try_join_all;
 
 use super::redis_conn::{Conn, Connector, Slots};
 use super::redis_keys::Keys;
+use super::write_health::WriteHealth;
 use super::{now_unix, RedisLogin, StoreError};
 use crate::config::RedisTarget;
+
+mod policy;
 use crate::ledger::{StoredItem, StoredResponse};
 
 /// How long one call may take, connecting included, unless configured otherwise.
@@ -63,6 +66,8 @@ struct Inner {
     /// Held while a connection that must wait (Sentinel, cluster) is made, so concurrent calls
     /// make one.
     connecting: tokio::sync::Mutex<()>,
+    /// Whether the last write was refused for memory (an `OOM` reply).
+    health: WriteHealth,
 }
 
 struct Current {
@@ -119,6 +124,7 @@ impl RedisStore {
                 timeout,
                 current: Mutex::new(None),
                 connecting: tokio::sync::Mutex::new(()),
+                health: WriteHealth::default(),
             }),
         })
     }
@@ -149,7 +155,7 @@ impl RedisStore {
             )
             .collect();
         let record = set(self.key("resp", &response.id), response.to_json());
-        match self.inner.connector.slots() {
+        let written = match self.inner.connector.slots() {
             Slots::One => {
                 let mut pipe = ::redis::pipe();
                 pipe.atomic();
@@ -174,10 +180,12 @@ impl RedisStore {
                 })
                 .await
             }
-        }
+        };
+        written.inspect(|()| self.inner.health.written())
     }
 
     pub(super) async fn response(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
+        self.inner.health.check()?;
         let key = self.key("resp", id);
         let value: Option<Vec<u8>> = self
             .run(|mut conn| async move { ::redis::cmd("GET").arg(key).query_async(&mut conn).await })
@@ -210,6 +218,7 @@ impl RedisStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
+        self.inner.health.check()?;
         let values = match self.inner.connector.slots() {
             Slots::One => self.mget(vec![keys]).await?.pop().unwrap_or_default(),
             Slots::Many => {
@@ -283,6 +292,7 @@ impl RedisStore {
                     .await
             })
             .await?;
+        self.inner.health.written();
         Ok(match wait {
             0 => Ok(()),
             micros => Err(Duration::from_micros(micros)),
@@ -290,6 +300,9 @@ impl RedisStore {
     }
 
     pub(super) async fn ping(&self) -> Result<(), StoreError> {
+        if self.inner.health.is_full() {
+            return self.probe_write().await;
+        }
         let answer: String = self
             .run(|mut conn| async move { ::redis::cmd("PING").query_async(&mut conn).await })
             .await?;
@@ -325,7 +338,7 @@ impl RedisStore {
                 if self.inner.connector.gives_up(&err) {
                     self.drop_connection(used);
                 }
-                Err(unavailable(&err))
+                Err(self.failed(&err))
             }
             Err(_elapsed) => {
                 self.drop_connection(used);

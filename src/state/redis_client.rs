@@ -409,7 +409,7 @@ mod tests {
 
     /// The ACL user the README tells operators to make: its keys, and only the commands the
     /// store sends.
-    const ACL_USER: [&str; 15] = [
+    const ACL_USER: [&str; 16] = [
         "--user",
         "replaygate",
         "on",
@@ -425,6 +425,7 @@ mod tests {
         "+multi",
         "+exec",
         "+time",
+        "+info",
     ];
 
     #[tokio::test]

@@ -369,7 +369,7 @@ async fn health_readiness_and_nothing_else() {
     let ready: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(
         ready,
-        serde_json::json!({"ready": true, "draining": false, "state": {"backend": "memory", "ok": true}})
+        serde_json::json!({"ready": true, "draining": false, "state": {"backend": "memory", "ok": true, "on_unavailable": "refuse"}})
     );
 
     for path in ["/", "/metrics/", "/v1/responses", "/healthz?x=1&y"] {
@@ -409,7 +409,7 @@ async fn health_readiness_and_nothing_else() {
     let ready: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(
         ready,
-        serde_json::json!({"ready": false, "draining": true, "state": {"backend": "memory", "ok": true}})
+        serde_json::json!({"ready": false, "draining": true, "state": {"backend": "memory", "ok": true, "on_unavailable": "refuse"}})
     );
 }
 

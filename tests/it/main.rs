@@ -39,6 +39,7 @@ mod serve_binary;
 mod serve_reload;
 mod serve_signals;
 mod sigv4;
+mod state_full;
 mod team_state;
 mod teams;
 mod teams_reload;

@@ -23,7 +23,7 @@ const ANSWER: &str = r#"{"id":"resp_managed_1","object":"response","status":"com
 
 /// The ACL user README's State backends section tells operators to make.
 fn acl_user(password: &str) -> Vec<String> {
-    let rules = "~replaygate:* +get +mget +set +ping +evalsha +eval +script|load +multi +exec +time";
+    let rules = "~replaygate:* +get +mget +set +ping +evalsha +eval +script|load +multi +exec +time +info";
     let mut args: Vec<String> = ["--user", "replaygate", "on"].map(String::from).to_vec();
     args.push(format!(">{password}"));
     args.extend(rules.split(' ').map(String::from));
@@ -134,7 +134,8 @@ async fn serve_records_in_a_redis_over_mutual_tls_as_an_acl_user() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         body,
-        json!({"ready": true, "draining": false, "state": {"backend": "redis", "ok": true}})
+        json!({"ready": true, "draining": false, "state": {"backend": "redis", "ok": true,
+            "on_unavailable": "refuse", "maxmemory_policy": "noeviction", "may_evict": false}})
     );
 
     let (status, text) = post(&serve, r#"{"model":"gpt-5","input":"hi"}"#).await;

@@ -126,6 +126,9 @@ impl Ledger {
             )),
         };
         self.count(LedgerOp::Record, LedgerResult::Error);
+        if matches!(error, StoreError::Full(_)) {
+            self.meter.state().writes_refused(1);
+        }
         if let Some(held_back) = self.write_warnings.admit() {
             tracing::warn!(
                 response_id = %id,

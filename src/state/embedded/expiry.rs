@@ -4,6 +4,7 @@
 //! what writing it costs; docs/benchmarks.md). Reads treat an expired row as absent before a
 //! compaction gets to it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use fjall::compaction::filter::{
@@ -22,11 +23,14 @@ pub(super) enum ExpiresAt {
 }
 
 /// The filter factory for the keyspace `name`, if its rows expire (every one of the store's).
-pub(super) fn factory_for(name: &str) -> Option<Arc<dyn Factory>> {
+/// Rows at or below `floor` count as expired too: the disk budget evicted them
+/// ([`super::budget`]).
+pub(super) fn factory_for(name: &str, floor: &Arc<AtomicU64>) -> Option<Arc<dyn Factory>> {
     let at = super::tables::expires_at(name)?;
     Some(Arc::new(DropExpired {
         name: name.to_owned(),
         at,
+        floor: floor.clone(),
     }))
 }
 
@@ -34,6 +38,7 @@ pub(super) fn factory_for(name: &str) -> Option<Arc<dyn Factory>> {
 struct DropExpired {
     name: String,
     at: ExpiresAt,
+    floor: Arc<AtomicU64>,
 }
 
 impl Factory for DropExpired {
@@ -44,7 +49,7 @@ impl Factory for DropExpired {
     fn make_filter(&self, _: &Context) -> Box<dyn CompactionFilter> {
         Box::new(Expired {
             at: self.at,
-            now: now_unix(),
+            now: now_unix().max(self.floor.load(Ordering::Acquire)),
         })
     }
 }
@@ -70,7 +75,7 @@ impl CompactionFilter for Expired {
 }
 
 /// The big-endian `u64` at `offset` in `bytes`, if they hold one there.
-fn read_u64(bytes: &[u8], offset: usize) -> Option<u64> {
+pub(super) fn read_u64(bytes: &[u8], offset: usize) -> Option<u64> {
     let bytes = bytes.get(offset..offset.checked_add(8)?)?;
     Some(u64::from_be_bytes(bytes.try_into().ok()?))
 }

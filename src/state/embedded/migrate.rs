@@ -186,7 +186,11 @@ pub(super) mod tests {
     fn tree(dir: &Path) -> Store {
         let db = fjall::Database::builder(dir.join("tree")).open().unwrap();
         let keyspaces = Keyspaces::open(&db).unwrap();
-        Store { db, keyspaces }
+        Store {
+            db,
+            keyspaces,
+            floor: Default::default(),
+        }
     }
 
     #[test]

@@ -79,6 +79,7 @@ use std::time::Duration;
 use fjall::{Database, Keyspace};
 use tokio::sync::oneshot;
 
+use self::budget::DiskBudget;
 use self::filters::Filters;
 use self::recent::Recent;
 use self::tables::Store;
@@ -87,14 +88,22 @@ use super::key_filter::{KeyFilter, StoreKey};
 use super::{now_unix, StoreError};
 use crate::ledger::{StoredItem, StoredResponse};
 
+mod budget;
 mod expiry;
 mod filters;
 mod migrate;
 mod recent;
 mod tables;
 mod writer;
-use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult};
+use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult, StateMeter};
 use crate::proxy::rate_limit::{LocalRateLimiter, RateLimiter};
+
+/// `[state] max_disk_bytes` when left out: 1 GiB, a small volume's worth (about 2 million
+/// records of a typical answer; README, "Records are never forgotten silently").
+pub const DEFAULT_MAX_DISK_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// How often the writer compares the tree's size with `[state] max_disk_bytes`.
+const BUDGET_EVERY: Duration = Duration::from_secs(5);
 
 /// The longest a committed batch waits to be made durable (written to disk with an fsync).
 pub const DURABLE_EVERY: Duration = Duration::from_millis(500);
@@ -151,6 +160,8 @@ struct Inner {
     limiter: LocalRateLimiter,
     /// Every key in the tree and the queue (and some that have left them).
     filters: Arc<Filters>,
+    /// `[state] max_disk_bytes`, the floor it raised, and whether the disk is full.
+    budget: Arc<DiskBudget>,
     /// What this process committed lately.
     recent: Recent,
 }
@@ -167,6 +178,16 @@ struct Tuning {
     linger: Duration,
     /// The key filter's smallest and largest sizes, as powers of two.
     filter_bits_log2: (u32, u32),
+    /// `[state] max_disk_bytes`.
+    max_disk_bytes: u64,
+    /// How often the writer compares the tree's size with the budget.
+    budget_every: Duration,
+    /// How the room left on the filesystem is read (a test emulates a full disk with it).
+    free_space: budget::FreeSpace,
+    /// The room a batch must leave on the filesystem.
+    disk_reserve: u64,
+    /// What of `max_disk_bytes` is left to the journal: the tables get the rest.
+    journal_allowance: u64,
 }
 
 const TUNING: Tuning = Tuning {
@@ -176,6 +197,11 @@ const TUNING: Tuning = Tuning {
     durable_every: DURABLE_EVERY,
     linger: LINGER,
     filter_bits_log2: (KEY_FILTER_BITS_LOG2, KEY_FILTER_MAX_BITS_LOG2),
+    max_disk_bytes: DEFAULT_MAX_DISK_BYTES,
+    budget_every: BUDGET_EVERY,
+    free_space: budget::statvfs_free,
+    disk_reserve: budget::DISK_RESERVE,
+    journal_allowance: JOURNAL_BYTES,
 };
 
 /// What the writer thread is asked to do.
@@ -236,7 +262,21 @@ impl EmbeddedStore {
     /// A directory already open in this process is shared, not opened again (two proxies in
     /// one process, a test suite's many). Another process that has it open holds its lock: the
     /// open fails with [`StoreError::Unavailable`].
+    ///
+    /// Its disk budget is [`DEFAULT_MAX_DISK_BYTES`], its metrics counted nowhere: see
+    /// [`EmbeddedStore::open_with`].
     pub fn open(dir: &Path) -> Result<EmbeddedStore, StoreError> {
+        EmbeddedStore::open_with(dir, DEFAULT_MAX_DISK_BYTES, StateMeter::default())
+    }
+
+    /// [`EmbeddedStore::open`] with `[state] max_disk_bytes` and the metrics its evictions and
+    /// refused writes are counted on. A directory already open in this process keeps the
+    /// budget and metrics it was opened with.
+    pub fn open_with(
+        dir: &Path,
+        max_disk_bytes: u64,
+        meter: StateMeter,
+    ) -> Result<EmbeddedStore, StoreError> {
         static OPEN: Mutex<BTreeMap<PathBuf, Weak<Inner>>> = Mutex::new(BTreeMap::new());
         std::fs::create_dir_all(dir)
             .map_err(|e| StoreError::Unavailable(format!("cannot create {}: {e}", dir.display())))?;
@@ -247,22 +287,31 @@ impl EmbeddedStore {
         if let Some(inner) = open.get(&key).and_then(Weak::upgrade) {
             return Ok(EmbeddedStore { inner });
         }
-        let store = EmbeddedStore::open_tuned(dir, TUNING)?;
+        let tuning = Tuning {
+            max_disk_bytes,
+            ..TUNING
+        };
+        let store = EmbeddedStore::open_tuned(dir, tuning, meter)?;
         open.insert(key, Arc::downgrade(&store.inner));
         Ok(store)
     }
 
     /// [`EmbeddedStore::open`] of an existing directory, not shared, with `tuning`.
-    fn open_tuned(dir: &Path, tuning: Tuning) -> Result<EmbeddedStore, StoreError> {
+    fn open_tuned(dir: &Path, tuning: Tuning, meter: StateMeter) -> Result<EmbeddedStore, StoreError> {
         let path = dir.join(TREE_DIR);
+        let floor = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let filter_floor = floor.clone();
         let db = Database::builder(&path)
-            .with_compaction_filter_factories(Arc::new(expiry::factory_for))
+            .with_compaction_filter_factories(Arc::new(move |name: &str| {
+                expiry::factory_for(name, &filter_floor)
+            }))
             .cache_size(CACHE_BYTES)
             .max_journaling_size(JOURNAL_BYTES)
             .open()
             .map_err(|e| open_error(&path, e))?;
         let keyspaces = Keyspaces::open(&db)?;
-        let store = Arc::new(Store { db, keyspaces });
+        let budget = Arc::new(DiskBudget::new(path.clone(), floor.clone(), &tuning, meter));
+        let store = Arc::new(Store { db, keyspaces, floor });
         if let Some(moved) = migrate::from_redb(&dir.join(REDB_FILE), &store, now_unix(), MIGRATE_BATCH)? {
             tracing::info!(
                 responses = moved.responses,
@@ -281,10 +330,12 @@ impl EmbeddedStore {
         let loaded = tables::add_keys(&store.keyspaces, &store.db.snapshot(), &filter)?;
         let filters = Arc::new(Filters::new(filter, loaded, max_bits));
         let (queue, requests) = mpsc::sync_channel(tuning.queue);
-        let (writer_store, writer_filters) = (store.clone(), filters.clone());
+        let (writer_store, writer_filters, writer_budget) = (store.clone(), filters.clone(), budget.clone());
         let writer = std::thread::Builder::new()
             .name("ledger-writer".into())
-            .spawn(move || writer::write_loop(&writer_store, &writer_filters, &requests, tuning))
+            .spawn(move || {
+                writer::write_loop(&writer_store, &writer_filters, &writer_budget, &requests, tuning)
+            })
             .map_err(unavailable("cannot start the ledger writer"))?;
         Ok(EmbeddedStore {
             inner: Arc::new(Inner {
@@ -293,6 +344,7 @@ impl EmbeddedStore {
                 writer: Some(writer),
                 limiter: LocalRateLimiter::default(),
                 filters,
+                budget,
                 recent: Recent::new(RECENT_BYTES, (tuning.queue + MAX_BATCH) as u64),
             }),
         })
@@ -356,8 +408,9 @@ impl EmbeddedStore {
     }
 
     pub(super) async fn response(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
+        self.inner.budget.health.check()?;
         let key = response_key(id);
-        if let Some(response) = self.inner.recent.holder(&key, now_unix()) {
+        if let Some(response) = self.inner.recent.holder(&key, self.inner.budget.now()) {
             if response.id == id {
                 return Ok(Some(StoredResponse::clone(&response)));
             }
@@ -407,7 +460,8 @@ impl EmbeddedStore {
         key: fn(&K) -> StoreKey,
         find: fn(&StoredResponse, &K) -> Option<StoredItem>,
     ) -> Result<Vec<Option<StoredItem>>, StoreError> {
-        let now = now_unix();
+        self.inner.budget.health.check()?;
+        let now = self.inner.budget.now();
         let mut unsure = Vec::new();
         let mut found: Vec<Option<StoredItem>> = keys
             .iter()
@@ -455,6 +509,7 @@ impl EmbeddedStore {
         if self.inner.writer.as_ref().is_none_or(JoinHandle::is_finished) {
             return Err(writer_stopped());
         }
+        self.inner.budget.recheck()?;
         self.read(|store, _| {
             // A point read that finds nothing: cheap, and through the same path as a lookup.
             store
@@ -467,9 +522,36 @@ impl EmbeddedStore {
             store
                 .db
                 .persist(fjall::PersistMode::Buffer)
-                .map_err(unavailable("the ledger's tree"))
+                .map_err(write_failed("the ledger's tree"))
         })
         .await
+    }
+
+    /// The disk the tree takes, and `[state] max_disk_bytes`.
+    pub(super) async fn disk_usage(&self) -> Result<super::DiskUsage, StoreError> {
+        let budget = self.inner.budget.clone();
+        let max_bytes = budget.max_bytes;
+        let used_bytes = self.read(move |store, _| budget.used(store)).await?;
+        Ok(super::DiskUsage {
+            used_bytes,
+            max_bytes,
+        })
+    }
+
+    /// Writes out every keyspace and compacts it whole, as the tree does in time (for a
+    /// measurement of the settled size).
+    #[cfg(test)]
+    pub(crate) fn compact_for_measure(&self) {
+        let keyspaces = &self.inner.store.keyspaces;
+        for keyspace in [
+            &keyspaces.responses,
+            &keyspaces.response_ids,
+            &keyspaces.item_ids,
+            &keyspaces.item_digests,
+        ] {
+            keyspace.rotate_memtable_and_wait().unwrap();
+            keyspace.major_compact().unwrap();
+        }
     }
 
     /// Removes the rows of responses expired at `now` (at most 4096, one batch), through the
@@ -534,6 +616,22 @@ fn unavailable<E: Display>(what: &'static str) -> impl Fn(E) -> StoreError {
     move |e| StoreError::Unavailable(format!("{what}: {e}"))
 }
 
+/// The error of a failed write to the tree: [`StoreError::Full`] when the disk is (ENOSPC);
+/// unavailable otherwise, and after a failed write to disk, which leaves the tree refusing
+/// every write until the process restarts.
+fn write_failed(what: &'static str) -> impl Fn(fjall::Error) -> StoreError {
+    move |e| match e {
+        fjall::Error::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => {
+            StoreError::Full(format!("{what}: the disk is full: {io}"))
+        }
+        fjall::Error::Poisoned => StoreError::Unavailable(format!(
+            "{what}: the ledger's tree refuses writes since a write to disk failed (a full disk?); \
+             restart replaygate once the disk has room"
+        )),
+        e => StoreError::Unavailable(format!("{what}: {e}")),
+    }
+}
+
 fn writer_stopped() -> StoreError {
     StoreError::Unavailable("the ledger writer has stopped".into())
 }
@@ -582,7 +680,7 @@ mod tests {
             sweep_every,
             ..TUNING
         };
-        EmbeddedStore::open_tuned(dir, tuning).unwrap()
+        EmbeddedStore::open_tuned(dir, tuning, StateMeter::default()).unwrap()
     }
 
     /// One of the keyspaces.
@@ -754,7 +852,7 @@ mod tests {
     #[tokio::test]
     async fn a_rewrite_with_other_items_drops_the_old_items_index_rows() {
         let dir = tempfile::tempdir().unwrap();
-        let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        let store = EmbeddedStore::open_tuned(dir.path(), TUNING, StateMeter::default()).unwrap();
         store.put_response(&response("resp_1", 1, 60)).await.unwrap();
         let mut other = response("resp_1", 2, 60);
         other.items.truncate(1);
@@ -763,7 +861,7 @@ mod tests {
         assert_eq!((rows(&store, ITEM_IDS), rows(&store, ITEM_DIGESTS)), (1, 1));
         // Reopened, so the answers come from the tree.
         drop(store);
-        let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        let store = EmbeddedStore::open_tuned(dir.path(), TUNING, StateMeter::default()).unwrap();
         let ids = ["rs_0123456789_resp_1", "rs_another_item_of_resp_1"].map(String::from);
         let found = store.items_by_id(&ids).await.unwrap();
         assert!(found[0].is_none());
@@ -774,7 +872,7 @@ mod tests {
     #[tokio::test]
     async fn an_item_recorded_again_keeps_its_newer_row_when_the_older_response_goes() {
         let dir = tempfile::tempdir().unwrap();
-        let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        let store = EmbeddedStore::open_tuned(dir.path(), TUNING, StateMeter::default()).unwrap();
         store.put_response(&response("resp_old", 1, -5)).await.unwrap();
         // The same items (ids and digest) in a later response.
         let mut newer = response("resp_old", 1, 60);
@@ -784,7 +882,7 @@ mod tests {
         assert_eq!(store.sweep(now_unix()).await.unwrap(), 1);
         assert_eq!((rows(&store, ITEM_IDS), rows(&store, ITEM_DIGESTS)), (2, 1));
         drop(store);
-        let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        let store = EmbeddedStore::open_tuned(dir.path(), TUNING, StateMeter::default()).unwrap();
         let found = store
             .items_by_id(&["fc_0123456789_resp_old".into()])
             .await
@@ -804,7 +902,7 @@ mod tests {
             migrate::tests::write_v1(&db, &[first.clone(), response("resp_gone", 2, -5)]);
             migrate::tests::write_v2(&db, std::slice::from_ref(&second));
         }
-        let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        let store = EmbeddedStore::open_tuned(dir.path(), TUNING, StateMeter::default()).unwrap();
         assert!(!dir.path().join(REDB_FILE).exists());
         // Answered from the tree: nothing of it is in memory yet.
         assert_eq!(store.response("resp_first").await.unwrap(), Some(first));
@@ -837,7 +935,7 @@ mod tests {
     #[tokio::test]
     async fn two_records_of_one_response_told_new_in_one_batch_leave_one_row() {
         let dir = tempfile::tempdir().unwrap();
-        let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        let store = EmbeddedStore::open_tuned(dir.path(), TUNING, StateMeter::default()).unwrap();
         put_batch(
             &store,
             &[&response("resp_1", 1, 10), &response("resp_1", 1, 60)],
@@ -849,7 +947,7 @@ mod tests {
     #[tokio::test]
     async fn a_row_left_by_two_records_told_new_is_swept_without_the_later_ones_items() {
         let dir = tempfile::tempdir().unwrap();
-        let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        let store = EmbeddedStore::open_tuned(dir.path(), TUNING, StateMeter::default()).unwrap();
         // Two records of one response both queued as new, written in two batches: the
         // earlier's row stays behind the later's.
         put_batch(&store, &[&response("resp_1", 1, -5)], true);
@@ -861,7 +959,7 @@ mod tests {
         assert_eq!((rows(&store, RESPONSES), rows(&store, RESPONSE_IDS)), (1, 1));
         assert_eq!((rows(&store, ITEM_IDS), rows(&store, ITEM_DIGESTS)), (2, 1));
         drop(store);
-        let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        let store = EmbeddedStore::open_tuned(dir.path(), TUNING, StateMeter::default()).unwrap();
         assert_eq!(store.response("resp_1").await.unwrap(), Some(later));
         let found = store.items_by_id(&["fc_0123456789_resp_1".into()]).await.unwrap();
         assert_eq!(found[0].as_ref().unwrap().response_id, "resp_1");
@@ -875,7 +973,7 @@ mod tests {
             filter_bits_log2: (9, 13),
             ..TUNING
         };
-        let store = EmbeddedStore::open_tuned(dir.path(), tuning).unwrap();
+        let store = EmbeddedStore::open_tuned(dir.path(), tuning, StateMeter::default()).unwrap();
         assert_eq!(store.inner.filters.bits_log2(), 9);
         let records: Vec<StoredResponse> = (0..60).map(|n| response(&format!("resp_{n}"), n, 60)).collect();
         for record in &records {
@@ -895,7 +993,7 @@ mod tests {
             .all(|key| filters.may_contain(&key)));
         drop(store);
         // Reopened, it is sized for what the tree holds (240 keys: 2^12 bits).
-        let store = EmbeddedStore::open_tuned(dir.path(), tuning).unwrap();
+        let store = EmbeddedStore::open_tuned(dir.path(), tuning, StateMeter::default()).unwrap();
         assert!(store.inner.filters.bits_log2() >= 12);
         assert!(store.response("resp_59").await.unwrap().is_some());
     }
@@ -924,7 +1022,7 @@ mod tests {
             let clone = store.clone();
             drop(store);
             // The file stays open (locked to other openers) while a clone lives.
-            assert!(EmbeddedStore::open_tuned(dir.path(), TUNING).is_err());
+            assert!(EmbeddedStore::open_tuned(dir.path(), TUNING, StateMeter::default()).is_err());
             drop(clone);
         }
         let store = EmbeddedStore::open(dir.path()).unwrap();
@@ -969,13 +1067,13 @@ mod tests {
     #[tokio::test]
     async fn a_lookup_mixing_remembered_unknown_and_file_only_keys_keeps_their_order() {
         let dir = tempfile::tempdir().unwrap();
-        EmbeddedStore::open_tuned(dir.path(), TUNING)
+        EmbeddedStore::open_tuned(dir.path(), TUNING, StateMeter::default())
             .unwrap()
             .put_response(&response("resp_1", 1, 60))
             .await
             .unwrap();
         // Reopened: resp_1 is only in the file, resp_2 is also remembered.
-        let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        let store = EmbeddedStore::open_tuned(dir.path(), TUNING, StateMeter::default()).unwrap();
         store.put_response(&response("resp_2", 2, 60)).await.unwrap();
         let ids = [
             "fc_0123456789_resp_2",
@@ -1032,7 +1130,7 @@ mod tests {
             linger: Duration::from_millis(200),
             ..TUNING
         };
-        let store = EmbeddedStore::open_tuned(dir.path(), tuning).unwrap();
+        let store = EmbeddedStore::open_tuned(dir.path(), tuning, StateMeter::default()).unwrap();
         let meter = LedgerMeter::new(&crate::metrics::Metrics::new());
         let mut accepted = 0u64;
         // The writer lingers after the first record: the queue of one fills meanwhile.
@@ -1052,8 +1150,10 @@ mod tests {
     #[test]
     fn a_second_store_on_the_same_directory_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let _first = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
-        let Err(StoreError::Unavailable(message)) = EmbeddedStore::open_tuned(dir.path(), TUNING) else {
+        let _first = EmbeddedStore::open_tuned(dir.path(), TUNING, StateMeter::default()).unwrap();
+        let Err(StoreError::Unavailable(message)) =
+            EmbeddedStore::open_tuned(dir.path(), TUNING, StateMeter::default())
+        else {
             panic!("a second open succeeded");
         };
         assert!(message.contains("already open"), "{message}");
@@ -1110,7 +1210,7 @@ mod tests {
     #[tokio::test]
     async fn a_row_of_another_id_under_the_same_key_reads_as_absent() {
         let dir = tempfile::tempdir().unwrap();
-        let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        let store = EmbeddedStore::open_tuned(dir.path(), TUNING, StateMeter::default()).unwrap();
         // What two ids of one key would leave: the row of one under the key of the other.
         let other = response("resp_other", 1, 60);
         let keyspaces = &store.inner.store.keyspaces;
@@ -1166,7 +1266,7 @@ mod tests {
             Duration::from_millis(ticks * 10)
         };
         let dir = tempfile::tempdir().unwrap();
-        let store = EmbeddedStore::open_tuned(dir.path(), TUNING).unwrap();
+        let store = EmbeddedStore::open_tuned(dir.path(), TUNING, StateMeter::default()).unwrap();
         let records: Vec<StoredResponse> = (0..RECORDS)
             .map(|n| {
                 let bits = StoreKey::of(9, &n.to_le_bytes()).0;
@@ -1222,7 +1322,7 @@ mod tests {
                 durable_every,
                 ..TUNING
             };
-            let store = EmbeddedStore::open_tuned(dir.path(), tuning).unwrap();
+            let store = EmbeddedStore::open_tuned(dir.path(), tuning, StateMeter::default()).unwrap();
             store.put_response(&response("resp_probe", 1, 60)).await.unwrap();
             let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
             let prober = {

@@ -22,11 +22,13 @@
 //! a transaction would) and commits them as one atomic write batch.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, Readable, Slice, Snapshot};
 
 use super::expiry::ExpiresAt;
-use super::unavailable;
+use super::{unavailable, write_failed};
 use crate::ledger::{StoredItem, StoredResponse};
 use crate::state::key_filter::{KeyFilter, StoreKey};
 use crate::state::StoreError;
@@ -154,11 +156,15 @@ pub(super) fn add_keys(
 pub(super) struct Store {
     pub db: Database,
     pub keyspaces: Keyspaces,
+    /// Rows expiring at or before this time count as expired: the disk budget evicted them
+    /// ([`super::budget`]).
+    pub floor: Arc<AtomicU64>,
 }
 
 impl Store {
-    /// A reader of the responses live at `now`, as the tree holds them now.
+    /// A reader of the responses live at `now` (and above the floor), as the tree holds them now.
     pub fn reader(&self, now: u64) -> ResponseReader<'_> {
+        let now = now.max(self.floor.load(Ordering::Acquire));
         ResponseReader::new(&self.keyspaces, self.db.snapshot(), now)
     }
 }
@@ -244,7 +250,7 @@ impl<'k> Tables<'k> {
         self.response_ids.stage(&mut batch);
         self.item_ids.stage(&mut batch);
         self.item_digests.stage(&mut batch);
-        batch.commit().map_err(unavailable("commit"))
+        batch.commit().map_err(write_failed("commit"))
     }
 
     /// Writes `response` (`json` its encoding) and its index rows. A response written again

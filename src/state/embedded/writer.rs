@@ -7,26 +7,32 @@ use std::time::Instant;
 
 use fjall::{PersistMode, Snapshot};
 
+use super::budget::DiskBudget;
 use super::filters::Filters;
 use super::tables::{Store, Tables};
-use super::{unavailable, Command, Record, Tuning, MAX_BATCH};
+use super::{write_failed, Command, Record, Tuning, MAX_BATCH};
 use crate::state::key_filter::KeyFilter;
 use crate::state::{now_unix, StoreError};
 
-/// The writer thread: batches puts, runs sweeps, ends when every store clone is gone.
+/// The writer thread: batches puts, runs sweeps, keeps the tree within its disk budget, ends
+/// when every store clone is gone.
 pub(super) fn write_loop(
     store: &Arc<Store>,
     filters: &Arc<Filters>,
+    budget: &DiskBudget,
     requests: &Receiver<Command>,
     tuning: Tuning,
 ) {
     // The thread filling a grown key filter, if one is.
     let mut filler: Option<JoinHandle<()>> = None;
     let mut next_sweep = Instant::now() + tuning.sweep_every;
+    let mut next_budget = Instant::now();
     // When the batches committed since the last durable commit must be made durable.
     let mut durable_by: Option<Instant> = None;
     loop {
-        let deadline = durable_by.map_or(next_sweep, |by| by.min(next_sweep));
+        let deadline = durable_by
+            .map_or(next_sweep, |by| by.min(next_sweep))
+            .min(next_budget);
         let first = match requests.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(command) => Some(command),
             Err(RecvTimeoutError::Timeout) => None,
@@ -64,11 +70,15 @@ pub(super) fn write_loop(
             let now = Instant::now();
             let due = durable_by.get_or_insert(now + tuning.durable_every);
             let durable = *due <= now;
-            let result =
-                write_batch(store, puts.iter().map(|(record, _)| record)).and_then(|()| match durable {
+            let bytes: usize = puts.iter().map(|(record, _)| record.json.len()).sum();
+            let result = budget
+                .room_for(bytes as u64)
+                .and_then(|()| write_batch(store, puts.iter().map(|(record, _)| record)))
+                .and_then(|()| match durable {
                     true => persist(store),
                     false => Ok(()),
                 });
+            budget.batch_ended(puts.len(), &result);
             if result.is_ok() {
                 puts.iter()
                     .for_each(|(record, _)| filters.insert_written(&record.keys));
@@ -93,6 +103,12 @@ pub(super) fn write_loop(
         // Write what is committed to disk once its wait is over (the queue's wait ends then too).
         if durable_by.is_some_and(|by| by <= Instant::now()) && make_durable(store) {
             durable_by = None;
+        }
+        if Instant::now() >= next_budget {
+            if let Err(e) = budget.enforce(store, &tuning) {
+                tracing::warn!(error = %e, "keeping the ledger within [state] max_disk_bytes failed");
+            }
+            next_budget = Instant::now() + tuning.budget_every;
         }
         if Instant::now() >= next_sweep {
             next_sweep = match sweep(store, &tuning, now_unix()) {
@@ -126,7 +142,7 @@ fn persist(store: &Store) -> Result<(), StoreError> {
     store
         .db
         .persist(PersistMode::SyncData)
-        .map_err(unavailable("write to disk"))
+        .map_err(write_failed("write to disk"))
 }
 
 /// Commits every record of a batch at once.
