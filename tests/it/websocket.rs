@@ -26,7 +26,9 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 
 use crate::support::proxy::Proxy;
-use fake_provider::{turn_events, Behaviour, FakeProvider, CLOSE_ME};
+use fake_provider::{
+    reasoned_call, reasoned_turn_events, reasoning_item, turn_events, Behaviour, FakeProvider, CLOSE_ME,
+};
 
 const PROVIDER_KEY: &str = "sk-provider-own-key";
 const CLIENT_KEY: &str = "sk-client-key-never-forwarded";
@@ -997,4 +999,79 @@ async fn replayed_items_are_repaired_or_refused_on_a_socket_as_on_a_post() {
     assert_eq!(event["error"]["code"], "duplicate_item_id");
     assert_eq!(event["error"]["param"], "input[3]");
     assert_eq!(provider.texts().len(), 2, "the refused message did not leave");
+}
+
+/// Reads events until the turn's `response.completed` (bounded by `LIMIT` per event).
+async fn whole_turn(client: &mut Client) -> Vec<String> {
+    let mut events = Vec::new();
+    for _ in 0..16 {
+        let event = next_text(client).await;
+        let done = event.contains(r#""type":"response.completed""#);
+        events.push(event);
+        if done {
+            return events;
+        }
+    }
+    panic!("no response.completed in 16 events: {events:?}")
+}
+
+#[tokio::test]
+async fn a_call_sent_back_on_a_socket_without_its_reasoning_item_is_refused_or_given_it_back() {
+    let provider = FakeProvider::start(Behaviour::Reasoned).await;
+    let config = |extra: &str| {
+        format!(
+            "default_provider = \"openai\"\n[providers.openai]\nbase_url = \"{}\"\nitem_profile = \"openai\"\n[state]\nbackend = \"memory\"\n{extra}",
+            provider.base_url()
+        )
+    };
+    let user = r#"{"role":"user","content":"weather?"}"#;
+    let output = r#"{"type":"function_call_output","call_id":"call_1","output":"sunny"}"#;
+    let create = |items: &[&str]| {
+        format!(
+            r#"{{"type":"response.create","model":"gpt-5","tools":[{{"type":"function","name":"get_weather","parameters":{{"type":"object"}}}}],"input":[{}],"store":false}}"#,
+            items.join(",")
+        )
+    };
+    let (reasoning, call) = (reasoning_item(1), reasoned_call(1));
+    let without = create(&[user, &call, output]);
+    let with = create(&[user, &reasoning, &call, output]);
+
+    // The ledger saw rs_1 directly before fc_1: the call sent back alone is refused.
+    let proxy = Proxy::start(&config(""), &[]).await;
+    let mut client = connect(&proxy, "/v1/responses").await.unwrap();
+    client.send(Message::text(create(&[user]))).await.unwrap();
+    assert_eq!(whole_turn(&mut client).await, reasoned_turn_events(1));
+    client.send(Message::text(without.clone())).await.unwrap();
+    let event = next_json(&mut client).await;
+    assert_eq!(event["type"], "error", "{event}");
+    assert_eq!(event["status"], 422);
+    assert_eq!(event["error"]["code"], "reasoning_missing");
+    assert_eq!(event["error"]["param"], "input[1]");
+    assert_eq!(provider.texts().len(), 1, "the refused message did not leave");
+    // Sent with it, the call passes byte for byte, and the socket is still open.
+    client.send(Message::text(with.clone())).await.unwrap();
+    assert_eq!(whole_turn(&mut client).await, reasoned_turn_events(2));
+    assert_eq!(provider.texts().last(), Some(&with));
+
+    // With the items kept and `repair`, the reasoning item's bytes go back in before the call.
+    let repairing = Proxy::start(
+        &config("[ledger]\nstore_items = true\n[gate.rules]\nreasoning_missing = \"repair\"\n"),
+        &[],
+    )
+    .await;
+    let mut client = connect(&repairing, "/v1/responses").await.unwrap();
+    client.send(Message::text(create(&[user]))).await.unwrap();
+    assert_eq!(whole_turn(&mut client).await, reasoned_turn_events(3));
+    // Turn 3 answered rs_3 and fc_3; send its call back alone.
+    let (reasoning, call) = (reasoning_item(3), reasoned_call(3));
+    let output = output.replace("call_1", "call_3");
+    client
+        .send(Message::text(create(&[user, &call, &output])))
+        .await
+        .unwrap();
+    assert_eq!(whole_turn(&mut client).await, reasoned_turn_events(4));
+    assert_eq!(
+        provider.texts().last(),
+        Some(&create(&[user, &reasoning, &call, &output]))
+    );
 }

@@ -18,6 +18,8 @@ use tokio_tungstenite::tungstenite::Message;
 pub enum Behaviour {
     /// Answers every `response.create` with a turn.
     Turns,
+    /// Answers every `response.create` with a turn whose call follows a reasoning item.
+    Reasoned,
     /// Refuses every upgrade with this status.
     Refuse(u16),
     /// Answers the first message with `count` text messages of `bytes` bytes each.
@@ -117,7 +119,11 @@ impl FakeProvider {
                             continue;
                         }
                         let n = turns.fetch_add(1, Ordering::SeqCst) + 1;
-                        for event in turn_events(n) {
+                        let events = match behaviour {
+                            Behaviour::Reasoned => reasoned_turn_events(n),
+                            _ => turn_events(n),
+                        };
+                        for event in events {
                             if socket.send(Message::text(event)).await.is_err() {
                                 return;
                             }
@@ -168,6 +174,40 @@ pub fn turn_events(n: usize) -> Vec<String> {
         ),
         format!(
             r#"{{"type":"response.completed","sequence_number":2,"response":{{"id":"resp_{n}","model":"gpt-5","status":"completed","output":[{call}]}}}}"#
+        ),
+    ]
+}
+
+/// The reasoning item of a `Reasoned` turn `n`, as the provider sends it (ids long enough for
+/// the ledger to index, as OpenAI's are).
+pub fn reasoning_item(n: usize) -> String {
+    format!(
+        r#"{{"type":"reasoning","id":"rs_68c1a2b3c4d5e6f7{n:04}","summary":[],"encrypted_content":"gAAAAB-{n}"}}"#
+    )
+}
+
+/// The call of a `Reasoned` turn `n`, as the provider sends it.
+pub fn reasoned_call(n: usize) -> String {
+    format!(
+        r#"{{"type":"function_call","id":"fc_68c1a2b3c4d5e6f7{n:04}","call_id":"call_{n}","name":"get_weather","arguments":"{{\"city\":\"Paris\"}}","status":"completed"}}"#
+    )
+}
+
+/// The events of a `Reasoned` turn `n`: response `resp_n`, its reasoning item, then call `call_n`.
+pub fn reasoned_turn_events(n: usize) -> Vec<String> {
+    let (reasoning, call) = (reasoning_item(n), reasoned_call(n));
+    vec![
+        format!(
+            r#"{{"type":"response.created","sequence_number":0,"response":{{"id":"resp_{n}","model":"gpt-5","status":"in_progress","output":[]}}}}"#
+        ),
+        format!(
+            r#"{{"type":"response.output_item.done","sequence_number":1,"output_index":0,"item":{reasoning}}}"#
+        ),
+        format!(
+            r#"{{"type":"response.output_item.done","sequence_number":2,"output_index":1,"item":{call}}}"#
+        ),
+        format!(
+            r#"{{"type":"response.completed","sequence_number":3,"response":{{"id":"resp_{n}","model":"gpt-5","status":"completed","output":[{reasoning},{call}]}}}}"#
         ),
     ]
 }
