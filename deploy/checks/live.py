@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import NamedTuple
 
 from . import paths
 
@@ -91,9 +92,14 @@ def _replace_one(text, pattern, replacement):
 
 
 class Serving:
-    """`replaygate serve` of a deployed config, moved to free loopback ports."""
+    """`replaygate serve` of a deployed config, moved to free loopback ports.
 
-    def __init__(self, binary, config_text, tmp, openai_url=None, attempt=0):
+    `inside` runs it in another root filesystem (the container image's check): an Inside naming
+    the command that enters it, where the config is written and how the binary sees that file,
+    and the environment the binary gets; by default the binary runs here with the config in
+    `tmp`."""
+
+    def __init__(self, binary, config_text, tmp, openai_url=None, attempt=0, inside=None):
         self.proxy = free_port()
         self.admin = free_port()
         text = _replace_one(config_text, r'^listen = "0\.0\.0\.0:8080"$',
@@ -109,13 +115,16 @@ class Serving:
                                   'base_url = "http://127.0.0.1:1/v1"', text, flags=re.MULTILINE)
         if providers == 0:
             raise ValueError("the config names no base_url")
-        env = paths.clean_env()
+        env = dict(inside.env) if inside else paths.clean_env()
         env["OPENAI_API_KEY"] = env["AWS_BEARER_TOKEN_BEDROCK"] = "deploy-check"
-        config = Path(tmp) / "proxy.toml"
+        config = inside.config_file if inside else Path(tmp) / "proxy.toml"
         config.write_text(text)
+        config.chmod(0o644)
+        seen_as = inside.config_seen_as if inside else str(config)
+        prefix = list(inside.command) if inside else []
         self.log = open(Path(tmp) / f"serve-{attempt}.log", "w+")
         self.process = subprocess.Popen(
-            [binary, "serve", "--config", str(config)], env=env,
+            prefix + [binary, "serve", "--config", seen_as], env=env,
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
         )
 
@@ -151,11 +160,24 @@ class Serving:
             self.log.close()
 
 
-def serve(binary, config_text, tmp, openai_url=None):
+class Inside(NamedTuple):
+    """Where Serving runs the binary when not here: see Serving."""
+
+    #: The command that runs the rest in the other root, e.g. chroot --userspec=U:G ROOT.
+    command: list
+    #: This machine's path of the config file to write, inside that root.
+    config_file: Path
+    #: The same file as the binary sees it.
+    config_seen_as: str
+    #: The binary's whole environment (the image's, not this process's).
+    env: dict
+
+
+def serve(binary, config_text, tmp, openai_url=None, inside=None):
     """A healthy Serving, or the last one that was not. A port found free may be taken before
     the binary binds it: such a start is tried again on other ports, up to three times."""
     for attempt in range(3):
-        serving = Serving(binary, config_text, tmp, openai_url, attempt)
+        serving = Serving(binary, config_text, tmp, openai_url, attempt, inside)
         healthy = serving.wait_healthy()
         if healthy or "in use" not in serving.output():
             return serving, healthy
