@@ -464,4 +464,18 @@ async fn three_replicas_carry_one_session_through_a_replica_kill_and_a_failover(
         "a connection went to the killed replica: {served:?}"
     );
     deployment.replicas_alive();
+    no_body_mixes_the_teams(&deployment);
+}
+
+/// No provider ever received a body holding both teams' turns.
+fn no_body_mixes_the_teams(deployment: &Deployment) {
+    let openai = deployment.openai.received();
+    let bedrock = deployment.bedrock.received();
+    for received in openai.iter().chain(&bedrock) {
+        let body = String::from_utf8_lossy(&received.body);
+        assert!(
+            !(body.contains("alpha turn") && body.contains("beta turn")),
+            "a body mixes the teams' sessions: {body}"
+        );
+    }
 }
