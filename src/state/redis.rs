@@ -163,14 +163,16 @@ impl RedisStore {
                 for entry in entries {
                     pipe.add_command(entry).ignore();
                 }
+                let pipe = &pipe;
                 self.run(|mut conn| async move { pipe.exec_async(&mut conn).await })
                     .await
             }
             // Each key in its own slot: the items first, then the response that names them, so
             // a reader that finds the response finds its items.
             Slots::Many => {
+                let (entries, record) = (&entries, &record);
                 self.run(|conn| async move {
-                    try_join_all(entries.into_iter().map(|entry| {
+                    try_join_all(entries.iter().map(|entry| {
                         let mut conn = conn.clone();
                         async move { entry.exec_async(&mut conn).await }
                     }))
@@ -188,7 +190,10 @@ impl RedisStore {
         self.inner.health.check()?;
         let key = self.key("resp", id);
         let value: Option<Vec<u8>> = self
-            .run(|mut conn| async move { ::redis::cmd("GET").arg(key).query_async(&mut conn).await })
+            .run(|mut conn| {
+                let key = &key;
+                async move { ::redis::cmd("GET").arg(key).query_async(&mut conn).await }
+            })
             .await?;
         let now = now_unix();
         Ok(value
@@ -253,9 +258,10 @@ impl RedisStore {
     /// the values, group by group. A group answered with another count of values is corrupt.
     async fn mget(&self, groups: Vec<Vec<String>>) -> Result<Vec<Vec<Option<Vec<u8>>>>, StoreError> {
         let counts: Vec<usize> = groups.iter().map(Vec::len).collect();
+        let groups = &groups;
         let values: Vec<Vec<Option<Vec<u8>>>> = self
             .run(|conn| async move {
-                try_join_all(groups.into_iter().map(|keys| {
+                try_join_all(groups.iter().map(|keys| {
                     let mut conn = conn.clone();
                     async move { ::redis::cmd("MGET").arg(keys).query_async(&mut conn).await }
                 }))
@@ -282,7 +288,7 @@ impl RedisStore {
         per_minute: NonZeroU32,
     ) -> Result<Result<(), Duration>, StoreError> {
         let (interval, tolerance) = gcra_params(per_minute);
-        let key = self.key("rate", key);
+        let key = &self.key("rate", key);
         let wait: u64 = self
             .run(|mut conn| async move {
                 GCRA.key(key)
@@ -319,17 +325,28 @@ impl RedisStore {
     /// Runs `call` on the connection, within the timeout, connecting first when there is no
     /// connection. A call that fails in a way that calls for a new connection (a timeout, or
     /// any failure under Sentinel) drops the one it used, unless another call has already
-    /// replaced it.
+    /// replaced it. A connection made before this call that turns out to be gone (its server
+    /// died or was demoted in a failover, see [`Connector::renews`]) is replaced and `call` run
+    /// once more on the new one, within the same timeout: after a failover, each replica's
+    /// first call is answered by the new master instead of failing on the old one.
     async fn run<T, F, Fut>(&self, call: F) -> Result<T, StoreError>
     where
-        F: FnOnce(Conn) -> Fut,
+        F: Fn(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let mut used = None;
         let attempt = async {
-            let (conn, generation) = self.connection().await?;
+            let (conn, generation, fresh) = self.connection().await?;
             used = Some(generation);
-            call(conn).await
+            match call(conn).await {
+                Err(err) if !fresh && self.inner.connector.renews(&err) => {
+                    self.drop_connection(Some(generation));
+                    let (conn, generation, _) = self.connection().await?;
+                    used = Some(generation);
+                    call(conn).await
+                }
+                answer => answer,
+            }
         };
         let outcome = tokio::time::timeout(self.inner.timeout, attempt).await;
         match outcome {
@@ -350,19 +367,22 @@ impl RedisStore {
         }
     }
 
-    /// The connection in use, made now if there is none. A direct connection is made without
-    /// waiting for Redis (the first command connects); Sentinel's and a cluster's are made
-    /// here, one at a time.
-    async fn connection(&self) -> RedisResult<(Conn, u64)> {
-        if let Some(found) = self.current_or_lazy()? {
-            return Ok(found);
+    /// The connection in use, made now if there is none, and whether it was made by this
+    /// call (by this call's wait for it). A direct connection is made without waiting for
+    /// Redis (the first command connects); Sentinel's and a cluster's are made here, one at a
+    /// time.
+    async fn connection(&self) -> RedisResult<(Conn, u64, bool)> {
+        if let Some((conn, generation)) = self.current_or_lazy()? {
+            return Ok((conn, generation, false));
         }
         let _turn = self.inner.connecting.lock().await;
-        if let Some(found) = self.current_or_lazy()? {
-            return Ok(found);
+        if let Some((conn, generation)) = self.current_or_lazy()? {
+            // Made by the call this one waited for: as new as one made here.
+            return Ok((conn, generation, true));
         }
         let conn = self.inner.connector.connect(self.inner.timeout).await?;
-        Ok(self.keep(conn))
+        let (conn, generation) = self.keep(conn);
+        Ok((conn, generation, true))
     }
 
     /// The connection in use, else a lazy one made now if this kind has one.

@@ -9,7 +9,8 @@ use ::redis::cluster::ClusterClient;
 use ::redis::cluster_async::ClusterConnection;
 use ::redis::sentinel::SentinelClient;
 use ::redis::{
-    AsyncConnectionConfig, Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, Value,
+    AsyncConnectionConfig, Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult,
+    ServerErrorKind, Value,
 };
 
 /// What makes connections, made once when the store is.
@@ -96,6 +97,27 @@ impl Connector {
             Connector::Sentinel(_) => true,
             Connector::Direct(_) => err.is_timeout(),
             Connector::Cluster(_) => err.is_timeout() || err.kind() == ErrorKind::ClusterConnectionNotFound,
+        }
+    }
+}
+
+impl Connector {
+    /// Whether a call that failed with `err` on a connection made before it may be run once
+    /// more on a new connection. Under Sentinel, when the connection is gone (reset, closed,
+    /// refused) or its server answers `READONLY` (a master demoted in a failover): the
+    /// sentinels may already name the new master. Running a command twice is harmless here
+    /// (lookups read, records set the same values; a rate count cut off after it counted
+    /// counts once more, which only a reset of a live master's connection can do). Not on a
+    /// timeout, which has used the call's time. A direct connection reconnects by itself, and
+    /// a cluster connection follows its own redirections.
+    pub(super) fn renews(&self, err: &RedisError) -> bool {
+        match self {
+            Connector::Sentinel(_) => {
+                !err.is_timeout()
+                    && (err.is_connection_dropped()
+                        || err.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly))
+            }
+            Connector::Direct(_) | Connector::Cluster(_) => false,
         }
     }
 }

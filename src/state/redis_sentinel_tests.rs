@@ -104,6 +104,38 @@ async fn a_failover_is_followed_and_meanwhile_the_store_is_unavailable_not_empty
     store.ping().await.unwrap();
 }
 
+#[tokio::test]
+async fn a_connection_to_a_master_gone_in_a_finished_failover_is_replaced_within_the_call() {
+    let mut set = SentinelSet::start("rg-stale");
+    let kept = store(&[set.sentinel.port()], &set.name, Duration::from_millis(500));
+    let stored = reasoning_items("resp_stale", &[("rs_stale_0123456789", 3)]);
+    kept.put_response(&stored).await.unwrap();
+    let replica = set.replica.port();
+    super::redis_ha::poll(Duration::from_secs(10), "the replica to copy the record", || {
+        query::<bool>(replica, ::redis::cmd("EXISTS").arg("rg-test:v1:resp:resp_stale"))
+            .ok()
+            .filter(|exists| *exists)
+    });
+
+    // The store keeps its connection to the master, unused, until another store (another
+    // replica) has been answered through the sentinel by the promoted replica.
+    set.kill_master();
+    let other = store(&[set.sentinel.port()], &set.name, Duration::from_millis(500));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while other.ping().await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "no master answered within 30 s of the kill"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(set.named_master_port(), Some(replica));
+    // The first call after it finds the old connection gone and is answered by the new master,
+    // the record and the rate count with it, not refused as unavailable.
+    assert_eq!(kept.response("resp_stale").await.unwrap(), Some(stored));
+    assert_eq!(kept.hit_rate("payments", per_minute(100)).await.unwrap(), Ok(()));
+}
+
 /// Every call of `store` is unavailable, each within the timeout (and some slack).
 async fn every_call_is_unavailable(store: &RedisStore) {
     let limit = store.timeout() + Duration::from_secs(1);

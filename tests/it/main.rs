@@ -31,6 +31,7 @@ mod pydantic_ai_e2e;
 mod real_clients;
 mod redis_ha;
 mod redis_managed;
+mod replicas;
 mod sdk_e2e;
 mod security_request_head;
 mod security_routing;

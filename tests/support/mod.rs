@@ -3,10 +3,12 @@
 
 #![allow(dead_code)]
 
+pub mod balancer;
 pub mod cli;
 pub mod closed_port;
 pub mod log_capture;
 pub mod memory;
+pub mod minting_provider;
 pub mod pki;
 pub mod proxy;
 pub mod raw;

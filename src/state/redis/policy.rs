@@ -46,7 +46,10 @@ impl RedisStore {
         command: ::redis::Cmd,
     ) -> Result<Result<T, RedisError>, StoreError> {
         let answer = self
-            .run(|mut conn| async move { Ok(command.query_async::<T>(&mut conn).await) })
+            .run(|mut conn| {
+                let command = &command;
+                async move { Ok(command.query_async::<T>(&mut conn).await) }
+            })
             .await?;
         match answer {
             Err(err) if err.code().is_none() => Err(unavailable(&err)),
@@ -69,7 +72,7 @@ impl RedisStore {
     /// `/readyz` while the last write was refused for memory: whether a small write lands now
     /// (a key of its own, gone in a minute).
     pub(super) async fn probe_write(&self) -> Result<(), StoreError> {
-        let key = self.key("ready", "probe");
+        let key = &self.key("ready", "probe");
         self.run(|mut conn| async move {
             ::redis::cmd("SET")
                 .arg(key)
