@@ -588,15 +588,15 @@ async fn null_reads_as_absent_unless_the_member_is_required() {
     );
 }
 
-/// The README's example of an operator's own profile.
+/// The example of an operator's own profile that docs/item-profiles.md shows.
 const LOCAL_PROFILE: &str = include_str!("../fixtures/profiles/local.json");
 
 #[test]
-fn the_readme_shows_the_tested_example_profile() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+fn the_item_profiles_doc_shows_the_tested_example_profile() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/item-profiles.md")).unwrap();
     assert!(
-        readme.contains(&format!("```json\n{LOCAL_PROFILE}```")),
-        "README.md's example profile differs from tests/fixtures/profiles/local.json"
+        doc.contains(&format!("```json\n{LOCAL_PROFILE}```")),
+        "docs/item-profiles.md's example profile differs from tests/fixtures/profiles/local.json"
     );
 }
 
