@@ -15,7 +15,10 @@ fn read(path: &str) -> String {
 }
 
 fn reason_codes() -> BTreeSet<String> {
-    Reason::ALL.iter().map(|reason| reason.as_str().to_owned()).collect()
+    Reason::ALL
+        .iter()
+        .map(|reason| reason.as_str().to_owned())
+        .collect()
 }
 
 /// The `## ` headings of `docs/reasons.md`: each is a reason code.
@@ -117,7 +120,10 @@ const TABLES: &[(&str, &str)] = &[
          item_profile = { file = \"p.json\", zz_probe = 1 }\n",
         "`[providers.NAME]`",
     ),
-    ("[[routes]]\nmodel = \"m\"\nprovider = \"p\"\nzz_probe = 1\n", "`[[routes]]`"),
+    (
+        "[[routes]]\nmodel = \"m\"\nprovider = \"p\"\nzz_probe = 1\n",
+        "`[[routes]]`",
+    ),
     ("[teams.t]\nkeys = []\nzz_probe = 1\n", "`[teams.NAME]`"),
     (
         "[teams.t]\nkeys = [{ digest = \"sha256:00\", zz_probe = 1 }]\n",
@@ -140,13 +146,11 @@ fn accepted_keys(config: &str) -> Vec<String> {
         .and_then(|(_, after)| after.split_once("expected"))
         .map(|(_, expected)| expected)
         .unwrap_or_else(|| panic!("no list of expected keys in the error for\n{config}\n{error}"));
-    let keys: Vec<String> = message
-        .split('`')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_owned)
-        .collect();
-    assert!(!keys.is_empty(), "no key named in the error for\n{config}\n{error}");
+    let keys: Vec<String> = message.split('`').skip(1).step_by(2).map(str::to_owned).collect();
+    assert!(
+        !keys.is_empty(),
+        "no key named in the error for\n{config}\n{error}"
+    );
     keys
 }
 
@@ -155,9 +159,16 @@ fn section<'d>(doc: &'d str, heading: &str) -> &'d str {
     let start = doc
         .match_indices("\n## ")
         .map(|(at, _)| at + 1)
-        .find(|&at| doc[at..].lines().next().is_some_and(|line| line.contains(heading)))
+        .find(|&at| {
+            doc[at..]
+                .lines()
+                .next()
+                .is_some_and(|line| line.contains(heading))
+        })
         .unwrap_or_else(|| panic!("docs/configuration.md has no `## ` heading with {heading}"));
-    let end = doc[start + 3..].find("\n## ").map_or(doc.len(), |at| start + 3 + at);
+    let end = doc[start + 3..]
+        .find("\n## ")
+        .map_or(doc.len(), |at| start + 3 + at);
     &doc[start..end]
 }
 
@@ -184,7 +195,10 @@ fn every_key_proxy_toml_accepts_is_in_docs_configuration() {
             missing.push(format!("{heading} {key}"));
         }
     }
-    assert!(missing.is_empty(), "docs/configuration.md does not document {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "docs/configuration.md does not document {missing:?}"
+    );
 }
 
 #[test]
@@ -196,4 +210,3 @@ fn a_key_left_out_of_docs_configuration_is_noticed() {
     let without = doc.replace("`max_chain`", "max_chain");
     assert_eq!(undocumented(&without, config, heading), ["max_chain"]);
 }
-

@@ -1,5 +1,5 @@
-//! Item profiles end to end (contract §5a), on the wire: the twelve kinds of replayed body that
-//! OpenAI is documented to refuse (tests/fixtures/refusal-vectors.json) stopped or repaired
+//! Item profiles end to end (docs/item-profiles.md), on the wire: the twelve kinds of replayed body
+//! that OpenAI is documented to refuse (tests/fixtures/refusal-vectors.json) stopped or repaired
 //! through the proxy, the real-client corpus still forwarded, the actions that `[gate.rules]`
 //! and team rules may set, the repair named in `x-replaygate-repaired`, the audit line and the
 //! metrics, and hostile bodies (repeated and escaped member names, a 10,000-member item); a
