@@ -5,7 +5,7 @@
 //! as the gate does), `parse` is the gate's one-pass read alone, and `gate` is the whole
 //! check with one long-lived gate (warm schema cache). The project's goal: `gate` within 2x
 //! of `floor` at every size. `gate_item_profile` is `gate` for a provider with the `openai` item
-//! profile (contract §5a), whose members checks ride the same one reading.
+//! profile (docs/item-profiles.md), whose members checks ride the same one reading.
 //!
 //! Profile one case with e.g. `cargo bench --bench gate -- --profile-time 10 '1MiB/gate'`.
 

@@ -1,4 +1,4 @@
-//! The command line (contract §2).
+//! The command line (docs/operations.md#commands).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -120,7 +120,7 @@ pub struct CheckArgs {
     /// Judge under this team's policy (its rules, mode, tools and pinned schemas); needs --config.
     #[arg(long, value_name = "NAME", requires = "config")]
     pub team: Option<String>,
-    /// Apply this item profile (contract §5a), e.g. `openai`, instead of the provider's own.
+    /// Apply this item profile (docs/item-profiles.md), e.g. `openai`, instead of the provider's own.
     #[arg(long, value_name = "NAME")]
     pub item_profile: Option<String>,
     /// Print each body as it would be forwarded (repaired members and stripped items cut out)

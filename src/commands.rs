@@ -1,6 +1,6 @@
 //! `replaygate config check`, `replaygate keys new`, `replaygate profile show` and
-//! `replaygate profile check` (contract §2): the commands that manage the configuration and
-//! the files it names without serving.
+//! `replaygate profile check` (docs/operations.md#commands): the commands that manage the
+//! configuration and the files it names without serving.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,4 @@
-//! Client keys of teams (contract §7).
+//! Client keys of teams (docs/teams.md#teams-and-policy).
 //!
 //! `replaygate keys new` makes a key: `rg-` and 64 lowercase hex digits (32 bytes from the
 //! operating system's random source). `proxy.toml` lists only the key's digest,

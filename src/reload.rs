@@ -1,5 +1,6 @@
-//! Reloading the configuration while serving (contract §7): on SIGHUP, and on a change of the
-//! file or of a file it names when `[server] watch_config = true`. A configuration that does
+//! Reloading the configuration while serving (docs/operations.md#reload): on SIGHUP, and on a
+//! change of the file or of a file it names when `[server] watch_config = true`. A configuration
+//! that does
 //! not load changes nothing; the error is logged with its line and column.
 
 use std::collections::BTreeSet;

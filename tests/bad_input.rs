@@ -1,4 +1,4 @@
-//! Hostile and broken bodies: each gets the contract's clear answer, quickly, without a panic
+//! Hostile and broken bodies: each gets its clear answer (docs/answers.md), quickly, without a panic
 //! and without memory out of proportion to the body.
 //!
 //! The table runs in one test, case after case, so the process's peak memory can be read for

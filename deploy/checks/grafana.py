@@ -1,5 +1,5 @@
 """The Grafana dashboard: valid JSON on a datasource variable, querying only metrics the binary
-exposes, and every metric the README lists."""
+exposes, and every metric docs/operations.md lists."""
 
 import json
 import re
@@ -10,10 +10,10 @@ METRIC = re.compile(r"\breplaygate_[a-z0-9_]+")
 HISTOGRAM_SERIES = re.compile(r"_(bucket|sum|count)$")
 
 
-def readme_metrics():
-    """The metric names the README's `### Metrics` section lists, in order."""
-    text = paths.README.read_text()
-    match = re.search(r"^### Metrics\n(.*?)(?=^#{1,3} |\Z)", text, re.MULTILINE | re.DOTALL)
+def documented_metrics():
+    """The metric names docs/operations.md's `## Metrics` section lists, in order."""
+    text = paths.OPERATIONS_DOC.read_text()
+    match = re.search(r"^## Metrics\n(.*?)(?=^#{1,3} |\Z)", text, re.MULTILINE | re.DOTALL)
     if not match:
         return []
     return list(dict.fromkeys(METRIC.findall(match.group(1))))
@@ -63,11 +63,11 @@ def check(report, families):
                       for _, expr in histograms),
                   "histogram buckets are read with histogram_quantile over le")
 
-    listed = readme_metrics()
-    report.expect(listed, "the README's Metrics section lists metric names")
+    listed = documented_metrics()
+    report.expect(listed, "docs/operations.md's Metrics section lists metric names")
     queried_families = {HISTOGRAM_SERIES.sub("", name) for name in used}
     missing = [name for name in listed if name not in queried_families]
-    report.equal(missing, [], "every metric the README lists has a panel")
+    report.equal(missing, [], "every metric docs/operations.md lists has a panel")
 
     if families is None:
         report.expect(False, "the dashboard's metrics are checked against a scrape",
@@ -78,4 +78,4 @@ def check(report, families):
     unknown = sorted(name for name in used if name not in exposed)
     report.equal(unknown, [], "every metric the dashboard queries is exposed at /metrics")
     not_exposed = [name for name in listed if name not in families]
-    report.equal(not_exposed, [], "every metric the README lists is exposed at /metrics")
+    report.equal(not_exposed, [], "every metric docs/operations.md lists is exposed at /metrics")

@@ -18,7 +18,7 @@ HEALTHCHECK = DEPLOY / "docker" / "healthcheck"
 KUBERNETES = DEPLOY / "kubernetes"
 KUBERNETES_CONFIG = KUBERNETES / "proxy.toml"
 DASHBOARD = DEPLOY / "grafana" / "replaygate.json"
-README = REPO / "README.md"
+OPERATIONS_DOC = REPO / "docs" / "operations.md"
 
 #: The Secret holding the provider keys, and the keys it may hold (proxy.toml's bearer_env names).
 PROVIDER_KEYS_SECRET = "replaygate-provider-keys"

@@ -1,5 +1,5 @@
-//! The admin listener (contract §9, `[admin] listen`): `GET /metrics` (Prometheus), `GET
-//! /healthz` and `GET /readyz`, on an address of its own, never the proxy's.
+//! The admin listener (docs/operations.md#ports-and-probes, `[admin] listen`): `GET /metrics`
+//! (Prometheus), `GET /healthz` and `GET /readyz`, on an address of its own, never the proxy's.
 //!
 //! It is built to cost the proxy little whatever its clients do: it runs on a thread and
 //! runtime of its own ([`AdminThread`]), holds at most

@@ -9,7 +9,7 @@
 //! "refuse"` (the default: its requests that need the store would get 503 anyway). Under
 //! `"allow"` the replica stays ready, with `"ok": false` in the body: it serves every request
 //! without the store, and taking every replica out of the Service at once because Redis is down
-//! would refuse what the operator chose to let through (README, "Probes").
+//! would refuse what the operator chose to let through (docs/operations.md#ports-and-probes).
 //!
 //! The body also says what the backend may forget: Redis's `maxmemory-policy` (read anew on
 //! each call, reported on `replaygate_state_eviction_risk`), the embedded store's disk use

@@ -1,5 +1,6 @@
-//! `[state]`, `[ledger]` and a provider's `encrypted_content_scope` (contract §8, §9): where the
-//! provenance ledger and the team rate limits live, and what the ledger records and enforces.
+//! `[state]`, `[ledger]` and a provider's `encrypted_content_scope` (docs/ledger.md,
+//! docs/operations.md#state-backends): where the provenance ledger and the team rate limits live,
+//! and what the ledger records and enforces.
 
 use std::path::PathBuf;
 use std::time::Duration;

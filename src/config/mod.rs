@@ -93,7 +93,7 @@ pub struct ProviderConfig {
     /// `encrypted_content_scope`: whether this provider's `encrypted_content` may be replayed to
     /// any of its models or only to the model that produced it.
     pub encrypted_content_scope: EncryptedContentScope,
-    /// `item_profile`: what the provider accepts in input items (contract §5a); `None`: no
+    /// `item_profile`: what the provider accepts in input items (docs/item-profiles.md); `None`: no
     /// item shape checks.
     pub item_profile: Option<std::sync::Arc<crate::gate::ItemProfile>>,
     /// `item_profile = { file = "..." }`: the file the profile was read from (absolute),

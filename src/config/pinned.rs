@@ -1,5 +1,5 @@
 //! A team's `pinned_tools` file: a JSON array of tool definitions whose `parameters` requests
-//! may not change (contract §7).
+//! may not change (docs/teams.md#teams-and-policy).
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -1,5 +1,6 @@
-//! `[teams.NAME]` and `[audit]` (contract §7): who may send what, with which policy, and where
-//! judged requests are recorded. The values here are checked: every key digest, provider, glob
+//! `[teams.NAME]` and `[audit]` (docs/teams.md#teams-and-policy): who may send what, with which
+//! policy, and where judged requests are recorded. The values here are checked: every key digest,
+//! provider, glob
 //! and pinned tool schema is usable.
 
 use std::collections::HashMap;

@@ -1,5 +1,5 @@
-//! `[telemetry]` (contract §9): the optional OpenTelemetry export of one span per request.
-//! Every key is optional; without `otlp_endpoint` nothing is exported.
+//! `[telemetry]` (docs/operations.md#tracing): the optional OpenTelemetry export of one span per
+//! request. Every key is optional; without `otlp_endpoint` nothing is exported.
 
 use reqwest::Url;
 use serde::de::{Deserialize, Deserializer, Error};

@@ -3,7 +3,7 @@
 
 use super::*;
 
-/// The example profile the README shows.
+/// The example profile docs/item-profiles.md shows.
 const LOCAL: &str = include_str!("../../tests/fixtures/profiles/local.json");
 
 /// A provider whose `item_profile` is `value` (line 4 of the text, the value at column 16).

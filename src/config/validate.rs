@@ -519,7 +519,8 @@ fn check_max_disk_bytes(written: &Spanned<WrittenSize>) -> Result<u64, Invalid> 
 }
 
 /// `[state] key_prefix`: not empty, no spaces or control characters; with `cluster_nodes`, no
-/// `{` or `}` either, which would put every key in one hash slot (README, "Redis Cluster").
+/// `{` or `}` either, which would put every key in one hash slot
+/// (docs/operations.md#redis-for-several-replicas).
 fn check_key_prefix(prefix: Spanned<String>, cluster: bool) -> Result<String, Invalid> {
     let text = prefix.get_ref();
     if text.is_empty() || text.chars().any(|c| c.is_whitespace() || c.is_control()) {

@@ -1,8 +1,8 @@
 //! A latency histogram whose every observation is two relaxed atomic additions: no lock, no
 //! allocation, so the request path can time every phase of every request.
 //!
-//! The buckets are fixed (contract §9): 50 µs × 2^k for k = 0..=20 (up to about 52 s), then
-//! 60 s, then `+Inf`.
+//! The buckets are fixed (docs/operations.md#metrics): 50 µs × 2^k for k = 0..=20 (up to about 52
+//! s), then 60 s, then `+Inf`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -75,7 +75,7 @@ pub(crate) struct VersionLabels {
     pub version: &'static str,
 }
 
-/// The `decision` of a request, as counted (contract §9).
+/// The `decision` of a request, as counted (docs/operations.md#metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RequestDecision {
     /// Forwarded unchanged: every item allowed, or a path that is not gated.
@@ -86,7 +86,7 @@ pub enum RequestDecision {
     Monitored,
     /// Forwarded with items cut out.
     Stripped,
-    /// Forwarded with members cut out of items (`repair`, contract §5a).
+    /// Forwarded with members cut out of items (`repair`, docs/item-profiles.md).
     Repaired,
     /// Refused by the proxy for another reason, or never answered (the client went away).
     Error,

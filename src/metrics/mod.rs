@@ -1,5 +1,6 @@
-//! Prometheus metrics (contract §9): the metric families of the process ([`Metrics`]), the
-//! handles a configuration resolves once so the request path only adds to atomics
+//! Prometheus metrics (docs/operations.md#metrics): the metric families of the process
+//! ([`Metrics`]), the handles a configuration resolves once so the request path only adds to
+//! atomics
 //! ([`Meters`]), and what one request counts when it ends ([`RequestMeter`]).
 //!
 //! Label values come from the configuration (provider and team names, `-` for none) or from

@@ -1,6 +1,6 @@
 //! The state backend's own metrics: what it may forget before a record's time (Redis's
 //! `maxmemory-policy`, the embedded store's disk budget) and the writes it refused for lack of
-//! room. README's "Records are never forgotten silently" says what each one means.
+//! room. docs/operations.md#records-are-never-forgotten-silently says what each means.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

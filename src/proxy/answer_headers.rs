@@ -13,7 +13,7 @@ pub const MONITORED_HEADER: &str = "x-replaygate-monitored";
 /// The response header naming the items cut from the forwarded body.
 pub const STRIPPED_HEADER: &str = "x-replaygate-stripped";
 
-/// The response header naming the members cut out of the forwarded items (contract §5a).
+/// The response header naming the members cut out of the forwarded items (docs/item-profiles.md).
 pub const REPAIRED_HEADER: &str = "x-replaygate-repaired";
 
 /// The response header naming the items `repair` inserted into the forwarded body (the
@@ -21,7 +21,7 @@ pub const REPAIRED_HEADER: &str = "x-replaygate-repaired";
 pub const INSERTED_HEADER: &str = "x-replaygate-inserted";
 
 /// The response header naming the foreign response whose recorded chain replaced the
-/// request's `previous_response_id` (contract §8, `carry_sessions`).
+/// request's `previous_response_id` (docs/ledger.md, `carry_sessions`).
 pub const CARRIED_HEADER: &str = "x-replaygate-carried";
 
 /// `resp_...`: the response a carried request's chain came from.

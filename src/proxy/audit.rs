@@ -1,5 +1,5 @@
-//! The audit log (contract §7): one JSON line per judged request, for the people who answer
-//! for a team's traffic. It names who sent what where and what the gate decided, never a
+//! The audit log (docs/teams.md#teams-and-policy): one JSON line per judged request, for the people
+//! who answer for a team's traffic. It names who sent what where and what the gate decided, never a
 //! prompt, an argument value or a key.
 //!
 //! Lines are written off the request path by the batched writer the process log uses, to a

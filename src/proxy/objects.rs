@@ -1,4 +1,4 @@
-//! Object routes and who may reach them (README, "Teams and their data"): the paths that name
+//! Object routes and who may reach them (docs/teams.md#teams-and-their-data): the paths that name
 //! one stored response or conversation by its id (`/responses/{id}`, `.../input_items`,
 //! `.../cancel`, `/conversations/{id}`, `.../items[/{item}]`). With teams, such a request is
 //! forwarded only when the ledger records the id for the caller's team or for a team that

@@ -314,7 +314,7 @@ impl<'r> RequestContext<'r> {
     }
 
     /// What the ledger will record of the answer to a judged request: only `/responses` and
-    /// `/responses/compact` answers are recorded (contract §8). Takes what it records from
+    /// `/responses/compact` answers are recorded (docs/ledger.md). Takes what it records from
     /// `judged` (its model, `previous_response_id` and input call ids) rather than copying it.
     fn recording(&self, route: &PathRoute<'_>, judged: &mut Judged, body: &[u8]) -> Option<Recording> {
         let ledger = self.state.ledger.as_ref()?;

@@ -1,5 +1,5 @@
-//! Requests per minute per team (contract §7), behind a small trait so a shared store can
-//! count for many replicas.
+//! Requests per minute per team (docs/teams.md#teams-and-policy), behind a small trait so a shared
+//! store can count for many replicas.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;

@@ -1,5 +1,5 @@
-//! Teams at run time (contract §7): client keys looked up by their SHA-256 digest, and what
-//! each team may use.
+//! Teams at run time (docs/teams.md#teams-and-policy): client keys looked up by their SHA-256
+//! digest, and what each team may use.
 
 use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroU32;

@@ -1,5 +1,6 @@
-//! Where the ledger and the team rate limits live (contract §9 `[state]`): in this process
-//! (`memory`), in files under `[state] path` (`embedded`, the default, surviving restarts) or
+//! Where the ledger and the team rate limits live (docs/operations.md#state-backends): in this
+//! process (`memory`), in files under `[state] path` (`embedded`, the default, surviving restarts)
+//! or
 //! in Redis (`redis`, shared by every replica).
 //!
 //! Every backend stores the same [`StoredResponse`] values and the index entries derived from

@@ -1,5 +1,6 @@
 //! The `redis` backend: the ledger and the team rate limits in Redis, shared by every replica
-//! (contract §9): one server at a url, the master Redis Sentinel names, or a Redis Cluster.
+//! (docs/operations.md#redis-for-several-replicas): one server at a url, the master Redis Sentinel
+//! names, or a Redis Cluster.
 //!
 //! Keys (`P` is `[state] key_prefix`, `replaygate` unless configured; `v1` is the layout's
 //! version, so a later layout never reads these values as its own; on a cluster each key also

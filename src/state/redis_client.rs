@@ -407,8 +407,8 @@ mod tests {
         refused(&store(&server.url(), &with_stranger)).await;
     }
 
-    /// The ACL user the README tells operators to make: its keys, and only the commands the
-    /// store sends.
+    /// The ACL user docs/operations.md#state-backends tells operators to make: its keys, and only
+    /// the commands the store sends.
     const ACL_USER: [&str; 16] = [
         "--user",
         "replaygate",

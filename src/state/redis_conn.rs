@@ -1,5 +1,6 @@
-//! How the `redis` backend reaches its server (README, "Operating replaygate"): one server at a
-//! url, the master the sentinels name, or a Redis Cluster. [`Connector`] makes a [`Conn`]; the
+//! How the `redis` backend reaches its server (docs/operations.md#redis-for-several-replicas): one
+//! server at a url, the master the sentinels name, or a Redis Cluster. [`Connector`] makes a
+//! [`Conn`]; the
 //! store keeps it until a failure says it should ask again.
 
 use std::time::Duration;

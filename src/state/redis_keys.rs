@@ -1,4 +1,4 @@
-//! The names of the `redis` backend's keys (README, "Operating replaygate").
+//! The names of the `redis` backend's keys (docs/operations.md#state-backends).
 //!
 //! On one server (a url, or the master Sentinel names) a key is `P:v1:KIND:NAME`. On a Redis
 //! Cluster a key must say which hash slot it lives in, and only the first `{...}` of a key

@@ -2,8 +2,8 @@
 //! embedded store's disk full). While it was, the backend's lookups answer
 //! [`StoreError::Full`] rather than what they find: an answer recorded meanwhile was not
 //! written, and its id would read as unknown, which the ledger must never take for "no record"
-//! (README, "Records are never forgotten silently"). The next write that lands, or a ping that
-//! finds room again, clears it.
+//! (docs/operations.md#records-are-never-forgotten-silently). The next write that lands, or a ping
+//! that finds room again, clears it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

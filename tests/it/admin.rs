@@ -1,5 +1,5 @@
-//! The admin listener and the metrics (contract §9): exact counter deltas for known traffic,
-//! health and readiness (with a state backend that is down), what else it answers, scrapes
+//! The admin listener and the metrics (docs/operations.md#metrics): exact counter deltas for known
+//! traffic, health and readiness (with a state backend that is down), what else it answers, scrapes
 //! during reloads and by the thousand, a 1 MiB model name, the in-flight gauge of a stream, and
 //! `replaygate serve` with `[admin] listen`.
 

@@ -45,7 +45,7 @@ fn check(body: &[u8]) -> Result<Verdict, BodyError> {
     gate().check(body, &Target::provider(openai()))
 }
 
-/// What every answer must look like, whatever the body: an error with a contract code, or
+/// What every answer must look like, whatever the body: an error with a code of docs/answers.md, or
 /// violations in strictly increasing input order (at most one per item), each pointing at its
 /// own item or at a tool's schema, with a pointer exactly for schema failures.
 ///
@@ -1443,7 +1443,7 @@ fn check_stripped_gates_clean(
     Ok(())
 }
 
-/// The counterexample the Mantle property found with the contract's rule as written (only a
+/// The counterexample the Mantle property found with the pairing rule as first written (only a
 /// removed call takes its outputs along): an output stripped for its own reason (here a foreign
 /// namespace) had answered a call that stayed, so the next call reusing the id repeated an
 /// unanswered one. A removed output now takes its call along.
@@ -1472,7 +1472,7 @@ fn a_stripped_output_takes_its_call_along() {
 // (e) One precedence: section 5 first, then the item profile
 // ---------------------------------------------------------------------------------------------
 
-/// OpenAI with its item profile (contract §5a).
+/// OpenAI with its item profile (docs/item-profiles.md).
 fn openai_profiled() -> &'static ProviderProfile {
     static PROFILED: OnceLock<ProviderProfile> = OnceLock::new();
     PROFILED.get_or_init(|| {
@@ -1647,8 +1647,8 @@ fn apply_damage(history: &mut History, damage: Damage, pick: Index, slug: &str) 
     }
 }
 
-/// What the contract's pairing rule (§5) says of each item of `items`, read from the JSON alone:
-/// a call is any item with a string `call_id` that is not an output; an output
+/// What the pairing rule (docs/reasons.md#call_id_mismatch) says of each item of `items`, read from
+/// the JSON alone: a call is any item with a string `call_id` that is not an output; an output
 /// (`function_call_output` or another `*_output` type) pairs with the most recent earlier call
 /// with its `call_id` that no earlier output answered.
 fn pairing_model(items: &[Value]) -> Vec<Option<Reason>> {

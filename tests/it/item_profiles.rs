@@ -1,5 +1,5 @@
-//! Item profiles end to end (contract §5a), on the wire: the twelve kinds of replayed body that
-//! OpenAI is documented to refuse (tests/fixtures/refusal-vectors.json) stopped or repaired
+//! Item profiles end to end (docs/item-profiles.md), on the wire: the twelve kinds of replayed body
+//! that OpenAI is documented to refuse (tests/fixtures/refusal-vectors.json) stopped or repaired
 //! through the proxy, the real-client corpus still forwarded, the actions that `[gate.rules]`
 //! and team rules may set, the repair named in `x-replaygate-repaired`, the audit line and the
 //! metrics, and hostile bodies (repeated and escaped member names, a 10,000-member item); a
@@ -588,15 +588,15 @@ async fn null_reads_as_absent_unless_the_member_is_required() {
     );
 }
 
-/// The README's example of an operator's own profile.
+/// The example of an operator's own profile that docs/item-profiles.md shows.
 const LOCAL_PROFILE: &str = include_str!("../fixtures/profiles/local.json");
 
 #[test]
-fn the_readme_shows_the_tested_example_profile() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+fn the_item_profiles_doc_shows_the_tested_example_profile() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/item-profiles.md")).unwrap();
     assert!(
-        readme.contains(&format!("```json\n{LOCAL_PROFILE}```")),
-        "README.md's example profile differs from tests/fixtures/profiles/local.json"
+        doc.contains(&format!("```json\n{LOCAL_PROFILE}```")),
+        "docs/item-profiles.md's example profile differs from tests/fixtures/profiles/local.json"
     );
 }
 

@@ -1,5 +1,6 @@
-//! Item profiles offline (contract §5a): `replaygate check --item-profile` gives every §5a row
-//! on the twelve refusal vectors and the corpus, `--repaired` prints the bodies as they would be
+//! Item profiles offline (docs/item-profiles.md): `replaygate check --item-profile` gives every
+//! expected verdict on the twelve refusal vectors and the corpus, `--repaired` prints the bodies as
+//! they would be
 //! forwarded, and a provider naming an unknown profile is a configuration error at its line.
 
 use std::process::Command;

@@ -1,4 +1,4 @@
-//! The provenance ledger end to end (contract §8): answers recorded as they stream (JSON and
+//! The provenance ledger end to end (docs/ledger.md): answers recorded as they stream (JSON and
 //! events), each request-side rule both ways through the proxy, carried sessions, the
 //! response-side check, a store that is down, the embedded store across a restart and a kill
 //! (and refusing a second process), and two replicas on one Redis. The fake providers mint ids

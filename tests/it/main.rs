@@ -11,6 +11,7 @@ mod cli_check;
 mod client_faults;
 mod client_gone;
 mod codex_cli;
+mod docs;
 mod frameworks;
 mod gate_actions;
 mod gate_props;

@@ -1,4 +1,4 @@
-//! Every refusal of the contract's answer table, each in the OpenAI error envelope.
+//! Every refusal of docs/answers.md's table, each in the OpenAI error envelope.
 
 use crate::support;
 

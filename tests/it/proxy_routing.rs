@@ -1,4 +1,5 @@
-//! Routing (contract §4): model globs, provider prefixes, the default, compact, other paths.
+//! Routing (docs/routing.md#routing): model globs, provider prefixes, the default, compact, other
+//! paths.
 
 use crate::support;
 

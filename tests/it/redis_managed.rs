@@ -21,7 +21,7 @@ const PASSWORD: &str = "tls-acl-pass-7f3e9b21";
 const PASSWORD_ENV: &str = "RG_TEST_REDIS_PASSWORD";
 const ANSWER: &str = r#"{"id":"resp_managed_1","object":"response","status":"completed","output":[{"type":"function_call","id":"fc_managed_1","call_id":"call_1","name":"lookup","arguments":"{}","status":"completed"}]}"#;
 
-/// The ACL user README's State backends section tells operators to make.
+/// The ACL user docs/operations.md#state-backends tells operators to make.
 fn acl_user(password: &str) -> Vec<String> {
     let rules = "~replaygate:* +get +mget +set +ping +evalsha +eval +script|load +multi +exec +time +info";
     let mut args: Vec<String> = ["--user", "replaygate", "on"].map(String::from).to_vec();

@@ -146,7 +146,7 @@ async fn a_charset_other_than_utf8_on_a_gated_path_gets_415() {
             assert_eq!(body["error"]["code"], "unsupported_charset", "{content_type:?}");
         }
     }
-    // The contract's order of body answers is 413, 400, 415, 422: a body that does not parse,
+    // docs/answers.md's order of body answers is 413, 400, 415, 422: a body that does not parse,
     // or misspells a gated name, gets its 400 whatever its charset; one that parses but holds
     // refused items gets 415, not 422.
     let utf7 = "content-type: application/json; charset=utf-7\r\n";

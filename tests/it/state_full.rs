@@ -1,4 +1,4 @@
-//! No silent forgetting (README, "Records are never forgotten silently"): a Redis at its
+//! No silent forgetting (docs/operations.md#records-are-never-forgotten-silently): a Redis at its
 //! `maxmemory` under `noeviction` refuses writes with `OOM`, and replaygate treats that as an
 //! unavailable store (503 `ledger_unavailable`, or on under `on_unavailable = "allow"`), counts
 //! it, and reports the policy; `/readyz` keeps replicas serving under `"allow"` while Redis is

@@ -1,5 +1,5 @@
-//! Teams and policy end to end (contract §7): client keys, what a team may use, pinned tool
-//! schemas, actions per team (strip on the wire), rate limits and the audit log. Fake
+//! Teams and policy end to end (docs/teams.md#teams-and-policy): client keys, what a team may use,
+//! pinned tool schemas, actions per team (strip on the wire), rate limits and the audit log. Fake
 //! providers record the bytes and headers they get.
 
 use serde_json::{json, Value};

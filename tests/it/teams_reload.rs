@@ -1,5 +1,6 @@
-//! Reloading teams and policy while serving (contract §7): a new configuration is in force for
-//! new requests, a bad one changes nothing, and requests already started finish under the
+//! Reloading teams and policy while serving (docs/teams.md#teams-and-policy): a new configuration
+//! is in force for new requests, a bad one changes nothing, and requests already started finish
+//! under the
 //! configuration they started with.
 
 use std::time::Duration;

@@ -1,5 +1,6 @@
-//! Tracing (contract §9): every event logged while a request is handled names the request, and
-//! with `[telemetry] otlp_endpoint` each request is one span exported over OTLP/HTTP, continuing
+//! Tracing (docs/operations.md#tracing): every event logged while a request is handled names the
+//! request, and with `[telemetry] otlp_endpoint` each request is one span exported over OTLP/HTTP,
+//! continuing
 //! the client's W3C trace and passing its own `traceparent` to the provider.
 //!
 //! The tracing subscriber is one per process, so the exporting proxy runs as `replaygate serve`

@@ -1,4 +1,4 @@
-//! WebSocket mode end to end (contract §10): a client socket through the proxy to a fake
+//! WebSocket mode end to end (docs/websocket.md): a client socket through the proxy to a fake
 //! WebSocket provider. Valid `response.create` messages reach the provider byte for byte and
 //! its events come back unchanged; refused ones get an error event and the socket stays; call
 //! pairing sees the socket's earlier turns; oversize frames close with 1009; a provider's

@@ -45,7 +45,7 @@ pub async fn start(call_ids: CallIds) -> Upstream {
     start_refusing(call_ids, &[]).await
 }
 
-/// The members OpenAI refuses in replayed items with `400 Unknown parameter` (contract §5a).
+/// The members OpenAI refuses in replayed items with `400 Unknown parameter` (docs/item-profiles.md).
 pub const OPENAI_REFUSED: &[(&str, &str)] = &[("function_call", "parsed_arguments"), ("reasoning", "status")];
 
 /// Starts a scripted provider that also refuses the `refused` members of input items.

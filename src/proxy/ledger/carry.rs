@@ -1,4 +1,4 @@
-//! Carrying a session to another provider (contract §8, `carry_sessions`): a request whose
+//! Carrying a session to another provider (docs/ledger.md, `carry_sessions`): a request whose
 //! `previous_response_id` was recorded for another provider is rewritten with that response's
 //! recorded chain in place of the id, and judged and forwarded as the rewritten body.
 

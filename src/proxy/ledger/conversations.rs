@@ -1,6 +1,6 @@
 //! Conversations created through the proxy (`POST /conversations`) recorded for their team, so
 //! the object routes and the `conversation` member of later requests know whose they are
-//! (README, "Teams and their data"). A conversation is recorded as an owner-only record of its
+//! (docs/teams.md#teams-and-their-data). A conversation is recorded as an owner-only record of its
 //! id ([`StoredResponse::owner_only`]): every state backend keeps it, and forgets it, as it does
 //! a response, and it says nothing of items or a chain.
 

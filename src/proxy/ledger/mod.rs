@@ -1,4 +1,4 @@
-//! The provenance ledger in the proxy (contract §8): the facts a request's ids have in the
+//! The provenance ledger in the proxy (docs/ledger.md): the facts a request's ids have in the
 //! store, looked up before the gate judges it ([`facts`]); the chain a foreign
 //! `previous_response_id` is carried with (`carry`); and the tap that records each allowed
 //! answer as it streams ([`recording`]).

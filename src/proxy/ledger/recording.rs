@@ -1,6 +1,6 @@
 //! The ledger's tap on the answer path: a body that passes every frame of an allowed answer on
 //! as it arrives, reads it with a [`Tap`], and writes the record before the answer's last bytes
-//! go out, so the client's next turn always finds it (contract §8).
+//! go out, so the client's next turn always finds it (docs/ledger.md).
 //!
 //! The record is ready when an event stream's `response.completed` has arrived, when a JSON
 //! answer has delivered the bytes its `Content-Length` announced, or else at the end of the

@@ -1,4 +1,4 @@
-//! WebSocket mode (contract §10): an upgrade on `GET /v1/responses` (also `/responses` and
+//! WebSocket mode (docs/websocket.md): an upgrade on `GET /v1/responses` (also `/responses` and
 //! `/{provider}/v1/responses`) is proxied to the provider's WebSocket endpoint, and every
 //! `response.create` message on it is gated like a POST body.
 //!

@@ -99,7 +99,7 @@ use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult, StateMeter};
 use crate::proxy::rate_limit::{LocalRateLimiter, RateLimiter};
 
 /// `[state] max_disk_bytes` when left out: 1 GiB, a small volume's worth (about 2 million
-/// records of a typical answer; README, "Records are never forgotten silently").
+/// records of a typical answer; docs/operations.md#records-are-never-forgotten-silently).
 pub const DEFAULT_MAX_DISK_BYTES: u64 = 1024 * 1024 * 1024;
 
 /// How often the writer compares the tree's size with `[state] max_disk_bytes`.

@@ -1,6 +1,7 @@
-//! What the `redis` backend learns of the server's memory: its `maxmemory-policy` (README,
-//! "Records are never forgotten silently"), and a write refused because the server is at its
-//! `maxmemory` (an `OOM` reply), which makes the store full until a write lands again.
+//! What the `redis` backend learns of the server's memory: its `maxmemory-policy`
+//! (docs/operations.md#records-are-never-forgotten-silently), and a write refused because the
+//! server is at its `maxmemory` (an `OOM` reply), which makes the store full until a write lands
+//! again.
 
 use ::redis::RedisError;
 

@@ -1,4 +1,4 @@
-//! Which teams' stored state a request may name (the README's "Teams and their data").
+//! Which teams' stored state a request may name (docs/teams.md#teams-and-their-data).
 //!
 //! Behind one provider key the provider cannot tell teams apart, so the proxy keeps them apart:
 //! every record of the ledger carries the team whose request caused it, and a request of team

@@ -106,7 +106,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Opaque<'a> {
     }
 }
 
-/// What an item is in call pairing (contract §5).
+/// What an item is in call pairing (docs/reasons.md#call_id_mismatch).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pairing<'i> {
     /// A call with this `call_id` (`function_call`, `custom_tool_call`, `computer_call`, ...).

@@ -91,8 +91,9 @@ impl Gate {
     /// Checks the `function_call` items a provider produced (in answer order) against the
     /// request's tools: `tools_json` is the request's `tools` array as sent (`null` when it
     /// declared none), and `target` the team's policy and work budget the request was judged
-    /// with. Each call gets the checks a replayed call gets, but `status` (contract §5):
-    /// `tool_not_allowed`, `arguments_type`, `arguments_parse`, `unknown_tool`,
+    /// with. Each call gets the checks a replayed call gets, but `status`
+    /// (docs/ledger.md#the-answers-calls): `tool_not_allowed`, `arguments_type`, `arguments_parse`,
+    /// `unknown_tool`,
     /// `tool_schema_invalid`, `arguments_schema`; the first failure is its one violation.
     /// Schemas compile once in this gate's cache, and a call that passes is remembered, so its
     /// replay on the next turn costs nothing.

@@ -1,4 +1,5 @@
-//! Pairing: which call each output in `input` answers, by `call_id` (contract §5).
+//! Pairing: which call each output in `input` answers, by `call_id`
+//! (docs/reasons.md#call_id_mismatch).
 //!
 //! Each output pairs with the most recent earlier call with its `call_id` that no earlier output
 //! answered. A `call_id` may repeat once its call is answered (Bedrock Mantle numbers calls per

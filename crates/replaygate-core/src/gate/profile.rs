@@ -21,7 +21,8 @@ pub struct ProviderProfile {
 }
 
 /// What a provider binds the `encrypted_content` of its reasoning and compaction items to
-/// (`encrypted_content_scope`, contract §8): only content it produced itself can be read back.
+/// (`encrypted_content_scope`, docs/reasons.md#foreign_encrypted_content): only content it produced
+/// itself can be read back.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EncryptedScope {
@@ -54,7 +55,8 @@ impl ProviderProfile {
         }
     }
 
-    /// A provider that accepts only its own namespace (the contract's default).
+    /// A provider that accepts only its own namespace (docs/configuration.md#providersname:
+    /// `namespaces`).
     pub fn own_namespace(name: impl Into<String>) -> Self {
         let name = name.into();
         Self {
@@ -73,7 +75,7 @@ impl ProviderProfile {
         }
     }
 
-    /// The same provider with an item profile (contract §5a): its items' members are checked
+    /// The same provider with an item profile (docs/item-profiles.md): its items' members are checked
     /// against what the profile says the provider accepts.
     pub fn with_item_profile(self, item_profile: Option<Arc<ItemProfile>>) -> Self {
         Self { item_profile, ..self }
@@ -119,7 +121,8 @@ pub struct Policy {
     /// The most schema work one request may cause (see [`crate::gate::schema`]); a request that
     /// needs more is refused whole instead of holding a thread.
     pub work_budget: u64,
-    /// A team's tool rules (contract §7); `None` allows every tool and pins nothing.
+    /// A team's tool rules (docs/teams.md#teams-and-policy); `None` allows every tool and pins
+    /// nothing.
     pub tools: Option<Arc<ToolRules>>,
     /// `mode = "monitor"`: every `reject` and `strip` acts as `monitor` (a shadow rollout).
     pub monitor_only: bool,
@@ -181,8 +184,8 @@ impl Policy {
     }
 
     /// A team's policy on top of this one: its `rules` over these actions, its tool rules, and
-    /// its mode (contract §7: the team's rules over `[gate.rules]` over the defaults, monitor
-    /// mode last).
+    /// its mode (docs/teams.md#teams-and-policy: the team's rules over `[gate.rules]` over the
+    /// defaults, monitor mode last).
     pub fn for_team(
         &self,
         rules: &HashMap<Reason, Action>,
@@ -248,7 +251,7 @@ impl<'a> Target<'a> {
         Self { work_budget, ..self }
     }
 
-    /// The same target judged with what the ledger knows (contract §8): the provenance rules
+    /// The same target judged with what the ledger knows (docs/ledger.md): the provenance rules
     /// run, and an output whose call `input` lacks is paired with the calls the ledger
     /// recorded for the `previous_response_id` chain.
     pub fn with_provenance(self, provenance: &'a Provenance) -> Self {

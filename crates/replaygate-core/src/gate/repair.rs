@@ -1,4 +1,4 @@
-//! Cutting repaired members out of a request body (contract §5a).
+//! Cutting repaired members out of a request body (docs/item-profiles.md).
 //!
 //! A member with the action `repair` is removed with its value and one adjacent comma from the
 //! original bytes; every other byte is forwarded unchanged. The members of one object are cut

@@ -153,7 +153,7 @@ impl Tool<'_> {
     }
 }
 
-/// Why a body could not be read or judged as a request (a 400 in the contract).
+/// Why a body could not be read or judged as a request (a 400, docs/answers.md).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BodyError {
     /// The body is not a JSON object.
@@ -190,7 +190,7 @@ pub struct WorkExceeded {
 }
 
 impl BodyError {
-    /// The contract's error code: `invalid_json`, `invalid_input` or `gate_budget_exceeded`.
+    /// The error code (docs/answers.md): `invalid_json`, `invalid_input` or `gate_budget_exceeded`.
     pub fn code(&self) -> &'static str {
         match self {
             BodyError::InvalidJson { .. } => "invalid_json",

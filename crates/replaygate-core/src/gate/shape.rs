@@ -1,5 +1,5 @@
 //! The member names of every item and content part, as the one reading of a body met them:
-//! what item profiles (contract §5a) check, without reading the body again.
+//! what item profiles (docs/item-profiles.md) check, without reading the body again.
 //!
 //! Members the item reader keeps (`type`, `id`, `call_id`, ...) are only named here; their
 //! values are in the [`Item`]. Every other member keeps its JSON text, which costs nothing

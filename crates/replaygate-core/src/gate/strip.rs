@@ -1,4 +1,4 @@
-//! Cutting stripped items out of a request body (contract §7).
+//! Cutting stripped items out of a request body (docs/teams.md#teams-and-policy).
 //!
 //! A reason with the action `strip` removes its item; a removed call takes the outputs paired
 //! with it along. The forwarded body is the original bytes with those items, and one separating
@@ -40,7 +40,8 @@ pub struct Stripped {
     /// The positions, in the original items, of the items `strip` cut out (with the outputs
     /// and calls paired with them): ascending, once each.
     pub removed: Vec<usize>,
-    /// The members cut out of the items that stay (contract §5a `repair`), in input order.
+    /// The members cut out of the items that stay (`repair`, docs/item-profiles.md#actions), in
+    /// input order.
     pub repaired: Vec<Repair>,
     /// The positions of the items `repair` cut out whole (with the outputs and calls paired
     /// with them) that `strip` did not: ascending, once each.
@@ -151,9 +152,10 @@ fn splice(body: &[u8], ranges: &[Range<usize>], inserts: &[(usize, &str)]) -> Ve
 }
 
 /// The positions of the items to cut: `stripped` (ascending, unique) and the partner of every
-/// paired call or output among them (contract §5 pairing), ascending, once each.
+/// paired call or output among them (pairing: docs/reasons.md#call_id_mismatch), ascending, once
+/// each.
 ///
-/// A removed call takes its output along (the contract's rule), and a removed output takes its
+/// A removed call takes its output along (docs/reasons.md, `strip`), and a removed output takes its
 /// call along: a call left without its answer would be sent unanswered, which providers refuse,
 /// and a reused `call_id` after it would pair differently. Pairs are one to one and pairing is
 /// a stack per `call_id`, so cutting whole pairs leaves every other pairing as it was.

@@ -1,5 +1,6 @@
-//! Property tests of `repair` (contract §5a): for generated histories whose items carry members
-//! the `openai` profile refuses or does not know, written in any order, spacing and escaping,
+//! Property tests of `repair` (docs/item-profiles.md): for generated histories whose items carry
+//! members the `openai` profile refuses or does not know, written in any order, spacing and
+//! escaping,
 //! the forwarded body is valid JSON, equals the original without exactly those members, and
 //! gates clean under the same profile.
 

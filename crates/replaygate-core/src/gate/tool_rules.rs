@@ -1,5 +1,5 @@
-//! What a team may do with function tools (contract §7): which names it may declare or call,
-//! and the schemas pinned for some of them.
+//! What a team may do with function tools (docs/teams.md#teams-and-policy): which names it may
+//! declare or call, and the schemas pinned for some of them.
 
 use std::collections::HashMap;
 

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A stable, machine-readable reason code (contract §5).
+/// A stable, machine-readable reason code (docs/reasons.md has one section per code).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
@@ -33,7 +33,7 @@ pub enum Reason {
     /// A declared tool whose `parameters` differ from the team's pinned schema for it.
     ToolSchemaDrift,
     /// `previous_response_id` names a response the ledger recorded for another provider
-    /// (contract §8).
+    /// (docs/ledger.md).
     ForeignPreviousResponse,
     /// A `reasoning` or `compaction` item whose `encrypted_content` (or `id`) the ledger
     /// recorded from another provider, or from another model where the target binds reasoning
@@ -44,8 +44,9 @@ pub enum Reason {
     ForeignItemReference,
     /// An item whose `id` the ledger recorded but whose digest differs from the recorded one.
     ItemTampered,
-    /// An item that breaks a value constraint of the provider's item profile (contract §5a): a
-    /// required member missing, a value of the wrong kind, too long, or not one it accepts.
+    /// An item that breaks a value constraint of the provider's item profile
+    /// (docs/item-profiles.md): a required member missing, a value of the wrong kind, too long, or
+    /// not one it accepts.
     ItemValue,
     /// A member the item profile lists as refused on input (e.g. `parsed_arguments`).
     ItemField,
@@ -68,7 +69,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    /// Every reason, in the contract's order.
+    /// Every reason, in the order of docs/reasons.md.
     pub const ALL: [Reason; 24] = [
         Reason::Namespaced,
         Reason::Status,
@@ -101,7 +102,7 @@ impl Reason {
         Reason::ALL.into_iter().find(|reason| reason.as_str() == code)
     }
 
-    /// The action a reason has when no configuration says otherwise (contract §5): agents change
+    /// The action a reason has when no configuration says otherwise (docs/reasons.md): agents change
     /// tool sets between turns, so an unknown tool is reported, not refused; a client may
     /// re-serialise what it replays, so a changed digest is reported, not refused. What a
     /// provider would refuse and whose removal loses nothing it would read is repaired: a
@@ -115,7 +116,7 @@ impl Reason {
     }
 
     /// Whether `repair` can cure the reason: by cutting one member out of its item (a member
-    /// the profile refuses or does not know, contract §5a), by cutting the item whole (an
+    /// the profile refuses or does not know, docs/item-profiles.md), by cutting the item whole (an
     /// orphaned reasoning item, a repeated item), or by inserting the reasoning item the ledger
     /// kept before it (`reasoning_missing`). `repair` on any other reason acts as `reject`, and
     /// so it does on a finding it cannot cure: a repeat that differs from the first, a missing
@@ -162,7 +163,7 @@ impl Reason {
     }
 
     /// Whether the reason is about a tool of the request rather than an item of `input`, so
-    /// `strip` cannot remove it and acts as `reject` (contract §7).
+    /// `strip` cannot remove it and acts as `reject` (docs/reasons.md, `strip`).
     pub fn is_about_tools(self) -> bool {
         matches!(
             self,
@@ -206,10 +207,10 @@ pub enum Action {
     /// The request goes on; the violation is logged, counted and named in a response header.
     Monitor,
     /// The violating item (and the outputs paired with a removed call) is cut out of the
-    /// forwarded bytes; the request goes on (contract §7).
+    /// forwarded bytes; the request goes on (docs/reasons.md, `strip`).
     Strip,
     /// The offending member (its value and one adjacent comma) is cut out of the forwarded
-    /// bytes; the request goes on (contract §5a).
+    /// bytes; the request goes on (docs/item-profiles.md).
     Repair,
 }
 

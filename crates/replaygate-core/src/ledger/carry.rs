@@ -1,4 +1,4 @@
-//! Carrying a session to another provider (contract §8, `[ledger] carry_sessions`).
+//! Carrying a session to another provider (docs/ledger.md, `[ledger] carry_sessions`).
 //!
 //! A request whose `previous_response_id` names a response recorded for another provider
 //! cannot be continued there: that provider never saw the chain. With `carry_sessions` (and

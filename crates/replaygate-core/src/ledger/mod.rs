@@ -1,4 +1,4 @@
-//! The provenance ledger's tap (contract §8): what a provider produced, read from its answer
+//! The provenance ledger's tap (docs/ledger.md): what a provider produced, read from its answer
 //! as the bytes pass to the client.
 //!
 //! Pure and synchronous: no I/O, no async. The proxy feeds each chunk of an allowed answer to a

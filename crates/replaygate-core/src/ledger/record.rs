@@ -1,4 +1,4 @@
-//! What the ledger records of one answer (contract §8). The record of each output item, and the
+//! What the ledger records of one answer (docs/ledger.md). The record of each output item, and the
 //! digest it carries, are the gate's facts ([`crate::gate::provenance`]), named here too.
 
 pub use crate::gate::provenance::{

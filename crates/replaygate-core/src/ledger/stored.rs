@@ -1,4 +1,4 @@
-//! What the ledger's store holds (contract §8): one [`StoredResponse`] per recorded answer,
+//! What the ledger's store holds (docs/ledger.md): one [`StoredResponse`] per recorded answer,
 //! and the [`StoredItem`] index entries derived from it (the gate's facts about one recorded
 //! item, [`crate::gate::provenance`]). Plain data with a stable JSON form, so every backend
 //! (memory, embedded file, Redis) stores the same bytes.

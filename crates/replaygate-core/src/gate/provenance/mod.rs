@@ -1,4 +1,4 @@
-//! What the provenance ledger (contract §8) is asked about one request, and what it answers.
+//! What the provenance ledger (docs/ledger.md) is asked about one request, and what it answers.
 //!
 //! The gate stays pure: the proxy takes the [`LedgerQuery`] of a request, looks its keys up in
 //! its store, and hands what the store knows to the gate as a [`Provenance`] (see

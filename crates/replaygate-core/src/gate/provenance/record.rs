@@ -1,4 +1,4 @@
-//! What the ledger records of one output item and who produced it (contract §8), and the
+//! What the ledger records of one output item and who produced it (docs/ledger.md), and the
 //! digest of an item: the facts the provenance rules read. They are plain data the gate
 //! defines, so the gate needs nothing of the ledger; the ledger reads them from answers and
 //! stores them (docs/architecture.md, "The core crate").

@@ -1,5 +1,6 @@
 //! `call_id_mismatch` and `not_function_call`: what is wrong with the pairing of calls and
-//! outputs by `call_id` (contract §5; the pairing itself is [`crate::gate::pairing`]).
+//! outputs by `call_id` (docs/reasons.md#call_id_mismatch; the pairing itself is
+//! [`crate::gate::pairing`]).
 //!
 //! A call repeating a still unanswered `call_id` is a mismatch, and so is an output that answers
 //! no call (unless stored state may hold it) or has no `call_id`; an output of a
@@ -22,8 +23,8 @@ pub(super) struct CallIndex<'r> {
     /// Whether the request continues stored state, where calls may live outside `input`.
     continues_stored_state: bool,
     /// The `call_id`s of the calls stored state holds, when the provenance ledger knows them
-    /// (contract §8); `None` when nothing tells, so an output whose call is not in `input`
-    /// passes when the request continues stored state.
+    /// (docs/ledger.md#continuation-pairing); `None` when nothing tells, so an output whose call is
+    /// not in `input` passes when the request continues stored state.
     stored_calls: Option<HashSet<&'r str, RandomState>>,
 }
 

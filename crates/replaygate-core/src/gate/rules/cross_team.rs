@@ -1,4 +1,4 @@
-//! `cross_team_state` (the README's "Teams and their data"): a request names stored state the
+//! `cross_team_state` (docs/teams.md#teams-and-their-data): a request names stored state the
 //! ledger recorded for a team that has not granted it to the caller's team. Run only when the
 //! target carries both what the ledger knows ([`Provenance`]) and the caller's
 //! [`StateAccess`]. What the ledger does not know, or recorded for no team, is never refused.

@@ -20,8 +20,8 @@ pub(super) struct CallContext<'c, 'r> {
     pub work: &'c mut WorkMeter,
 }
 
-/// Runs the call's checks in contract order, a tool the team may not call first; the first
-/// failure is the call's one finding. Fails
+/// Runs the call's checks in the order docs/reasons.md gives, a tool the team may not call first;
+/// the first failure is the call's one finding. Fails
 /// only when validating would pass the request's work budget.
 pub(super) fn check(item: &Item<'_>, cx: &mut CallContext<'_, '_>) -> Result<Option<Finding>, WorkExceeded> {
     if let Some(name) = item.name.as_str().filter(|name| !cx.tools.allows(name)) {

@@ -1,5 +1,5 @@
-//! `item_value`, `item_field` and `item_unknown_field` (contract §5a): an item's members against
-//! the provider's item profile, from the member names the one reading of the body recorded.
+//! `item_value`, `item_field` and `item_unknown_field` (docs/item-profiles.md): an item's members
+//! against the provider's item profile, from the member names the one reading of the body recorded.
 //!
 //! The first `item_value` failure is the item's only shape finding; otherwise each member the
 //! profile refuses (`item_field`) or does not know (`item_unknown_field`) is one finding, in the

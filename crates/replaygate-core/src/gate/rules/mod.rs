@@ -1,4 +1,4 @@
-//! The rules, one small unit each, run over the items in input order (contract §5).
+//! The rules, one small unit each, run over the items in input order (docs/reasons.md).
 //!
 //! Messages are checked for the Chat Completions envelope; extension items for their namespace;
 //! every call and output for its pairing, whatever its type (a message or reasoning item with a
@@ -9,7 +9,7 @@
 //! The order of the verdict: the team's findings about declared tools, then
 //! `foreign_previous_response` (when the target carries provenance), then the items in input
 //! order. Each item has at most one violation, its first finding: the rules above first, then,
-//! only when they found nothing and the target carries provenance (contract §8),
+//! only when they found nothing and the target carries provenance (docs/ledger.md#what-it-refuses),
 //! `foreign_encrypted_content` or `foreign_item_reference`, then `item_tampered`. The foreign
 //! rules judge reasoning, compaction and item_reference items, which no earlier rule judges; so
 //! `item_tampered` (monitored by default) never hides a refusal of the same item. With
@@ -22,13 +22,13 @@
 //! `foreign_previous_response`, and no pairing with that chain), and on an item whose `id` or
 //! `encrypted_content` another team's record holds, in place of any other finding.
 //!
-//! When the target provider has an item profile (contract §5a), an item that the rules above
+//! When the target provider has an item profile (docs/item-profiles.md), an item that the rules above
 //! did not refuse or strip then gets its shape findings (`item_value`, else `item_field` and
 //! `item_unknown_field` per member in the order written), and `call_without_output` last. The
 //! profile's whole-item findings ([`replay_items`]: `duplicate_item_id`, `reasoning_orphaned`,
 //! `reasoning_missing`) come after `item_value` and in place of everything else. The profile
 //! only adds findings: pairing reads every item as written (an over-long `call_id` still
-//! pairs, and is the profile's `item_value`), so the section 5 verdict is the same with the
+//! pairs, and is the profile's `item_value`), so the rules' verdict is the same with the
 //! profile and without it.
 
 mod call_ids;
@@ -284,8 +284,8 @@ fn judge_items(
             Some(crossed) => Some(crossed),
             None => finding.or_else(|| provenance.as_ref()?.check(index, item)),
         };
-        // An item refused or stripped under section 5 gets no shape check (contract §5a); one
-        // only monitored still does, so a member its provider refuses is not sent.
+        // An item the rules refuse or strip gets no shape check (docs/item-profiles.md#precedence);
+        // one only monitored still does, so a member its provider refuses is not sent.
         let mut shape_checked = true;
         if let Some(finding) = finding {
             let action = policy.action(finding.reason);

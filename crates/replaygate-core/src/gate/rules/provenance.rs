@@ -1,4 +1,4 @@
-//! The provenance rules (contract §8), run only when the target carries what the ledger knows
+//! The provenance rules (docs/ledger.md), run only when the target carries what the ledger knows
 //! ([`Provenance`]). What the ledger does not know is never a violation.
 //!
 //! - `foreign_previous_response`: the response `previous_response_id` names was recorded for

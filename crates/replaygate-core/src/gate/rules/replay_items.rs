@@ -1,4 +1,4 @@
-//! The item profile's rules about the order and repetition of replayed items (contract §5a):
+//! The item profile's rules about the order and repetition of replayed items (docs/item-profiles.md):
 //! the refusals agents meet most when they send a conversation back.
 //!
 //! - `duplicate_item_id`: an item whose `id` an earlier item of the request already has. A
@@ -85,7 +85,8 @@ impl ReplayFindings {
         if found.is_empty() {
             return None;
         }
-        // Found rule by rule, in the contract's order: a stable sort keeps an item's first.
+        // Found rule by rule, in the order docs/item-profiles.md gives: a stable sort keeps an
+        // item's first.
         found.sort_by_key(|(index, _)| *index);
         found.dedup_by_key(|(index, _)| *index);
         Some(ReplayFindings { found })

@@ -1,5 +1,6 @@
-//! `tool_not_allowed` and `tool_schema_drift` for the request's declared tools (contract §7):
-//! a team may declare only the function (and custom) tools its globs allow, and a tool it pins
+//! `tool_not_allowed` and `tool_schema_drift` for the request's declared tools
+//! (docs/teams.md#teams-and-policy): a team may declare only the function (and custom) tools its
+//! globs allow, and a tool it pins
 //! only with the pinned `parameters`.
 
 use serde_json::Value;

@@ -1,5 +1,6 @@
-//! One precedence (contract §5, §5a): pairing and the other section 5 checks judge every item
-//! first, whatever its type; only an item they do not refuse or strip gets the item profile's
+//! One precedence (docs/item-profiles.md#precedence): pairing and the other rules of
+//! docs/reasons.md judge every item first, whatever its type; only an item they do not refuse or
+//! strip gets the item profile's
 //! shape findings, and those never change what pairing found.
 
 use crate::gate::{Action, Gate, ItemProfile, Policy, ProviderProfile, Reason, Target, Verdict};
@@ -35,8 +36,9 @@ const USER: &str = r#"{"role":"user","content":"next"}"#;
 
 #[test]
 fn a_message_or_reasoning_item_repeating_an_unanswered_call_id_is_refused_for_its_pairing() {
-    // The item is a call by its `call_id` (contract §5): it repeats `c1`, still unanswered. It
-    // used to get only the profile's `item_unknown_field` for that `call_id` (or nothing
+    // The item is a call by its `call_id` (docs/reasons.md#call_id_mismatch): it repeats `c1`,
+    // still unanswered. It used to get only the profile's `item_unknown_field` for that `call_id`
+    // (or nothing
     // without a profile); pairing comes first on every item.
     for other in [
         r#"{"role":"assistant","content":"calling","call_id":"c1"}"#,
@@ -94,7 +96,7 @@ fn an_over_long_call_id_still_pairs_and_is_item_value() {
         ]
     );
     assert_eq!(verdict.violations[0].param, "input[1].call_id");
-    // A second output for it is a mismatch, which section 5 finds first.
+    // A second output for it is a mismatch, which pairing finds first.
     let verdict = judge(&format!("{call},{output},{output}"), true);
     assert_eq!(
         reasons(&verdict),

@@ -1,4 +1,4 @@
-//! The provenance rules (contract §8), judged through the gate as the proxy calls it.
+//! The provenance rules (docs/ledger.md), judged through the gate as the proxy calls it.
 
 use serde_json::Value;
 

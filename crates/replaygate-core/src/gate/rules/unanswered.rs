@@ -1,5 +1,6 @@
-//! `call_without_output` (contract §5a): a `function_call` that no output in `input` answers,
-//! followed later in `input` by a message. A new turn began without the call's output, which
+//! `call_without_output` (docs/item-profiles.md): a `function_call` that no output in `input`
+//! answers, followed later in `input` by a message. A new turn began without the call's output,
+//! which
 //! a provider with that rule in its item profile refuses.
 
 use crate::gate::item::{Item, ItemClass};
