@@ -67,7 +67,7 @@ pub async fn report_memory_policy(store: &StateStore, meter: &StateMeter) -> Opt
             policy = policy.name().unwrap_or_default(),
             "redis may evict replaygate's records before their time (maxmemory-policy evicts keys with a TTL, \
              as every ledger key has): a forgotten record reads as unknown provenance, which the gate lets \
-             through; set maxmemory-policy noeviction (README, State backends)"
+             through; set maxmemory-policy noeviction (docs/operations.md, Records are never forgotten silently)"
         );
     }
     if let MemoryPolicy::Unknown(why) = &policy {
