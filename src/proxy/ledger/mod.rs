@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 
 use crate::error::ApiError;
-use crate::ledger::{StoredResponse, TapLimits};
+use crate::ledger::StoredResponse;
 use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult};
 use crate::state::{Recorded, StateStore, StoreError};
 use crate::telemetry::LogEvery;
@@ -54,17 +54,6 @@ pub struct Ledger {
     lookup_warnings: LogEvery,
 }
 
-/// A snapshot of the ledger's counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LedgerCounts {
-    /// Records written.
-    pub written: u64,
-    /// Records that could not be written (store down, queue full, timed out).
-    pub write_failed: u64,
-    /// Lookups (and chain reads to carry a session) the store could not answer.
-    pub lookups_failed: u64,
-}
-
 impl Ledger {
     /// A ledger over `store`, counting its operations with `meter`.
     pub fn new(store: StateStore, settings: LedgerSettings, meter: LedgerMeter) -> Ledger {
@@ -74,22 +63,6 @@ impl Ledger {
             meter,
             write_warnings: LogEvery::new(WARN_EVERY),
             lookup_warnings: LogEvery::new(WARN_EVERY),
-        }
-    }
-
-    /// What the tap may hold of one answer.
-    pub fn tap_limits(&self) -> TapLimits {
-        TapLimits::default()
-    }
-
-    /// The counts so far.
-    pub fn counts(&self) -> LedgerCounts {
-        let meter = &self.meter;
-        LedgerCounts {
-            written: meter.get(LedgerOp::Record, LedgerResult::Ok),
-            write_failed: meter.get(LedgerOp::Record, LedgerResult::Error),
-            lookups_failed: meter.get(LedgerOp::Lookup, LedgerResult::Error)
-                + meter.get(LedgerOp::Carry, LedgerResult::Error),
         }
     }
 

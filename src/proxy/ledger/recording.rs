@@ -23,7 +23,7 @@ use super::Ledger;
 use crate::error::ApiError;
 use crate::gate::{DeclaredTools, Gate, OutputCall, ResponseViolation, Target};
 use crate::ledger::{
-    unfinished_response_id, AnswerKind, CallIds, Owner, StoredContent, StoredResponse, Tap, Tapped,
+    unfinished_response_id, AnswerKind, CallIds, Owner, StoredContent, StoredResponse, Tap, TapLimits, Tapped,
 };
 use crate::metrics::{LedgerOp, LedgerResult, Meters};
 use crate::proxy::audit::{AuditLog, ResponseAuditLine};
@@ -232,7 +232,7 @@ impl Ledger {
     /// A tap for an answer of `kind` to `recording`'s request: it keeps the produced calls
     /// when they are to be checked, and the output items when `store_items` is on.
     pub fn tap(&self, kind: AnswerKind, recording: &Recording) -> Tap {
-        Tap::new(kind, self.tap_limits())
+        Tap::new(kind, TapLimits::default())
             .keep_calls(recording.calls_check.is_some())
             .keep_items(recording.input_items.is_some())
     }
@@ -372,7 +372,7 @@ pub async fn record(
         .and_then(|value| value.parse().ok());
     let whole = kind == Some(AnswerKind::Json)
         && recording.calls_check.is_some()
-        && length.is_some_and(|length| length <= ledger.tap_limits().max_json_bytes);
+        && length.is_some_and(|length| length <= TapLimits::default().max_json_bytes);
     if !whole {
         let body = RecordingBody::wrap(body, &parts.headers, ledger, recording);
         return Ok(Response::from_parts(parts, body));

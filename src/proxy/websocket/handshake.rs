@@ -13,7 +13,6 @@ use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::rustls::ClientConfig;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::WebSocketStream;
 
@@ -89,7 +88,6 @@ pub(super) async fn open(
     path: &str,
     query: Option<&str>,
     client_headers: HeaderMap,
-    config: WebSocketConfig,
 ) -> Result<UpstreamSocket, ApiError> {
     let name = || provider.name().to_owned();
     let unconfigured = |reason: String| ApiError::ProviderUnconfigured {
@@ -168,7 +166,9 @@ pub(super) async fn open(
     })
     .await
     .map_err(|_| unavailable("connection timed out".to_owned()))??;
-    let handshake = tokio_tungstenite::client_async_with_config(request, connected, Some(config));
+    // What the provider sends is held to tungstenite's own limits (64 MiB a message, 16 MiB a
+    // frame); the client's side has the proxy's (docs/websocket.md).
+    let handshake = tokio_tungstenite::client_async(request, connected);
     match tokio::time::timeout(provider.connect_timeout, handshake).await {
         Err(_) => Err(ApiError::UpstreamTimeout { provider: name() }),
         Ok(Ok((socket, _))) => Ok(socket),

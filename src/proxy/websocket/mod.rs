@@ -33,7 +33,6 @@ use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tokio::sync::{oneshot, watch};
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tracing::Instrument;
 
 pub(crate) use handshake::is_upgrade;
@@ -78,11 +77,6 @@ impl SocketLimits {
                 .cloned()
                 .collect(),
         }
-    }
-
-    /// The provider side: tungstenite's own limits on what the provider sends.
-    fn upstream_config(&self) -> WebSocketConfig {
-        WebSocketConfig::default()
     }
 }
 
@@ -256,14 +250,7 @@ async fn serve(
         Some(prefix) => {
             let provider = cx.provider(prefix)?;
             let headers = upgrade.headers.clone();
-            let socket = handshake::open(
-                &provider,
-                RESPONSES,
-                upgrade.uri.query(),
-                headers,
-                limits.upstream_config(),
-            )
-            .await?;
+            let socket = handshake::open(&provider, RESPONSES, upgrade.uri.query(), headers).await?;
             (Some(socket), Some(provider.name().to_owned()))
         }
         None => (None, None),

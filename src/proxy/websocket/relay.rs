@@ -308,10 +308,9 @@ impl Relay<'_, '_> {
             }
         };
         if self.upstream.is_none() {
-            let config = self.limits.upstream_config();
             let query = self.upgrade.uri.query();
             let headers = self.upgrade.headers.clone();
-            match open(&decided.provider, &self.upstream_path, query, headers, config).await {
+            match open(&decided.provider, &self.upstream_path, query, headers).await {
                 Ok(socket) => {
                     self.upstream = Some(socket);
                     self.provider = Some(decided.provider.name().to_owned());

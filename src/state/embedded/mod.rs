@@ -6,8 +6,7 @@
 //! Four keyspaces ([`tables`]), every id in them keyed by its 16-byte hash ([`StoreKey`]): the
 //! responses in the order they expire (a batch of records sorts after what is there; a sweep
 //! reads from the start), an index from a response's id to where its row is, and two from an
-//! item's id and from its digest to the response that holds it. A `ledger.redb` written by an
-//! earlier replaygate is moved in when the store opens ([`migrate`]).
+//! item's id and from its digest to the response that holds it.
 //!
 //! Why an LSM tree: every record writes rows under random keys (ids are hashes). In a B-tree
 //! each dirties a page of its own, and the trees outgrow any cache, so a record cost more the
@@ -91,7 +90,6 @@ use crate::ledger::{StoredItem, StoredResponse};
 mod budget;
 mod expiry;
 mod filters;
-mod migrate;
 mod recent;
 mod tables;
 mod writer;
@@ -110,8 +108,6 @@ pub const DURABLE_EVERY: Duration = Duration::from_millis(500);
 
 /// The tree's directory inside the state directory.
 const TREE_DIR: &str = "ledger";
-/// The file of an earlier replaygate's store, moved into the tree when it opens.
-const REDB_FILE: &str = "ledger.redb";
 /// How many write requests may wait for the writer thread (about 1 KB each): at the proxy's
 /// saturation with a 20 ms linger a queue of 1,024 refused one record in eight, this one none.
 const WRITE_QUEUE: usize = 4096;
@@ -137,8 +133,6 @@ const JOURNAL_BYTES: u64 = 64 * 1024 * 1024;
 const KEY_FILTER_BITS_LOG2: u32 = 24;
 /// The key filter's largest size: 2^29 bits (64 MiB), for about 33 million keys.
 const KEY_FILTER_MAX_BITS_LOG2: u32 = 29;
-/// How many records of a `ledger.redb` one batch moves into the tree.
-const MIGRATE_BATCH: usize = 10_000;
 /// The most encoded bytes of recent records kept in memory.
 const RECENT_BYTES: u64 = 32 * 1024 * 1024;
 
@@ -257,7 +251,7 @@ struct Record {
 impl EmbeddedStore {
     /// Opens (creating if needed) the store in `dir`, creating the directory too, and starts its
     /// writer thread. Blocking file I/O: call it at startup or off the async runtime. After a
-    /// crash the open replays the journal first (and moves a `ledger.redb` in).
+    /// crash the open replays the journal first.
     ///
     /// A directory already open in this process is shared, not opened again (two proxies in
     /// one process, a test suite's many). Another process that has it open holds its lock: the
@@ -312,13 +306,6 @@ impl EmbeddedStore {
         let keyspaces = Keyspaces::open(&db)?;
         let budget = Arc::new(DiskBudget::new(path.clone(), floor.clone(), &tuning, meter));
         let store = Arc::new(Store { db, keyspaces, floor });
-        if let Some(moved) = migrate::from_redb(&dir.join(REDB_FILE), &store, now_unix(), MIGRATE_BATCH)? {
-            tracing::info!(
-                responses = moved.responses,
-                dropped = moved.dropped,
-                "ledger.redb moved into the ledger's tree"
-            );
-        }
         let held: u64 = store
             .keyspaces
             .keyed()
@@ -890,36 +877,6 @@ mod tests {
         assert_eq!(found[0].as_ref().unwrap().response_id, "resp_new");
         let found = store.items_by_digest(&[[1; 32]]).await.unwrap();
         assert_eq!(found[0].as_ref().unwrap().response_id, "resp_new");
-    }
-
-    #[tokio::test]
-    async fn a_ledger_redb_of_either_layout_is_moved_in_when_the_store_opens() {
-        let dir = tempfile::tempdir().unwrap();
-        let first = response("resp_first", 1, 60);
-        let second = response("resp_second", 3, 60);
-        {
-            let db = redb::Database::create(dir.path().join(REDB_FILE)).unwrap();
-            migrate::tests::write_v1(&db, &[first.clone(), response("resp_gone", 2, -5)]);
-            migrate::tests::write_v2(&db, std::slice::from_ref(&second));
-        }
-        let store = EmbeddedStore::open_tuned(dir.path(), TUNING, StateMeter::default()).unwrap();
-        assert!(!dir.path().join(REDB_FILE).exists());
-        // Answered from the tree: nothing of it is in memory yet.
-        assert_eq!(store.response("resp_first").await.unwrap(), Some(first));
-        assert_eq!(store.response("resp_second").await.unwrap(), Some(second));
-        assert_eq!(store.response("resp_gone").await.unwrap(), None);
-        let found = store
-            .items_by_id(&["fc_0123456789_resp_first".into()])
-            .await
-            .unwrap();
-        assert_eq!(
-            found[0].as_ref().unwrap().record.call_id.as_deref(),
-            Some("call_resp_first")
-        );
-        assert!(store.items_by_digest(&[[3; 32]]).await.unwrap()[0].is_some());
-        assert!(store.items_by_digest(&[[2; 32]]).await.unwrap()[0].is_none());
-        // Only the live responses were moved.
-        assert_eq!((rows(&store, RESPONSES), rows(&store, RESPONSE_IDS)), (2, 2));
     }
 
     /// Commits `responses` in one batch through the store's tables, each told `new`.
