@@ -34,37 +34,55 @@ impl Ledger {
         looked_up
     }
 
+    /// The lookups a request needs, the independent ones asked together: on Redis they share
+    /// one round trip (the connection pipelines what is in flight at once), and only a chain
+    /// walk past the previous response, or a kept reasoning item, asks again.
     async fn look_up(&self, query: &LedgerQuery) -> Result<Provenance, StoreError> {
+        let store = &self.store;
+        let by_id = async {
+            match query.item_ids.is_empty() {
+                true => Ok(Vec::new()),
+                false => store.items_by_id(&query.item_ids).await,
+            }
+        };
+        let by_digest = async {
+            match query.digests.is_empty() {
+                true => Ok(Vec::new()),
+                false => store.items_by_digest(&query.digests).await,
+            }
+        };
+        let previous = async {
+            match &query.previous_response_id {
+                Some(id) => store.response(id).await,
+                None => Ok(None),
+            }
+        };
+        let conversation = async {
+            match &query.conversation {
+                Some(id) => store.response(id).await,
+                None => Ok(None),
+            }
+        };
+        let (by_id, by_digest, previous, conversation) =
+            futures_util::try_join!(by_id, by_digest, previous, conversation)?;
         let mut facts = Provenance::default();
-        if !query.item_ids.is_empty() {
-            let found = self.store.items_by_id(&query.item_ids).await?;
-            for (id, item) in query.item_ids.iter().zip(found) {
-                if let Some(item) = item {
-                    facts.items.insert(id.clone(), item);
-                }
+        for (id, item) in query.item_ids.iter().zip(by_id) {
+            if let Some(item) = item {
+                facts.items.insert(id.clone(), item);
             }
         }
-        if !query.digests.is_empty() {
-            let found = self.store.items_by_digest(&query.digests).await?;
-            for (digest, item) in query.digests.iter().zip(found) {
-                if let Some(item) = item {
-                    facts.encrypted.insert(*digest, item);
-                }
+        for (digest, item) in query.digests.iter().zip(by_digest) {
+            if let Some(item) = item {
+                facts.encrypted.insert(*digest, item);
             }
         }
         if self.settings.store_items {
             facts.reasoning_texts = self.reasoning_texts(&facts, query).await?;
         }
-        if let Some(previous) = &query.previous_response_id {
-            facts.previous = self.chain_facts(previous, &query.unpaired_call_ids).await?;
+        if let Some(first) = previous {
+            facts.previous = Some(self.chain_facts(first, &query.unpaired_call_ids).await?);
         }
-        if let Some(conversation) = &query.conversation {
-            facts.conversation = self
-                .store
-                .response(conversation)
-                .await?
-                .map(|recorded| ConversationFacts { team: recorded.team });
-        }
+        facts.conversation = conversation.map(|recorded| ConversationFacts { team: recorded.team });
         Ok(facts)
     }
 
@@ -94,22 +112,19 @@ impl Ledger {
         Ok(texts)
     }
 
-    /// The owner of response `id` and the calls of its chain. The walk stops once every call
+    /// The owner of response `first` (already read) and the calls of its chain. The walk stops once every call
     /// id in `wanted` was found (most continuations answer the previous response's calls),
     /// or at the chain's start; a chain cut short (a response expired or never recorded, or
     /// `max_chain` reached) is reported as incomplete, so the gate does not judge pairing on it.
-    async fn chain_facts(&self, id: &str, wanted: &[String]) -> Result<Option<ChainFacts>, StoreError> {
-        let Some(first) = self.store.response(id).await? else {
-            return Ok(None);
-        };
+    async fn chain_facts(&self, first: StoredResponse, wanted: &[String]) -> Result<ChainFacts, StoreError> {
         if first.owner_only {
             // Whose it is, and nothing of its calls: pairing is not judged on it.
-            return Ok(Some(ChainFacts {
+            return Ok(ChainFacts {
                 owner: first.owner,
                 call_ids: Vec::new(),
                 complete: false,
                 team: first.team,
-            }));
+            });
         }
         let mut missing: HashSet<&str, RandomState> = wanted.iter().map(String::as_str).collect();
         let mut call_ids = Vec::new();
@@ -144,12 +159,12 @@ impl Ledger {
                 None => complete = false,
             }
         }
-        Ok(Some(ChainFacts {
+        Ok(ChainFacts {
             owner: first.owner,
             call_ids,
             complete,
             team: first.team,
-        }))
+        })
     }
 
     /// The chain of `id`, oldest first, when every response in it was recorded with its items
