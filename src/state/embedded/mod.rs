@@ -296,6 +296,21 @@ impl EmbeddedStore {
         Ok(store)
     }
 
+    /// [`EmbeddedStore::open`], not shared, whose reading of the room left on its disk is
+    /// `free_space` (a test emulates a full disk with it), committing each record at once.
+    #[cfg(test)]
+    pub(in crate::state) fn open_on_emulated_disk(
+        dir: &Path,
+        free_space: fn(&Path) -> std::io::Result<u64>,
+    ) -> Result<EmbeddedStore, StoreError> {
+        let tuning = Tuning {
+            free_space,
+            linger: Duration::ZERO,
+            ..TUNING
+        };
+        EmbeddedStore::open_tuned(dir, tuning, StateMeter::default())
+    }
+
     /// [`EmbeddedStore::open`] of an existing directory, not shared, with `tuning`.
     fn open_tuned(dir: &Path, tuning: Tuning, meter: StateMeter) -> Result<EmbeddedStore, StoreError> {
         let path = dir.join(TREE_DIR);
