@@ -187,7 +187,8 @@ mod tests {
         let store = MemoryStore::default();
         store.put_response(&response("resp_1", 60)).unwrap();
         store.put_response(&response("resp_2", -1)).unwrap();
-        // Both responses share the digest: the later write wins, and it has expired.
+        // Both responses share the digest: the later write wins, and it has expired. (Redis
+        // never writes a record already expired, so there the earlier one is found.)
         assert!(store.items_by_digest(&[[7; 32]]).unwrap()[0].is_none());
     }
 
