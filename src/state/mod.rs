@@ -10,6 +10,9 @@
 //! refuses the requests that need it (503 `ledger_unavailable`) or lets them through, as
 //! `[ledger] on_unavailable` says.
 
+/// The suite every backend passes, run against each.
+#[cfg(test)]
+mod conformance;
 mod embedded;
 mod eviction;
 /// What one record takes in Redis and on disk (a measurement, ignored by default).

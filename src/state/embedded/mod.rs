@@ -290,6 +290,21 @@ impl EmbeddedStore {
         Ok(store)
     }
 
+    /// [`EmbeddedStore::open`], not shared, whose reading of the room left on its disk is
+    /// `free_space` (a test emulates a full disk with it), committing each record at once.
+    #[cfg(test)]
+    pub(in crate::state) fn open_on_emulated_disk(
+        dir: &Path,
+        free_space: fn(&Path) -> std::io::Result<u64>,
+    ) -> Result<EmbeddedStore, StoreError> {
+        let tuning = Tuning {
+            free_space,
+            linger: Duration::ZERO,
+            ..TUNING
+        };
+        EmbeddedStore::open_tuned(dir, tuning, StateMeter::default())
+    }
+
     /// [`EmbeddedStore::open`] of an existing directory, not shared, with `tuning`.
     fn open_tuned(dir: &Path, tuning: Tuning, meter: StateMeter) -> Result<EmbeddedStore, StoreError> {
         let path = dir.join(TREE_DIR);
@@ -623,11 +638,12 @@ fn writer_stopped() -> StoreError {
     StoreError::Unavailable("the ledger writer has stopped".into())
 }
 
+/// The embedded store's own tests (its tree, cache, filter, writer, sweeps, migration); what
+/// every backend does is in `super::super::conformance`.
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::ledger::{ItemRecord, Owner, ResponseRecord};
-    use crate::state::StateStore;
     use std::time::Instant;
     use tables::Tables;
 
@@ -683,18 +699,6 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_response_round_trips() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = EmbeddedStore::open(dir.path()).unwrap();
-        let mut stored = response("resp_1", 1, 60);
-        stored.previous_response_id = Some("resp_0".into());
-        store.put_response(&stored).await.unwrap();
-        assert_eq!(store.response("resp_1").await.unwrap(), Some(stored));
-        assert_eq!(store.response("resp_unknown").await.unwrap(), None);
-        assert!(dir.path().join(TREE_DIR).is_dir());
-    }
-
-    #[tokio::test]
     async fn what_a_lookup_reads_from_the_file_is_remembered() {
         let dir = tempfile::tempdir().unwrap();
         let store = EmbeddedStore::open(dir.path()).unwrap();
@@ -713,49 +717,6 @@ mod tests {
         assert!(cached("resp_2"));
         let item = recent.holder(&item_key("fc_0123456789_resp_2"), now_unix());
         assert_eq!(item.unwrap().id, "resp_2");
-    }
-
-    #[tokio::test]
-    async fn items_are_found_by_id_and_by_digest() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = EmbeddedStore::open(dir.path()).unwrap();
-        store.put_response(&response("resp_1", 1, 60)).await.unwrap();
-        let ids = [
-            "fc_0123456789_resp_1".to_owned(),
-            "nope".to_owned(),
-            "rs_0123456789_resp_1".to_owned(),
-        ];
-        let found = store.items_by_id(&ids).await.unwrap();
-        assert_eq!(
-            found[0].as_ref().unwrap().record.call_id.as_deref(),
-            Some("call_resp_1")
-        );
-        assert!(found[1].is_none());
-        assert_eq!(found[2].as_ref().unwrap().response_id, "resp_1");
-        // Only the item carrying encrypted content is indexed by digest.
-        let found = store.items_by_digest(&[[0; 32], [1; 32]]).await.unwrap();
-        assert!(found[0].is_none());
-        let item = found[1].as_ref().unwrap();
-        assert_eq!(
-            (&*item.record.item_type, item.owner.provider.as_str()),
-            ("reasoning", "openai")
-        );
-    }
-
-    #[tokio::test]
-    async fn expired_entries_read_as_absent() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = EmbeddedStore::open(dir.path()).unwrap();
-        store.put_response(&response("resp_old", 2, -1)).await.unwrap();
-        assert_eq!(store.response("resp_old").await.unwrap(), None);
-        assert_eq!(
-            store
-                .items_by_id(&["rs_0123456789_resp_old".into()])
-                .await
-                .unwrap(),
-            vec![None]
-        );
-        assert_eq!(store.items_by_digest(&[[2; 32]]).await.unwrap(), vec![None]);
     }
 
     /// Writes out every keyspace's memtable and compacts it whole, as the tree does in time.
@@ -983,6 +944,7 @@ mod tests {
             drop(clone);
         }
         let store = EmbeddedStore::open(dir.path()).unwrap();
+        assert!(dir.path().join(TREE_DIR).is_dir());
         assert_eq!(store.response("resp_1").await.unwrap(), Some(stored));
         assert!(store.items_by_digest(&[[1; 32]]).await.unwrap()[0].is_some());
         assert_eq!(rows(&store, RESPONSE_IDS), 1);
@@ -1194,19 +1156,6 @@ mod tests {
             .unwrap();
         assert_eq!(found, vec![None]);
         assert_eq!(store.response("resp_other").await.unwrap(), Some(other));
-    }
-
-    #[tokio::test]
-    async fn the_state_store_speaks_for_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let state = StateStore::Embedded(EmbeddedStore::open(&dir.path().join("a/b")).unwrap());
-        assert_eq!(state.backend(), "embedded");
-        state.ping().await.unwrap();
-        state.put_response(&response("resp_1", 1, 60)).await.unwrap();
-        assert!(state.response("resp_1").await.unwrap().is_some());
-        let limit = NonZeroU32::new(1).unwrap();
-        assert!(state.hit_rate("team", limit).await.unwrap().is_ok());
-        assert!(state.hit_rate("team", limit).await.unwrap().is_err());
     }
 
     /// What expiry costs: records written, then swept once expired (CPU of every thread of
