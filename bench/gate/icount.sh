@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Instructions per gate check, counted by valgrind (callgrind), for each body size and case of
-# benches/gate.rs. Steady where wall-clock figures are not: a count moves between runs (hash
+# bench/criterion/gate.rs. Steady where wall-clock figures are not: a count moves between runs (hash
 # seeds, the allocator) by about 0.1% at 16 KiB and 0.4% at 256 KiB with eight checks (a
 # single check moved by 1.5%), so each size is checked at least eight times per run.
 # Compare two commits by running it in a worktree of each.

@@ -5,7 +5,7 @@
 
 Reads TARGET_DIR/criterion/GROUP/BENCH/new/{estimates,benchmark}.json (TARGET_DIR defaults to
 $CARGO_TARGET_DIR, else ./target) and prints MB/s (10^6 bytes per second, from the mean time) for
-each body size and each benchmark of benches/gate.rs, with gate/floor ratios.
+each body size and each benchmark of bench/criterion/gate.rs, with gate/floor ratios.
 """
 
 import json

@@ -1,4 +1,4 @@
-//! The gate's cases of `benches/gate.rs` run a fixed number of times, for counting instructions
+//! The gate's cases of `bench/criterion/gate.rs` run a fixed number of times, for counting instructions
 //! under valgrind: on a shared machine wall-clock throughput moves by ±15% from run to run,
 //! while instruction counts repeat exactly. `bench/gate/icount.sh` runs it and prints the
 //! instructions per check.
