@@ -1,7 +1,6 @@
 //! The proxy: a hyper server whose every request goes through [`lifecycle`]: route the path,
 //! read the body, choose the provider and gate, forward, answer.
 
-pub mod access_log;
 pub mod answer_headers;
 pub mod audit;
 pub mod body;

@@ -16,7 +16,6 @@ use http::{HeaderMap, HeaderValue, Method, Response};
 use http_body_util::BodyExt;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::access_log::AccessRecord;
 use super::answer_headers::{carried, inserted, monitored, repaired, stripped};
 use super::audit::AuditLine;
 use super::body::{read_body, HeldBody, Holding, ProxyBody};
@@ -35,6 +34,7 @@ use super::websocket::{SocketTurns, Turn};
 use crate::error::ApiError;
 use crate::ledger::carry::input_items;
 use crate::routing::PathRoute;
+use crate::telemetry::access_log::AccessRecord;
 
 /// What one request carries from phase to phase.
 pub(super) struct RequestContext<'r> {
@@ -116,7 +116,11 @@ impl<'r> RequestContext<'r> {
                 self.record.key_id(key_id);
             }
         })?;
-        self.record.caller(caller.as_ref());
+        self.record.caller(
+            caller
+                .as_ref()
+                .map(|caller| (caller.team.name.as_str(), &caller.key_id)),
+        );
         self.team = caller.map(|caller| caller.team);
         Ok(())
     }

@@ -2,6 +2,7 @@
 //! the config; a span per request ([`RequestSpan`]) that every event logged while handling the
 //! request carries; and, with `[telemetry] otlp_endpoint`, the OTLP export of those spans.
 
+pub mod access_log;
 mod batch;
 mod log_every;
 #[cfg(test)]

@@ -39,13 +39,13 @@ use tracing::Instrument;
 pub(crate) use handshake::is_upgrade;
 pub(crate) use turns::{SocketTurns, Turn};
 
-use super::access_log::{AccessRecord, REQUEST_ID_HEADER};
 use super::body::{full, ProxyBody};
 use super::exchange::Exchange;
 use super::phases::RequestContext;
 use super::state::ProxyState;
 use crate::config::ServerConfig;
 use crate::error::ApiError;
+use crate::telemetry::access_log::{AccessRecord, SocketCounts, REQUEST_ID_HEADER};
 
 /// The upstream path WebSocket mode serves.
 const RESPONSES: &str = "/responses";
@@ -139,50 +139,6 @@ impl OpenSockets {
             stage.mark_changed();
         }
         stage
-    }
-}
-
-/// What passed on a socket, for its access line.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SocketCounts {
-    /// Data messages from the client.
-    pub messages_in: u64,
-    /// Data messages from the provider passed on to the client.
-    pub messages_out: u64,
-    /// Client messages judged and forwarded.
-    pub forwarded: u64,
-    /// Client messages refused with an error event.
-    pub refused: u64,
-    /// The refused messages by the error's `code`, in the order the codes first came.
-    pub refused_codes: Vec<(String, u64)>,
-    /// How the socket ended: `client_closed`, `provider_closed`, `idle_timeout`,
-    /// `max_duration`, `message_too_large`, `overloaded`, `protocol_error`, `shutdown`,
-    /// `client_gone`, `provider_gone`.
-    pub ended: &'static str,
-}
-
-impl SocketCounts {
-    /// Counts a message refused with `code`.
-    fn refused(&mut self, code: &str) {
-        self.refused += 1;
-        match self.refused_codes.iter_mut().find(|(known, _)| known == code) {
-            Some((_, count)) => *count += 1,
-            None => self.refused_codes.push((code.to_owned(), 1)),
-        }
-    }
-
-    /// The refused messages by code, as the access line has them: `code=N,code=N`; `None`
-    /// when none was refused.
-    pub fn refused_by_code(&self) -> Option<String> {
-        if self.refused_codes.is_empty() {
-            return None;
-        }
-        let by_code: Vec<String> = self
-            .refused_codes
-            .iter()
-            .map(|(code, count)| format!("{code}={count}"))
-            .collect();
-        Some(by_code.join(","))
     }
 }
 
