@@ -17,6 +17,7 @@ mod eviction;
 mod footprint;
 mod key_filter;
 mod memory;
+mod rate_limit;
 mod redis;
 mod redis_client;
 mod redis_conn;
@@ -49,6 +50,7 @@ pub use self::redis_client::RedisLogin;
 pub use embedded::{EmbeddedStore, DEFAULT_MAX_DISK_BYTES};
 pub use eviction::{report_memory_policy, MemoryPolicy};
 pub use memory::MemoryStore;
+pub use rate_limit::LocalRateLimiter;
 
 use crate::ledger::{StoredItem, StoredResponse};
 use crate::metrics::LedgerMeter;

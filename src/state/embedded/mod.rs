@@ -85,7 +85,7 @@ use self::recent::Recent;
 use self::tables::Store;
 use self::tables::{digest_key, item_key, record_keys, response_key, Keyspaces, ReadResponse};
 use super::key_filter::{KeyFilter, StoreKey};
-use super::{now_unix, StoreError};
+use super::{now_unix, LocalRateLimiter, StoreError};
 use crate::ledger::{StoredItem, StoredResponse};
 
 mod budget;
@@ -96,7 +96,6 @@ mod recent;
 mod tables;
 mod writer;
 use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult, StateMeter};
-use crate::proxy::rate_limit::{LocalRateLimiter, RateLimiter};
 
 /// `[state] max_disk_bytes` when left out: 1 GiB, a small volume's worth (about 2 million
 /// records of a typical answer; docs/operations.md#records-are-never-forgotten-silently).
