@@ -8,6 +8,7 @@ pub mod budget;
 pub mod build_error;
 mod client_io;
 mod connection;
+mod earlier_turns;
 pub mod exchange;
 pub mod headers;
 mod judge;
@@ -23,6 +24,7 @@ pub mod sigv4;
 #[cfg(feature = "aws-chain")]
 mod sigv4_chain;
 pub mod snapshot;
+pub mod sockets;
 pub mod state;
 pub mod teams;
 pub mod upstream;

@@ -32,11 +32,12 @@ use super::frames::{ClientReader, ClientWriter, Incoming, ReadError};
 use super::handshake::{open, UpstreamSocket};
 use super::message::{error_event, event_type, limit_reached_event, read_head, unsupported, Head};
 use super::turns::{Pending, SocketTurns};
-use super::{SocketLimits, Stage};
+use super::upstream_config;
 use crate::error::ApiError;
 use crate::ledger::{AnswerKind, Tap, TapLimits};
 use crate::metrics::{LedgerOp, LedgerResult};
 use crate::proxy::phases::{Decided, RequestContext};
+use crate::proxy::sockets::{SocketLimits, Stage};
 use crate::proxy::state::ProxyState;
 use crate::routing::PathRoute;
 use crate::telemetry::access_log::SocketCounts;
@@ -309,7 +310,7 @@ impl Relay<'_, '_> {
             }
         };
         if self.upstream.is_none() {
-            let config = self.limits.upstream_config();
+            let config = upstream_config();
             let query = self.upgrade.uri.query();
             let headers = self.upgrade.headers.clone();
             match open(&decided.provider, &self.upstream_path, query, headers, config).await {
