@@ -22,10 +22,6 @@ mod redis;
 mod redis_client;
 mod redis_conn;
 mod redis_keys;
-/// Certificates made per run, for the TLS tests of the `redis` backend and of `[state]`.
-#[cfg(test)]
-#[path = "../../tests/support/pki.rs"]
-pub(crate) mod test_pki;
 #[cfg(test)]
 mod test_records;
 /// The single test server, by the name the Sentinel and cluster test servers know it under.

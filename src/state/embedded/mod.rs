@@ -97,9 +97,7 @@ mod tables;
 mod writer;
 use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult, StateMeter};
 
-/// `[state] max_disk_bytes` when left out: 1 GiB, a small volume's worth (about 2 million
-/// records of a typical answer; docs/operations.md#records-are-never-forgotten-silently).
-pub const DEFAULT_MAX_DISK_BYTES: u64 = 1024 * 1024 * 1024;
+pub use crate::config::DEFAULT_MAX_DISK_BYTES;
 
 /// How often the writer compares the tree's size with `[state] max_disk_bytes`.
 const BUDGET_EVERY: Duration = Duration::from_secs(5);
