@@ -32,3 +32,7 @@ pub mod reload;
 pub mod routing;
 pub mod state;
 pub mod telemetry;
+/// Certificates made per run, for the TLS tests of the `redis` backend and of `[state]`.
+#[cfg(test)]
+#[path = "../tests/support/pki.rs"]
+pub(crate) mod test_pki;

@@ -12,8 +12,8 @@ use http::{HeaderMap, HeaderValue};
 use replaygate::config::Config;
 use replaygate::gate::Policy;
 use replaygate::keys;
-use replaygate::proxy::rate_limit::{LocalRateLimiter, RateLimiter};
 use replaygate::proxy::teams::Teams;
+use replaygate::state::LocalRateLimiter;
 
 /// 50 teams of 4 keys each, with provider, model and tool rules; the keys of every other team
 /// are tables with an id and an expiry.

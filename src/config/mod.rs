@@ -32,7 +32,9 @@ use globset::Glob;
 pub use auth::{Auth, DEFAULT_SIGV4_SERVICE};
 pub use error::ConfigError;
 pub use item_profile::read_file as read_item_profile;
-pub use ledger::{EncryptedContentScope, LedgerConfig, OnUnavailable, StateConfig, UnknownOwner};
+pub use ledger::{
+    EncryptedContentScope, LedgerConfig, OnUnavailable, StateConfig, UnknownOwner, DEFAULT_MAX_DISK_BYTES,
+};
 pub use redis_access::{ClientCertFiles, RedisAccess};
 pub use redis_target::{NodeAddr, RedisTarget};
 pub use sections::{AdminConfig, GateConfig, LogConfig, LogFormat, ServerConfig};

@@ -3,7 +3,7 @@
 use super::tests::{assert_invalid_at, assert_parse_error_at};
 use super::*;
 use crate::gate::{Action, Reason};
-use crate::state::test_pki as pki;
+use crate::test_pki as pki;
 
 /// One provider, written after the table under test so that its lines count from 1.
 const PROVIDER: &str = "\n[providers.openai]\nbase_url = \"https://api.openai.com/v1\"\n";

@@ -3,7 +3,7 @@
 
 use super::tests::assert_invalid_at;
 use super::*;
-use crate::state::test_pki as pki;
+use crate::test_pki as pki;
 
 const PROVIDER: &str = "\n[providers.openai]\nbase_url = \"https://api.openai.com/v1\"\n";
 

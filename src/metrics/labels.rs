@@ -7,7 +7,8 @@ use std::sync::Arc;
 use prometheus_client::encoding::EncodeLabelSet;
 
 use crate::error::ApiError;
-use crate::proxy::access_log::Decision;
+use crate::gate::Decision;
+use crate::telemetry::access_log::RequestDecision;
 
 /// The label value of "none": no provider chosen, no team.
 pub const NONE: &str = "-";
@@ -75,66 +76,36 @@ pub(crate) struct VersionLabels {
     pub version: &'static str,
 }
 
-/// The `decision` of a request, as counted (docs/operations.md#metrics).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestDecision {
-    /// Forwarded unchanged: every item allowed, or a path that is not gated.
-    Allowed,
-    /// Answered 422 by the gate.
-    Rejected,
-    /// Forwarded with `monitor` violations.
-    Monitored,
-    /// Forwarded with items cut out.
-    Stripped,
-    /// Forwarded with members cut out of items (`repair`, docs/item-profiles.md).
-    Repaired,
-    /// Refused by the proxy for another reason, or never answered (the client went away).
-    Error,
+/// The `decision` label of every request counted (docs/operations.md#metrics), in the order
+/// of [`counted_index`]: a verdict's decision (an ungated request counts as allowed), or
+/// `error` (`None`): refused by the proxy for another reason, or never answered (the client
+/// went away).
+pub(crate) const COUNTED_DECISIONS: [Option<Decision>; 6] = [
+    Some(Decision::Allowed),
+    Some(Decision::Rejected),
+    Some(Decision::Monitored),
+    Some(Decision::Stripped),
+    Some(Decision::Repaired),
+    None,
+];
+
+/// The label value of a counted decision.
+pub(crate) fn counted_label(decision: Option<Decision>) -> &'static str {
+    decision.map_or("error", Decision::as_str)
 }
 
-impl RequestDecision {
-    /// Every decision, in the order of [`RequestDecision::index`].
-    pub const ALL: [RequestDecision; 6] = [
-        RequestDecision::Allowed,
-        RequestDecision::Rejected,
-        RequestDecision::Monitored,
-        RequestDecision::Stripped,
-        RequestDecision::Repaired,
-        RequestDecision::Error,
-    ];
-
-    /// The decision counted for a request the access log gave `decision`; one that got no
-    /// answer (`answered` false) counts as an error.
-    pub fn of(decision: Decision, answered: bool) -> RequestDecision {
-        if !answered {
-            return RequestDecision::Error;
-        }
-        match decision {
-            Decision::Ungated | Decision::Allowed => RequestDecision::Allowed,
-            Decision::Rejected => RequestDecision::Rejected,
-            Decision::Monitored => RequestDecision::Monitored,
-            Decision::Stripped => RequestDecision::Stripped,
-            Decision::Repaired => RequestDecision::Repaired,
-            Decision::Error => RequestDecision::Error,
-        }
+/// The decision's place in [`COUNTED_DECISIONS`].
+pub(crate) fn counted_index(decision: Option<Decision>) -> usize {
+    match decision {
+        Some(decision) => decision as usize,
+        None => Decision::ALL.len(),
     }
+}
 
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RequestDecision::Allowed => "allowed",
-            RequestDecision::Rejected => "rejected",
-            RequestDecision::Monitored => "monitored",
-            RequestDecision::Stripped => "stripped",
-            RequestDecision::Repaired => "repaired",
-            RequestDecision::Error => "error",
-        }
-    }
-
-    /// The decision's place in [`RequestDecision::ALL`].
-    pub fn index(self) -> usize {
-        self as usize
-    }
+/// The decision counted for a request the access log gave `decision`; one that got no answer
+/// (`answered` false) counts as an error.
+pub(crate) fn counted(decision: RequestDecision, answered: bool) -> Option<Decision> {
+    decision.counted().filter(|_| answered)
 }
 
 /// The `code` of an upstream error, when `error` is one: the provider could not be reached or
@@ -221,21 +192,22 @@ mod tests {
     #[test]
     fn every_access_log_decision_maps_to_a_counted_one() {
         let cases = [
-            (Decision::Ungated, "allowed"),
-            (Decision::Allowed, "allowed"),
-            (Decision::Rejected, "rejected"),
-            (Decision::Monitored, "monitored"),
-            (Decision::Stripped, "stripped"),
-            (Decision::Error, "error"),
+            (RequestDecision::Ungated, "allowed"),
+            (RequestDecision::Judged(Decision::Allowed), "allowed"),
+            (RequestDecision::Judged(Decision::Rejected), "rejected"),
+            (RequestDecision::Judged(Decision::Monitored), "monitored"),
+            (RequestDecision::Judged(Decision::Stripped), "stripped"),
+            (RequestDecision::Error, "error"),
         ];
-        for (decision, counted) in cases {
-            assert_eq!(RequestDecision::of(decision, true).as_str(), counted);
-            assert_eq!(RequestDecision::of(decision, false), RequestDecision::Error);
+        for (decision, label) in cases {
+            assert_eq!(counted_label(counted(decision, true)), label);
+            assert_eq!(counted(decision, false), None);
+            assert_eq!(counted_label(counted(decision, false)), "error");
         }
-        for (index, decision) in RequestDecision::ALL.into_iter().enumerate() {
-            assert_eq!(decision.index(), index);
+        for (index, decision) in COUNTED_DECISIONS.into_iter().enumerate() {
+            assert_eq!(counted_index(decision), index);
         }
-        let words: Vec<&str> = RequestDecision::ALL.iter().map(|d| d.as_str()).collect();
+        let words: Vec<&str> = COUNTED_DECISIONS.iter().map(|d| counted_label(*d)).collect();
         assert_eq!(
             words,
             [

@@ -11,14 +11,14 @@ use foldhash::fast::RandomState;
 use prometheus_client::metrics::counter::Counter;
 
 use super::labels::{
-    upstream_error_code, ProviderLabels, RequestDecision, RequestLabels, ResponseViolationLabels, TeamLabels,
-    UpstreamErrorLabels, ViolationLabels, NONE,
+    counted, counted_index, counted_label, upstream_error_code, ProviderLabels, RequestLabels,
+    ResponseViolationLabels, TeamLabels, UpstreamErrorLabels, ViolationLabels, COUNTED_DECISIONS, NONE,
 };
 use super::{counter, histogram, LatencyHistogram, Metrics};
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::gate::{ResponseViolation, Verdict};
-use crate::proxy::access_log::{AccessRecord, Outcome};
+use crate::gate::{Decision, ResponseViolation, Verdict};
+use crate::telemetry::access_log::{AccessRecord, Outcome};
 
 /// The metric handles of one configuration snapshot.
 pub struct Meters {
@@ -174,28 +174,28 @@ impl Meters {
     /// a request with that decision (`rejected` by the gate, else `error`).
     pub fn refused_message(&self, provider: Option<&str>, team: Option<&str>, rejected: bool) {
         let decision = match rejected {
-            true => RequestDecision::Rejected,
-            false => RequestDecision::Error,
+            true => Some(Decision::Rejected),
+            false => None,
         };
         self.count_request(self.provider(provider), team, decision);
     }
 
     /// Counts one request of `team` to `provider` with `decision`.
-    fn count_request(&self, provider: &ProviderMeter, team: Option<&str>, decision: RequestDecision) {
+    fn count_request(&self, provider: &ProviderMeter, team: Option<&str>, decision: Option<Decision>) {
         let team = self.team(team);
         let counters = provider.requests[team].get_or_init(|| {
-            RequestDecision::ALL.map(|decision| {
+            COUNTED_DECISIONS.map(|decision| {
                 counter(
                     &self.metrics.requests,
                     &RequestLabels {
                         provider: provider.label.clone(),
                         team: self.team_labels[team].clone(),
-                        decision: decision.as_str(),
+                        decision: counted_label(decision),
                     },
                 )
             })
         });
-        counters[decision.index()].inc();
+        counters[counted_index(decision)].inc();
     }
 
     /// Counts the function calls `provider` produced that do not fit the request's tools.
@@ -240,7 +240,7 @@ impl RequestMeter {
     /// ones (`-` for none).
     pub fn finish(self, record: &AccessRecord, outcome: &Outcome) {
         let provider = self.meters.provider(record.provider());
-        let decision = RequestDecision::of(record.decision(), outcome.head.is_some());
+        let decision = counted(record.decision(), outcome.head.is_some());
         self.meters.count_request(provider, record.team_name(), decision);
         if let Some(head) = outcome.head {
             provider.request_duration.observe(head);

@@ -19,7 +19,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 pub use histogram::LatencyHistogram;
-pub use labels::{LedgerOp, LedgerResult, RequestDecision, NONE};
+pub use labels::{LedgerOp, LedgerResult, NONE};
 pub use ledger::LedgerMeter;
 pub use meters::{Meters, ProviderMeter, RequestMeter};
 pub use state::StateMeter;

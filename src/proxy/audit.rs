@@ -15,41 +15,8 @@ use std::time::SystemTime;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::gate::{Action, Reason, Verdict};
+use crate::gate::{Action, Decision, Reason, Verdict};
 use crate::telemetry::{batched, BatchedWriter, FlushGuard};
-
-/// What happened to a judged request, as audited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AuditDecision {
-    /// Forwarded with no violation.
-    Allowed,
-    /// Answered 422.
-    Rejected,
-    /// Forwarded with `monitor` violations only.
-    Monitored,
-    /// Forwarded with items cut out.
-    Stripped,
-    /// Forwarded with members cut out of items.
-    Repaired,
-}
-
-impl AuditDecision {
-    /// The decision a verdict leads to.
-    pub fn of(verdict: &Verdict) -> AuditDecision {
-        if !verdict.is_allowed() {
-            AuditDecision::Rejected
-        } else if !verdict.stripped.is_empty() {
-            AuditDecision::Stripped
-        } else if verdict.count(Action::Repair) > 0 {
-            AuditDecision::Repaired
-        } else if verdict.monitored > 0 {
-            AuditDecision::Monitored
-        } else {
-            AuditDecision::Allowed
-        }
-    }
-}
 
 /// One line of the audit log.
 #[derive(Debug, Serialize)]
@@ -68,7 +35,7 @@ pub struct AuditLine<'a> {
     /// The request's model, when it names one.
     pub model: Option<&'a str>,
     /// What happened to it.
-    pub decision: AuditDecision,
+    pub decision: Decision,
     /// Every listed violation: where, why and what was done.
     pub violations: Vec<AuditViolation<'a>>,
     /// SHA-256 of the body bytes received, hex.
@@ -108,7 +75,7 @@ impl<'a> AuditLine<'a> {
             key_id,
             provider,
             model,
-            decision: AuditDecision::of(verdict),
+            decision: verdict.decision(),
             violations: verdict
                 .violations
                 .iter()

@@ -38,9 +38,9 @@ use http::{header, StatusCode};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
 
-use super::access_log::REQUEST_ID_HEADER;
 use super::body::Holding;
 use crate::error::ApiError;
+use crate::telemetry::access_log::REQUEST_ID_HEADER;
 
 /// The length of an HTTP date, as in `date: Thu, 03 Dec 2026 03:39:58 GMT`.
 const HTTP_DATE_LEN: usize = 29;
@@ -442,7 +442,7 @@ fn envelope_answer(error: ApiError, date: &[u8]) -> Vec<u8> {
     }
     answer.extend_from_slice(b"\r\n");
     answer.extend_from_slice(&body);
-    super::access_log::write_unparsed(&request_id, status, &code, body.len());
+    crate::telemetry::access_log::write_unparsed(&request_id, status, &code, body.len());
     answer
 }
 

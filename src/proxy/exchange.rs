@@ -10,13 +10,9 @@ use bytes::Bytes;
 use http::{Method, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
-use super::access_log::{AccessRecord, Outcome};
 use super::body::{BoxError, ProxyBody};
 use crate::metrics::RequestMeter;
-
-/// `stream_error` of an answer whose client went away before its end, and `error` of a request
-/// whose client went away before its answer's head.
-pub(crate) const CLIENT_GONE: &str = "client_gone";
+use crate::telemetry::access_log::{AccessRecord, Outcome, CLIENT_GONE};
 
 /// One request's access record and the facts of its answer so far; writes the line on drop.
 #[derive(Debug)]

@@ -16,11 +16,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::earlier_turns::EarlierTurns;
 use super::ledger::carry::{self, Carried};
 use super::snapshot::Snapshot;
 use super::state::ProxyState;
 use super::teams::Team;
-use super::websocket::SocketTurns;
 use crate::error::ApiError;
 use crate::gate::{self, ItemsAt, LedgerQuery, Provenance, StateAccess, Target, Verdict};
 use crate::ledger::CallIds;
@@ -66,9 +66,9 @@ pub(super) struct Asker {
     pub snapshot: Arc<Snapshot>,
     /// The key's team; `None` for anonymous clients.
     pub team: Option<Arc<Team>>,
-    /// On a WebSocket: the responses produced earlier on the same socket, which a
-    /// `previous_response_id` may continue (judged as the ledger's chain is).
-    pub socket: Option<Arc<SocketTurns>>,
+    /// Earlier turns remembered besides the ledger (on a WebSocket, the socket's own), which
+    /// a `previous_response_id` may continue (judged as the ledger's chain is).
+    pub earlier_turns: Option<Arc<dyn EarlierTurns>>,
 }
 
 impl Asker {
@@ -131,7 +131,7 @@ struct Context {
     at: ItemsAt,
     /// The team's work budget for one decision.
     budget: u64,
-    /// Whether earlier turns are remembered (the ledger is on, or a WebSocket's own turns):
+    /// Whether earlier turns are remembered (the ledger is on, or another source of them):
     /// the ids a request names are looked up, and its calls and tools kept for its answer.
     remembers: bool,
 }
@@ -168,7 +168,7 @@ enum Reading {
     Decided(Box<Judged>),
     /// Nothing to look up, but the decision passed the worker's work budget.
     TooCostly(Read),
-    /// The ledger (or the socket) must be asked about these ids first.
+    /// The ledger (or another source of earlier turns) must be asked about these ids first.
     Asks(Read, LedgerQuery),
 }
 
@@ -196,7 +196,7 @@ impl Context {
             prefix: received.prefix.map(Arc::from),
             at: received.at,
             budget: asker.snapshot.policy_of(asker.team.as_deref()).work_budget,
-            remembers: state.ledger.is_some() || asker.socket.is_some(),
+            remembers: state.ledger.is_some() || asker.earlier_turns.is_some(),
         }
     }
 
@@ -377,20 +377,20 @@ impl Context {
     }
 }
 
-/// The facts for `query`: the ledger's, when it is on, and on a WebSocket the socket's own
-/// chain for a `previous_response_id` produced on it (unless the ledger knows a whole chain and
-/// the socket only part of it).
+/// The facts for `query`: the ledger's, when it is on, and the chain the asker's other source
+/// of earlier turns (a WebSocket's own) has for a `previous_response_id` it produced (unless
+/// the ledger knows a whole chain and that source only part of it).
 async fn ask(state: &ProxyState, asker: &Asker, query: &LedgerQuery) -> Result<Arc<Provenance>, ApiError> {
     let mut known = match state.ledger.is_some() && !query.is_empty() {
         true => ask_ledger(state, query).await?,
         false => Arc::new(Provenance::default()),
     };
-    let socket_chain = asker
-        .socket
+    let remembered_chain = asker
+        .earlier_turns
         .as_ref()
         .zip(query.previous_response_id.as_deref())
-        .and_then(|(socket, id)| socket.chain(id));
-    if let Some(chain) = socket_chain {
+        .and_then(|(turns, id)| turns.chain(id));
+    if let Some(chain) = remembered_chain {
         let ledger_whole = known.previous.as_ref().is_some_and(|previous| previous.complete);
         if chain.complete || !ledger_whole {
             Arc::make_mut(&mut known).previous = Some(chain);
@@ -472,10 +472,19 @@ mod tests {
     }
 
     async fn judged(state: &Arc<ProxyState>, provider: &str, body: &Bytes) -> Judged {
+        judged_with(state, provider, body, None).await
+    }
+
+    async fn judged_with(
+        state: &Arc<ProxyState>,
+        provider: &str,
+        body: &Bytes,
+        earlier_turns: Option<Arc<dyn EarlierTurns>>,
+    ) -> Judged {
         let asker = Asker {
             snapshot: state.snapshot(),
             team: None,
-            socket: None,
+            earlier_turns,
         };
         let received = Received {
             prefix: Some(provider),
@@ -535,5 +544,71 @@ mod tests {
         );
         // Every judge permit is given back.
         assert_eq!(state.judges.available_permits(), permits);
+    }
+
+    /// A source of earlier turns that produced one response, and notes what it is asked.
+    #[derive(Debug)]
+    struct OneChain {
+        id: &'static str,
+        chain: crate::gate::ChainFacts,
+        asked: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl EarlierTurns for OneChain {
+        fn chain(&self, id: &str) -> Option<crate::gate::ChainFacts> {
+            self.asked.lock().unwrap().push(id.to_owned());
+            (id == self.id).then(|| self.chain.clone())
+        }
+    }
+
+    fn one_chain(id: &'static str, provider: &str, complete: bool) -> Arc<OneChain> {
+        Arc::new(OneChain {
+            id,
+            chain: crate::gate::ChainFacts {
+                owner: Owner {
+                    provider: provider.into(),
+                    model: Some("m".into()),
+                },
+                call_ids: Vec::new(),
+                complete,
+                team: None,
+            },
+            asked: Default::default(),
+        })
+    }
+
+    fn continuing(previous: &str) -> Bytes {
+        Bytes::from(
+            serde_json::json!({"model": "m", "previous_response_id": previous, "input": "next"}).to_string(),
+        )
+    }
+
+    #[tokio::test]
+    async fn another_source_of_earlier_turns_is_asked_for_the_chain_a_request_continues() {
+        let state = state_with_a_recorded_answer().await;
+        // The ledger never saw `resp_other_1`; the other source says openai produced it.
+        let source = one_chain("resp_other_1", "openai", true);
+        let body = continuing("resp_other_1");
+        let earlier: Arc<dyn EarlierTurns> = source.clone();
+        let to_bedrock = judged_with(&state, "bedrock", &body, Some(earlier.clone())).await;
+        assert_eq!(reasons(&to_bedrock), ["foreign_previous_response"]);
+        let to_openai = judged_with(&state, "openai", &body, Some(earlier)).await;
+        assert_eq!(reasons(&to_openai), Vec::<String>::new());
+        assert_eq!(*source.asked.lock().unwrap(), ["resp_other_1", "resp_other_1"]);
+    }
+
+    #[tokio::test]
+    async fn the_ledgers_whole_chain_wins_over_a_part_of_one_and_a_whole_one_over_it() {
+        let state = state_with_a_recorded_answer().await;
+        let body = continuing("resp_openai_1");
+        // The ledger holds the whole chain of `resp_openai_1` (openai's): a source that knows
+        // only part of it (for bedrock) is not taken over it.
+        let partial: Arc<dyn EarlierTurns> = one_chain("resp_openai_1", "bedrock", false);
+        let judged = judged_with(&state, "bedrock", &body, Some(partial)).await;
+        assert_eq!(reasons(&judged), ["foreign_previous_response"]);
+        // A source that knows the whole chain is.
+        let whole: Arc<dyn EarlierTurns> = one_chain("resp_openai_1", "bedrock", true);
+        let judged = judged_with(&state, "bedrock", &body, Some(whole)).await;
+        assert_eq!(reasons(&judged), Vec::<String>::new());
     }
 }

@@ -10,12 +10,12 @@ use http::{Request, Response};
 use http_body_util::BodyExt;
 use tracing::Instrument;
 
-use super::access_log::{AccessRecord, REQUEST_ID_HEADER};
 use super::body::{full, ProxyBody};
 use super::exchange::{Exchange, LoggedBody};
 use super::phases::RequestContext;
 use super::state::ProxyState;
 use crate::error::ApiError;
+use crate::telemetry::access_log::{AccessRecord, REQUEST_ID_HEADER};
 
 /// Handles one request from start to answer; never fails (every error becomes an envelope).
 ///

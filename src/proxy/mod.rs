@@ -1,7 +1,6 @@
 //! The proxy: a hyper server whose every request goes through [`lifecycle`]: route the path,
 //! read the body, choose the provider and gate, forward, answer.
 
-pub mod access_log;
 pub mod answer_headers;
 pub mod audit;
 pub mod body;
@@ -9,6 +8,7 @@ pub mod budget;
 pub mod build_error;
 mod client_io;
 mod connection;
+mod earlier_turns;
 pub mod exchange;
 pub mod headers;
 mod judge;
@@ -24,6 +24,7 @@ pub mod sigv4;
 #[cfg(feature = "aws-chain")]
 mod sigv4_chain;
 pub mod snapshot;
+pub mod sockets;
 pub mod state;
 pub mod teams;
 pub mod upstream;

@@ -16,10 +16,10 @@ use http::{HeaderMap, HeaderValue, Method, Response};
 use http_body_util::BodyExt;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::access_log::AccessRecord;
 use super::answer_headers::{carried, inserted, monitored, repaired, stripped};
 use super::audit::AuditLine;
 use super::body::{read_body, HeldBody, Holding, ProxyBody};
+use super::earlier_turns::{EarlierTurns, Turn};
 use super::judge::{judge, Asker, Judged, Received};
 use super::ledger::conversations::{record_conversation, CreatedConversation};
 use super::ledger::recording::{record, CallsCheck, Recording};
@@ -31,10 +31,10 @@ use super::snapshot::Snapshot;
 use super::state::ProxyState;
 use super::teams::Team;
 use super::upstream::{forward, Outbound};
-use super::websocket::{SocketTurns, Turn};
 use crate::error::ApiError;
 use crate::ledger::carry::input_items;
 use crate::routing::PathRoute;
+use crate::telemetry::access_log::AccessRecord;
 
 /// What one request carries from phase to phase.
 pub(super) struct RequestContext<'r> {
@@ -46,8 +46,9 @@ pub(super) struct RequestContext<'r> {
     team: Option<Arc<Team>>,
     /// Held until the answer has streamed out.
     permit: OwnedSemaphorePermit,
-    /// On a WebSocket: the socket's earlier turns, which its messages continue.
-    socket: Option<Arc<SocketTurns>>,
+    /// Earlier turns remembered besides the ledger, which this context's requests may
+    /// continue (on a WebSocket: the socket's own).
+    earlier_turns: Option<Arc<dyn EarlierTurns>>,
 }
 
 /// What the judge phase decided to send, and where.
@@ -59,7 +60,8 @@ pub(super) struct Decided {
     pub(super) answer_headers: Vec<(&'static str, HeaderValue)>,
     /// What the ledger records of the answer, when it taps it.
     pub(super) recording: Option<Recording>,
-    /// What a WebSocket remembers of the turn (only gated requests fill it).
+    /// What the source of earlier turns remembers of this one (only gated requests judged
+    /// with such a source fill it).
     pub(super) turn: Option<Turn>,
     /// With the ledger on, for `POST /conversations`: who creates the conversation.
     pub(super) created_conversation: Option<CreatedConversation>,
@@ -82,7 +84,7 @@ impl<'r> RequestContext<'r> {
             record,
             team: None,
             permit,
-            socket: None,
+            earlier_turns: None,
         })
     }
 
@@ -101,10 +103,10 @@ impl<'r> RequestContext<'r> {
         self.team.as_deref().map(|team| team.name.as_str())
     }
 
-    /// Judges this context's messages as turns of a WebSocket whose earlier turns are
-    /// `turns`.
-    pub fn on_socket(&mut self, turns: Arc<SocketTurns>) {
-        self.socket = Some(turns);
+    /// Judges this context's requests as continuing `turns` (as well as what the ledger
+    /// remembers): a WebSocket's messages continue the socket's earlier turns.
+    pub fn continuing(&mut self, turns: Arc<dyn EarlierTurns>) {
+        self.earlier_turns = Some(turns);
     }
 
     /// Finds the client key's team (401 when teams are on and the key is missing, unknown or
@@ -116,7 +118,11 @@ impl<'r> RequestContext<'r> {
                 self.record.key_id(key_id);
             }
         })?;
-        self.record.caller(caller.as_ref());
+        self.record.caller(
+            caller
+                .as_ref()
+                .map(|caller| (caller.team.name.as_str(), &caller.key_id)),
+        );
         self.team = caller.map(|caller| caller.team);
         Ok(())
     }
@@ -218,7 +224,7 @@ impl<'r> RequestContext<'r> {
         let asker = Asker {
             snapshot: self.snapshot.clone(),
             team: self.team.clone(),
-            socket: self.socket.clone(),
+            earlier_turns: self.earlier_turns.clone(),
         };
         let charset = check_charset(&parts.headers);
         let started = Instant::now();
@@ -262,7 +268,7 @@ impl<'r> RequestContext<'r> {
             }
             None => judged.body.take().unwrap_or(body),
         };
-        let turn = self.socket.as_ref().map(|_| Turn {
+        let turn = self.earlier_turns.as_ref().map(|_| Turn {
             provider: judged.provider.clone(),
             model: judged.model.clone(),
             previous_response_id: judged.previous_response_id.clone(),

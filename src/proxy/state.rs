@@ -15,6 +15,7 @@ use super::ledger::{Ledger, LedgerSettings};
 use super::provider::Credential;
 use super::rate_limit::UncountedRates;
 use super::snapshot::Snapshot;
+use super::sockets::{OpenSockets, SocketLimits};
 use crate::config::{Config, LedgerConfig, OnUnavailable, StateConfig};
 use crate::gate::Gate;
 use crate::metrics::{LedgerMeter, Metrics, RequestMeter};
@@ -32,9 +33,9 @@ pub struct ProxyState {
     /// How request bodies are read.
     pub body_limits: BodyLimits,
     /// The limits of a WebSocket (`[server] websocket_*`, and `max_body_bytes` per message).
-    pub websocket: super::websocket::SocketLimits,
+    pub websocket: SocketLimits,
     /// This worker's open WebSockets, closed (1001) when the server shuts down.
-    pub sockets: super::websocket::OpenSockets,
+    pub sockets: OpenSockets,
     /// Permits for requests in flight.
     pub in_flight: Arc<Semaphore>,
     /// Permits for judgments on the blocking pool, shared by all workers (one per worker).
@@ -81,7 +82,7 @@ impl ProxyState {
                 max_bytes: config.server.max_body_bytes,
                 read_timeout: config.server.body_read_timeout,
             },
-            websocket: super::websocket::SocketLimits::of(&config.server),
+            websocket: SocketLimits::of(&config.server),
             sockets: Default::default(),
             in_flight: Arc::new(Semaphore::new(config.server.max_concurrent_requests)),
             judges: Arc::new(Semaphore::new(config.server.worker_threads())),

@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use foldhash::fast::RandomState;
 
-use super::{now_unix, StoreError};
+use super::{now_unix, LocalRateLimiter, StoreError};
 use crate::ledger::{StoredItem, StoredResponse};
-use crate::proxy::rate_limit::{LocalRateLimiter, RateLimiter};
 
 /// The `memory` backend. Clones share the same maps.
 #[derive(Debug, Clone, Default)]

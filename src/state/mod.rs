@@ -20,14 +20,11 @@ mod eviction;
 mod footprint;
 mod key_filter;
 mod memory;
+mod rate_limit;
 mod redis;
 mod redis_client;
 mod redis_conn;
 mod redis_keys;
-/// Certificates made per run, for the TLS tests of the `redis` backend and of `[state]`.
-#[cfg(test)]
-#[path = "../../tests/support/pki.rs"]
-pub(crate) mod test_pki;
 #[cfg(test)]
 mod test_records;
 /// The single test server, by the name the Sentinel and cluster test servers know it under.
@@ -52,6 +49,7 @@ pub use self::redis_client::RedisLogin;
 pub use embedded::{EmbeddedStore, DEFAULT_MAX_DISK_BYTES};
 pub use eviction::{report_memory_policy, MemoryPolicy};
 pub use memory::MemoryStore;
+pub use rate_limit::LocalRateLimiter;
 
 use crate::ledger::{StoredItem, StoredResponse};
 use crate::metrics::LedgerMeter;

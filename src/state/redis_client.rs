@@ -271,9 +271,9 @@ mod tests {
 
     use super::*;
     use crate::state::redis::test_server::{RedisServer, ServerTls};
-    use crate::state::test_pki::{Issued, TestCa};
     use crate::state::test_records::one_reasoning_item;
     use crate::state::{now_unix, RedisStore};
+    use crate::test_pki::{Issued, TestCa};
 
     /// A TLS-only `redis-server` whose certificate, for `names`, `ca` signed.
     fn tls_server(ca: &TestCa, names: &[&str], dir: &Path, auth_clients: bool) -> RedisServer {

@@ -1,7 +1,9 @@
 //! Logging and tracing: one subscriber for the process, text or JSON, filtered by `RUST_LOG` or
 //! the config; a span per request ([`RequestSpan`]) that every event logged while handling the
-//! request carries; and, with `[telemetry] otlp_endpoint`, the OTLP export of those spans.
+//! request carries; the access line of each request ([`access_log`]); and, with `[telemetry]
+//! otlp_endpoint`, the OTLP export of those spans.
 
+pub mod access_log;
 mod batch;
 mod log_every;
 #[cfg(test)]

@@ -16,8 +16,7 @@ use serde_json::value::RawValue;
 use crate::error::ApiError;
 use crate::gate::misspelling_of;
 
-/// The message type that is judged.
-pub(super) const RESPONSE_CREATE: &str = "response.create";
+pub(super) use crate::proxy::sockets::RESPONSE_CREATE;
 
 /// The longest event type an `unsupported_event` error repeats.
 const MAX_TYPE_SHOWN: usize = 100;

@@ -7,7 +7,9 @@
 //!   `max_buffered_bytes` from its frame's head until it is judged and forwarded.
 //! - `relay`: the loop that carries messages both ways, judging the client's.
 //! - `message`: which client messages are judged, and the error events.
-//! - `turns`: the socket's memory of its earlier turns, which later messages continue.
+//! - `turns`: the socket's memory of its earlier turns, which later messages continue: a
+//!   source of earlier turns the judge asks as it asks the ledger
+//!   ([`EarlierTurns`](super::earlier_turns::EarlierTurns)).
 //! - [`fuzzing`]: the client's side (frames and message heads) as its fuzz target drives it.
 //!
 //! The upgrade is authenticated, rate limited and routed as a request is, and holds one
@@ -16,7 +18,7 @@
 //! status in the error envelope); without one, the first `response.create` chooses the
 //! provider by its model and opens it (a refusal is then an error event). The access line is
 //! written once, when the socket closes. When the server shuts down, its sockets close with
-//! 1001 (see [`OpenSockets`]).
+//! 1001 (see [`OpenSockets`](super::sockets::OpenSockets)).
 
 mod frames;
 pub mod fuzzing;
@@ -26,159 +28,26 @@ mod relay;
 mod turns;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::request::Parts;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 use tracing::Instrument;
 
 pub(crate) use handshake::is_upgrade;
-pub(crate) use turns::{SocketTurns, Turn};
+use turns::SocketTurns;
 
-use super::access_log::{AccessRecord, REQUEST_ID_HEADER};
 use super::body::{full, ProxyBody};
 use super::exchange::Exchange;
 use super::phases::RequestContext;
 use super::state::ProxyState;
-use crate::config::ServerConfig;
 use crate::error::ApiError;
+use crate::telemetry::access_log::{AccessRecord, SocketCounts, REQUEST_ID_HEADER};
 
 /// The upstream path WebSocket mode serves.
 const RESPONSES: &str = "/responses";
-
-/// The limits of a socket.
-#[derive(Debug, Clone)]
-pub struct SocketLimits {
-    /// The largest client message (and frame): `max_body_bytes`; larger closes with 1009.
-    pub max_message_bytes: usize,
-    /// A socket on which nothing passed for this long is closed (1001).
-    pub idle: Duration,
-    /// The longest life of a socket.
-    pub max_duration: Duration,
-    /// The client event types forwarded unjudged (`websocket_client_events`, less
-    /// `response.create`, which is always judged).
-    pub client_events: Arc<[String]>,
-}
-
-impl SocketLimits {
-    /// The limits `[server]` sets.
-    pub fn of(server: &ServerConfig) -> SocketLimits {
-        SocketLimits {
-            max_message_bytes: server.max_body_bytes,
-            idle: server.websocket_idle_timeout,
-            max_duration: server.websocket_max_duration,
-            client_events: server
-                .websocket_client_events
-                .iter()
-                .filter(|kind| kind.as_str() != message::RESPONSE_CREATE)
-                .cloned()
-                .collect(),
-        }
-    }
-}
-
-/// Where the server's shutdown stands, as open sockets see it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Stage {
-    /// Serving.
-    Serving,
-    /// Shutting down: a socket closes (1001) as soon as no turn is streaming on it.
-    Draining,
-    /// The grace period is over: every socket closes (1001) now.
-    Closing,
-}
-
-/// The open WebSockets of one worker, which the server tells when it shuts down and waits for.
-#[derive(Debug)]
-pub struct OpenSockets {
-    stage: watch::Sender<Stage>,
-}
-
-impl Default for OpenSockets {
-    fn default() -> Self {
-        OpenSockets {
-            stage: watch::Sender::new(Stage::Serving),
-        }
-    }
-}
-
-impl OpenSockets {
-    /// How many sockets are open.
-    pub fn count(&self) -> usize {
-        self.stage.receiver_count()
-    }
-
-    /// Shutdown began: each socket closes with 1001 once no turn streams on it.
-    pub fn drain(&self) {
-        self.stage.send_replace(Stage::Draining);
-    }
-
-    /// The grace period is over: every socket closes with 1001 now.
-    pub fn close_all(&self) {
-        self.stage.send_replace(Stage::Closing);
-    }
-
-    /// Waits until every socket has closed.
-    pub async fn closed(&self) {
-        self.stage.closed().await;
-    }
-
-    /// A new socket's view of the shutdown; it counts as open while this lives.
-    fn watch(&self) -> watch::Receiver<Stage> {
-        let mut stage = self.stage.subscribe();
-        if *stage.borrow() != Stage::Serving {
-            stage.mark_changed();
-        }
-        stage
-    }
-}
-
-/// What passed on a socket, for its access line.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SocketCounts {
-    /// Data messages from the client.
-    pub messages_in: u64,
-    /// Data messages from the provider passed on to the client.
-    pub messages_out: u64,
-    /// Client messages judged and forwarded.
-    pub forwarded: u64,
-    /// Client messages refused with an error event.
-    pub refused: u64,
-    /// The refused messages by the error's `code`, in the order the codes first came.
-    pub refused_codes: Vec<(String, u64)>,
-    /// How the socket ended: `client_closed`, `provider_closed`, `idle_timeout`,
-    /// `max_duration`, `message_too_large`, `overloaded`, `protocol_error`, `shutdown`,
-    /// `client_gone`, `provider_gone`.
-    pub ended: &'static str,
-}
-
-impl SocketCounts {
-    /// Counts a message refused with `code`.
-    fn refused(&mut self, code: &str) {
-        self.refused += 1;
-        match self.refused_codes.iter_mut().find(|(known, _)| known == code) {
-            Some((_, count)) => *count += 1,
-            None => self.refused_codes.push((code.to_owned(), 1)),
-        }
-    }
-
-    /// The refused messages by code, as the access line has them: `code=N,code=N`; `None`
-    /// when none was refused.
-    pub fn refused_by_code(&self) -> Option<String> {
-        if self.refused_codes.is_empty() {
-            return None;
-        }
-        let by_code: Vec<String> = self
-            .refused_codes
-            .iter()
-            .map(|(code, count)| format!("{code}={count}"))
-            .collect();
-        Some(by_code.join(","))
-    }
-}
 
 /// Answers a WebSocket upgrade (see [`is_upgrade`]): 101 and the relay, or the error envelope.
 /// The socket runs on a task of its own, which writes the access line as it closes.
@@ -263,7 +132,7 @@ async fn serve(
         .map_err(|error| ApiError::BodyUnreadable(format!("the upgrade failed: {error}")))?;
     let (read, write) = tokio::io::split(TokioIo::new(upgraded));
     let turns = Arc::new(SocketTurns::default());
-    cx.on_socket(turns.clone());
+    cx.continuing(turns.clone());
     let post = post_head(&upgrade);
     let relay = relay::Relay {
         state,

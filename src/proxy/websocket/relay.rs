@@ -32,13 +32,14 @@ use super::frames::{ClientReader, ClientWriter, Incoming, ReadError};
 use super::handshake::{open, UpstreamSocket};
 use super::message::{error_event, event_type, limit_reached_event, read_head, unsupported, Head};
 use super::turns::{Pending, SocketTurns};
-use super::{SocketCounts, SocketLimits, Stage};
 use crate::error::ApiError;
 use crate::ledger::{AnswerKind, Tap, TapLimits};
 use crate::metrics::{LedgerOp, LedgerResult};
 use crate::proxy::phases::{Decided, RequestContext};
+use crate::proxy::sockets::{SocketLimits, Stage};
 use crate::proxy::state::ProxyState;
 use crate::routing::PathRoute;
+use crate::telemetry::access_log::SocketCounts;
 
 /// The client's connection, as the relay reads and writes it.
 type ClientIo = TokioIo<Upgraded>;

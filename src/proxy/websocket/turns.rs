@@ -14,24 +14,12 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, PoisonError};
 
 use crate::gate::ChainFacts;
-use crate::ledger::{CallIds, Owner, ResponseRecord, Tap};
+use crate::ledger::{Owner, ResponseRecord, Tap};
+use crate::proxy::earlier_turns::{EarlierTurns, Turn};
 use crate::proxy::ledger::recording::Recording;
 
 /// The most responses a socket remembers; the oldest are forgotten first.
 const MAX_REMEMBERED: usize = 1024;
-
-/// What a forwarded `response.create` message was, as the socket remembers it.
-#[derive(Debug, Clone)]
-pub(crate) struct Turn {
-    /// The provider it went to.
-    pub provider: String,
-    /// Its `model`.
-    pub model: Option<String>,
-    /// The response it continues.
-    pub previous_response_id: Option<String>,
-    /// The `call_id`s of the calls among its input items.
-    pub input_call_ids: CallIds,
-}
 
 /// A response the provider produced on the socket.
 #[derive(Debug)]
@@ -60,35 +48,6 @@ pub(crate) struct SocketTurns {
 }
 
 impl SocketTurns {
-    /// The chain that response `id` ends, when it was produced on this socket: its owner and
-    /// every call of its responses and their requests, newest first; complete when the walk
-    /// reached a turn that continued nothing.
-    pub(crate) fn chain(&self, id: &str) -> Option<ChainFacts> {
-        let remembered = self.remembered.lock().unwrap_or_else(PoisonError::into_inner);
-        let first = remembered.by_id.get(id)?;
-        let mut call_ids = Vec::new();
-        let mut complete = false;
-        let mut next = Some(first);
-        for _ in 0..MAX_REMEMBERED {
-            let Some(produced) = next else { break };
-            call_ids.extend(produced.call_ids.iter().cloned());
-            match &produced.previous {
-                None => {
-                    complete = true;
-                    break;
-                }
-                Some(previous) => next = remembered.by_id.get(previous),
-            }
-        }
-        Some(ChainFacts {
-            owner: first.owner.clone(),
-            call_ids,
-            complete,
-            // Produced on this socket, so for its own team.
-            team: None,
-        })
-    }
-
     /// Remembers response `record`, the answer to `turn`; `stored` is false when the turn
     /// asked for `store: false`.
     pub(crate) fn remember(&self, turn: &Turn, record: &ResponseRecord, stored: bool) {
@@ -144,6 +103,35 @@ impl SocketTurns {
     pub(crate) fn is_evicted(&self, id: &str) -> bool {
         let remembered = self.remembered.lock().unwrap_or_else(PoisonError::into_inner);
         remembered.evicted.contains(id)
+    }
+}
+
+impl EarlierTurns for SocketTurns {
+    /// The chain that response `id` ends, when it was produced on this socket.
+    fn chain(&self, id: &str) -> Option<ChainFacts> {
+        let remembered = self.remembered.lock().unwrap_or_else(PoisonError::into_inner);
+        let first = remembered.by_id.get(id)?;
+        let mut call_ids = Vec::new();
+        let mut complete = false;
+        let mut next = Some(first);
+        for _ in 0..MAX_REMEMBERED {
+            let Some(produced) = next else { break };
+            call_ids.extend(produced.call_ids.iter().cloned());
+            match &produced.previous {
+                None => {
+                    complete = true;
+                    break;
+                }
+                Some(previous) => next = remembered.by_id.get(previous),
+            }
+        }
+        Some(ChainFacts {
+            owner: first.owner.clone(),
+            call_ids,
+            complete,
+            // Produced on this socket, so for its own team.
+            team: None,
+        })
     }
 }
 

@@ -84,7 +84,7 @@ use self::recent::Recent;
 use self::tables::Store;
 use self::tables::{digest_key, item_key, record_keys, response_key, Keyspaces, ReadResponse};
 use super::key_filter::{KeyFilter, StoreKey};
-use super::{now_unix, StoreError};
+use super::{now_unix, LocalRateLimiter, StoreError};
 use crate::ledger::{StoredItem, StoredResponse};
 
 mod budget;
@@ -94,11 +94,8 @@ mod recent;
 mod tables;
 mod writer;
 use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult, StateMeter};
-use crate::proxy::rate_limit::{LocalRateLimiter, RateLimiter};
 
-/// `[state] max_disk_bytes` when left out: 1 GiB, a small volume's worth (about 2 million
-/// records of a typical answer; docs/operations.md#records-are-never-forgotten-silently).
-pub const DEFAULT_MAX_DISK_BYTES: u64 = 1024 * 1024 * 1024;
+pub use crate::config::DEFAULT_MAX_DISK_BYTES;
 
 /// How often the writer compares the tree's size with `[state] max_disk_bytes`.
 const BUDGET_EVERY: Duration = Duration::from_secs(5);

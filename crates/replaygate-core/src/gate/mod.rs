@@ -59,7 +59,7 @@ pub use request::{
 };
 pub use schema::{SchemaCache, SchemaLimits};
 pub use tool_rules::{glob_set, PinnedSchema, ToolRules};
-pub use verdict::{Action, Insert, Reason, Repair, Verdict, Violation};
+pub use verdict::{Action, Decision, Insert, Reason, Repair, Verdict, Violation};
 
 /// The gate with its schema cache. Share one per process (it is `Send + Sync`).
 #[derive(Debug, Default)]

@@ -226,6 +226,51 @@ impl Action {
     }
 }
 
+/// What happened to a judged request, as the access log, the audit log and the metrics name it
+/// (docs/operations.md): a verdict comes to exactly one of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Forwarded with no violation.
+    Allowed,
+    /// At least one violation's action is `reject`: answered 422.
+    Rejected,
+    /// Forwarded with `monitor` violations only.
+    Monitored,
+    /// Forwarded with items cut out (`strip`).
+    Stripped,
+    /// Forwarded with members cut out of items (`repair`).
+    Repaired,
+}
+
+impl Decision {
+    /// Every decision, in declaration order.
+    pub const ALL: [Decision; 5] = [
+        Decision::Allowed,
+        Decision::Rejected,
+        Decision::Monitored,
+        Decision::Stripped,
+        Decision::Repaired,
+    ];
+
+    /// The decision as logs and metric labels spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allowed => "allowed",
+            Decision::Rejected => "rejected",
+            Decision::Monitored => "monitored",
+            Decision::Stripped => "stripped",
+            Decision::Repaired => "repaired",
+        }
+    }
+}
+
+impl std::fmt::Display for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One input item the target provider should not receive, why, and what the policy does about it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Violation {
@@ -335,6 +380,22 @@ impl Verdict {
         self.rejected == 0
     }
 
+    /// What the verdict comes to: rejected when any violation rejects, else stripped, repaired
+    /// or monitored by the first of those it has, else allowed.
+    pub fn decision(&self) -> Decision {
+        if !self.is_allowed() {
+            Decision::Rejected
+        } else if !self.stripped.is_empty() {
+            Decision::Stripped
+        } else if self.repaired() > 0 {
+            Decision::Repaired
+        } else if self.monitored > 0 {
+            Decision::Monitored
+        } else {
+            Decision::Allowed
+        }
+    }
+
     /// The listed violations with `action`.
     pub fn with_action(&self, action: Action) -> impl Iterator<Item = &Violation> {
         self.violations.iter().filter(move |v| v.action == action)
@@ -426,6 +487,36 @@ mod tests {
             pointer: None,
             message: String::new(),
         }
+    }
+
+    #[test]
+    fn a_verdict_comes_to_one_decision_rejects_first() {
+        let mut verdict = Verdict::default();
+        assert_eq!(verdict.decision(), Decision::Allowed);
+        verdict.push_with(Reason::UnknownTool, Action::Monitor, Some(0), 8, || {
+            violation(Reason::UnknownTool, Action::Monitor)
+        });
+        assert_eq!(verdict.decision(), Decision::Monitored);
+        verdict.repair_cuts.push(1);
+        assert_eq!(verdict.decision(), Decision::Repaired);
+        verdict.push_with(Reason::Namespaced, Action::Strip, Some(2), 8, || {
+            violation(Reason::Namespaced, Action::Strip)
+        });
+        assert_eq!(verdict.decision(), Decision::Stripped);
+        verdict.push_with(Reason::Status, Action::Reject, Some(3), 8, || {
+            violation(Reason::Status, Action::Reject)
+        });
+        assert_eq!(verdict.decision(), Decision::Rejected);
+        let words: Vec<String> = Decision::ALL
+            .iter()
+            .map(|d| serde_json::to_string(d).unwrap())
+            .collect();
+        let spelled: Vec<String> = Decision::ALL.iter().map(|d| format!("\"{d}\"")).collect();
+        assert_eq!(words, spelled, "serialized as spelled");
+        assert_eq!(
+            Decision::ALL.map(Decision::as_str),
+            ["allowed", "rejected", "monitored", "stripped", "repaired"]
+        );
     }
 
     #[test]

@@ -1,48 +1,96 @@
-//! One structured log line per request: who asked, where it went, what the gate said.
+//! One structured log line per request: who asked, where it went, what the gate said
+//! (docs/operations.md). The record is filled in along the request path by the proxy and
+//! read by the metrics when the request ends, so it lives below both.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 
-use super::websocket::SocketCounts;
+use super::RequestSpan;
 use crate::error::ApiError;
-use crate::gate::{Action, Verdict};
-use crate::telemetry::RequestSpan;
+use crate::gate::{Decision, Verdict};
 
 /// The response header that carries the request id back to the client.
 pub const REQUEST_ID_HEADER: &str = "x-replaygate-request-id";
 
-/// What the gate decided, as logged.
+/// `stream_error` of an answer whose client went away before its end, and `error` of a request
+/// whose client went away before its answer's head.
+pub(crate) const CLIENT_GONE: &str = "client_gone";
+
+/// What became of a request, as its access line says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
+pub enum RequestDecision {
     /// The path is not gated.
     Ungated,
-    /// Every item may go to the provider.
-    Allowed,
-    /// At least one violation's action is `reject`: the request was answered 422.
-    Rejected,
-    /// Forwarded, with violations whose action is `monitor`.
-    Monitored,
-    /// Forwarded with items cut out (`strip`).
-    Stripped,
-    /// Forwarded with members cut out of items (`repair`).
-    Repaired,
+    /// The gate judged it: what its verdict came to.
+    Judged(Decision),
     /// The proxy refused the request before or after gating (bad body, no route, upstream down).
     Error,
 }
 
-impl Decision {
-    fn as_str(self) -> &'static str {
+impl RequestDecision {
+    /// The `decision` field's value.
+    pub fn as_str(self) -> &'static str {
         match self {
-            Decision::Ungated => "ungated",
-            Decision::Allowed => "allowed",
-            Decision::Rejected => "rejected",
-            Decision::Monitored => "monitored",
-            Decision::Stripped => "stripped",
-            Decision::Repaired => "repaired",
-            Decision::Error => "error",
+            RequestDecision::Ungated => "ungated",
+            RequestDecision::Judged(decision) => decision.as_str(),
+            RequestDecision::Error => "error",
         }
+    }
+
+    /// The decision the metrics count (docs/operations.md#metrics): an ungated request counts
+    /// as allowed; `None` for an error.
+    pub fn counted(self) -> Option<Decision> {
+        match self {
+            RequestDecision::Ungated => Some(Decision::Allowed),
+            RequestDecision::Judged(decision) => Some(decision),
+            RequestDecision::Error => None,
+        }
+    }
+}
+
+/// What passed on a WebSocket, for its access line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SocketCounts {
+    /// Data messages from the client.
+    pub messages_in: u64,
+    /// Data messages from the provider passed on to the client.
+    pub messages_out: u64,
+    /// Client messages judged and forwarded.
+    pub forwarded: u64,
+    /// Client messages refused with an error event.
+    pub refused: u64,
+    /// The refused messages by the error's `code`, in the order the codes first came.
+    pub refused_codes: Vec<(String, u64)>,
+    /// How the socket ended: `client_closed`, `provider_closed`, `idle_timeout`,
+    /// `max_duration`, `message_too_large`, `overloaded`, `protocol_error`, `shutdown`,
+    /// `client_gone`, `provider_gone`.
+    pub ended: &'static str,
+}
+
+impl SocketCounts {
+    /// Counts a message refused with `code`.
+    pub(crate) fn refused(&mut self, code: &str) {
+        self.refused += 1;
+        match self.refused_codes.iter_mut().find(|(known, _)| known == code) {
+            Some((_, count)) => *count += 1,
+            None => self.refused_codes.push((code.to_owned(), 1)),
+        }
+    }
+
+    /// The refused messages by code, as the access line has them: `code=N,code=N`; `None`
+    /// when none was refused.
+    pub fn refused_by_code(&self) -> Option<String> {
+        if self.refused_codes.is_empty() {
+            return None;
+        }
+        let by_code: Vec<String> = self
+            .refused_codes
+            .iter()
+            .map(|(code, count)| format!("{code}={count}"))
+            .collect();
+        Some(by_code.join(","))
     }
 }
 
@@ -57,11 +105,12 @@ pub struct AccessRecord {
     method: Option<Method>,
     path: String,
     team: Option<String>,
-    /// The client key's id (see [`super::teams::Caller::key_id`]), never the key.
+    /// The client key's id (its configured `id`, else a digest's first hex digits), never the
+    /// key.
     key_id: Option<Arc<str>>,
     provider: Option<String>,
     model: Option<String>,
-    decision: Decision,
+    decision: RequestDecision,
     reasons: Vec<&'static str>,
     monitored: usize,
     error_code: Option<String>,
@@ -97,7 +146,7 @@ impl AccessRecord {
             key_id: None,
             provider: None,
             model: None,
-            decision: Decision::Ungated,
+            decision: RequestDecision::Ungated,
             reasons: Vec::new(),
             monitored: 0,
             error_code: None,
@@ -112,14 +161,14 @@ impl AccessRecord {
         self.span.span()
     }
 
-    /// Notes the client key's team and id.
-    pub fn caller(&mut self, caller: Option<&super::teams::Caller>) {
-        self.team = caller.map(|caller| caller.team.name.clone());
+    /// Notes the client key's team and id (`None`: anonymous).
+    pub fn caller(&mut self, caller: Option<(&str, &Arc<str>)>) {
+        self.team = caller.map(|(team, _)| team.to_owned());
         if let Some(team) = &self.team {
             self.span.team(team);
         }
-        if let Some(caller) = caller {
-            self.key_id(&caller.key_id);
+        if let Some((_, key_id)) = caller {
+            self.key_id(key_id);
         }
     }
 
@@ -138,17 +187,7 @@ impl AccessRecord {
 
     /// Notes the gate's verdict: the decision, and every reason listed (rejected or monitored).
     pub fn judged(&mut self, verdict: &Verdict) {
-        self.decision = if !verdict.is_allowed() {
-            Decision::Rejected
-        } else if !verdict.stripped.is_empty() {
-            Decision::Stripped
-        } else if verdict.count(Action::Repair) > 0 {
-            Decision::Repaired
-        } else if verdict.monitored > 0 {
-            Decision::Monitored
-        } else {
-            Decision::Allowed
-        };
+        self.decision = RequestDecision::Judged(verdict.decision());
         self.monitored = verdict.monitored;
         for violation in &verdict.violations {
             let reason = violation.reason.as_str();
@@ -161,7 +200,7 @@ impl AccessRecord {
     /// Notes that the proxy answered with an error of its own.
     pub fn refused(&mut self, error: &ApiError) {
         if !matches!(error, ApiError::Rejected { .. }) {
-            self.decision = Decision::Error;
+            self.decision = RequestDecision::Error;
         }
         self.error_code = Some(error.code().to_owned());
     }
@@ -174,9 +213,9 @@ impl AccessRecord {
     /// The decision the line and the span show: a socket on which a message was refused is
     /// `rejected`, whatever its last message was. (The metrics count each refused message as
     /// a request of its own, so they keep the socket's last decision.)
-    fn shown_decision(&self) -> Decision {
+    fn shown_decision(&self) -> RequestDecision {
         match &self.socket {
-            Some(socket) if socket.refused > 0 => Decision::Rejected,
+            Some(socket) if socket.refused > 0 => RequestDecision::Judged(Decision::Rejected),
             _ => self.decision,
         }
     }
@@ -251,7 +290,7 @@ impl AccessRecord {
     }
 
     /// What the gate (or the proxy) decided so far.
-    pub fn decision(&self) -> Decision {
+    pub fn decision(&self) -> RequestDecision {
         self.decision
     }
 }
@@ -260,7 +299,7 @@ impl AccessRecord {
 /// answered with `status` and the envelope's `code`.
 pub fn write_unparsed(request_id: &str, status: StatusCode, code: &str, bytes_out: usize) {
     let mut record = AccessRecord::unparsed(request_id.to_owned());
-    record.decision = Decision::Error;
+    record.decision = RequestDecision::Error;
     record.error_code = Some(code.to_owned());
     record.write(&Outcome {
         status,
@@ -300,7 +339,6 @@ impl Outcome {
     /// Whether the client went away before the answer's end (before its head, or during its
     /// body).
     pub fn client_gone(&self) -> bool {
-        use super::exchange::CLIENT_GONE;
         self.error == Some(CLIENT_GONE) || self.stream_error.as_deref() == Some(CLIENT_GONE)
     }
 }
