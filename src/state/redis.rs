@@ -356,16 +356,23 @@ impl RedisStore {
                 if self.inner.connector.gives_up(&err) {
                     self.drop_connection(used);
                 }
-                Err(self.failed(&err))
+                // The client's own deadline is the store's timeout too: said the same way.
+                match err.is_timeout() {
+                    true => Err(self.no_answer()),
+                    false => Err(self.failed(&err)),
+                }
             }
             Err(_elapsed) => {
                 self.drop_connection(used);
-                Err(StoreError::Unavailable(format!(
-                    "redis did not answer within {:?}",
-                    self.inner.timeout
-                )))
+                Err(self.no_answer())
             }
         }
+    }
+
+    /// A call that Redis did not answer within the timeout, naming it (`/readyz` and the
+    /// start line show it: docs/operations.md#state-backends).
+    fn no_answer(&self) -> StoreError {
+        StoreError::Unavailable(format!("redis did not answer within {:?}", self.inner.timeout))
     }
 
     /// The connection in use, made now if there is none, and whether it was made by this
@@ -730,6 +737,10 @@ mod tests {
                 put.unwrap_err(),
             ] {
                 assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+                assert!(
+                    err.to_string().ends_with("redis did not answer within 250ms"),
+                    "{err}"
+                );
             }
             // The timeout, plus slack for a loaded machine.
             assert!(elapsed < timeout + Duration::from_secs(1), "{elapsed:?}");
@@ -754,6 +765,10 @@ mod tests {
         let started = Instant::now();
         let err = store.ping().await.unwrap_err();
         assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "the state backend is unavailable: redis did not answer within 250ms"
+        );
         assert!(
             started.elapsed() < timeout + Duration::from_secs(1),
             "{:?}",
