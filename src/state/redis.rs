@@ -336,14 +336,18 @@ impl RedisStore {
         Fut: Future<Output = RedisResult<T>>,
     {
         let mut used = None;
+        // Whether the failure, if any, was in making a connection (asking the sentinels,
+        // reaching the master they name, learning a cluster's nodes) rather than in the call.
+        let mut connecting = true;
         let attempt = async {
             let (conn, generation, fresh) = self.connection().await?;
-            used = Some(generation);
+            (used, connecting) = (Some(generation), false);
             match call(conn).await {
                 Err(err) if !fresh && self.inner.connector.renews(&err) => {
                     self.drop_connection(Some(generation));
+                    connecting = true;
                     let (conn, generation, _) = self.connection().await?;
-                    used = Some(generation);
+                    (used, connecting) = (Some(generation), false);
                     call(conn).await
                 }
                 answer => answer,
@@ -357,9 +361,12 @@ impl RedisStore {
                     self.drop_connection(used);
                 }
                 // The client's own deadline is the store's timeout too: said the same way.
-                match err.is_timeout() {
-                    true => Err(self.no_answer()),
-                    false => Err(self.failed(&err)),
+                if err.is_timeout() {
+                    Err(self.no_answer())
+                } else if connecting {
+                    Err(self.no_connection(&err))
+                } else {
+                    Err(self.failed(&err))
                 }
             }
             Err(_elapsed) => {
@@ -367,6 +374,13 @@ impl RedisStore {
                 Err(self.no_answer())
             }
         }
+    }
+
+    /// A connection that could not be made, naming the way it was sought (the sentinels and
+    /// the master's name, the cluster's nodes): `/readyz` and the start line show it
+    /// (docs/operations.md#redis-for-several-replicas).
+    fn no_connection(&self, err: &RedisError) -> StoreError {
+        StoreError::Unavailable(format!("redis: no connection via {}: {err}", self.inner.server))
     }
 
     /// A call that Redis did not answer within the timeout, naming it (`/readyz` and the
