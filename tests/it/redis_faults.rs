@@ -194,10 +194,11 @@ async fn a_server_certificate_for_another_host_is_refused_and_named() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_answering_late_is_unavailable_within_the_timeout_and_holds_nothing_else() {
+    const TIMEOUT: Duration = Duration::from_secs(1);
     let redis = RedisServer::start();
     let relay = SlowRelay::start(redis.port(), Duration::ZERO).await;
     let upstream = Upstream::json(200, ANSWER).await;
-    let state = format!("url = \"{}\"\ntimeout = \"500ms\"", relay.url());
+    let state = format!("url = \"{}\"\ntimeout = \"1s\"", relay.url());
     let mut proxy = proxy(&upstream, &state, "").await;
     let address = proxy.addr.to_string();
     let first = post(&address, &json!({"model": "gpt-5", "input": "hi"})).await;
@@ -211,29 +212,36 @@ async fn a_redis_answering_late_is_unavailable_within_the_timeout_and_holds_noth
     relay.set_delay(Duration::from_secs(2));
     let lookup = tokio::spawn({
         let address = address.clone();
-        async move { refused_within(&address, Duration::from_millis(1500)).await }
+        async move {
+            let answer = refused_within(&address, TIMEOUT + Duration::from_secs(1)).await;
+            (answer, Instant::now())
+        }
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     // A request that needs no lookup is answered while the lookup waits.
+    let plain_sent = Instant::now();
     let plain = post(&address, &json!({"model": "gpt-5", "input": "hi again"})).await;
+    // Its body ends once its record is written or has failed (bounded by the timeout too).
+    let plain_whole = plain_sent.elapsed();
     assert_eq!(plain.status, 200, "{}", plain.body);
     assert_eq!(plain.body["id"], "resp_fault_1", "{}", plain.body);
+    let (refused, refused_at) = lookup.await.unwrap();
     assert!(
-        plain.head_after < Duration::from_millis(400),
-        "{:?}",
-        plain.head_after
+        plain_sent + plain.head_after < refused_at,
+        "the request that needs no lookup waited for the one that does"
     );
-    let refused = lookup.await.unwrap();
-    // It waited for Redis, up to the timeout, and not for the late reply.
-    assert!(
-        refused.head_after >= Duration::from_millis(400),
-        "{:?}",
-        refused.head_after
+    // The lookup waited for Redis up to the timeout, not for its late reply.
+    assert!(refused.head_after >= TIMEOUT * 9 / 10, "{:?}", refused.head_after);
+    assert!(plain_whole < TIMEOUT + Duration::from_secs(1), "{plain_whole:?}");
+    eprintln!(
+        "replies 2 s late, timeout {TIMEOUT:?}: a lookup refused after {:?}; meanwhile a request \
+         needing none answered after {:?}, whole (its record failing) after {plain_whole:?}",
+        refused.head_after, plain.head_after,
     );
     let (status, body) = readyz(proxy.admin().await).await;
     assert_eq!(status, 503, "{body}");
     let error = body["state"]["error"].as_str().unwrap();
-    assert!(error.contains("redis did not answer within 500ms"), "{error}");
+    assert!(error.contains("redis did not answer within 1s"), "{error}");
     assert_eq!(upstream.received().len(), 2, "nothing refused was forwarded");
 
     // Under `on_unavailable = "allow"` the same request is judged without the ledger, as soon.
@@ -241,7 +249,7 @@ async fn a_redis_answering_late_is_unavailable_within_the_timeout_and_holds_noth
     let allowed = post(&allowing.addr.to_string(), &continuation("call_never_made")).await;
     assert_eq!(allowed.status, 200, "{}", allowed.body);
     assert!(
-        allowed.head_after < Duration::from_millis(1500),
+        allowed.head_after < TIMEOUT + Duration::from_secs(1),
         "{:?}",
         allowed.head_after
     );
@@ -319,20 +327,28 @@ async fn a_requests_lookups_share_one_round_trip() {
     assert_eq!(quick.status, 200, "{}", quick.body);
 
     relay.set_delay(D);
-    let slow = post(&address, &replaying_continuation()).await;
-    assert_eq!(slow.status, 200, "{}", slow.body);
-    assert_eq!(upstream.received().len(), 3);
+    // Fewer than two round trips more than at loopback speed: the three lookups went out
+    // together (asked one after another they take three, 1.2 s more). The best of three tries,
+    // so a moment of load on a busy machine does not fail it; every try waits one at least.
+    let limit = quick.head_after + 2 * D;
+    let mut tries = Vec::new();
+    for _ in 0..3 {
+        let slow = post(&address, &replaying_continuation()).await;
+        assert_eq!(slow.status, 200, "{}", slow.body);
+        assert!(slow.head_after >= D, "{:?}", slow.head_after);
+        tries.push(slow.head_after);
+        if slow.head_after < limit {
+            break;
+        }
+    }
     eprintln!(
-        "lookups with replies held {D:?}: head after {:?} (at loopback speed {:?})",
-        slow.head_after, quick.head_after
-    );
-    // At least one round trip was waited for, and fewer than two: the three lookups went out
-    // together. Asked one after another they take three (1.2 s more than at loopback speed).
-    assert!(slow.head_after >= D, "{:?}", slow.head_after);
-    assert!(
-        slow.head_after < quick.head_after + 2 * D,
-        "{:?} with {:?} at loopback speed",
-        slow.head_after,
+        "lookups with replies held {D:?}: answered after {tries:?} (at loopback speed {:?})",
         quick.head_after
     );
+    assert!(
+        tries.iter().any(|took| *took < limit),
+        "{tries:?}, {:?} at loopback speed",
+        quick.head_after
+    );
+    assert_eq!(upstream.received().len(), 2 + tries.len());
 }
