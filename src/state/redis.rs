@@ -336,14 +336,18 @@ impl RedisStore {
         Fut: Future<Output = RedisResult<T>>,
     {
         let mut used = None;
+        // Whether the failure, if any, was in making a connection (asking the sentinels,
+        // reaching the master they name, learning a cluster's nodes) rather than in the call.
+        let mut connecting = true;
         let attempt = async {
             let (conn, generation, fresh) = self.connection().await?;
-            used = Some(generation);
+            (used, connecting) = (Some(generation), false);
             match call(conn).await {
                 Err(err) if !fresh && self.inner.connector.renews(&err) => {
                     self.drop_connection(Some(generation));
+                    connecting = true;
                     let (conn, generation, _) = self.connection().await?;
-                    used = Some(generation);
+                    (used, connecting) = (Some(generation), false);
                     call(conn).await
                 }
                 answer => answer,
@@ -356,16 +360,33 @@ impl RedisStore {
                 if self.inner.connector.gives_up(&err) {
                     self.drop_connection(used);
                 }
-                Err(self.failed(&err))
+                // The client's own deadline is the store's timeout too: said the same way.
+                if err.is_timeout() {
+                    Err(self.no_answer())
+                } else if connecting {
+                    Err(self.no_connection(&err))
+                } else {
+                    Err(self.failed(&err))
+                }
             }
             Err(_elapsed) => {
                 self.drop_connection(used);
-                Err(StoreError::Unavailable(format!(
-                    "redis did not answer within {:?}",
-                    self.inner.timeout
-                )))
+                Err(self.no_answer())
             }
         }
+    }
+
+    /// A connection that could not be made, naming the way it was sought (the sentinels and
+    /// the master's name, the cluster's nodes): `/readyz` and the start line show it
+    /// (docs/operations.md#redis-for-several-replicas).
+    fn no_connection(&self, err: &RedisError) -> StoreError {
+        StoreError::Unavailable(format!("redis: no connection via {}: {err}", self.inner.server))
+    }
+
+    /// A call that Redis did not answer within the timeout, naming it (`/readyz` and the
+    /// start line show it: docs/operations.md#state-backends).
+    fn no_answer(&self) -> StoreError {
+        StoreError::Unavailable(format!("redis did not answer within {:?}", self.inner.timeout))
     }
 
     /// The connection in use, made now if there is none, and whether it was made by this
@@ -695,6 +716,10 @@ mod tests {
                 put.unwrap_err(),
             ] {
                 assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+                assert!(
+                    err.to_string().ends_with("redis did not answer within 250ms"),
+                    "{err}"
+                );
             }
             // The timeout, plus slack for a loaded machine.
             assert!(elapsed < timeout + Duration::from_secs(1), "{elapsed:?}");
@@ -719,6 +744,10 @@ mod tests {
         let started = Instant::now();
         let err = store.ping().await.unwrap_err();
         assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "the state backend is unavailable: redis did not answer within 250ms"
+        );
         assert!(
             started.elapsed() < timeout + Duration::from_secs(1),
             "{:?}",

@@ -352,6 +352,28 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_expired_certificate_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = TestCa::new("replaygate test redis CA");
+        let server = ca.issue_expired(&["127.0.0.1"], dir.path(), "server");
+        let ca_file = ca.write(dir.path(), "server-ca");
+        let server = RedisServer::start_with(
+            &[],
+            Some(&ServerTls {
+                cert: &server.cert,
+                key: &server.key,
+                ca: &ca_file,
+                auth_clients: false,
+            }),
+        );
+        let err = refused(&store(&server.url(), &trusting(&ca, dir.path()))).await;
+        assert!(
+            err.contains("invalid peer certificate: certificate expired"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
     async fn tls_never_falls_back_to_plain_and_plain_never_reaches_a_tls_port() {
         let dir = tempfile::tempdir().unwrap();
         let plain = RedisServer::start();

@@ -1,6 +1,7 @@
 //! The `redis` backend on a real three-node Redis Cluster: records round-trip with their items
 //! spread over the slots (ids with braces and 10 KB ids included), rate limits are shared, and
-//! a node that redirects forever ends in an unavailable store within the timeout.
+//! a node that redirects forever ends in an unavailable store within the timeout, and nodes that
+//! refuse connections are named in the error.
 
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -144,6 +145,16 @@ async fn a_cluster_that_goes_away_is_unavailable_never_empty() {
             started.elapsed()
         );
     }
+}
+
+#[tokio::test]
+async fn nodes_that_refuse_connections_are_named_in_the_error() {
+    let port = super::redis::test_server::free_port();
+    let store = store(&[port], Duration::from_millis(500));
+    let err = store.ping().await.unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+    let way = format!("redis: no connection via cluster 127.0.0.1:{port}: ");
+    assert!(err.to_string().contains(&way), "{err}");
 }
 
 /// A fake cluster node: it says it holds every slot, then answers every other command with

@@ -169,7 +169,15 @@ async fn a_sentinel_naming_an_unreachable_master_is_unavailable_within_the_timeo
     let dir = tempfile::tempdir().unwrap();
     // Nothing listens where the master should be.
     let nowhere = start_sentinel(dir.path(), "gone", free_port());
-    every_call_is_unavailable(&store(&[nowhere.port()], "gone", Duration::from_millis(300))).await;
+    let gone = store(&[nowhere.port()], "gone", Duration::from_millis(300));
+    every_call_is_unavailable(&gone).await;
+    // The error names the way to the master, not only the refusal.
+    let err = gone.ping().await.unwrap_err().to_string();
+    let way = format!(
+        "redis: no connection via sentinels 127.0.0.1:{} (master gone): ",
+        nowhere.port()
+    );
+    assert!(err.contains(&way), "{err}");
 
     // The master accepts connections and never answers.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -30,6 +30,7 @@ mod proxy_routing;
 mod proxy_streaming;
 mod pydantic_ai_e2e;
 mod real_clients;
+mod redis_faults;
 mod redis_ha;
 mod redis_managed;
 mod replicas;

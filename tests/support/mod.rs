@@ -16,4 +16,5 @@ pub mod redis_ha;
 pub mod redis_server;
 pub mod scripted_provider;
 pub mod serve;
+pub mod slow_relay;
 pub mod upstream;

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use rcgen::{date_time_ymd, BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 
 /// A certificate authority of the test's own.
 pub struct TestCa {
@@ -39,9 +39,28 @@ impl TestCa {
     /// A certificate for `names` (DNS names, or IP addresses written as such) signed by this
     /// CA, written to `dir/{stem}.pem` and `dir/{stem}.key`.
     pub fn issue(&self, names: &[&str], dir: &Path, stem: &str) -> Issued {
+        self.issue_with(names, dir, stem, |_| {})
+    }
+
+    /// As [`TestCa::issue`], for a certificate that expired on 1 January 2020.
+    pub fn issue_expired(&self, names: &[&str], dir: &Path, stem: &str) -> Issued {
+        self.issue_with(names, dir, stem, |params| {
+            params.not_before = date_time_ymd(2019, 1, 1);
+            params.not_after = date_time_ymd(2020, 1, 1);
+        })
+    }
+
+    fn issue_with(
+        &self,
+        names: &[&str],
+        dir: &Path,
+        stem: &str,
+        adjust: impl FnOnce(&mut CertificateParams),
+    ) -> Issued {
         let names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
         let mut params = CertificateParams::new(names).unwrap();
         params.distinguished_name.push(DnType::CommonName, stem);
+        adjust(&mut params);
         let key = KeyPair::generate().unwrap();
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         let issued = Issued {
