@@ -1,3 +1,5 @@
+//! Tests of reading and checking `proxy.toml`: every key, its default and its config errors.
+
 use std::io::Write;
 
 use super::*;

@@ -1,3 +1,5 @@
+//! Tests of SigV4 signing: canonical requests, signatures against known values, credentials.
+
 use std::time::{Duration, SystemTime};
 
 use super::*;
