@@ -17,7 +17,9 @@ impl Ledger {
     /// absent: unknown provenance is not a violation. Counted as a `lookup`: `ok` when the
     /// store knew any of them, `miss` when it knew none, `error` when it could not answer.
     pub async fn provenance(&self, query: &LedgerQuery) -> Result<Provenance, StoreError> {
-        let looked_up = self.look_up(query).await;
+        // Boxed: the lookups held together make a large future, which would otherwise be part
+        // of (and moved with) every request's judge future, the ledger's or not.
+        let looked_up = Box::pin(self.look_up(query)).await;
         let result = match &looked_up {
             Ok(facts)
                 if facts.items.is_empty()
