@@ -16,7 +16,7 @@
 //! - [`cli`], [`check`], [`commands`], [`telemetry`]: the command line, `replaygate check`,
 //!   `replaygate config check` and `keys new`, and logging.
 #![forbid(unsafe_code)]
-#![warn(missing_docs, rust_2018_idioms)]
+#![warn(missing_docs, rust_2018_idioms, unreachable_pub)]
 
 pub mod admin;
 pub mod check;
@@ -24,15 +24,17 @@ pub mod cli;
 pub mod commands;
 pub use replaygate_core::{gate, json, ledger};
 pub mod config;
-pub mod error;
+pub(crate) mod error;
 pub mod keys;
 pub mod metrics;
 pub mod proxy;
 pub mod reload;
-pub mod routing;
+pub(crate) mod routing;
 pub mod state;
 pub mod telemetry;
 /// Certificates made per run, for the TLS tests of the `redis` backend and of `[state]`.
 #[cfg(test)]
+// Shared with the integration tests, whose crate sets its visibility.
+#[allow(unreachable_pub)]
 #[path = "../tests/support/pki.rs"]
 pub(crate) mod test_pki;

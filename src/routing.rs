@@ -327,7 +327,7 @@ fn own_path(base_url: &str) -> Option<String> {
 /// Joins a provider's `base_url`, an upstream path from [`PathRoute`] and the
 /// request's query string, with exactly one `/` at the joint. An empty query
 /// is dropped.
-pub fn upstream_url(base_url: &str, upstream_path: &str, query: Option<&str>) -> String {
+pub(crate) fn upstream_url(base_url: &str, upstream_path: &str, query: Option<&str>) -> String {
     let base = if upstream_path.starts_with('/') {
         base_url.strip_suffix('/').unwrap_or(base_url)
     } else {

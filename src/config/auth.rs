@@ -40,7 +40,7 @@ pub enum Auth {
 }
 
 /// The service name `aws_sigv4` signs for when `service` is left out.
-pub const DEFAULT_SIGV4_SERVICE: &str = "bedrock";
+pub(super) const DEFAULT_SIGV4_SERVICE: &str = "bedrock";
 
 const EXPECTED: &str =
     r#""passthrough", "none" or a table with one key: bearer_env, header_env or aws_sigv4"#;

@@ -51,7 +51,7 @@ impl Default for StateConfig {
 pub(super) const DEFAULT_STATE_PATH: &str = "replaygate-state";
 /// `[state] max_disk_bytes` when left out: 1 GiB, a small volume's worth (about 2 million
 /// records of a typical answer; docs/operations.md#records-are-never-forgotten-silently).
-pub const DEFAULT_MAX_DISK_BYTES: u64 = 1024 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_DISK_BYTES: u64 = 1024 * 1024 * 1024;
 /// `[state] key_prefix` when left out.
 pub(super) const DEFAULT_KEY_PREFIX: &str = "replaygate";
 /// `[state] timeout` when left out.

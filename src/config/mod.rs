@@ -29,17 +29,19 @@ use std::time::Duration;
 
 use globset::Glob;
 
-pub use auth::{Auth, DEFAULT_SIGV4_SERVICE};
-pub use error::ConfigError;
-pub use item_profile::read_file as read_item_profile;
-pub use ledger::{
+pub(crate) use auth::Auth;
+pub(crate) use error::ConfigError;
+pub(crate) use item_profile::read_file as read_item_profile;
+pub(crate) use ledger::{
     EncryptedContentScope, LedgerConfig, OnUnavailable, StateConfig, UnknownOwner, DEFAULT_MAX_DISK_BYTES,
 };
-pub use redis_access::{ClientCertFiles, RedisAccess};
-pub use redis_target::{NodeAddr, RedisTarget};
-pub use sections::{AdminConfig, GateConfig, LogConfig, LogFormat, ServerConfig};
-pub use teams::{AuditConfig, ClientKey, PinnedTool, PinnedTools, StateGrant, TeamConfig, TeamMode};
-pub use telemetry::TelemetryConfig;
+pub(crate) use redis_access::RedisAccess;
+pub(crate) use redis_target::{NodeAddr, RedisTarget};
+pub(crate) use sections::{AdminConfig, GateConfig, ServerConfig};
+pub use sections::{LogConfig, LogFormat};
+pub use teams::ClientKey;
+pub(crate) use teams::{AuditConfig, PinnedTool, PinnedTools, StateGrant, TeamConfig, TeamMode};
+pub(crate) use telemetry::TelemetryConfig;
 
 use file::ConfigFile;
 

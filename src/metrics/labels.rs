@@ -11,7 +11,7 @@ use crate::gate::Decision;
 use crate::telemetry::access_log::RequestDecision;
 
 /// The label value of "none": no provider chosen, no team.
-pub const NONE: &str = "-";
+pub(super) const NONE: &str = "-";
 
 /// `replaygate_requests_total{provider,team,decision}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -110,7 +110,7 @@ pub(crate) fn counted(decision: RequestDecision, answered: bool) -> Option<Decis
 
 /// The `code` of an upstream error, when `error` is one: the provider could not be reached or
 /// did not answer in time.
-pub fn upstream_error_code(error: &ApiError) -> Option<&'static str> {
+pub(super) fn upstream_error_code(error: &ApiError) -> Option<&'static str> {
     match error {
         ApiError::UpstreamUnavailable { .. } => Some("upstream_unavailable"),
         ApiError::UpstreamTimeout { .. } => Some("upstream_timeout"),
@@ -172,7 +172,7 @@ impl LedgerResult {
 }
 
 /// The operations and results that can happen together, each counted from zero.
-pub const LEDGER_OUTCOMES: [(LedgerOp, LedgerResult); 10] = [
+pub(super) const LEDGER_OUTCOMES: [(LedgerOp, LedgerResult); 10] = [
     (LedgerOp::Lookup, LedgerResult::Ok),
     (LedgerOp::Lookup, LedgerResult::Miss),
     (LedgerOp::Lookup, LedgerResult::Error),

@@ -18,11 +18,11 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-pub use histogram::LatencyHistogram;
-pub use labels::{LedgerOp, LedgerResult, NONE};
-pub use ledger::LedgerMeter;
-pub use meters::{Meters, ProviderMeter, RequestMeter};
-pub use state::StateMeter;
+pub(crate) use histogram::LatencyHistogram;
+pub(crate) use labels::{LedgerOp, LedgerResult};
+pub(crate) use ledger::LedgerMeter;
+pub(crate) use meters::{Meters, RequestMeter};
+pub(crate) use state::StateMeter;
 
 use labels::{
     LedgerLabels, ProviderLabels, RequestLabels, ResponseViolationLabels, ResultLabels, TeamLabels,

@@ -20,7 +20,7 @@ use crate::telemetry::{batched, BatchedWriter, FlushGuard};
 
 /// One line of the audit log.
 #[derive(Debug, Serialize)]
-pub struct AuditLine<'a> {
+pub(crate) struct AuditLine<'a> {
     /// When the request was judged (RFC 3339, UTC, milliseconds).
     pub ts: String,
     /// The request id (also in the access log and the answer's `x-replaygate-request-id`).
@@ -44,7 +44,7 @@ pub struct AuditLine<'a> {
 
 /// A violation as audited: no message (it may quote argument values).
 #[derive(Debug, Serialize)]
-pub struct AuditViolation<'a> {
+pub(crate) struct AuditViolation<'a> {
     /// The item's position; `null` for a violation about `tools[i]`.
     pub index: Option<usize>,
     /// The reason code.
@@ -59,7 +59,7 @@ impl<'a> AuditLine<'a> {
     /// The line for a request with id `request_id`, judged as `verdict`, whose body hashed to
     /// `body_sha256` ([`body_sha256`]).
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub(crate) fn new(
         request_id: &'a str,
         team: Option<&'a str>,
         key_id: Option<&'a str>,
@@ -95,7 +95,7 @@ impl<'a> AuditLine<'a> {
 /// that do not fit the request's tools. The request's own line comes first, with the same
 /// `request_id`.
 #[derive(Debug, Serialize)]
-pub struct ResponseAuditLine<'a> {
+pub(crate) struct ResponseAuditLine<'a> {
     /// When the answer was read (RFC 3339, UTC, milliseconds).
     pub ts: String,
     /// Always `response`: this line is about an answer, not a judged request.
@@ -114,7 +114,7 @@ pub struct ResponseAuditLine<'a> {
 
 /// A flagged call as audited: no message (it may quote argument values).
 #[derive(Debug, Serialize)]
-pub struct ResponseAuditViolation<'a> {
+pub(crate) struct ResponseAuditViolation<'a> {
     /// The call's position in the answer's `output`.
     pub index: usize,
     /// The reason code.
@@ -126,7 +126,7 @@ pub struct ResponseAuditViolation<'a> {
 impl<'a> ResponseAuditLine<'a> {
     /// The line for `violations` of the answer `response_id` that `provider` gave request
     /// `request_id`.
-    pub fn new(
+    pub(crate) fn new(
         request_id: &'a str,
         team: Option<&'a str>,
         provider: &'a str,
@@ -154,7 +154,7 @@ impl<'a> ResponseAuditLine<'a> {
 
 /// SHA-256 of `body`, hex: what an audit line says of the bytes received. Computed where the
 /// body is judged (on the blocking pool for large bodies), not on the worker.
-pub fn body_sha256(body: &[u8]) -> String {
+pub(crate) fn body_sha256(body: &[u8]) -> String {
     hex::encode(Sha256::digest(body))
 }
 

@@ -13,7 +13,7 @@ use crate::state::StoreError;
 use crate::telemetry::LogEvery;
 
 /// `retry-after` for a wait: whole seconds, rounded up, at least 1.
-pub fn retry_after_secs(wait: Duration) -> u64 {
+pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
     let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
     secs.max(1)
 }

@@ -10,7 +10,7 @@ use tokio::sync::Semaphore;
 use super::audit::AuditLog;
 use super::body::BodyLimits;
 use super::budget::BufferBudget;
-pub use super::build_error::BuildError;
+pub(crate) use super::build_error::BuildError;
 use super::ledger::{Ledger, LedgerSettings};
 use super::provider::Credential;
 use super::rate_limit::UncountedRates;

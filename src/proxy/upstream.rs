@@ -13,7 +13,7 @@ use crate::error::ApiError;
 
 /// What is sent upstream: everything but the URL comes from the client's request.
 #[derive(Debug)]
-pub struct Outbound<'r> {
+pub(crate) struct Outbound<'r> {
     /// The client's method.
     pub method: Method,
     /// The path after `/v1`, starting with `/`.
@@ -30,7 +30,10 @@ pub struct Outbound<'r> {
 ///
 /// Dropping the returned body (the client went away) drops the upstream response and so
 /// closes the upstream request.
-pub async fn forward(provider: &Provider, outbound: Outbound<'_>) -> Result<Response<ProxyBody>, ApiError> {
+pub(crate) async fn forward(
+    provider: &Provider,
+    outbound: Outbound<'_>,
+) -> Result<Response<ProxyBody>, ApiError> {
     let unconfigured = |reason: String| ApiError::ProviderUnconfigured {
         provider: provider.name().to_owned(),
         reason,

@@ -234,7 +234,7 @@ where
 ///
 /// The clock runs only while the body waits for the provider, from the first poll that finds
 /// no frame, so a client slow to take the frames does not count against the provider.
-pub struct ReadTimeout {
+pub(crate) struct ReadTimeout {
     inner: Incoming,
     timeout: Duration,
     sleep: Option<Pin<Box<Sleep>>>,
@@ -255,7 +255,7 @@ impl ReadTimeout {
 /// The error a body ends with when its provider fell silent.
 #[derive(Debug, thiserror::Error)]
 #[error("no data from the provider for {} ms (read_timeout)", .0.as_millis())]
-pub struct ReadTimedOut(Duration);
+pub(crate) struct ReadTimedOut(Duration);
 
 impl Body for ReadTimeout {
     type Data = Bytes;

@@ -34,6 +34,8 @@ use self::redis::test_server as redis_server;
 mod redis_cluster_tests;
 /// The Sentinel and cluster test servers.
 #[cfg(test)]
+// Shared with the integration tests, whose crate sets its visibility.
+#[allow(unreachable_pub)]
 #[allow(dead_code)]
 #[path = "../../tests/support/redis_ha.rs"]
 mod redis_ha;
@@ -44,11 +46,12 @@ mod write_health;
 use std::num::NonZeroU32;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub use self::redis::{RedisStore, DEFAULT_TIMEOUT, GCRA_SCRIPT};
+pub use self::redis::RedisStore;
 pub use self::redis_client::RedisLogin;
-pub use embedded::{EmbeddedStore, DEFAULT_MAX_DISK_BYTES};
-pub use eviction::{report_memory_policy, MemoryPolicy};
-pub use memory::MemoryStore;
+pub(crate) use embedded::EmbeddedStore;
+pub use eviction::report_memory_policy;
+pub(crate) use eviction::MemoryPolicy;
+pub(crate) use memory::MemoryStore;
 pub use rate_limit::LocalRateLimiter;
 
 use crate::ledger::{StoredItem, StoredResponse};

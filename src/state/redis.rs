@@ -46,9 +46,6 @@ use crate::config::RedisTarget;
 mod policy;
 use crate::ledger::{StoredItem, StoredResponse};
 
-/// How long one call may take, connecting included, unless configured otherwise.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
-
 /// The `redis` backend. Cheap to clone: clones share one connection.
 #[derive(Clone)]
 pub struct RedisStore {
@@ -467,7 +464,7 @@ fn from_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreErr
 /// microseconds of Redis server time; `ARGV[1]` is `T` and `ARGV[2]` the tolerance, in
 /// microseconds. Returns 0 when the request is counted, else how many microseconds until one
 /// would be (a refused request is not counted).
-pub const GCRA_SCRIPT: &str = r#"
+pub(super) const GCRA_SCRIPT: &str = r#"
 if redis.replicate_commands then redis.replicate_commands() end
 local interval = tonumber(ARGV[1])
 local tolerance = tonumber(ARGV[2])
@@ -494,6 +491,8 @@ fn gcra_params(per_minute: NonZeroU32) -> (u64, u64) {
 
 /// A `redis-server` of a test's own, on a free loopback port, killed when dropped.
 #[cfg(test)]
+// Shared with the integration tests, whose crate sets its visibility.
+#[allow(unreachable_pub)]
 #[path = "../../tests/support/redis_server.rs"]
 pub(crate) mod test_server;
 
@@ -769,7 +768,7 @@ mod tests {
     #[test]
     fn an_invalid_url_is_refused_without_repeating_it() {
         for url in ["http://:hunter2@127.0.0.1/", "redis://:hunter2@[::1/"] {
-            let err = RedisStore::connect(url, "rg-test", DEFAULT_TIMEOUT).unwrap_err();
+            let err = RedisStore::connect(url, "rg-test", Duration::from_millis(500)).unwrap_err();
             assert!(!err.to_string().contains("hunter2"), "{err}");
         }
     }

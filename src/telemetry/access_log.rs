@@ -12,7 +12,7 @@ use crate::error::ApiError;
 use crate::gate::{Decision, Verdict};
 
 /// The response header that carries the request id back to the client.
-pub const REQUEST_ID_HEADER: &str = "x-replaygate-request-id";
+pub(crate) const REQUEST_ID_HEADER: &str = "x-replaygate-request-id";
 
 /// `stream_error` of an answer whose client went away before its end, and `error` of a request
 /// whose client went away before its answer's head.
@@ -297,7 +297,7 @@ impl AccessRecord {
 
 /// Writes the log line of a request hyper could not parse (so it has no method or path),
 /// answered with `status` and the envelope's `code`.
-pub fn write_unparsed(request_id: &str, status: StatusCode, code: &str, bytes_out: usize) {
+pub(crate) fn write_unparsed(request_id: &str, status: StatusCode, code: &str, bytes_out: usize) {
     let mut record = AccessRecord::unparsed(request_id.to_owned());
     record.decision = RequestDecision::Error;
     record.error_code = Some(code.to_owned());

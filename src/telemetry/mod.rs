@@ -3,7 +3,7 @@
 //! request carries; the access line of each request ([`access_log`]); and, with `[telemetry]
 //! otlp_endpoint`, the OTLP export of those spans.
 
-pub mod access_log;
+pub(crate) mod access_log;
 mod batch;
 mod log_every;
 #[cfg(test)]
@@ -13,10 +13,10 @@ mod plain_fields;
 mod propagation;
 mod request_span;
 
-pub use batch::{batched, BatchedWriter, FlushGuard};
+pub(crate) use batch::{batched, BatchedWriter, FlushGuard};
 pub(crate) use log_every::LogEvery;
 pub(crate) use propagation::to_provider as traceparent_to_provider;
-pub use request_span::RequestSpan;
+pub(crate) use request_span::RequestSpan;
 
 use tracing::Subscriber;
 use tracing_subscriber::fmt::MakeWriter;

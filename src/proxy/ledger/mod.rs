@@ -4,9 +4,9 @@
 //! answer as it streams ([`recording`]).
 
 pub(crate) mod carry;
-pub mod conversations;
-pub mod facts;
-pub mod recording;
+pub(crate) mod conversations;
+pub(crate) mod facts;
+pub(crate) mod recording;
 
 use std::time::Duration;
 

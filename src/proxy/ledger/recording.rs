@@ -101,7 +101,7 @@ impl CallsCheck {
 type Write = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// An answer body read by the ledger's tap as it streams.
-pub struct RecordingBody {
+pub(crate) struct RecordingBody {
     inner: ProxyBody,
     ledger: Arc<Ledger>,
     /// `None` once the record was written or given up.
@@ -117,7 +117,7 @@ pub struct RecordingBody {
 impl RecordingBody {
     /// Taps `inner`, an answer with `headers`, if it is one the ledger reads (JSON or events);
     /// otherwise returns it as it is.
-    pub fn wrap(
+    pub(crate) fn wrap(
         inner: ProxyBody,
         headers: &HeaderMap,
         ledger: Arc<Ledger>,
@@ -348,13 +348,13 @@ impl Drop for RecordingBody {
 /// The response header naming the function calls of a JSON answer that do not fit the
 /// request's tools, e.g. `arguments_schema@output[1]`: the client is warned before it runs a
 /// tool on them.
-pub const RESPONSE_VIOLATIONS_HEADER: &str = "x-replaygate-response-violations";
+pub(crate) const RESPONSE_VIOLATIONS_HEADER: &str = "x-replaygate-response-violations";
 
 /// The allowed answer `response` to `recording`'s request, as the ledger records it. A JSON
 /// answer whose produced calls are to be checked, and whose `Content-Length` is within the
 /// tap's JSON cap, is read whole first, so its head can carry
 /// [`RESPONSE_VIOLATIONS_HEADER`]; any other answer streams through a [`RecordingBody`].
-pub async fn record(
+pub(crate) async fn record(
     response: Response<ProxyBody>,
     ledger: Arc<Ledger>,
     recording: Recording,

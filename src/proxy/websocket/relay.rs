@@ -87,7 +87,7 @@ enum Flow {
 impl Relay<'_, '_> {
     /// Relays until either side closes or goes away, the socket stays idle, or it reaches its
     /// longest life.
-    pub async fn run(mut self) -> SocketCounts {
+    pub(super) async fn run(mut self) -> SocketCounts {
         let deadline = Instant::now() + self.limits.max_duration;
         let mut last_activity = Instant::now();
         loop {

@@ -147,7 +147,7 @@ pub(super) struct Pending {
 
 impl Pending {
     /// Reads one server message as the event it is.
-    pub fn feed(&mut self, text: &str) {
+    pub(super) fn feed(&mut self, text: &str) {
         // One `data:` line: line breaks in JSON are whitespace, so a space keeps its meaning.
         let mut event = Vec::with_capacity(text.len() + 8);
         event.extend_from_slice(b"data: ");

@@ -95,13 +95,13 @@ mod tables;
 mod writer;
 use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult, StateMeter};
 
-pub use crate::config::DEFAULT_MAX_DISK_BYTES;
+pub(crate) use crate::config::DEFAULT_MAX_DISK_BYTES;
 
 /// How often the writer compares the tree's size with `[state] max_disk_bytes`.
 const BUDGET_EVERY: Duration = Duration::from_secs(5);
 
 /// The longest a committed batch waits to be made durable (written to disk with an fsync).
-pub const DURABLE_EVERY: Duration = Duration::from_millis(500);
+pub(super) const DURABLE_EVERY: Duration = Duration::from_millis(500);
 
 /// The tree's directory inside the state directory.
 const TREE_DIR: &str = "ledger";
