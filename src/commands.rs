@@ -14,7 +14,7 @@ use crate::keys;
 /// Where the configuration comes from when none is named on the command line: `./proxy.toml`
 /// when it exists, else (`None`) the default built into the binary. `explicit` is `--config`,
 /// which also carries `$REPLAYGATE_CONFIG`.
-pub fn config_path(explicit: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn config_path(explicit: Option<&Path>) -> Option<PathBuf> {
     match explicit {
         Some(path) => Some(path.to_owned()),
         None => Some(PathBuf::from("proxy.toml")).filter(|path| path.exists()),

@@ -31,14 +31,14 @@ use pace::Pace;
 pub use thread::AdminThread;
 
 /// The most connections the admin listener holds open; more wait to be accepted.
-pub const MAX_CONNECTIONS: usize = 64;
+pub(crate) const MAX_CONNECTIONS: usize = 64;
 
 /// The most requests the admin listener serves a second, after a burst of
 /// [`REQUEST_BURST`]; more wait their turn.
-pub const REQUESTS_PER_SECOND: u32 = 1000;
+pub(crate) const REQUESTS_PER_SECOND: u32 = 1000;
 
 /// How many requests may come at once without waiting.
-pub const REQUEST_BURST: u32 = 100;
+pub(crate) const REQUEST_BURST: u32 = 100;
 
 /// Time a client has to send a request head.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);

@@ -11,7 +11,7 @@ use super::{RedisAccess, RedisTarget};
 #[derive(Debug, Clone, PartialEq, Eq)]
 // One value per loaded configuration: the size of its largest variant costs nothing.
 #[allow(clippy::large_enum_variant)]
-pub enum StateConfig {
+pub(crate) enum StateConfig {
     /// `backend = "memory"`: in this process only; forgotten on restart (tests).
     Memory,
     /// `backend = "embedded"` (the default): files in a directory of this host.
@@ -58,8 +58,9 @@ pub(super) const DEFAULT_KEY_PREFIX: &str = "replaygate";
 pub(super) const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(500);
 
 impl StateConfig {
-    /// The backend's name, as `[state] backend` spells it.
-    pub fn backend(&self) -> &'static str {
+    /// The backend's name, as `[state] backend` spells it (read by the tests).
+    #[cfg(test)]
+    pub(crate) fn backend(&self) -> &'static str {
         match self {
             StateConfig::Memory => "memory",
             StateConfig::Embedded { .. } => "embedded",
@@ -97,7 +98,7 @@ impl StateConfig {
 
 /// `[ledger]`: what the provenance ledger records and how requests use it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LedgerConfig {
+pub(crate) struct LedgerConfig {
     /// `enabled`: record every allowed `/responses` answer and check requests against the
     /// records; default true.
     pub enabled: bool,
@@ -137,7 +138,7 @@ impl Default for LedgerConfig {
 
 impl LedgerConfig {
     /// `retention_hours` as a duration.
-    pub fn retention(&self) -> Duration {
+    pub(crate) fn retention(&self) -> Duration {
         Duration::from_secs(u64::from(self.retention_hours) * 3600)
     }
 
@@ -156,7 +157,7 @@ impl LedgerConfig {
 /// `[ledger] on_unavailable`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum OnUnavailable {
+pub(crate) enum OnUnavailable {
     /// Answer 503 `ledger_unavailable` (the default).
     #[default]
     Refuse,

@@ -53,7 +53,7 @@ const EMBEDDED_DEFAULT: &str = include_str!("../../proxy.toml");
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// `default_provider`: used when no path prefix and no model route applies.
-    pub default_provider: Option<String>,
+    pub(crate) default_provider: Option<String>,
     /// `[server]`.
     pub server: ServerConfig,
     /// `[admin]`.
@@ -65,16 +65,16 @@ pub struct Config {
     /// `[providers.NAME]`, by name; there is at least one.
     pub providers: BTreeMap<String, ProviderConfig>,
     /// `[[routes]]`, in file order: the first whose glob matches the model wins.
-    pub routes: Vec<RouteConfig>,
+    pub(crate) routes: Vec<RouteConfig>,
     /// `[teams.NAME]`, by name. Empty: every client is anonymous and the global policy applies.
     /// Not empty: every request needs a client key that one of them lists.
     pub teams: BTreeMap<String, TeamConfig>,
     /// `[audit]`: where judged requests are recorded; `None`: nowhere.
-    pub audit: Option<AuditConfig>,
+    pub(crate) audit: Option<AuditConfig>,
     /// `[state]`: where the ledger and the team rate limits live.
-    pub state: StateConfig,
+    pub(crate) state: StateConfig,
     /// `[ledger]`: the provenance ledger.
-    pub ledger: LedgerConfig,
+    pub(crate) ledger: LedgerConfig,
     /// `[telemetry]`: the OpenTelemetry export of request spans (off by default).
     pub telemetry: TelemetryConfig,
 }
@@ -102,7 +102,7 @@ pub struct ProviderConfig {
     pub item_profile: Option<std::sync::Arc<crate::gate::ItemProfile>>,
     /// `item_profile = { file = "..." }`: the file the profile was read from (absolute),
     /// watched with the configuration; `None` for a built-in profile or none.
-    pub item_profile_file: Option<std::path::PathBuf>,
+    pub(crate) item_profile_file: Option<std::path::PathBuf>,
 }
 
 impl ProviderConfig {
@@ -140,7 +140,7 @@ impl Config {
 
     /// Parses and checks configuration text; relative paths in it are taken from `base_dir`
     /// (itself taken from the current directory when relative).
-    pub fn from_toml_in(text: &str, base_dir: &Path) -> Result<Config, ConfigError> {
+    pub(crate) fn from_toml_in(text: &str, base_dir: &Path) -> Result<Config, ConfigError> {
         let file: ConfigFile =
             toml::from_str(text).map_err(|error| ConfigError::Parse { path: None, error })?;
         file.validate(&absolute_dir(base_dir))

@@ -24,7 +24,7 @@ pub struct ServerConfig {
     /// `header_read_timeout_ms`: time a client has to send the request head.
     pub header_read_timeout: Duration,
     /// `body_read_timeout_ms`: time a client has to send the whole request body.
-    pub body_read_timeout: Duration,
+    pub(crate) body_read_timeout: Duration,
     /// `max_concurrent_requests`: requests handled at the same time, at least 1.
     pub max_concurrent_requests: usize,
     /// `shutdown_grace_ms`: time in-flight requests get to finish after a
@@ -37,10 +37,10 @@ pub struct ServerConfig {
     pub watch_config: bool,
     /// `websocket_idle_timeout_ms`: a WebSocket on which no message passed either way for this
     /// long is closed (default 5 minutes).
-    pub websocket_idle_timeout: Duration,
+    pub(crate) websocket_idle_timeout: Duration,
     /// `websocket_max_duration_ms`: the longest a WebSocket stays open (default 60 minutes, the
     /// providers' own cap).
-    pub websocket_max_duration: Duration,
+    pub(crate) websocket_max_duration: Duration,
     /// `websocket_client_events`: the types of client events a WebSocket accepts. A
     /// `response.create` is always accepted and judged; the other types listed are forwarded
     /// unjudged (they carry no items), and any type not listed gets an `unsupported_event`
@@ -147,7 +147,7 @@ pub struct GateConfig {
     /// `[gate.rules]`: the action of each reason, where it differs from the default.
     pub rules: HashMap<Reason, Action>,
     /// `schema_cache_bytes`: weight budget of the cache of compiled tool schemas.
-    pub schema_cache_bytes: u64,
+    pub(crate) schema_cache_bytes: u64,
     /// `max_schema_bytes`: a tool schema larger than this is unusable
     /// (`tool_schema_invalid`).
     pub max_schema_bytes: usize,

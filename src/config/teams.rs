@@ -54,7 +54,7 @@ pub enum StateGrant {
 
 impl StateGrant {
     /// Whether the grant lets team `team` name the owner's state.
-    pub fn grants(&self, team: &str) -> bool {
+    pub(crate) fn grants(&self, team: &str) -> bool {
         match self {
             StateGrant::Nobody => false,
             StateGrant::Teams(teams) => teams.iter().any(|t| t == team),
@@ -88,7 +88,7 @@ impl ClientKey {
 
     /// What the access line, the audit line and the request span call the key: its id, else
     /// the first 8 hex digits of its digest.
-    pub fn log_id(&self) -> String {
+    pub(crate) fn log_id(&self) -> String {
         self.id
             .clone()
             .unwrap_or_else(|| crate::keys::short_id(&self.digest))
@@ -109,7 +109,7 @@ pub enum TeamMode {
 
 /// `[audit]`: the audit log, one JSON line per judged request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuditConfig {
+pub(crate) struct AuditConfig {
     /// `path`, resolved: absolute, a relative path taken from the directory of `proxy.toml`.
     pub path: PathBuf,
 }
@@ -118,14 +118,15 @@ pub struct AuditConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PinnedTools {
     /// The file, resolved like [`AuditConfig::path`].
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// Its tool definitions, in file order, each name once.
-    pub tools: Vec<PinnedTool>,
+    pub(crate) tools: Vec<PinnedTool>,
 }
 
 impl PinnedTools {
-    /// The pinned definition of the tool `name`.
-    pub fn get(&self, name: &str) -> Option<&PinnedTool> {
+    /// The pinned definition of the tool `name` (read by the tests).
+    #[cfg(test)]
+    pub(crate) fn get(&self, name: &str) -> Option<&PinnedTool> {
         self.tools.iter().find(|tool| tool.name == name)
     }
 }
@@ -134,7 +135,7 @@ impl PinnedTools {
 /// (`{"type": "function", "name": ..., "parameters": {...}}`; `type` may be left out). Other
 /// members (`description`, `strict`, ...) are allowed and not kept.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PinnedTool {
+pub(crate) struct PinnedTool {
     /// `name`.
     pub name: String,
     /// `parameters`, parsed: what a request's tool `parameters` is compared with, as JSON
@@ -143,5 +144,5 @@ pub struct PinnedTool {
     /// `parameters` exactly as written in the file: the schema source to compile (it compiled
     /// with the gate's schema compiler and the `[gate]` limits when the file was read).
     /// `Some` exactly when `parameters` is.
-    pub parameters_text: Option<String>,
+    pub(crate) parameters_text: Option<String>,
 }

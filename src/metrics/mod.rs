@@ -195,7 +195,7 @@ impl Metrics {
     }
 
     /// Counts one configuration reload.
-    pub fn config_reloaded(&self, ok: bool) {
+    pub(crate) fn config_reloaded(&self, ok: bool) {
         let result = if ok { "ok" } else { "error" };
         self.config_reloads.get_or_create(&ResultLabels { result }).inc();
     }

@@ -32,7 +32,7 @@ impl BufferBudget {
     }
 
     /// Whether `bytes` more would fit now (a hint: nothing is reserved).
-    pub fn would_fit(&self, bytes: usize) -> bool {
+    pub(crate) fn would_fit(&self, bytes: usize) -> bool {
         self.reserved().saturating_add(bytes) <= self.cap
     }
 

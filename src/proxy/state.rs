@@ -31,7 +31,7 @@ pub struct ProxyState {
     /// The configuration in force: routes, providers, teams, policy.
     snapshot: Arc<ArcSwap<Snapshot>>,
     /// How request bodies are read.
-    pub body_limits: BodyLimits,
+    pub(crate) body_limits: BodyLimits,
     /// The limits of a WebSocket (`[server] websocket_*`, and `max_body_bytes` per message).
     pub websocket: SocketLimits,
     /// This worker's open WebSockets, closed (1001) when the server shuts down.
@@ -41,7 +41,7 @@ pub struct ProxyState {
     /// Permits for judgments on the blocking pool, shared by all workers (one per worker).
     pub judges: Arc<Semaphore>,
     /// The number of permits `in_flight` started with.
-    pub max_in_flight: usize,
+    pub(crate) max_in_flight: usize,
     /// `max_buffered_bytes`: the request bodies held at once, shared by every worker.
     pub buffered: Arc<BufferBudget>,
     /// `[state]`: where the ledger and the team rate limits live.
@@ -51,7 +51,7 @@ pub struct ProxyState {
     /// The provenance ledger (`[ledger]`), unless it is off.
     pub ledger: Option<Arc<Ledger>>,
     /// What a team's request gets while its rate cannot be counted (`[ledger] on_unavailable`).
-    pub uncounted_rates: Arc<UncountedRates>,
+    pub(crate) uncounted_rates: Arc<UncountedRates>,
     /// The process's metric families (served on the admin listener).
     pub metrics: Arc<Metrics>,
 }
@@ -149,12 +149,12 @@ impl ProxyState {
     }
 
     /// The configuration in force now. A request loads it once and keeps it to its end.
-    pub fn snapshot(&self) -> Arc<Snapshot> {
+    pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
         self.snapshot.load_full()
     }
 
     /// Starts counting a request in the metrics, under the configuration in force.
-    pub fn meter(&self) -> RequestMeter {
+    pub(crate) fn meter(&self) -> RequestMeter {
         self.snapshot.load().meters.start()
     }
 
@@ -230,7 +230,7 @@ impl Reloader {
     }
 
     /// Reopens the audit log at the path `config` names (after logrotate moved the file).
-    pub fn reopen_audit(&self, config: &Config) {
+    pub(crate) fn reopen_audit(&self, config: &Config) {
         match (&self.audit, &config.audit) {
             (Some(log), Some(audit)) => {
                 if let Some(log) = log.upgrade() {

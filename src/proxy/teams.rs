@@ -40,19 +40,19 @@ pub struct Team {
 
 impl Team {
     /// Whether the team may send requests to provider `name`.
-    pub fn may_use_provider(&self, name: &str) -> bool {
+    pub(crate) fn may_use_provider(&self, name: &str) -> bool {
         self.providers
             .as_ref()
             .is_none_or(|allowed| allowed.iter().any(|p| p == name))
     }
 
     /// Whether the team may ask for `model`.
-    pub fn may_use_model(&self, model: &str) -> bool {
+    pub(crate) fn may_use_model(&self, model: &str) -> bool {
         self.models.as_ref().is_none_or(|set| set.is_match(model))
     }
 
     /// Whether the team's models are limited (so a request's model must be known).
-    pub fn limits_models(&self) -> bool {
+    pub(crate) fn limits_models(&self) -> bool {
         self.models.is_some()
     }
 
@@ -160,7 +160,7 @@ impl Teams {
     }
 
     /// The team called `name`.
-    pub fn by_name(&self, name: &str) -> Option<&Arc<Team>> {
+    pub(crate) fn by_name(&self, name: &str) -> Option<&Arc<Team>> {
         self.teams.iter().find(|team| team.name == name)
     }
 

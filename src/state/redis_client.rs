@@ -87,7 +87,7 @@ impl RedisLogin {
     }
 
     /// [`RedisLogin::read`], and the sentinels' password when `target` names one.
-    pub fn read_for(
+    pub(crate) fn read_for(
         target: &RedisTarget,
         access: &RedisAccess,
         env: &dyn Fn(&str) -> Option<String>,

@@ -209,7 +209,8 @@ enum Command {
 
 /// Who hears how a put's commit ended.
 enum Ack {
-    /// The caller, waiting for it.
+    /// The caller, waiting for it (the tests' `put_response`).
+    #[cfg(test)]
     Caller(oneshot::Sender<Result<(), StoreError>>),
     /// Nobody waits: the ledger's counters count it (`record` `ok` or `error`).
     Meter(LedgerMeter),
@@ -218,6 +219,7 @@ enum Ack {
 impl Ack {
     fn send(self, result: &Result<(), StoreError>) {
         match self {
+            #[cfg(test)]
             Ack::Caller(caller) => {
                 let _ = caller.send(result.clone());
             }
@@ -349,6 +351,8 @@ impl EmbeddedStore {
         })
     }
 
+    /// Writes `response` and waits for the commit (the tests' write; the ledger queues).
+    #[cfg(test)]
     pub(super) async fn put_response(&self, response: &StoredResponse) -> Result<(), StoreError> {
         let response = Arc::new(response.clone());
         let (ack, done) = oneshot::channel();
