@@ -22,7 +22,7 @@ pub(crate) fn config_path(explicit: Option<&Path>) -> Option<PathBuf> {
 }
 
 /// `replaygate config check`: loads the configuration as `serve` would and prints
-/// `config ok: SOURCE: SUMMARY` (see [`Config::summary`]) to `out`. Returns the exit code: 0, or
+/// `config ok: SOURCE: SUMMARY` (see `Config::summary`) to `out`. Returns the exit code: 0, or
 /// 2 after printing the error (with its file, line and column) to `err`.
 pub fn config_check(args: &ConfigCheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     let loaded = match config_path(args.config.as_deref()) {

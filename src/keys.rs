@@ -43,7 +43,7 @@ pub fn format_digest(digest: &[u8; 32]) -> String {
 
 /// A new client key: `rg-` and 32 bytes from the operating system's random source, in
 /// lowercase hex (67 characters in all). Fails only when that source cannot be read.
-pub fn new_key() -> std::io::Result<String> {
+pub(crate) fn new_key() -> std::io::Result<String> {
     let mut random = [0; KEY_RANDOM_BYTES];
     getrandom::fill(&mut random).map_err(std::io::Error::other)?;
     Ok(format!("{KEY_PREFIX}{}", hex::encode(random)))

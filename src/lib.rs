@@ -5,10 +5,10 @@
 //! - [`gate`]: the pure judge of request bodies (no I/O, no async), shared by the proxy and the
 //!   `check` command.
 //! - [`config`]: `proxy.toml`, parsed strictly and checked.
-//! - [`routing`]: which provider a request goes to, and whether it is gated.
+//! - `routing`: which provider a request goes to, and whether it is gated.
 //! - [`proxy`]: the hyper server and the request lifecycle (route, read body, gate, forward,
 //!   answer).
-//! - [`error`]: the one error type of the request path and its OpenAI error envelope.
+//! - `error`: the one error type of the request path and its OpenAI error envelope.
 //! - [`keys`]: client keys of teams and their digests.
 //! - [`ledger`]: the provenance ledger's tap: what a provider's answer produced (pure).
 //! - [`metrics`] and [`admin`]: the Prometheus metrics and the admin listener that serves them

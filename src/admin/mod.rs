@@ -3,7 +3,7 @@
 //!
 //! It is built to cost the proxy little whatever its clients do: it runs on a thread and
 //! runtime of its own ([`AdminThread`]), holds at most
-//! [`MAX_CONNECTIONS`] connections, and serves at most [`REQUESTS_PER_SECOND`] requests a second
+//! `MAX_CONNECTIONS` connections, and serves at most `REQUESTS_PER_SECOND` requests a second
 //! (after a burst); a request over that pace waits its turn. Encoding the metrics reads atomics
 //! and takes no lock the request path takes for long.
 
@@ -79,7 +79,7 @@ impl AdminState {
 
 /// Serves the admin routes on `listener` until `shutdown` completes, then closes every
 /// connection. Binding is the caller's job (tests pass a listener on port 0).
-pub async fn serve(listener: TcpListener, admin: AdminState, shutdown: impl Future<Output = ()>) {
+pub(crate) async fn serve(listener: TcpListener, admin: AdminState, shutdown: impl Future<Output = ()>) {
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())

@@ -101,25 +101,25 @@ impl StateConfig {
 pub(crate) struct LedgerConfig {
     /// `enabled`: record every allowed `/responses` answer and check requests against the
     /// records; default true.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// `store_items`: also keep the items' contents (texts, arguments, outputs,
     /// `encrypted_content`), which carrying a session needs; default false (ids, types, call ids
     /// and digests only).
-    pub store_items: bool,
+    pub(crate) store_items: bool,
     /// `carry_sessions`: answer a `previous_response_id` recorded for another provider by
     /// replaying the chain's recorded items instead of `foreign_previous_response`; needs
     /// `store_items`. Default false.
-    pub carry_sessions: bool,
+    pub(crate) carry_sessions: bool,
     /// `retention_hours`: how long a recorded response is kept, at least 1; default 720 (30 days).
-    pub retention_hours: u32,
+    pub(crate) retention_hours: u32,
     /// `on_unavailable`: what a request that needs the store gets while it does not answer.
-    pub on_unavailable: OnUnavailable,
+    pub(crate) on_unavailable: OnUnavailable,
     /// `max_chain`: the most responses one `previous_response_id` chain walk reads, at least 1;
     /// default 64.
-    pub max_chain: usize,
+    pub(crate) max_chain: usize,
     /// `unknown_owner`: whether an object route (`/responses/{id}`, `/conversations/{id}`, ...)
     /// naming an id the ledger holds no team for is forwarded, with teams configured.
-    pub unknown_owner: UnknownOwner,
+    pub(crate) unknown_owner: UnknownOwner,
 }
 
 impl Default for LedgerConfig {
@@ -170,7 +170,7 @@ pub(crate) enum OnUnavailable {
 /// an anonymous client).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum UnknownOwner {
+pub(crate) enum UnknownOwner {
     /// 404 `not_found`, as for another team's id (the default).
     #[default]
     Deny,
@@ -182,7 +182,7 @@ pub enum UnknownOwner {
 /// bound to, so which replays of it are `foreign_encrypted_content`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum EncryptedContentScope {
+pub(crate) enum EncryptedContentScope {
     /// Any model of the provider may read it (the default).
     #[default]
     Provider,

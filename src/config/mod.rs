@@ -1,7 +1,7 @@
 //! The proxy configuration, `proxy.toml`: parsed, checked and turned into
 //! plain values. Unknown keys and unusable values are errors that name the
 //! file, line and column. Secrets are not read here: the proxy reads the
-//! environment variables an [`Auth`] names itself.
+//! environment variables an `Auth` names itself.
 //!
 //! Relative paths in the file (`[teams.NAME] pinned_tools`, `[audit] path`, `[state] path`, `[state] tls_*_file`) are taken from the
 //! directory of the file and kept absolute; the files they name are read and checked here, so a
@@ -84,19 +84,19 @@ pub struct Config {
 pub struct ProviderConfig {
     /// `base_url`: an http(s) URL without query or fragment, with any path
     /// kept and one trailing `/` removed, e.g. `https://api.openai.com/v1`.
-    pub base_url: String,
+    pub(crate) base_url: String,
     /// `auth`: how the proxy authenticates upstream.
-    pub auth: Auth,
+    pub(crate) auth: Auth,
     /// `namespaces`, resolved: see [`ProviderConfig::namespaces`].
     namespaces: Vec<String>,
     /// `connect_timeout_ms`: time allowed to open a connection upstream.
-    pub connect_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
     /// `read_timeout_ms`: longest silence allowed between two reads from the
     /// upstream; not a deadline for the whole response.
-    pub read_timeout: Duration,
+    pub(crate) read_timeout: Duration,
     /// `encrypted_content_scope`: whether this provider's `encrypted_content` may be replayed to
     /// any of its models or only to the model that produced it.
-    pub encrypted_content_scope: EncryptedContentScope,
+    pub(crate) encrypted_content_scope: EncryptedContentScope,
     /// `item_profile`: what the provider accepts in input items (docs/item-profiles.md); `None`: no
     /// item shape checks.
     pub item_profile: Option<std::sync::Arc<crate::gate::ItemProfile>>,
@@ -116,12 +116,12 @@ impl ProviderConfig {
 
 /// One `[[routes]]` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RouteConfig {
+pub(crate) struct RouteConfig {
     /// `model`: a case-sensitive glob on the request's `model`; `*` matches any
     /// run of characters (`/` and `.` included), `?` exactly one, `\` escapes.
-    pub model: Glob,
+    pub(crate) model: Glob,
     /// `provider`: the name of a defined provider.
-    pub provider: String,
+    pub(crate) provider: String,
 }
 
 impl Config {
@@ -166,7 +166,7 @@ impl Config {
     /// A one-line description for people, e.g. `2 providers, 3 routes, 2 teams (3 keys), audit
     /// to /srv/replaygate/audit.jsonl, state embedded in /srv/replaygate/replaygate-state, ledger
     /// on`.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let mut summary = format!(
             "{}, {}",
             count(self.providers.len(), "provider"),

@@ -21,7 +21,7 @@ pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub(crate) type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
 
 /// A complete, local response body.
-pub fn full(bytes: impl Into<Bytes>) -> ProxyBody {
+pub(crate) fn full(bytes: impl Into<Bytes>) -> ProxyBody {
     Full::new(bytes.into())
         .map_err(|never| match never {})
         .boxed_unsync()
@@ -76,7 +76,7 @@ pub struct HeldBody {
     /// The body, exactly as received.
     pub bytes: Bytes,
     /// Its bytes in the shared budget; drop it once the body is no longer held.
-    pub reservation: Reservation,
+    pub(crate) reservation: Reservation,
 }
 
 /// Reads the whole request body, refusing one over the cap before or while it arrives, and

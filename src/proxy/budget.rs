@@ -22,7 +22,7 @@ impl BufferBudget {
     }
 
     /// The cap, in bytes.
-    pub fn cap(&self) -> usize {
+    pub(crate) fn cap(&self) -> usize {
         self.cap
     }
 
@@ -68,7 +68,7 @@ impl Reservation {
     }
 
     /// The cap of the budget it holds bytes in.
-    pub fn cap(&self) -> usize {
+    pub(crate) fn cap(&self) -> usize {
         self.budget.cap
     }
 

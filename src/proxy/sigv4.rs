@@ -153,7 +153,7 @@ enum Source {
 }
 
 /// Signs a provider's requests: its scope and its credentials.
-pub struct Signer {
+pub(crate) struct Signer {
     scope: Scope,
     source: Source,
 }

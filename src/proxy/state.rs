@@ -27,29 +27,29 @@ use crate::state::{EmbeddedStore, MemoryStore, RedisLogin, RedisStore, StateStor
 #[derive(Debug)]
 pub struct ProxyState {
     /// The gate and its compiled tool schemas.
-    pub gate: Arc<Gate>,
+    pub(crate) gate: Arc<Gate>,
     /// The configuration in force: routes, providers, teams, policy.
     snapshot: Arc<ArcSwap<Snapshot>>,
     /// How request bodies are read.
     pub(crate) body_limits: BodyLimits,
     /// The limits of a WebSocket (`[server] websocket_*`, and `max_body_bytes` per message).
-    pub websocket: SocketLimits,
+    pub(crate) websocket: SocketLimits,
     /// This worker's open WebSockets, closed (1001) when the server shuts down.
-    pub sockets: OpenSockets,
+    pub(crate) sockets: OpenSockets,
     /// Permits for requests in flight.
-    pub in_flight: Arc<Semaphore>,
+    pub(crate) in_flight: Arc<Semaphore>,
     /// Permits for judgments on the blocking pool, shared by all workers (one per worker).
-    pub judges: Arc<Semaphore>,
+    pub(crate) judges: Arc<Semaphore>,
     /// The number of permits `in_flight` started with.
     pub(crate) max_in_flight: usize,
     /// `max_buffered_bytes`: the request bodies held at once, shared by every worker.
-    pub buffered: Arc<BufferBudget>,
+    pub(crate) buffered: Arc<BufferBudget>,
     /// `[state]`: where the ledger and the team rate limits live.
     pub store: StateStore,
     /// `[audit]`: one line per judged request.
-    pub audit: Option<Arc<AuditLog>>,
+    pub(crate) audit: Option<Arc<AuditLog>>,
     /// The provenance ledger (`[ledger]`), unless it is off.
-    pub ledger: Option<Arc<Ledger>>,
+    pub(crate) ledger: Option<Arc<Ledger>>,
     /// What a team's request gets while its rate cannot be counted (`[ledger] on_unavailable`).
     pub(crate) uncounted_rates: Arc<UncountedRates>,
     /// The process's metric families (served on the admin listener).
@@ -208,7 +208,7 @@ impl Reloader {
     }
 
     /// The metrics of the states it reloads.
-    pub fn metrics(&self) -> &Arc<Metrics> {
+    pub(crate) fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
     }
 

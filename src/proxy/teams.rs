@@ -35,7 +35,7 @@ pub struct Team {
     pub policy: Policy,
     /// The teams whose recorded state it may name: its own, and those that share theirs with
     /// it (`share_state_with`).
-    pub access: StateAccess,
+    pub(crate) access: StateAccess,
 }
 
 impl Team {
@@ -80,7 +80,7 @@ impl Team {
     }
 
     /// The 403 for `model` (as it is to be shown).
-    pub fn model_not_allowed(&self, model: String) -> ApiError {
+    pub(crate) fn model_not_allowed(&self, model: String) -> ApiError {
         ApiError::ModelNotAllowed {
             team: self.name.clone(),
             model,
@@ -165,12 +165,14 @@ impl Teams {
     }
 
     /// Whether any team is configured (so every request needs a key).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.teams.is_empty()
     }
 
-    /// The team of the client key `key`, whether or not the key has expired.
-    pub fn find(&self, key: &str) -> Option<&Arc<Team>> {
+    /// The team of the client key `key`, whether or not the key has expired (the tests'
+    /// lookup; requests go through [`Teams::caller`]).
+    #[cfg(test)]
+    pub(crate) fn find(&self, key: &str) -> Option<&Arc<Team>> {
         self.entry(key).map(|entry| &self.teams[entry.team])
     }
 
@@ -191,7 +193,7 @@ impl Teams {
     /// The caller of the client key `key`: 401 `invalid_api_key` for a key no team has, 401
     /// `expired_api_key` for one whose `expires` is not after `now()` (asked only of a key
     /// that has an expiry).
-    pub fn caller(&self, key: &str, now: impl FnOnce() -> SystemTime) -> Result<Caller, ApiError> {
+    pub(crate) fn caller(&self, key: &str, now: impl FnOnce() -> SystemTime) -> Result<Caller, ApiError> {
         let entry = self.entry(key).ok_or(ApiError::InvalidApiKey(
             "the client key is not known to this replaygate",
         ))?;

@@ -15,15 +15,15 @@ use crate::error::ApiError;
 #[derive(Debug)]
 pub(crate) struct Outbound<'r> {
     /// The client's method.
-    pub method: Method,
+    pub(crate) method: Method,
     /// The path after `/v1`, starting with `/`.
-    pub path: &'r str,
+    pub(crate) path: &'r str,
     /// The client's query string, if any.
-    pub query: Option<&'r str>,
+    pub(crate) query: Option<&'r str>,
     /// The client's headers.
-    pub headers: HeaderMap,
+    pub(crate) headers: HeaderMap,
     /// The client's body, exactly as received.
-    pub body: Bytes,
+    pub(crate) body: Bytes,
 }
 
 /// Sends `outbound` to `provider` and streams the answer back, frame by frame.

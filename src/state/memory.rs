@@ -111,20 +111,6 @@ impl MemoryStore {
     pub(super) fn hit_rate(&self, key: &str, per_minute: NonZeroU32) -> Result<(), Duration> {
         self.limiter.check(key, per_minute)
     }
-
-    /// How many responses are held (expired ones included until swept).
-    pub fn len(&self) -> usize {
-        self.maps
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .responses
-            .len()
-    }
-
-    /// Whether no response is held.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 impl Maps {

@@ -212,7 +212,7 @@ pub(crate) struct DiskUsage {
     /// Bytes the store's files take (its journal and tables).
     pub(crate) used_bytes: u64,
     /// `[state] max_disk_bytes`.
-    pub max_bytes: u64,
+    pub(crate) max_bytes: u64,
 }
 
 /// Seconds since the Unix epoch, now.

@@ -88,7 +88,8 @@ impl RedisStore {
     /// A store for the Redis at `url` (`redis://host:port[/db]`), its keys under
     /// `key_prefix`, each call bounded by `timeout`, with no login and no TLS files (see
     /// [`RedisStore::connect_with`]).
-    pub fn connect(url: &str, key_prefix: &str, timeout: Duration) -> Result<RedisStore, StoreError> {
+    #[cfg(test)]
+    pub(crate) fn connect(url: &str, key_prefix: &str, timeout: Duration) -> Result<RedisStore, StoreError> {
         RedisStore::connect_with(url, &RedisLogin::default(), key_prefix, timeout)
     }
 
@@ -107,7 +108,7 @@ impl RedisStore {
     /// A store for the Redis `target` names (a url, sentinels, or cluster nodes), logging in
     /// and checking TLS as `login` says. Nothing is connected here, so this succeeds while
     /// Redis is down.
-    pub fn open(
+    pub(crate) fn open(
         target: &RedisTarget,
         login: &RedisLogin,
         key_prefix: &str,
@@ -127,8 +128,9 @@ impl RedisStore {
         })
     }
 
-    /// The timeout of one call.
-    pub fn timeout(&self) -> Duration {
+    /// The timeout of one call (read by the tests).
+    #[cfg(test)]
+    pub(crate) fn timeout(&self) -> Duration {
         self.inner.timeout
     }
 

@@ -27,9 +27,9 @@ const MAX_CONVERSATION_ANSWER: usize = 64 * 1024;
 #[derive(Debug, Clone)]
 pub(crate) struct CreatedConversation {
     /// The provider the request went to.
-    pub provider: String,
+    pub(crate) provider: String,
     /// The request's team (`None`: anonymous).
-    pub team: Option<String>,
+    pub(crate) team: Option<String>,
 }
 
 /// Records the conversation a successful `POST /conversations` answer created, before the

@@ -77,10 +77,10 @@ fn protocol(reason: &'static str) -> ReadError {
 #[derive(Debug)]
 pub(super) struct Incoming {
     /// The message.
-    pub message: Message,
+    pub(crate) message: Message,
     /// Its share of `max_buffered_bytes` (none for control frames); drop it once the message is
     /// no longer held.
-    pub held: Option<Reservation>,
+    pub(crate) held: Option<Reservation>,
 }
 
 /// The frame whose payload is being read.

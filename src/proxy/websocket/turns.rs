@@ -137,12 +137,12 @@ impl EarlierTurns for SocketTurns {
 
 /// A forwarded turn whose answer is still streaming: its events are read as they pass.
 pub(super) struct Pending {
-    pub tap: Tap,
-    pub turn: Turn,
+    pub(crate) tap: Tap,
+    pub(crate) turn: Turn,
     /// Whether its request let the provider store the response (not `store: false`).
-    pub stored: bool,
+    pub(crate) stored: bool,
     /// What the ledger records of it, when the ledger is on.
-    pub recording: Option<Recording>,
+    pub(crate) recording: Option<Recording>,
 }
 
 impl Pending {

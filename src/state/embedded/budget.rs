@@ -48,17 +48,17 @@ pub(super) fn statvfs_free(path: &Path) -> std::io::Result<u64> {
 #[derive(Debug)]
 pub(super) struct DiskBudget {
     /// `[state] max_disk_bytes`.
-    pub max_bytes: u64,
+    pub(crate) max_bytes: u64,
     /// What the tables may take: the budget less the journal's allowance.
     tables_budget: u64,
     /// The tree's directory.
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// Rows expiring at or before this time count as expired (0: none yet).
-    pub floor: Arc<AtomicU64>,
+    pub(crate) floor: Arc<AtomicU64>,
     /// Whether the last batch was refused for lack of room.
-    pub health: WriteHealth,
+    pub(crate) health: WriteHealth,
     /// Counts what was evicted and refused.
-    pub meter: StateMeter,
+    pub(crate) meter: StateMeter,
     free_space: FreeSpace,
     reserve: u64,
 }

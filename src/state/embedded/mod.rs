@@ -201,6 +201,8 @@ enum Command {
         record: Record,
         ack: Ack,
     },
+    /// Sent by the tests' [`EmbeddedStore::sweep`]; the writer also sweeps on its own.
+    #[cfg_attr(not(test), allow(dead_code))]
     Sweep {
         now: u64,
         ack: oneshot::Sender<Result<usize, StoreError>>,
@@ -258,14 +260,15 @@ impl EmbeddedStore {
     ///
     /// Its disk budget is [`DEFAULT_MAX_DISK_BYTES`], its metrics counted nowhere: see
     /// [`EmbeddedStore::open_with`].
-    pub fn open(dir: &Path) -> Result<EmbeddedStore, StoreError> {
+    #[cfg(test)]
+    pub(crate) fn open(dir: &Path) -> Result<EmbeddedStore, StoreError> {
         EmbeddedStore::open_with(dir, DEFAULT_MAX_DISK_BYTES, StateMeter::default())
     }
 
     /// [`EmbeddedStore::open`] with `[state] max_disk_bytes` and the metrics its evictions and
     /// refused writes are counted on. A directory already open in this process keeps the
     /// budget and metrics it was opened with.
-    pub fn open_with(
+    pub(crate) fn open_with(
         dir: &Path,
         max_disk_bytes: u64,
         meter: StateMeter,
@@ -559,7 +562,8 @@ impl EmbeddedStore {
 
     /// Removes the rows of responses expired at `now` (at most 4096, one batch), through the
     /// writer thread; their other rows go in compactions. Returns how many it removed.
-    pub async fn sweep(&self, now: u64) -> Result<usize, StoreError> {
+    #[cfg(test)]
+    pub(crate) async fn sweep(&self, now: u64) -> Result<usize, StoreError> {
         let (ack, done) = oneshot::channel();
         self.send(Command::Sweep { now, ack })?;
         done.await.map_err(|_| writer_stopped())?

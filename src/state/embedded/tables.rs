@@ -102,10 +102,10 @@ pub(super) fn owner(key: &[u8; 16], expires: u64) -> [u8; 24] {
 /// The four keyspaces.
 #[derive(Clone)]
 pub(super) struct Keyspaces {
-    pub responses: Keyspace,
-    pub response_ids: Keyspace,
-    pub item_ids: Keyspace,
-    pub item_digests: Keyspace,
+    pub(crate) responses: Keyspace,
+    pub(crate) response_ids: Keyspace,
+    pub(crate) item_ids: Keyspace,
+    pub(crate) item_digests: Keyspace,
 }
 
 impl Keyspaces {
@@ -154,11 +154,11 @@ pub(super) fn add_keys(
 
 /// The store's database and keyspaces, shared by the writer and the reads.
 pub(super) struct Store {
-    pub db: Database,
-    pub keyspaces: Keyspaces,
+    pub(crate) db: Database,
+    pub(crate) keyspaces: Keyspaces,
     /// Rows expiring at or before this time count as expired: the disk budget evicted them
     /// ([`super::budget`]).
-    pub floor: Arc<AtomicU64>,
+    pub(crate) floor: Arc<AtomicU64>,
 }
 
 impl Store {
