@@ -13,11 +13,11 @@ use crate::gate::{
 use crate::proxy::teams::Teams;
 
 /// Every body was allowed.
-pub const EXIT_ALLOWED: u8 = 0;
+pub(crate) const EXIT_ALLOWED: u8 = 0;
 /// At least one body had a violation whose action is `reject`.
-pub const EXIT_VIOLATIONS: u8 = 1;
+pub(crate) const EXIT_VIOLATIONS: u8 = 1;
 /// Usage, configuration or JSON error.
-pub const EXIT_ERROR: u8 = 2;
+pub(crate) const EXIT_ERROR: u8 = 2;
 
 /// One body's verdict, as printed.
 #[derive(Debug, Serialize)]

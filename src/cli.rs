@@ -47,7 +47,7 @@ pub enum ProfileCommand {
 pub struct ProfileShowArgs {
     /// The built-in profile, e.g. `openai`.
     #[arg(value_name = "NAME")]
-    pub name: String,
+    pub(crate) name: String,
 }
 
 /// `replaygate profile check`.
@@ -55,7 +55,7 @@ pub struct ProfileShowArgs {
 pub struct ProfileCheckArgs {
     /// The profile file to validate.
     #[arg(value_name = "FILE")]
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
 }
 
 /// `replaygate config ...`.
@@ -71,7 +71,7 @@ pub enum ConfigCommand {
 pub struct ConfigCheckArgs {
     /// The configuration file [default: $REPLAYGATE_CONFIG, then ./proxy.toml, then the built-in default].
     #[arg(long, env = "REPLAYGATE_CONFIG", value_name = "PATH")]
-    pub config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
 }
 
 /// `replaygate keys ...`.
@@ -86,15 +86,15 @@ pub enum KeysCommand {
 pub struct KeysNewArgs {
     /// The team the key is for: ASCII letters, digits, `_` and `-`, not starting with `-`.
     #[arg(long, value_name = "NAME")]
-    pub team: String,
+    pub(crate) team: String,
     /// A name for the key in the logs: 1 to 64 ASCII letters, digits, `_`, `-` and `.`
     /// (prints the table form of the `keys` entry).
     #[arg(long, value_name = "ID")]
-    pub id: Option<String>,
+    pub(crate) id: Option<String>,
     /// When the key stops working, RFC 3339 (e.g. 2027-03-01T00:00:00Z); prints the table
     /// form of the `keys` entry.
     #[arg(long, value_name = "DATE")]
-    pub expires: Option<String>,
+    pub(crate) expires: Option<String>,
 }
 
 /// `replaygate serve`.
@@ -113,24 +113,24 @@ pub struct ServeArgs {
 pub struct CheckArgs {
     /// The configuration whose provider profiles to use; without it, NAME accepts only its own namespace.
     #[arg(long, value_name = "PATH")]
-    pub config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// The provider to judge the bodies for.
     #[arg(long, value_name = "NAME")]
-    pub provider: String,
+    pub(crate) provider: String,
     /// Judge under this team's policy (its rules, mode, tools and pinned schemas); needs --config.
     #[arg(long, value_name = "NAME", requires = "config")]
-    pub team: Option<String>,
+    pub(crate) team: Option<String>,
     /// Apply this item profile (docs/item-profiles.md), e.g. `openai`, instead of the provider's own.
     #[arg(long, value_name = "NAME")]
-    pub item_profile: Option<String>,
+    pub(crate) item_profile: Option<String>,
     /// Print each body as it would be forwarded (repaired members and stripped items cut out)
     /// instead of its verdict; a refused body's verdict goes to standard error.
     #[arg(long)]
-    pub repaired: bool,
+    pub(crate) repaired: bool,
     /// Read one body per line (JSON Lines) instead of one body.
     #[arg(long)]
-    pub jsonl: bool,
+    pub(crate) jsonl: bool,
     /// The file to read, or `-` for standard input.
     #[arg(value_name = "FILE|-", default_value = "-")]
-    pub input: String,
+    pub(crate) input: String,
 }

@@ -14,7 +14,7 @@ use crate::keys;
 /// Where the configuration comes from when none is named on the command line: `./proxy.toml`
 /// when it exists, else (`None`) the default built into the binary. `explicit` is `--config`,
 /// which also carries `$REPLAYGATE_CONFIG`.
-pub fn config_path(explicit: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn config_path(explicit: Option<&Path>) -> Option<PathBuf> {
     match explicit {
         Some(path) => Some(path.to_owned()),
         None => Some(PathBuf::from("proxy.toml")).filter(|path| path.exists()),
@@ -22,7 +22,7 @@ pub fn config_path(explicit: Option<&Path>) -> Option<PathBuf> {
 }
 
 /// `replaygate config check`: loads the configuration as `serve` would and prints
-/// `config ok: SOURCE: SUMMARY` (see [`Config::summary`]) to `out`. Returns the exit code: 0, or
+/// `config ok: SOURCE: SUMMARY` (see `Config::summary`) to `out`. Returns the exit code: 0, or
 /// 2 after printing the error (with its file, line and column) to `err`.
 pub fn config_check(args: &ConfigCheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     let loaded = match config_path(args.config.as_deref()) {

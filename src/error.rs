@@ -239,7 +239,7 @@ impl From<RouteError> for ApiError {
 
 impl ApiError {
     /// The 422 for a verdict with `reject` violations: those listed, and how many were not.
-    pub fn rejected(provider: &str, member: &'static str, verdict: Verdict) -> Self {
+    pub(crate) fn rejected(provider: &str, member: &'static str, verdict: Verdict) -> Self {
         let truncated = verdict.unlisted(Action::Reject);
         let violations = verdict
             .violations
@@ -255,7 +255,7 @@ impl ApiError {
     }
 
     /// The HTTP status of the answer.
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             ApiError::Rejected { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Body(_)
@@ -288,7 +288,7 @@ impl ApiError {
     }
 
     /// The envelope's `type`: whose fault it is.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         if matches!(self, ApiError::RateLimited { .. }) {
             "rate_limit_error"
         } else if self.status().is_server_error() {
@@ -336,7 +336,7 @@ impl ApiError {
     }
 
     /// The envelope's `param`: the request parameter at fault, if any.
-    pub fn param(&self) -> Option<&str> {
+    pub(crate) fn param(&self) -> Option<&str> {
         match self {
             ApiError::Rejected { violations, .. } => violations.first().map(|v| v.param.as_str()),
             ApiError::Body(e) => e.param(),
@@ -345,7 +345,7 @@ impl ApiError {
     }
 
     /// The envelope's `message`.
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         match self {
             ApiError::Rejected {
                 provider,
@@ -383,7 +383,7 @@ impl ApiError {
     }
 
     /// The envelope as JSON text.
-    pub fn envelope(&self) -> String {
+    pub(crate) fn envelope(&self) -> String {
         let (violations, violations_truncated) = match self {
             ApiError::Rejected {
                 violations,
@@ -409,7 +409,7 @@ impl ApiError {
     }
 
     /// The answer to send to the client.
-    pub fn into_response(self) -> Response<Bytes> {
+    pub(crate) fn into_response(self) -> Response<Bytes> {
         let mut response = Response::new(Bytes::from(self.envelope()));
         *response.status_mut() = self.status();
         let headers = response.headers_mut();

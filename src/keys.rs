@@ -14,10 +14,10 @@ use std::time::{Duration, SystemTime};
 use sha2::{Digest, Sha256};
 
 /// What every key made by [`new_key`] starts with.
-pub const KEY_PREFIX: &str = "rg-";
+pub(crate) const KEY_PREFIX: &str = "rg-";
 
 /// What a key digest in `proxy.toml` starts with.
-pub const DIGEST_PREFIX: &str = "sha256:";
+pub(crate) const DIGEST_PREFIX: &str = "sha256:";
 
 /// Random bytes in a new key.
 const KEY_RANDOM_BYTES: usize = 32;
@@ -29,7 +29,7 @@ pub fn digest(key: &str) -> [u8; 32] {
 
 /// Reads a digest as written in `keys`: `sha256:` followed by exactly 64 hex digits, in either
 /// case. `None` for anything else.
-pub fn parse_digest(text: &str) -> Option<[u8; 32]> {
+pub(crate) fn parse_digest(text: &str) -> Option<[u8; 32]> {
     let digits = text.strip_prefix(DIGEST_PREFIX)?;
     let mut bytes = [0; 32];
     hex::decode_to_slice(digits, &mut bytes).ok()?;
@@ -43,7 +43,7 @@ pub fn format_digest(digest: &[u8; 32]) -> String {
 
 /// A new client key: `rg-` and 32 bytes from the operating system's random source, in
 /// lowercase hex (67 characters in all). Fails only when that source cannot be read.
-pub fn new_key() -> std::io::Result<String> {
+pub(crate) fn new_key() -> std::io::Result<String> {
     let mut random = [0; KEY_RANDOM_BYTES];
     getrandom::fill(&mut random).map_err(std::io::Error::other)?;
     Ok(format!("{KEY_PREFIX}{}", hex::encode(random)))
@@ -52,7 +52,7 @@ pub fn new_key() -> std::io::Result<String> {
 /// Whether `name` may name a team: 1 to 64 ASCII letters, digits, `_` and `-`, not starting
 /// with `-` (team names appear in logs, metrics and the audit log, where `-` stands for
 /// "no team").
-pub fn is_valid_team_name(name: &str) -> bool {
+pub(crate) fn is_valid_team_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && !name.starts_with('-')
         && name
@@ -61,11 +61,11 @@ pub fn is_valid_team_name(name: &str) -> bool {
 }
 
 /// The longest key id.
-pub const MAX_KEY_ID_LEN: usize = 64;
+pub(crate) const MAX_KEY_ID_LEN: usize = 64;
 
 /// Whether `id` may name a key: 1 to 64 ASCII letters, digits, `_`, `-` and `.` (key ids appear
 /// in the access log, the audit log and request spans).
-pub fn is_valid_key_id(id: &str) -> bool {
+pub(crate) fn is_valid_key_id(id: &str) -> bool {
     (1..=MAX_KEY_ID_LEN).contains(&id.len())
         && id
             .bytes()
@@ -74,7 +74,7 @@ pub fn is_valid_key_id(id: &str) -> bool {
 
 /// What the logs call a key without an id: the first 8 hex digits of its digest (which say
 /// nothing usable about the key itself).
-pub fn short_id(digest: &[u8; 32]) -> String {
+pub(crate) fn short_id(digest: &[u8; 32]) -> String {
     hex::encode(&digest[..4])
 }
 
@@ -130,7 +130,7 @@ fn utc_offset(zone: &str) -> Option<i64> {
 
 /// An expiry as `keys` shows it: RFC 3339 in UTC, with a fraction of a second only when it
 /// has one.
-pub fn format_expiry(expires: SystemTime) -> String {
+pub(crate) fn format_expiry(expires: SystemTime) -> String {
     let fraction = expires
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |since| since.subsec_nanos());

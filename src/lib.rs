@@ -5,10 +5,10 @@
 //! - [`gate`]: the pure judge of request bodies (no I/O, no async), shared by the proxy and the
 //!   `check` command.
 //! - [`config`]: `proxy.toml`, parsed strictly and checked.
-//! - [`routing`]: which provider a request goes to, and whether it is gated.
+//! - `routing`: which provider a request goes to, and whether it is gated.
 //! - [`proxy`]: the hyper server and the request lifecycle (route, read body, gate, forward,
 //!   answer).
-//! - [`error`]: the one error type of the request path and its OpenAI error envelope.
+//! - `error`: the one error type of the request path and its OpenAI error envelope.
 //! - [`keys`]: client keys of teams and their digests.
 //! - [`ledger`]: the provenance ledger's tap: what a provider's answer produced (pure).
 //! - [`metrics`] and [`admin`]: the Prometheus metrics and the admin listener that serves them
@@ -16,7 +16,7 @@
 //! - [`cli`], [`check`], [`commands`], [`telemetry`]: the command line, `replaygate check`,
 //!   `replaygate config check` and `keys new`, and logging.
 #![forbid(unsafe_code)]
-#![warn(missing_docs, rust_2018_idioms)]
+#![warn(missing_docs, rust_2018_idioms, unreachable_pub)]
 
 pub mod admin;
 pub mod check;
@@ -24,15 +24,17 @@ pub mod cli;
 pub mod commands;
 pub use replaygate_core::{gate, json, ledger};
 pub mod config;
-pub mod error;
+pub(crate) mod error;
 pub mod keys;
 pub mod metrics;
 pub mod proxy;
 pub mod reload;
-pub mod routing;
+pub(crate) mod routing;
 pub mod state;
 pub mod telemetry;
 /// Certificates made per run, for the TLS tests of the `redis` backend and of `[state]`.
 #[cfg(test)]
+// Shared with the integration tests, whose crate sets its visibility.
+#[allow(unreachable_pub)]
 #[path = "../tests/support/pki.rs"]
 pub(crate) mod test_pki;

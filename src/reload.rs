@@ -220,10 +220,10 @@ fn watch_files(
 
 /// SIGHUPs as they arrive (nothing where there are none).
 #[cfg(unix)]
-pub type Hangups = Option<tokio::signal::unix::Signal>;
+pub(crate) type Hangups = Option<tokio::signal::unix::Signal>;
 /// SIGHUPs as they arrive (nothing where there are none).
 #[cfg(not(unix))]
-pub type Hangups = Option<()>;
+pub(crate) type Hangups = Option<()>;
 
 /// Starts catching SIGHUP (inside a runtime); from then on it no longer ends the process.
 pub fn hangups() -> Hangups {

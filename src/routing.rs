@@ -51,7 +51,7 @@ const API_VERSION: &str = "v1";
 
 /// Routing decisions for one configuration.
 #[derive(Debug, Clone)]
-pub struct Router {
+pub(crate) struct Router {
     /// Names of the configured providers.
     providers: BTreeSet<String>,
     /// The `[[routes]]` globs, in file order.
@@ -66,28 +66,28 @@ pub struct Router {
 
 /// What a request path says about routing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PathRoute<'p> {
+pub(crate) struct PathRoute<'p> {
     /// The path's first segment when it names a provider (`/{provider}/...`),
     /// or when it is the own path of one and `/v1` follows it; else `None`.
-    pub prefix: Option<&'p str>,
+    pub(crate) prefix: Option<&'p str>,
     /// Which body member holds the items to gate; `None` for an ungated path.
-    pub items: Option<ItemsAt>,
+    pub(crate) items: Option<ItemsAt>,
     /// The path to append to the provider's `base_url`: what follows the
     /// prefix and `/v1`. It starts with `/`, or is empty when the path ends
     /// at `/v1` or at the prefix.
-    pub upstream_path: &'p str,
+    pub(crate) upstream_path: &'p str,
 }
 
 impl PathRoute<'_> {
     /// Whether the request's items are gated.
-    pub fn is_gated(&self) -> bool {
+    pub(crate) fn is_gated(&self) -> bool {
         self.items.is_some()
     }
 }
 
 /// Why a request cannot be routed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RouteError {
+pub(crate) enum RouteError {
     /// The path does not start with `/`, or it contains a `.` or `..`
     /// segment, an empty segment (`//`), a backslash, a malformed `%` escape,
     /// or a `%` escape of `/`, `\` or an unreserved character (letters,
@@ -150,7 +150,7 @@ fn no_provider_message(model: Option<&str>) -> String {
 impl Router {
     /// Builds the router of a configuration. Fails only if the route globs
     /// together are too large to compile.
-    pub fn new(config: &Config) -> Result<Router, globset::Error> {
+    pub(crate) fn new(config: &Config) -> Result<Router, globset::Error> {
         Ok(Router {
             providers: config.providers.keys().cloned().collect(),
             model_globs: crate::gate::glob_set(config.routes.iter().map(|route| &route.model))?,
@@ -169,7 +169,7 @@ impl Router {
     /// provider's own path (then the model chooses; see the [module](self) doc). `None`
     /// without a prefix or with one that names no provider. Checks made on the path's
     /// provider before the body is read are made on this one only.
-    pub fn chosen_by_path<'p>(&self, route: &PathRoute<'p>) -> Option<&'p str> {
+    pub(crate) fn chosen_by_path<'p>(&self, route: &PathRoute<'p>) -> Option<&'p str> {
         let prefix = route.prefix.filter(|prefix| self.providers.contains(*prefix))?;
         let own_path_of_another = self
             .own_paths
@@ -180,7 +180,7 @@ impl Router {
 
     /// Classifies a request path (without its query string): provider
     /// prefix, gating, and upstream path.
-    pub fn classify<'p>(&self, path: &'p str) -> Result<PathRoute<'p>, RouteError> {
+    pub(crate) fn classify<'p>(&self, path: &'p str) -> Result<PathRoute<'p>, RouteError> {
         check_path(path)?;
         let (first, after_first) = split_first_segment(path);
         let (prefix, rest) = if first == API_VERSION {
@@ -209,14 +209,14 @@ impl Router {
     /// first of them whose own path the prefix is, else a conflict); without a
     /// prefix, the first route whose glob matches `model`, else
     /// `default_provider`.
-    pub fn choose(&self, route: &PathRoute<'_>, model: Option<&str>) -> Result<&str, RouteError> {
+    pub(crate) fn choose(&self, route: &PathRoute<'_>, model: Option<&str>) -> Result<&str, RouteError> {
         self.choose_by(route.prefix, model.filter(|_| route.is_gated()))
     }
 
     /// [`Self::choose`] from a classified path's provider `prefix` alone, with `model` already
     /// known to count (the request is gated): for callers that cannot keep the borrowed
     /// [`PathRoute`], such as a judgment moved to another thread.
-    pub fn choose_by(&self, prefix: Option<&str>, model: Option<&str>) -> Result<&str, RouteError> {
+    pub(crate) fn choose_by(&self, prefix: Option<&str>, model: Option<&str>) -> Result<&str, RouteError> {
         if let Some(prefix) = prefix {
             let Some(provider) = self.providers.get(prefix).map(String::as_str) else {
                 return self.by_own_path(prefix, model);
@@ -327,7 +327,7 @@ fn own_path(base_url: &str) -> Option<String> {
 /// Joins a provider's `base_url`, an upstream path from [`PathRoute`] and the
 /// request's query string, with exactly one `/` at the joint. An empty query
 /// is dropped.
-pub fn upstream_url(base_url: &str, upstream_path: &str, query: Option<&str>) -> String {
+pub(crate) fn upstream_url(base_url: &str, upstream_path: &str, query: Option<&str>) -> String {
     let base = if upstream_path.starts_with('/') {
         base_url.strip_suffix('/').unwrap_or(base_url)
     } else {

@@ -3,7 +3,7 @@
 //!
 //! It is built to cost the proxy little whatever its clients do: it runs on a thread and
 //! runtime of its own ([`AdminThread`]), holds at most
-//! [`MAX_CONNECTIONS`] connections, and serves at most [`REQUESTS_PER_SECOND`] requests a second
+//! `MAX_CONNECTIONS` connections, and serves at most `REQUESTS_PER_SECOND` requests a second
 //! (after a burst); a request over that pace waits its turn. Encoding the metrics reads atomics
 //! and takes no lock the request path takes for long.
 
@@ -31,14 +31,14 @@ use pace::Pace;
 pub use thread::AdminThread;
 
 /// The most connections the admin listener holds open; more wait to be accepted.
-pub const MAX_CONNECTIONS: usize = 64;
+pub(crate) const MAX_CONNECTIONS: usize = 64;
 
 /// The most requests the admin listener serves a second, after a burst of
 /// [`REQUEST_BURST`]; more wait their turn.
-pub const REQUESTS_PER_SECOND: u32 = 1000;
+pub(crate) const REQUESTS_PER_SECOND: u32 = 1000;
 
 /// How many requests may come at once without waiting.
-pub const REQUEST_BURST: u32 = 100;
+pub(crate) const REQUEST_BURST: u32 = 100;
 
 /// Time a client has to send a request head.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -79,7 +79,7 @@ impl AdminState {
 
 /// Serves the admin routes on `listener` until `shutdown` completes, then closes every
 /// connection. Binding is the caller's job (tests pass a listener on port 0).
-pub async fn serve(listener: TcpListener, admin: AdminState, shutdown: impl Future<Output = ()>) {
+pub(crate) async fn serve(listener: TcpListener, admin: AdminState, shutdown: impl Future<Output = ()>) {
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())

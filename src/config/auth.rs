@@ -11,7 +11,7 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 /// or `auth = { aws_sigv4 = { region = "us-east-1", service = "bedrock" } }`. The default is
 /// `"passthrough"`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Auth {
+pub(crate) enum Auth {
     /// Forward the client's own `Authorization` header.
     #[default]
     Passthrough,
@@ -40,7 +40,7 @@ pub enum Auth {
 }
 
 /// The service name `aws_sigv4` signs for when `service` is left out.
-pub const DEFAULT_SIGV4_SERVICE: &str = "bedrock";
+pub(super) const DEFAULT_SIGV4_SERVICE: &str = "bedrock";
 
 const EXPECTED: &str =
     r#""passthrough", "none" or a table with one key: bearer_env, header_env or aws_sigv4"#;
@@ -66,7 +66,7 @@ impl Auth {
     /// Checks an `aws_sigv4` auth against the host of the provider's `base_url`: a Bedrock host
     /// names the region and the service a signature for it must be scoped to, and a signature
     /// scoped to another is refused by AWS. Other auths and other hosts pass.
-    pub fn check_host(&self, host: &str) -> Result<(), String> {
+    pub(crate) fn check_host(&self, host: &str) -> Result<(), String> {
         let Auth::AwsSigV4 { region, service } = self else {
             return Ok(());
         };

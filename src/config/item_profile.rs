@@ -58,7 +58,7 @@ impl<'de> Deserialize<'de> for ItemProfileEntry {
 
 /// Reads and checks the item profile file at `path` (already resolved). The error is a
 /// sentence that names the file and, for an error in its JSON, the line and column.
-pub fn read_file(path: &Path) -> Result<Arc<ItemProfile>, String> {
+pub(crate) fn read_file(path: &Path) -> Result<Arc<ItemProfile>, String> {
     let file = format!("item profile file {}", path.display());
     let text = read_capped(path).map_err(|why| format!("cannot read {file}: {why}"))?;
     ItemProfile::from_json(&path.display().to_string(), &text)

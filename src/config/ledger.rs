@@ -11,7 +11,7 @@ use super::{RedisAccess, RedisTarget};
 #[derive(Debug, Clone, PartialEq, Eq)]
 // One value per loaded configuration: the size of its largest variant costs nothing.
 #[allow(clippy::large_enum_variant)]
-pub enum StateConfig {
+pub(crate) enum StateConfig {
     /// `backend = "memory"`: in this process only; forgotten on restart (tests).
     Memory,
     /// `backend = "embedded"` (the default): files in a directory of this host.
@@ -51,15 +51,16 @@ impl Default for StateConfig {
 pub(super) const DEFAULT_STATE_PATH: &str = "replaygate-state";
 /// `[state] max_disk_bytes` when left out: 1 GiB, a small volume's worth (about 2 million
 /// records of a typical answer; docs/operations.md#records-are-never-forgotten-silently).
-pub const DEFAULT_MAX_DISK_BYTES: u64 = 1024 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_DISK_BYTES: u64 = 1024 * 1024 * 1024;
 /// `[state] key_prefix` when left out.
 pub(super) const DEFAULT_KEY_PREFIX: &str = "replaygate";
 /// `[state] timeout` when left out.
 pub(super) const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(500);
 
 impl StateConfig {
-    /// The backend's name, as `[state] backend` spells it.
-    pub fn backend(&self) -> &'static str {
+    /// The backend's name, as `[state] backend` spells it (read by the tests).
+    #[cfg(test)]
+    pub(crate) fn backend(&self) -> &'static str {
         match self {
             StateConfig::Memory => "memory",
             StateConfig::Embedded { .. } => "embedded",
@@ -97,28 +98,28 @@ impl StateConfig {
 
 /// `[ledger]`: what the provenance ledger records and how requests use it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LedgerConfig {
+pub(crate) struct LedgerConfig {
     /// `enabled`: record every allowed `/responses` answer and check requests against the
     /// records; default true.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// `store_items`: also keep the items' contents (texts, arguments, outputs,
     /// `encrypted_content`), which carrying a session needs; default false (ids, types, call ids
     /// and digests only).
-    pub store_items: bool,
+    pub(crate) store_items: bool,
     /// `carry_sessions`: answer a `previous_response_id` recorded for another provider by
     /// replaying the chain's recorded items instead of `foreign_previous_response`; needs
     /// `store_items`. Default false.
-    pub carry_sessions: bool,
+    pub(crate) carry_sessions: bool,
     /// `retention_hours`: how long a recorded response is kept, at least 1; default 720 (30 days).
-    pub retention_hours: u32,
+    pub(crate) retention_hours: u32,
     /// `on_unavailable`: what a request that needs the store gets while it does not answer.
-    pub on_unavailable: OnUnavailable,
+    pub(crate) on_unavailable: OnUnavailable,
     /// `max_chain`: the most responses one `previous_response_id` chain walk reads, at least 1;
     /// default 64.
-    pub max_chain: usize,
+    pub(crate) max_chain: usize,
     /// `unknown_owner`: whether an object route (`/responses/{id}`, `/conversations/{id}`, ...)
     /// naming an id the ledger holds no team for is forwarded, with teams configured.
-    pub unknown_owner: UnknownOwner,
+    pub(crate) unknown_owner: UnknownOwner,
 }
 
 impl Default for LedgerConfig {
@@ -137,7 +138,7 @@ impl Default for LedgerConfig {
 
 impl LedgerConfig {
     /// `retention_hours` as a duration.
-    pub fn retention(&self) -> Duration {
+    pub(crate) fn retention(&self) -> Duration {
         Duration::from_secs(u64::from(self.retention_hours) * 3600)
     }
 
@@ -156,7 +157,7 @@ impl LedgerConfig {
 /// `[ledger] on_unavailable`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum OnUnavailable {
+pub(crate) enum OnUnavailable {
     /// Answer 503 `ledger_unavailable` (the default).
     #[default]
     Refuse,
@@ -169,7 +170,7 @@ pub enum OnUnavailable {
 /// an anonymous client).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum UnknownOwner {
+pub(crate) enum UnknownOwner {
     /// 404 `not_found`, as for another team's id (the default).
     #[default]
     Deny,
@@ -181,7 +182,7 @@ pub enum UnknownOwner {
 /// bound to, so which replays of it are `foreign_encrypted_content`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum EncryptedContentScope {
+pub(crate) enum EncryptedContentScope {
     /// Any model of the provider may read it (the default).
     #[default]
     Provider,

@@ -1,7 +1,7 @@
 //! The proxy configuration, `proxy.toml`: parsed, checked and turned into
 //! plain values. Unknown keys and unusable values are errors that name the
 //! file, line and column. Secrets are not read here: the proxy reads the
-//! environment variables an [`Auth`] names itself.
+//! environment variables an `Auth` names itself.
 //!
 //! Relative paths in the file (`[teams.NAME] pinned_tools`, `[audit] path`, `[state] path`, `[state] tls_*_file`) are taken from the
 //! directory of the file and kept absolute; the files they name are read and checked here, so a
@@ -29,17 +29,19 @@ use std::time::Duration;
 
 use globset::Glob;
 
-pub use auth::{Auth, DEFAULT_SIGV4_SERVICE};
-pub use error::ConfigError;
-pub use item_profile::read_file as read_item_profile;
-pub use ledger::{
+pub(crate) use auth::Auth;
+pub(crate) use error::ConfigError;
+pub(crate) use item_profile::read_file as read_item_profile;
+pub(crate) use ledger::{
     EncryptedContentScope, LedgerConfig, OnUnavailable, StateConfig, UnknownOwner, DEFAULT_MAX_DISK_BYTES,
 };
-pub use redis_access::{ClientCertFiles, RedisAccess};
-pub use redis_target::{NodeAddr, RedisTarget};
-pub use sections::{AdminConfig, GateConfig, LogConfig, LogFormat, ServerConfig};
-pub use teams::{AuditConfig, ClientKey, PinnedTool, PinnedTools, StateGrant, TeamConfig, TeamMode};
-pub use telemetry::TelemetryConfig;
+pub(crate) use redis_access::RedisAccess;
+pub(crate) use redis_target::{NodeAddr, RedisTarget};
+pub(crate) use sections::{AdminConfig, GateConfig, ServerConfig};
+pub use sections::{LogConfig, LogFormat};
+pub use teams::ClientKey;
+pub(crate) use teams::{AuditConfig, PinnedTool, PinnedTools, StateGrant, TeamConfig, TeamMode};
+pub(crate) use telemetry::TelemetryConfig;
 
 use file::ConfigFile;
 
@@ -51,7 +53,7 @@ const EMBEDDED_DEFAULT: &str = include_str!("../../proxy.toml");
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// `default_provider`: used when no path prefix and no model route applies.
-    pub default_provider: Option<String>,
+    pub(crate) default_provider: Option<String>,
     /// `[server]`.
     pub server: ServerConfig,
     /// `[admin]`.
@@ -63,16 +65,16 @@ pub struct Config {
     /// `[providers.NAME]`, by name; there is at least one.
     pub providers: BTreeMap<String, ProviderConfig>,
     /// `[[routes]]`, in file order: the first whose glob matches the model wins.
-    pub routes: Vec<RouteConfig>,
+    pub(crate) routes: Vec<RouteConfig>,
     /// `[teams.NAME]`, by name. Empty: every client is anonymous and the global policy applies.
     /// Not empty: every request needs a client key that one of them lists.
     pub teams: BTreeMap<String, TeamConfig>,
     /// `[audit]`: where judged requests are recorded; `None`: nowhere.
-    pub audit: Option<AuditConfig>,
+    pub(crate) audit: Option<AuditConfig>,
     /// `[state]`: where the ledger and the team rate limits live.
-    pub state: StateConfig,
+    pub(crate) state: StateConfig,
     /// `[ledger]`: the provenance ledger.
-    pub ledger: LedgerConfig,
+    pub(crate) ledger: LedgerConfig,
     /// `[telemetry]`: the OpenTelemetry export of request spans (off by default).
     pub telemetry: TelemetryConfig,
 }
@@ -82,25 +84,25 @@ pub struct Config {
 pub struct ProviderConfig {
     /// `base_url`: an http(s) URL without query or fragment, with any path
     /// kept and one trailing `/` removed, e.g. `https://api.openai.com/v1`.
-    pub base_url: String,
+    pub(crate) base_url: String,
     /// `auth`: how the proxy authenticates upstream.
-    pub auth: Auth,
+    pub(crate) auth: Auth,
     /// `namespaces`, resolved: see [`ProviderConfig::namespaces`].
     namespaces: Vec<String>,
     /// `connect_timeout_ms`: time allowed to open a connection upstream.
-    pub connect_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
     /// `read_timeout_ms`: longest silence allowed between two reads from the
     /// upstream; not a deadline for the whole response.
-    pub read_timeout: Duration,
+    pub(crate) read_timeout: Duration,
     /// `encrypted_content_scope`: whether this provider's `encrypted_content` may be replayed to
     /// any of its models or only to the model that produced it.
-    pub encrypted_content_scope: EncryptedContentScope,
+    pub(crate) encrypted_content_scope: EncryptedContentScope,
     /// `item_profile`: what the provider accepts in input items (docs/item-profiles.md); `None`: no
     /// item shape checks.
     pub item_profile: Option<std::sync::Arc<crate::gate::ItemProfile>>,
     /// `item_profile = { file = "..." }`: the file the profile was read from (absolute),
     /// watched with the configuration; `None` for a built-in profile or none.
-    pub item_profile_file: Option<std::path::PathBuf>,
+    pub(crate) item_profile_file: Option<std::path::PathBuf>,
 }
 
 impl ProviderConfig {
@@ -114,12 +116,12 @@ impl ProviderConfig {
 
 /// One `[[routes]]` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RouteConfig {
+pub(crate) struct RouteConfig {
     /// `model`: a case-sensitive glob on the request's `model`; `*` matches any
     /// run of characters (`/` and `.` included), `?` exactly one, `\` escapes.
-    pub model: Glob,
+    pub(crate) model: Glob,
     /// `provider`: the name of a defined provider.
-    pub provider: String,
+    pub(crate) provider: String,
 }
 
 impl Config {
@@ -138,7 +140,7 @@ impl Config {
 
     /// Parses and checks configuration text; relative paths in it are taken from `base_dir`
     /// (itself taken from the current directory when relative).
-    pub fn from_toml_in(text: &str, base_dir: &Path) -> Result<Config, ConfigError> {
+    pub(crate) fn from_toml_in(text: &str, base_dir: &Path) -> Result<Config, ConfigError> {
         let file: ConfigFile =
             toml::from_str(text).map_err(|error| ConfigError::Parse { path: None, error })?;
         file.validate(&absolute_dir(base_dir))
@@ -164,7 +166,7 @@ impl Config {
     /// A one-line description for people, e.g. `2 providers, 3 routes, 2 teams (3 keys), audit
     /// to /srv/replaygate/audit.jsonl, state embedded in /srv/replaygate/replaygate-state, ledger
     /// on`.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let mut summary = format!(
             "{}, {}",
             count(self.providers.len(), "provider"),

@@ -14,27 +14,27 @@ use super::redis_target::{check_variable, TargetLogin};
 
 /// How the `redis` backend logs in and what its TLS connection trusts and shows.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RedisAccess {
+pub(crate) struct RedisAccess {
     /// `username`: the Redis ACL user to log in as; `None` logs in as the default user (with
     /// a password) or not at all.
-    pub username: Option<String>,
+    pub(crate) username: Option<String>,
     /// `password_env`: the environment variable that holds the password, read at start.
-    pub password_env: Option<String>,
+    pub(crate) password_env: Option<String>,
     /// `tls_ca_file`, resolved: the CA certificates (PEM) the server's certificate must chain
     /// to, in place of the system's trust store.
-    pub tls_ca_file: Option<PathBuf>,
+    pub(crate) tls_ca_file: Option<PathBuf>,
     /// `tls_cert_file` and `tls_key_file`, resolved: the client certificate chain and its
     /// private key (PEM) shown to a server that asks for one (mutual TLS).
-    pub tls_client: Option<ClientCertFiles>,
+    pub(crate) tls_client: Option<ClientCertFiles>,
 }
 
 /// A client certificate for mutual TLS: `tls_cert_file` and `tls_key_file`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientCertFiles {
+pub(crate) struct ClientCertFiles {
     /// The certificate chain, leaf first (PEM).
-    pub cert_file: PathBuf,
+    pub(crate) cert_file: PathBuf,
     /// Its private key (PEM: PKCS#8, PKCS#1 or SEC1).
-    pub key_file: PathBuf,
+    pub(crate) key_file: PathBuf,
 }
 
 /// The access keys of `[state]` as written, each with its span.

@@ -11,7 +11,7 @@ use super::error::Invalid;
 
 /// Where the `redis` backend's server is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RedisTarget {
+pub(crate) enum RedisTarget {
     /// `url`: one server, `redis://` or `rediss://` (TLS), with a host; never a password (that
     /// comes from `password_env`).
     Url(String),
@@ -38,11 +38,11 @@ pub enum RedisTarget {
 
 /// A `host:port` entry of `sentinels` or `cluster_nodes`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeAddr {
+pub(crate) struct NodeAddr {
     /// A host name or an IP address (an IPv6 address without its brackets).
-    pub host: String,
+    pub(crate) host: String,
     /// The TCP port.
-    pub port: u16,
+    pub(crate) port: u16,
 }
 
 impl fmt::Display for NodeAddr {
@@ -57,7 +57,7 @@ impl fmt::Display for NodeAddr {
 
 impl RedisTarget {
     /// Whether connections use TLS: a `rediss://` url, or `tls = true`.
-    pub fn tls(&self) -> bool {
+    pub(crate) fn tls(&self) -> bool {
         match self {
             RedisTarget::Url(url) => url.starts_with("rediss://"),
             RedisTarget::Sentinel { tls, .. } | RedisTarget::Cluster { tls, .. } => *tls,

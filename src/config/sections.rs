@@ -17,35 +17,35 @@ pub struct ServerConfig {
     /// `listen`: address and port to accept connections on.
     pub listen: SocketAddr,
     /// `max_body_bytes`: largest request body accepted; larger bodies get 413.
-    pub max_body_bytes: usize,
+    pub(crate) max_body_bytes: usize,
     /// `max_buffered_bytes`: the request bodies held at once, across all connections and
     /// workers; a body that would pass it gets 503 `overloaded`. At least `max_body_bytes`.
-    pub max_buffered_bytes: usize,
+    pub(crate) max_buffered_bytes: usize,
     /// `header_read_timeout_ms`: time a client has to send the request head.
     pub header_read_timeout: Duration,
     /// `body_read_timeout_ms`: time a client has to send the whole request body.
-    pub body_read_timeout: Duration,
+    pub(crate) body_read_timeout: Duration,
     /// `max_concurrent_requests`: requests handled at the same time, at least 1.
-    pub max_concurrent_requests: usize,
+    pub(crate) max_concurrent_requests: usize,
     /// `shutdown_grace_ms`: time in-flight requests get to finish after a
     /// shutdown signal.
     pub shutdown_grace: Duration,
     /// `workers`: threads that serve connections, each with its own single-threaded runtime;
     /// 0 (the default) means one per CPU the process may use.
-    pub workers: usize,
+    pub(crate) workers: usize,
     /// `watch_config`: re-read the configuration when its file changes, as on SIGHUP.
     pub watch_config: bool,
     /// `websocket_idle_timeout_ms`: a WebSocket on which no message passed either way for this
     /// long is closed (default 5 minutes).
-    pub websocket_idle_timeout: Duration,
+    pub(crate) websocket_idle_timeout: Duration,
     /// `websocket_max_duration_ms`: the longest a WebSocket stays open (default 60 minutes, the
     /// providers' own cap).
-    pub websocket_max_duration: Duration,
+    pub(crate) websocket_max_duration: Duration,
     /// `websocket_client_events`: the types of client events a WebSocket accepts. A
     /// `response.create` is always accepted and judged; the other types listed are forwarded
     /// unjudged (they carry no items), and any type not listed gets an `unsupported_event`
     /// error event. Default: `["response.create"]`.
-    pub websocket_client_events: Vec<String>,
+    pub(crate) websocket_client_events: Vec<String>,
 }
 
 impl ServerConfig {
@@ -136,24 +136,24 @@ pub enum LogFormat {
 pub struct GateConfig {
     /// `require_status`: a `function_call` without `status` counts as not completed (the seed
     /// article's strict reading; off by default, since many clients replay calls without it).
-    pub require_status: bool,
+    pub(crate) require_status: bool,
     /// `max_violations_listed`: the most violations a 422 lists (the rest are counted in
     /// `violations_truncated`), and the most names in `x-replaygate-monitored`.
     #[serde(deserialize_with = "super::de::positive_count")]
-    pub max_violations_listed: usize,
+    pub(crate) max_violations_listed: usize,
     /// `work_budget`: the most schema work judging one request may take, in unfolded
     /// subschema visits; a request needing more gets 400 `gate_budget_exceeded`.
-    pub work_budget: u64,
+    pub(crate) work_budget: u64,
     /// `[gate.rules]`: the action of each reason, where it differs from the default.
-    pub rules: HashMap<Reason, Action>,
+    pub(crate) rules: HashMap<Reason, Action>,
     /// `schema_cache_bytes`: weight budget of the cache of compiled tool schemas.
-    pub schema_cache_bytes: u64,
+    pub(crate) schema_cache_bytes: u64,
     /// `max_schema_bytes`: a tool schema larger than this is unusable
     /// (`tool_schema_invalid`).
-    pub max_schema_bytes: usize,
+    pub(crate) max_schema_bytes: usize,
     /// `passed_calls_bytes`: memory for remembering which arguments texts already passed which
     /// schema, so a replayed history is not validated again.
-    pub passed_calls_bytes: u64,
+    pub(crate) passed_calls_bytes: u64,
 }
 
 impl Default for GateConfig {

@@ -20,29 +20,29 @@ pub struct TeamConfig {
     pub keys: Vec<ClientKey>,
     /// `providers`: the providers the team may use, each defined under `[providers]`;
     /// `None` (key absent): all.
-    pub providers: Option<Vec<String>>,
+    pub(crate) providers: Option<Vec<String>>,
     /// `models`: globs on the request's `model`, with the options of `[[routes]]` `model`;
     /// `None`: every model.
-    pub models: Option<Vec<Glob>>,
+    pub(crate) models: Option<Vec<Glob>>,
     /// `tools`: globs on the names of the function tools the team may declare in `tools` or
     /// call in `input`; `None`: every tool.
-    pub tools: Option<Vec<Glob>>,
+    pub(crate) tools: Option<Vec<Glob>>,
     /// `pinned_tools`: the tool definitions whose `parameters` requests must not change.
-    pub pinned_tools: Option<PinnedTools>,
+    pub(crate) pinned_tools: Option<PinnedTools>,
     /// `requests_per_minute`: the team's request rate; `None`: no limit.
-    pub requests_per_minute: Option<NonZeroU32>,
+    pub(crate) requests_per_minute: Option<NonZeroU32>,
     /// `rules`: the team's action per reason, over `[gate.rules]` and the defaults.
-    pub rules: HashMap<Reason, Action>,
+    pub(crate) rules: HashMap<Reason, Action>,
     /// `mode`: `enforce` or `monitor`.
-    pub mode: TeamMode,
+    pub(crate) mode: TeamMode,
     /// `share_state_with`: the teams this team lets name its recorded state (responses,
     /// items, conversations); default none.
-    pub share_state_with: StateGrant,
+    pub(crate) share_state_with: StateGrant,
 }
 
 /// A team's `share_state_with`: the owner's grant of its recorded state to other teams.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum StateGrant {
+pub(crate) enum StateGrant {
     /// Only the team itself (the key absent, or an empty list).
     #[default]
     Nobody,
@@ -54,7 +54,7 @@ pub enum StateGrant {
 
 impl StateGrant {
     /// Whether the grant lets team `team` name the owner's state.
-    pub fn grants(&self, team: &str) -> bool {
+    pub(crate) fn grants(&self, team: &str) -> bool {
         match self {
             StateGrant::Nobody => false,
             StateGrant::Teams(teams) => teams.iter().any(|t| t == team),
@@ -69,7 +69,7 @@ impl StateGrant {
 pub struct ClientKey {
     /// `digest`: the SHA-256 of the client key.
     pub digest: [u8; 32],
-    /// `id`: what the logs call the key (see [`crate::keys::is_valid_key_id`]); `None`: the
+    /// `id`: what the logs call the key (see `crate::keys::is_valid_key_id`); `None`: the
     /// first 8 hex digits of the digest.
     pub id: Option<String>,
     /// `expires`: from when on the key is refused (401 `expired_api_key`); `None`: never.
@@ -88,7 +88,7 @@ impl ClientKey {
 
     /// What the access line, the audit line and the request span call the key: its id, else
     /// the first 8 hex digits of its digest.
-    pub fn log_id(&self) -> String {
+    pub(crate) fn log_id(&self) -> String {
         self.id
             .clone()
             .unwrap_or_else(|| crate::keys::short_id(&self.digest))
@@ -98,7 +98,7 @@ impl ClientKey {
 /// A team's `mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum TeamMode {
+pub(crate) enum TeamMode {
     /// Actions apply as configured.
     #[default]
     Enforce,
@@ -109,23 +109,24 @@ pub enum TeamMode {
 
 /// `[audit]`: the audit log, one JSON line per judged request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuditConfig {
+pub(crate) struct AuditConfig {
     /// `path`, resolved: absolute, a relative path taken from the directory of `proxy.toml`.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
 }
 
 /// A team's `pinned_tools` file, read and checked.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PinnedTools {
+pub(crate) struct PinnedTools {
     /// The file, resolved like [`AuditConfig::path`].
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// Its tool definitions, in file order, each name once.
-    pub tools: Vec<PinnedTool>,
+    pub(crate) tools: Vec<PinnedTool>,
 }
 
 impl PinnedTools {
-    /// The pinned definition of the tool `name`.
-    pub fn get(&self, name: &str) -> Option<&PinnedTool> {
+    /// The pinned definition of the tool `name` (read by the tests).
+    #[cfg(test)]
+    pub(crate) fn get(&self, name: &str) -> Option<&PinnedTool> {
         self.tools.iter().find(|tool| tool.name == name)
     }
 }
@@ -134,14 +135,14 @@ impl PinnedTools {
 /// (`{"type": "function", "name": ..., "parameters": {...}}`; `type` may be left out). Other
 /// members (`description`, `strict`, ...) are allowed and not kept.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PinnedTool {
+pub(crate) struct PinnedTool {
     /// `name`.
-    pub name: String,
+    pub(crate) name: String,
     /// `parameters`, parsed: what a request's tool `parameters` is compared with, as JSON
     /// values (key order ignored). `None` when absent or `null`.
-    pub parameters: Option<serde_json::Value>,
+    pub(crate) parameters: Option<serde_json::Value>,
     /// `parameters` exactly as written in the file: the schema source to compile (it compiled
     /// with the gate's schema compiler and the `[gate]` limits when the file was read).
     /// `Some` exactly when `parameters` is.
-    pub parameters_text: Option<String>,
+    pub(crate) parameters_text: Option<String>,
 }

@@ -25,7 +25,7 @@ pub struct TelemetryConfig {
     /// `sample_ratio`: the share of traces started here that are exported, 0 to 1; a request
     /// that comes with a `traceparent` follows its sampled flag instead.
     #[serde(deserialize_with = "ratio")]
-    pub sample_ratio: f64,
+    pub(crate) sample_ratio: f64,
 }
 
 impl Default for TelemetryConfig {

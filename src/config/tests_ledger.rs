@@ -1,5 +1,6 @@
 //! `[state]`, `[ledger]` and `encrypted_content_scope`.
 
+use super::redis_access::ClientCertFiles;
 use super::tests::{assert_invalid_at, assert_parse_error_at};
 use super::*;
 use crate::gate::{Action, Reason};

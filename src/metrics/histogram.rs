@@ -51,7 +51,7 @@ fn bucket_of(nanos: u64) -> usize {
 
 /// A histogram of durations with the buckets above. Clones share the same counts.
 #[derive(Debug, Clone, Default)]
-pub struct LatencyHistogram {
+pub(crate) struct LatencyHistogram {
     inner: Arc<Counts>,
 }
 
@@ -65,14 +65,15 @@ struct Counts {
 
 impl LatencyHistogram {
     /// Counts one observation of `elapsed`.
-    pub fn observe(&self, elapsed: Duration) {
+    pub(crate) fn observe(&self, elapsed: Duration) {
         let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
         self.inner.buckets[bucket_of(nanos)].fetch_add(1, Ordering::Relaxed);
         self.inner.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
     }
 
-    /// How many observations there were.
-    pub fn count(&self) -> u64 {
+    /// How many observations there were (the tests' reading; `/metrics` encodes the buckets).
+    #[cfg(test)]
+    pub(crate) fn count(&self) -> u64 {
         self.inner
             .buckets
             .iter()

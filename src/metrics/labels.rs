@@ -11,69 +11,69 @@ use crate::gate::Decision;
 use crate::telemetry::access_log::RequestDecision;
 
 /// The label value of "none": no provider chosen, no team.
-pub const NONE: &str = "-";
+pub(super) const NONE: &str = "-";
 
 /// `replaygate_requests_total{provider,team,decision}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct RequestLabels {
-    pub provider: Arc<str>,
-    pub team: Arc<str>,
-    pub decision: &'static str,
+    pub(crate) provider: Arc<str>,
+    pub(crate) team: Arc<str>,
+    pub(crate) decision: &'static str,
 }
 
 /// `replaygate_violations_total{reason,action,provider,team}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ViolationLabels {
-    pub reason: &'static str,
-    pub action: &'static str,
-    pub provider: Arc<str>,
-    pub team: Arc<str>,
+    pub(crate) reason: &'static str,
+    pub(crate) action: &'static str,
+    pub(crate) provider: Arc<str>,
+    pub(crate) team: Arc<str>,
 }
 
 /// `replaygate_response_violations_total{reason,provider}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ResponseViolationLabels {
-    pub reason: &'static str,
-    pub provider: Arc<str>,
+    pub(crate) reason: &'static str,
+    pub(crate) provider: Arc<str>,
 }
 
 /// `replaygate_client_gone_total{provider,team}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct TeamLabels {
-    pub provider: Arc<str>,
-    pub team: Arc<str>,
+    pub(crate) provider: Arc<str>,
+    pub(crate) team: Arc<str>,
 }
 
 /// The families labelled by provider alone (durations, bytes out).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ProviderLabels {
-    pub provider: Arc<str>,
+    pub(crate) provider: Arc<str>,
 }
 
 /// `replaygate_upstream_errors_total{provider,code}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct UpstreamErrorLabels {
-    pub provider: Arc<str>,
-    pub code: &'static str,
+    pub(crate) provider: Arc<str>,
+    pub(crate) code: &'static str,
 }
 
 /// `replaygate_ledger_operations_total{op,result}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct LedgerLabels {
-    pub op: &'static str,
-    pub result: &'static str,
+    pub(crate) op: &'static str,
+    pub(crate) result: &'static str,
 }
 
 /// `replaygate_config_reloads_total{result}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ResultLabels {
-    pub result: &'static str,
+    pub(crate) result: &'static str,
 }
 
 /// `replaygate_build_info{version}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct VersionLabels {
-    pub version: &'static str,
+    pub(crate) version: &'static str,
 }
 
 /// The `decision` label of every request counted (docs/operations.md#metrics), in the order
@@ -110,7 +110,7 @@ pub(crate) fn counted(decision: RequestDecision, answered: bool) -> Option<Decis
 
 /// The `code` of an upstream error, when `error` is one: the provider could not be reached or
 /// did not answer in time.
-pub fn upstream_error_code(error: &ApiError) -> Option<&'static str> {
+pub(super) fn upstream_error_code(error: &ApiError) -> Option<&'static str> {
     match error {
         ApiError::UpstreamUnavailable { .. } => Some("upstream_unavailable"),
         ApiError::UpstreamTimeout { .. } => Some("upstream_timeout"),
@@ -120,7 +120,7 @@ pub fn upstream_error_code(error: &ApiError) -> Option<&'static str> {
 
 /// The ledger operations counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LedgerOp {
+pub(crate) enum LedgerOp {
     /// Looking up what the store knows of a request's ids.
     Lookup,
     /// Recording an answer.
@@ -131,7 +131,7 @@ pub enum LedgerOp {
 
 impl LedgerOp {
     /// The label value.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             LedgerOp::Lookup => "lookup",
             LedgerOp::Record => "record",
@@ -142,7 +142,7 @@ impl LedgerOp {
 
 /// How a ledger operation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LedgerResult {
+pub(crate) enum LedgerResult {
     /// Done: a lookup that found something, a record written, a session carried.
     Ok,
     /// The store answered and knew nothing: a lookup that found none of the ids, a chain that
@@ -160,7 +160,7 @@ pub enum LedgerResult {
 
 impl LedgerResult {
     /// The label value.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             LedgerResult::Ok => "ok",
             LedgerResult::Miss => "miss",
@@ -172,7 +172,7 @@ impl LedgerResult {
 }
 
 /// The operations and results that can happen together, each counted from zero.
-pub const LEDGER_OUTCOMES: [(LedgerOp, LedgerResult); 10] = [
+pub(super) const LEDGER_OUTCOMES: [(LedgerOp, LedgerResult); 10] = [
     (LedgerOp::Lookup, LedgerResult::Ok),
     (LedgerOp::Lookup, LedgerResult::Miss),
     (LedgerOp::Lookup, LedgerResult::Error),

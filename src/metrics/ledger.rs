@@ -8,7 +8,7 @@ use super::{Metrics, StateMeter};
 
 /// `replaygate_ledger_operations_total`, one counter per operation and result.
 #[derive(Debug, Clone)]
-pub struct LedgerMeter {
+pub(crate) struct LedgerMeter {
     lookup: [Counter; 3],
     record: [Counter; 4],
     carry: [Counter; 3],
@@ -17,7 +17,7 @@ pub struct LedgerMeter {
 
 impl LedgerMeter {
     /// The ledger's counters among `metrics`.
-    pub fn new(metrics: &Metrics) -> LedgerMeter {
+    pub(crate) fn new(metrics: &Metrics) -> LedgerMeter {
         let counter = |op: LedgerOp| move |result| metrics.ledger_counter(op, result);
         use LedgerResult::{Dropped, Error, Miss, Ok, TooLarge};
         LedgerMeter {
@@ -29,20 +29,22 @@ impl LedgerMeter {
     }
 
     /// The state backend's metrics (writes refused for lack of room).
-    pub fn state(&self) -> &StateMeter {
+    pub(crate) fn state(&self) -> &StateMeter {
         &self.state
     }
 
     /// Counts operation `op` ending with `result`. A pair that cannot happen (a record that
     /// missed, a lookup that was dropped) is counted nowhere.
-    pub fn count(&self, op: LedgerOp, result: LedgerResult) {
+    pub(crate) fn count(&self, op: LedgerOp, result: LedgerResult) {
         if let Some(counter) = self.counter(op, result) {
             counter.inc();
         }
     }
 
     /// How many times `op` ended with `result` (0 for a pair that cannot happen).
-    pub fn get(&self, op: LedgerOp, result: LedgerResult) -> u64 {
+    /// Read by the tests.
+    #[cfg(test)]
+    pub(crate) fn get(&self, op: LedgerOp, result: LedgerResult) -> u64 {
         self.counter(op, result).map_or(0, Counter::get)
     }
 

@@ -21,7 +21,7 @@ use crate::gate::{Decision, ResponseViolation, Verdict};
 use crate::telemetry::access_log::{AccessRecord, Outcome};
 
 /// The metric handles of one configuration snapshot.
-pub struct Meters {
+pub(crate) struct Meters {
     metrics: Arc<Metrics>,
     providers: HashMap<String, ProviderMeter, RandomState>,
     /// Requests no provider was chosen for (`provider="-"`).
@@ -42,7 +42,7 @@ impl std::fmt::Debug for Meters {
 }
 
 /// One provider's handles (or those of `-`).
-pub struct ProviderMeter {
+pub(crate) struct ProviderMeter {
     label: Arc<str>,
     /// Arrival to the answer's head.
     request_duration: LatencyHistogram,
@@ -74,25 +74,26 @@ impl ProviderMeter {
         }
     }
 
-    /// The provider's label value.
-    pub fn label(&self) -> &Arc<str> {
+    /// The provider's label value (read by the tests).
+    #[cfg(test)]
+    pub(crate) fn label(&self) -> &Arc<str> {
         &self.label
     }
 
     /// Counts the time the judge phase took.
-    pub fn gate_time(&self, elapsed: Duration) {
+    pub(crate) fn gate_time(&self, elapsed: Duration) {
         self.gate_duration.observe(elapsed);
     }
 
     /// Counts the time the provider took to answer with its head.
-    pub fn upstream_time(&self, elapsed: Duration) {
+    pub(crate) fn upstream_time(&self, elapsed: Duration) {
         self.upstream_duration.observe(elapsed);
     }
 }
 
 impl Meters {
     /// Resolves the handles of `config`'s providers and teams among `metrics`.
-    pub fn resolve(metrics: &Arc<Metrics>, config: &Config) -> Meters {
+    pub(crate) fn resolve(metrics: &Arc<Metrics>, config: &Config) -> Meters {
         let team_labels: Vec<Arc<str>> = std::iter::once(Arc::from(NONE))
             .chain(config.teams.keys().map(|name| Arc::from(name.as_str())))
             .collect();
@@ -132,7 +133,7 @@ impl Meters {
 
     /// The handles of provider `name`; those of `-` when there is none, or when the name is
     /// not configured (so no other name can become a label value).
-    pub fn provider(&self, name: Option<&str>) -> &ProviderMeter {
+    pub(crate) fn provider(&self, name: Option<&str>) -> &ProviderMeter {
         name.and_then(|name| self.providers.get(name))
             .unwrap_or(&self.unrouted)
     }
@@ -143,14 +144,14 @@ impl Meters {
     }
 
     /// Starts counting a request: it is in flight until the returned meter is dropped.
-    pub fn start(self: &Arc<Self>) -> RequestMeter {
+    pub(crate) fn start(self: &Arc<Self>) -> RequestMeter {
         self.metrics.in_flight().inc();
         RequestMeter { meters: self.clone() }
     }
 
     /// Counts every violation of `verdict` (listed or not), for a request of `team` judged for
     /// `provider`.
-    pub fn violations(&self, verdict: &Verdict, provider: &str, team: Option<&str>) {
+    pub(crate) fn violations(&self, verdict: &Verdict, provider: &str, team: Option<&str>) {
         if verdict.tally.is_empty() {
             return;
         }
@@ -172,7 +173,7 @@ impl Meters {
 
     /// Counts a WebSocket message refused on a socket of `team` to `provider` (when chosen) as
     /// a request with that decision (`rejected` by the gate, else `error`).
-    pub fn refused_message(&self, provider: Option<&str>, team: Option<&str>, rejected: bool) {
+    pub(crate) fn refused_message(&self, provider: Option<&str>, team: Option<&str>, rejected: bool) {
         let decision = match rejected {
             true => Some(Decision::Rejected),
             false => None,
@@ -199,7 +200,7 @@ impl Meters {
     }
 
     /// Counts the function calls `provider` produced that do not fit the request's tools.
-    pub fn response_violations(&self, violations: &[ResponseViolation], provider: &str) {
+    pub(crate) fn response_violations(&self, violations: &[ResponseViolation], provider: &str) {
         let provider = &self.provider(Some(provider)).label;
         for violation in violations {
             let labels = ResponseViolationLabels {
@@ -211,7 +212,7 @@ impl Meters {
     }
 
     /// Counts `error` against `provider`, when it is an error of the upstream.
-    pub fn upstream_error(&self, provider: &str, error: &ApiError) {
+    pub(crate) fn upstream_error(&self, provider: &str, error: &ApiError) {
         if let Some(code) = upstream_error_code(error) {
             let labels = UpstreamErrorLabels {
                 provider: self.provider(Some(provider)).label.clone(),
@@ -224,7 +225,7 @@ impl Meters {
 
 /// One request, counted in flight from its arrival until its answer's last byte (or until it
 /// is dropped); [`RequestMeter::finish`] counts what it came to.
-pub struct RequestMeter {
+pub(crate) struct RequestMeter {
     meters: Arc<Meters>,
 }
 
@@ -238,7 +239,7 @@ impl RequestMeter {
     /// Counts the request `record` describes, which ended with `outcome`: its decision, its
     /// durations and the bytes sent. The provider and team are looked up among the configured
     /// ones (`-` for none).
-    pub fn finish(self, record: &AccessRecord, outcome: &Outcome) {
+    pub(crate) fn finish(self, record: &AccessRecord, outcome: &Outcome) {
         let provider = self.meters.provider(record.provider());
         let decision = counted(record.decision(), outcome.head.is_some());
         self.meters.count_request(provider, record.team_name(), decision);

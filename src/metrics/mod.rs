@@ -1,7 +1,7 @@
 //! Prometheus metrics (docs/operations.md#metrics): the metric families of the process
 //! ([`Metrics`]), the handles a configuration resolves once so the request path only adds to
 //! atomics
-//! ([`Meters`]), and what one request counts when it ends ([`RequestMeter`]).
+//! (`Meters`), and what one request counts when it ends (`RequestMeter`).
 //!
 //! Label values come from the configuration (provider and team names, `-` for none) or from
 //! fixed sets of words (decision, reason, action, code, op, result): a request can never add a
@@ -18,18 +18,18 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-pub use histogram::LatencyHistogram;
-pub use labels::{LedgerOp, LedgerResult, NONE};
-pub use ledger::LedgerMeter;
-pub use meters::{Meters, ProviderMeter, RequestMeter};
-pub use state::StateMeter;
+pub(crate) use histogram::LatencyHistogram;
+pub(crate) use labels::{LedgerOp, LedgerResult};
+pub(crate) use ledger::LedgerMeter;
+pub(crate) use meters::{Meters, RequestMeter};
+pub(crate) use state::StateMeter;
 
 use labels::{
     LedgerLabels, ProviderLabels, RequestLabels, ResponseViolationLabels, ResultLabels, TeamLabels,
     UpstreamErrorLabels, VersionLabels, ViolationLabels,
 };
 
-/// The content type of [`Metrics::encode`]'s text: OpenMetrics 1.0, which Prometheus scrapes.
+/// The content type of `Metrics::encode`'s text: OpenMetrics 1.0, which Prometheus scrapes.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Every metric family of one process (one per [`crate::proxy::ProxyState`] and its siblings,
@@ -69,7 +69,7 @@ impl Default for Metrics {
 impl Metrics {
     /// The families, registered, with `replaygate_build_info` set and the ledger's and the
     /// reloads' series at zero.
-    pub fn new() -> Metrics {
+    pub(crate) fn new() -> Metrics {
         let metrics = Metrics {
             registry: Registry::default(),
             requests: Family::default(),
@@ -186,7 +186,7 @@ impl Metrics {
     }
 
     /// Every family in the OpenMetrics text format ([`CONTENT_TYPE`]).
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let mut text = String::with_capacity(16 * 1024);
         // Writing to a String does not fail, and every metric here encodes.
         prometheus_client::encoding::text::encode(&mut text, &self.registry)
@@ -195,7 +195,7 @@ impl Metrics {
     }
 
     /// Counts one configuration reload.
-    pub fn config_reloaded(&self, ok: bool) {
+    pub(crate) fn config_reloaded(&self, ok: bool) {
         let result = if ok { "ok" } else { "error" };
         self.config_reloads.get_or_create(&ResultLabels { result }).inc();
     }

@@ -67,29 +67,31 @@ impl StateMeter {
     }
 
     /// Counts `n` writes refused for lack of room.
-    pub fn writes_refused(&self, n: u64) {
+    pub(crate) fn writes_refused(&self, n: u64) {
         self.writes_refused.inc_by(n);
     }
 
     /// How many writes were refused for lack of room.
-    pub fn refused_count(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn refused_count(&self) -> u64 {
         self.writes_refused.get()
     }
 
     /// Counts `n` responses removed to stay within the disk budget.
-    pub fn evicted(&self, n: u64) {
+    pub(crate) fn evicted(&self, n: u64) {
         self.evicted.inc_by(n);
     }
 
     /// How many responses were removed to stay within the disk budget.
-    pub fn evicted_count(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn evicted_count(&self) -> u64 {
         self.evicted.get()
     }
 
     /// Sets the policy Redis reported (`None`: it could not be read) and whether it may evict.
     /// Returns true the first time a policy that may evict is set in this process, so the
     /// caller warns once.
-    pub fn policy(&self, policy: Option<&str>, may_evict: Option<bool>) -> bool {
+    pub(crate) fn policy(&self, policy: Option<&str>, may_evict: Option<bool>) -> bool {
         let label = match policy {
             None => "unknown",
             Some(name) => KNOWN_POLICIES
@@ -109,14 +111,15 @@ impl StateMeter {
     }
 
     /// The backend is not Redis: no policy (`policy="none"`), nothing evicted by one.
-    pub fn no_policy(&self) {
+    pub(crate) fn no_policy(&self) {
         self.policy.clear();
         self.policy.get_or_create(&PolicyLabels { policy: "none" }).set(1);
         self.eviction_risk.set(0);
     }
 
     /// The value of `replaygate_state_eviction_risk`.
-    pub fn eviction_risk(&self) -> i64 {
+    #[cfg(test)]
+    pub(crate) fn eviction_risk(&self) -> i64 {
         self.eviction_risk.get()
     }
 }

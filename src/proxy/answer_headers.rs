@@ -8,21 +8,21 @@ use crate::gate::strip::Stripped;
 use crate::gate::{Action, Verdict};
 
 /// The response header naming the violations a request was forwarded with.
-pub const MONITORED_HEADER: &str = "x-replaygate-monitored";
+pub(crate) const MONITORED_HEADER: &str = "x-replaygate-monitored";
 
 /// The response header naming the items cut from the forwarded body.
-pub const STRIPPED_HEADER: &str = "x-replaygate-stripped";
+pub(crate) const STRIPPED_HEADER: &str = "x-replaygate-stripped";
 
 /// The response header naming the members cut out of the forwarded items (docs/item-profiles.md).
-pub const REPAIRED_HEADER: &str = "x-replaygate-repaired";
+pub(crate) const REPAIRED_HEADER: &str = "x-replaygate-repaired";
 
 /// The response header naming the items `repair` inserted into the forwarded body (the
 /// reasoning items the ledger kept, for `reasoning_missing`).
-pub const INSERTED_HEADER: &str = "x-replaygate-inserted";
+pub(crate) const INSERTED_HEADER: &str = "x-replaygate-inserted";
 
 /// The response header naming the foreign response whose recorded chain replaced the
 /// request's `previous_response_id` (docs/ledger.md, `carry_sessions`).
-pub const CARRIED_HEADER: &str = "x-replaygate-carried";
+pub(crate) const CARRIED_HEADER: &str = "x-replaygate-carried";
 
 /// `resp_...`: the response a carried request's chain came from.
 pub(super) fn carried(from: &str) -> Option<(&'static str, HeaderValue)> {

@@ -20,46 +20,46 @@ use crate::telemetry::{batched, BatchedWriter, FlushGuard};
 
 /// One line of the audit log.
 #[derive(Debug, Serialize)]
-pub struct AuditLine<'a> {
+pub(crate) struct AuditLine<'a> {
     /// When the request was judged (RFC 3339, UTC, milliseconds).
-    pub ts: String,
+    pub(crate) ts: String,
     /// The request id (also in the access log and the answer's `x-replaygate-request-id`).
-    pub request_id: &'a str,
+    pub(crate) request_id: &'a str,
     /// The key's team; `null` for anonymous clients.
-    pub team: Option<&'a str>,
+    pub(crate) team: Option<&'a str>,
     /// The key's id, else the first 8 hex digits of its digest (never the key); `null` for
     /// anonymous clients.
-    pub key_id: Option<&'a str>,
+    pub(crate) key_id: Option<&'a str>,
     /// The provider the request was routed to.
-    pub provider: &'a str,
+    pub(crate) provider: &'a str,
     /// The request's model, when it names one.
-    pub model: Option<&'a str>,
+    pub(crate) model: Option<&'a str>,
     /// What happened to it.
-    pub decision: Decision,
+    pub(crate) decision: Decision,
     /// Every listed violation: where, why and what was done.
-    pub violations: Vec<AuditViolation<'a>>,
+    pub(crate) violations: Vec<AuditViolation<'a>>,
     /// SHA-256 of the body bytes received, hex.
-    pub body_sha256: String,
+    pub(crate) body_sha256: String,
 }
 
 /// A violation as audited: no message (it may quote argument values).
 #[derive(Debug, Serialize)]
-pub struct AuditViolation<'a> {
+pub(crate) struct AuditViolation<'a> {
     /// The item's position; `null` for a violation about `tools[i]`.
-    pub index: Option<usize>,
+    pub(crate) index: Option<usize>,
     /// The reason code.
-    pub reason: Reason,
+    pub(crate) reason: Reason,
     /// What was done.
-    pub action: Action,
+    pub(crate) action: Action,
     /// The parameter at fault.
-    pub param: &'a str,
+    pub(crate) param: &'a str,
 }
 
 impl<'a> AuditLine<'a> {
     /// The line for a request with id `request_id`, judged as `verdict`, whose body hashed to
     /// `body_sha256` ([`body_sha256`]).
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub(crate) fn new(
         request_id: &'a str,
         team: Option<&'a str>,
         key_id: Option<&'a str>,
@@ -95,38 +95,38 @@ impl<'a> AuditLine<'a> {
 /// that do not fit the request's tools. The request's own line comes first, with the same
 /// `request_id`.
 #[derive(Debug, Serialize)]
-pub struct ResponseAuditLine<'a> {
+pub(crate) struct ResponseAuditLine<'a> {
     /// When the answer was read (RFC 3339, UTC, milliseconds).
-    pub ts: String,
+    pub(crate) ts: String,
     /// Always `response`: this line is about an answer, not a judged request.
-    pub kind: &'static str,
+    pub(crate) kind: &'static str,
     /// The request id.
-    pub request_id: &'a str,
+    pub(crate) request_id: &'a str,
     /// The key's team; `null` for anonymous clients.
-    pub team: Option<&'a str>,
+    pub(crate) team: Option<&'a str>,
     /// The provider that answered.
-    pub provider: &'a str,
+    pub(crate) provider: &'a str,
     /// The answer's response id.
-    pub response_id: &'a str,
+    pub(crate) response_id: &'a str,
     /// Each flagged call: its position in `output`, the reason and the parameter.
-    pub response_violations: Vec<ResponseAuditViolation<'a>>,
+    pub(crate) response_violations: Vec<ResponseAuditViolation<'a>>,
 }
 
 /// A flagged call as audited: no message (it may quote argument values).
 #[derive(Debug, Serialize)]
-pub struct ResponseAuditViolation<'a> {
+pub(crate) struct ResponseAuditViolation<'a> {
     /// The call's position in the answer's `output`.
-    pub index: usize,
+    pub(crate) index: usize,
     /// The reason code.
-    pub reason: Reason,
+    pub(crate) reason: Reason,
     /// The parameter at fault, e.g. `output[1].arguments`.
-    pub param: &'a str,
+    pub(crate) param: &'a str,
 }
 
 impl<'a> ResponseAuditLine<'a> {
     /// The line for `violations` of the answer `response_id` that `provider` gave request
     /// `request_id`.
-    pub fn new(
+    pub(crate) fn new(
         request_id: &'a str,
         team: Option<&'a str>,
         provider: &'a str,
@@ -154,12 +154,12 @@ impl<'a> ResponseAuditLine<'a> {
 
 /// SHA-256 of `body`, hex: what an audit line says of the bytes received. Computed where the
 /// body is judged (on the blocking pool for large bodies), not on the worker.
-pub fn body_sha256(body: &[u8]) -> String {
+pub(crate) fn body_sha256(body: &[u8]) -> String {
     hex::encode(Sha256::digest(body))
 }
 
 /// The audit log of the process: a batched writer over a file that can be reopened.
-pub struct AuditLog {
+pub(crate) struct AuditLog {
     writer: BatchedWriter,
     reopen: Arc<Mutex<Option<PathBuf>>>,
     /// Writes what is gathered when the last holder drops the log.
@@ -174,7 +174,7 @@ impl std::fmt::Debug for AuditLog {
 
 impl AuditLog {
     /// Opens (creating, appending to) the file at `path` and starts its writer.
-    pub fn open(path: &Path) -> io::Result<AuditLog> {
+    pub(crate) fn open(path: &Path) -> io::Result<AuditLog> {
         let reopen = Arc::new(Mutex::new(None));
         let file = ReopenedFile {
             file: append(path)?,
@@ -189,7 +189,7 @@ impl AuditLog {
     }
 
     /// Writes one line ([`AuditLine`] or [`ResponseAuditLine`]).
-    pub fn write(&self, line: &impl Serialize) {
+    pub(crate) fn write(&self, line: &impl Serialize) {
         let mut text = serde_json::to_vec(line).expect("an audit line serializes");
         text.push(b'\n');
         let mut writer = self.writer.clone();
@@ -200,7 +200,7 @@ impl AuditLog {
 
     /// Reopens the file at `path` (the same path after logrotate moved the file, or a new one
     /// after a reload) before the next batch is written.
-    pub fn reopen(&self, path: &Path) {
+    pub(crate) fn reopen(&self, path: &Path) {
         *self.reopen.lock().unwrap_or_else(PoisonError::into_inner) = Some(path.to_owned());
     }
 }

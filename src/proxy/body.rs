@@ -15,13 +15,13 @@ use super::budget::{BufferBudget, Reservation};
 use crate::error::ApiError;
 
 /// Any error a response body can end with.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The body of every response the proxy sends: a streamed upstream body or a small local one.
-pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
+pub(crate) type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
 
 /// A complete, local response body.
-pub fn full(bytes: impl Into<Bytes>) -> ProxyBody {
+pub(crate) fn full(bytes: impl Into<Bytes>) -> ProxyBody {
     Full::new(bytes.into())
         .map_err(|never| match never {})
         .boxed_unsync()
@@ -29,14 +29,14 @@ pub fn full(bytes: impl Into<Bytes>) -> ProxyBody {
 
 /// A response body that holds a guard (a concurrency permit, a connection's count of open
 /// requests) until it ends or is dropped.
-pub struct Holding<G> {
+pub(crate) struct Holding<G> {
     inner: ProxyBody,
     _guard: G,
 }
 
 impl<G> Holding<G> {
     /// Ties `guard` to the life of `inner`.
-    pub fn new(inner: ProxyBody, guard: G) -> Self {
+    pub(crate) fn new(inner: ProxyBody, guard: G) -> Self {
         Self { inner, _guard: guard }
     }
 }
@@ -76,7 +76,7 @@ pub struct HeldBody {
     /// The body, exactly as received.
     pub bytes: Bytes,
     /// Its bytes in the shared budget; drop it once the body is no longer held.
-    pub reservation: Reservation,
+    pub(crate) reservation: Reservation,
 }
 
 /// Reads the whole request body, refusing one over the cap before or while it arrives, and

@@ -22,7 +22,7 @@ impl BufferBudget {
     }
 
     /// The cap, in bytes.
-    pub fn cap(&self) -> usize {
+    pub(crate) fn cap(&self) -> usize {
         self.cap
     }
 
@@ -32,7 +32,7 @@ impl BufferBudget {
     }
 
     /// Whether `bytes` more would fit now (a hint: nothing is reserved).
-    pub fn would_fit(&self, bytes: usize) -> bool {
+    pub(crate) fn would_fit(&self, bytes: usize) -> bool {
         self.reserved().saturating_add(bytes) <= self.cap
     }
 
@@ -68,7 +68,7 @@ impl Reservation {
     }
 
     /// The cap of the budget it holds bytes in.
-    pub fn cap(&self) -> usize {
+    pub(crate) fn cap(&self) -> usize {
         self.budget.cap
     }
 

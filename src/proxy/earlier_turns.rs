@@ -21,11 +21,11 @@ pub(crate) trait EarlierTurns: Send + Sync + Debug {
 #[derive(Debug, Clone)]
 pub(crate) struct Turn {
     /// The provider it went to.
-    pub provider: String,
+    pub(crate) provider: String,
     /// Its `model`.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// The response it continues.
-    pub previous_response_id: Option<String>,
+    pub(crate) previous_response_id: Option<String>,
     /// The `call_id`s of the calls among its input items.
-    pub input_call_ids: CallIds,
+    pub(crate) input_call_ids: CallIds,
 }

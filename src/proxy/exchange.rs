@@ -16,7 +16,7 @@ use crate::telemetry::access_log::{AccessRecord, Outcome, CLIENT_GONE};
 
 /// One request's access record and the facts of its answer so far; writes the line on drop.
 #[derive(Debug)]
-pub struct Exchange {
+pub(crate) struct Exchange {
     record: AccessRecord,
     started: Instant,
     head: Option<Head>,
@@ -39,7 +39,7 @@ struct Head {
 
 impl Exchange {
     /// Starts the exchange of a request that arrived at `started`.
-    pub fn new(record: AccessRecord, started: Instant) -> Exchange {
+    pub(crate) fn new(record: AccessRecord, started: Instant) -> Exchange {
         Exchange {
             record,
             started,
@@ -52,18 +52,18 @@ impl Exchange {
     }
 
     /// Counts the request with `meter` (in flight until the exchange ends, then its outcome).
-    pub fn metered(mut self, meter: RequestMeter) -> Exchange {
+    pub(crate) fn metered(mut self, meter: RequestMeter) -> Exchange {
         self.meter = Some(meter);
         self
     }
 
     /// The access record, to note facts as the request goes on.
-    pub fn record(&mut self) -> &mut AccessRecord {
+    pub(crate) fn record(&mut self) -> &mut AccessRecord {
         &mut self.record
     }
 
     /// Notes the answer's head; `upstream` is the provider's status when the answer is its own.
-    pub fn answered(&mut self, status: StatusCode, upstream: Option<StatusCode>) {
+    pub(crate) fn answered(&mut self, status: StatusCode, upstream: Option<StatusCode>) {
         let bodiless = self.record.method() == Some(&Method::HEAD)
             || status == StatusCode::NO_CONTENT
             || status == StatusCode::NOT_MODIFIED;
@@ -123,7 +123,7 @@ impl Drop for Exchange {
 
 /// An answer's body that counts what it passes on and carries the request's [`Exchange`], so
 /// the access line is written when the body ends or is dropped.
-pub struct LoggedBody {
+pub(crate) struct LoggedBody {
     inner: ProxyBody,
     exchange: Exchange,
     ended: bool,
@@ -131,7 +131,7 @@ pub struct LoggedBody {
 
 impl LoggedBody {
     /// Ties `exchange` (already [`Exchange::answered`]) to the life of `inner`.
-    pub fn new(inner: ProxyBody, exchange: Exchange) -> LoggedBody {
+    pub(crate) fn new(inner: ProxyBody, exchange: Exchange) -> LoggedBody {
         LoggedBody {
             inner,
             exchange,

@@ -40,7 +40,7 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
 }
 
 /// Removes hop-by-hop headers, including any the `Connection` header names.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // Most messages carry none (a name `Connection` lists goes only with `Connection`): one pass
     // over the names costs less than a lookup for each listed name.
     if !headers.keys().any(is_hop_by_hop) {
@@ -68,7 +68,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 
 /// The headers to send upstream: the client's, less hop-by-hop and framing headers, with the
 /// provider's credential applied.
-pub fn upstream_request_headers(mut headers: HeaderMap, credential: &Credential) -> HeaderMap {
+pub(crate) fn upstream_request_headers(mut headers: HeaderMap, credential: &Credential) -> HeaderMap {
     strip_hop_by_hop(&mut headers);
     // The upstream client sets these for the bytes it actually sends.
     headers.remove(header::HOST);

@@ -36,39 +36,39 @@ const INLINE_WORK: u64 = 20_000;
 #[derive(Debug)]
 pub(super) struct Judged {
     /// The provider the request goes to.
-    pub provider: String,
+    pub(crate) provider: String,
     /// The request's model, when it names one.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// The gate's verdict for that provider.
-    pub verdict: Verdict,
+    pub(crate) verdict: Verdict,
     /// When items were stripped: the body to forward instead of the one received, and the
     /// positions of the items cut from it.
-    pub stripped: Option<gate::strip::Stripped>,
+    pub(crate) stripped: Option<gate::strip::Stripped>,
     /// SHA-256 of the body received, hex, when the audit log is on.
-    pub body_sha256: Option<String>,
+    pub(crate) body_sha256: Option<String>,
     /// The request's `previous_response_id` (`None` once carried).
-    pub previous_response_id: Option<String>,
+    pub(crate) previous_response_id: Option<String>,
     /// The foreign response whose chain replaced `previous_response_id`, when carried.
-    pub carried: Option<String>,
+    pub(crate) carried: Option<String>,
     /// The body judged, when it is not the one received (a carried session).
-    pub body: Option<Bytes>,
+    pub(crate) body: Option<Bytes>,
     /// The request's tools, when it declares some and the ledger is on: the calls its answer
     /// produces are checked against them.
-    pub tools: Option<Arc<gate::DeclaredTools>>,
+    pub(crate) tools: Option<Arc<gate::DeclaredTools>>,
     /// The `call_id`s of the calls the request puts in its items (when the ledger is on).
-    pub input_call_ids: CallIds,
+    pub(crate) input_call_ids: CallIds,
 }
 
 /// Who is asking, under which configuration: what the judge phase judges a request for.
 #[derive(Debug, Clone)]
 pub(super) struct Asker {
     /// The configuration the request started with.
-    pub snapshot: Arc<Snapshot>,
+    pub(crate) snapshot: Arc<Snapshot>,
     /// The key's team; `None` for anonymous clients.
-    pub team: Option<Arc<Team>>,
+    pub(crate) team: Option<Arc<Team>>,
     /// Earlier turns remembered besides the ledger (on a WebSocket, the socket's own), which
     /// a `previous_response_id` may continue (judged as the ledger's chain is).
-    pub earlier_turns: Option<Arc<dyn EarlierTurns>>,
+    pub(crate) earlier_turns: Option<Arc<dyn EarlierTurns>>,
 }
 
 impl Asker {
@@ -81,14 +81,14 @@ impl Asker {
 /// A request body as received, with what the head already told of it.
 pub(super) struct Received<'r> {
     /// The provider prefix the path named, if any.
-    pub prefix: Option<&'r str>,
+    pub(crate) prefix: Option<&'r str>,
     /// The member the items are read from.
-    pub at: ItemsAt,
+    pub(crate) at: ItemsAt,
     /// The body.
-    pub body: &'r Bytes,
+    pub(crate) body: &'r Bytes,
     /// The head's charset check, answered once the body has parsed (a 400 comes before a
     /// 415) and before any item is judged.
-    pub charset: Result<(), ApiError>,
+    pub(crate) charset: Result<(), ApiError>,
 }
 
 /// Judges a received request: see the module documentation. A `previous_response_id` recorded

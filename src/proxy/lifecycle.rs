@@ -20,7 +20,7 @@ use crate::telemetry::access_log::{AccessRecord, REQUEST_ID_HEADER};
 /// Handles one request from start to answer; never fails (every error becomes an envelope).
 ///
 /// Every phase runs inside the request's span (as does the answer's body, see
-/// [`LoggedBody`]), so what is logged meanwhile names the request. The request's access line is
+/// `LoggedBody`), so what is logged meanwhile names the request. The request's access line is
 /// written exactly once, outside that span: when the answer's body has ended or was dropped,
 /// or, if this future is dropped before it answers, then (status 499).
 pub async fn handle<B>(state: Arc<ProxyState>, request: Request<B>) -> Response<ProxyBody>

@@ -18,9 +18,9 @@ use crate::metrics::{LedgerOp, LedgerResult};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ObjectRef<'p> {
     /// What it is: `response` or `conversation`.
-    pub kind: &'static str,
+    pub(crate) kind: &'static str,
     /// Its id, as the path writes it.
-    pub id: &'p str,
+    pub(crate) id: &'p str,
 }
 
 /// The object `upstream_path` names, if it is an object route: the segment after the first

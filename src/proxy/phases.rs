@@ -70,7 +70,7 @@ pub(super) struct Decided {
 impl<'r> RequestContext<'r> {
     /// Takes an in-flight permit (503 `overloaded` without one) and the configuration in
     /// force.
-    pub fn begin(state: &'r Arc<ProxyState>, record: &'r mut AccessRecord) -> Result<Self, ApiError> {
+    pub(super) fn begin(state: &'r Arc<ProxyState>, record: &'r mut AccessRecord) -> Result<Self, ApiError> {
         let permit = state
             .in_flight
             .clone()
@@ -89,29 +89,29 @@ impl<'r> RequestContext<'r> {
     }
 
     /// The configured provider `name`, as this request's configuration has it.
-    pub fn provider(&self, name: &str) -> Result<Arc<Provider>, ApiError> {
+    pub(super) fn provider(&self, name: &str) -> Result<Arc<Provider>, ApiError> {
         Ok(self.snapshot.provider(name)?.clone())
     }
 
     /// The metric handles of this request's configuration.
-    pub fn meters(&self) -> &Arc<crate::metrics::Meters> {
+    pub(super) fn meters(&self) -> &Arc<crate::metrics::Meters> {
         &self.snapshot.meters
     }
 
     /// The client key's team, once authenticated.
-    pub fn team_name(&self) -> Option<&str> {
+    pub(super) fn team_name(&self) -> Option<&str> {
         self.team.as_deref().map(|team| team.name.as_str())
     }
 
     /// Judges this context's requests as continuing `turns` (as well as what the ledger
     /// remembers): a WebSocket's messages continue the socket's earlier turns.
-    pub fn continuing(&mut self, turns: Arc<dyn EarlierTurns>) {
+    pub(super) fn continuing(&mut self, turns: Arc<dyn EarlierTurns>) {
         self.earlier_turns = Some(turns);
     }
 
     /// Finds the client key's team (401 when teams are on and the key is missing, unknown or
     /// expired); the key headers are removed for good.
-    pub fn authenticate(&mut self, headers: &mut HeaderMap) -> Result<(), ApiError> {
+    pub(super) fn authenticate(&mut self, headers: &mut HeaderMap) -> Result<(), ApiError> {
         let caller = self.snapshot.teams.authenticate(headers).inspect_err(|error| {
             // An expired key is named in the access line, so its holders can be found.
             if let ApiError::ExpiredApiKey { key_id } = error {
@@ -131,7 +131,7 @@ impl<'r> RequestContext<'r> {
     /// to ask upstream. A provider the path chooses on its own must be one the team may use
     /// (403); when the model chooses (the prefix is also a provider's own path), the provider
     /// is authorized once chosen.
-    pub fn route<'p>(&self, path: &'p str) -> Result<PathRoute<'p>, ApiError> {
+    pub(super) fn route<'p>(&self, path: &'p str) -> Result<PathRoute<'p>, ApiError> {
         let route = self.snapshot.router.classify(path)?;
         if let (Some(team), Some(provider)) = (&self.team, self.chosen_by_path(&route)) {
             team.authorize_provider(provider)?;
@@ -141,7 +141,7 @@ impl<'r> RequestContext<'r> {
 
     /// The provider a classified path chooses before its body is read, if it does: see
     /// [`Router::chosen_by_path`](crate::routing::Router::chosen_by_path).
-    pub fn chosen_by_path<'p>(&self, route: &PathRoute<'p>) -> Option<&'p str> {
+    pub(super) fn chosen_by_path<'p>(&self, route: &PathRoute<'p>) -> Option<&'p str> {
         self.snapshot.router.chosen_by_path(route)
     }
 
@@ -149,7 +149,7 @@ impl<'r> RequestContext<'r> {
     /// `ledger_unavailable` when the state backend cannot count, unless `[ledger]
     /// on_unavailable = "allow"`), before its body is read. Every authenticated request counts, refused or not, so this runs before
     /// any later phase can refuse it.
-    pub async fn limit_rate(&self) -> Result<(), ApiError> {
+    pub(super) async fn limit_rate(&self) -> Result<(), ApiError> {
         let Some(team) = &self.team else {
             return Ok(());
         };
@@ -171,7 +171,7 @@ impl<'r> RequestContext<'r> {
     /// With teams: a path naming one stored response or conversation is forwarded only for
     /// an id the ledger records for the caller's team or a team sharing with it (404
     /// `not_found` otherwise, as for an unknown id); see [`super::objects`].
-    pub async fn authorize_object(&self, route: &PathRoute<'_>) -> Result<(), ApiError> {
+    pub(super) async fn authorize_object(&self, route: &PathRoute<'_>) -> Result<(), ApiError> {
         let Some(team) = self.team.clone() else {
             return Ok(());
         };
@@ -185,7 +185,7 @@ impl<'r> RequestContext<'r> {
     /// Reads the body, under the size cap, the read timeout and the budget of bodies held at
     /// once. The body's share of that budget is held until the provider has answered (so it
     /// has every byte) or the request is refused.
-    pub async fn read_body<B>(&self, body: B, headers: &HeaderMap) -> Result<HeldBody, ApiError>
+    pub(super) async fn read_body<B>(&self, body: B, headers: &HeaderMap) -> Result<HeldBody, ApiError>
     where
         B: http_body::Body<Data = Bytes>,
         B::Error: Into<super::body::BoxError>,
@@ -199,7 +199,7 @@ impl<'r> RequestContext<'r> {
     /// policy (422) and the stripped ones cut out; the audit line is written. On other paths:
     /// the provider of the prefix or the default, authorized for the team with the model of a
     /// JSON body.
-    pub async fn judge(
+    pub(super) async fn judge(
         &mut self,
         route: &PathRoute<'_>,
         parts: &Parts,
@@ -364,7 +364,7 @@ impl<'r> RequestContext<'r> {
 
     /// Forwards the decided bytes (with the client's method, query and headers) and returns the provider's answer as it streams, with the
     /// decision's headers.
-    pub async fn forward(
+    pub(super) async fn forward(
         &self,
         route: &PathRoute<'_>,
         method: Method,
@@ -412,7 +412,7 @@ impl<'r> RequestContext<'r> {
     }
 
     /// The answer, holding the request's in-flight permit until its body has streamed out.
-    pub fn answer(self, response: Response<ProxyBody>) -> Response<ProxyBody> {
+    pub(super) fn answer(self, response: Response<ProxyBody>) -> Response<ProxyBody> {
         let permit = self.permit;
         response.map(|body| Holding::new(body, permit).boxed_unsync())
     }

@@ -14,7 +14,7 @@ use crate::gate::{EncryptedScope, ProviderProfile};
 
 /// How requests to a provider are authenticated, with the secret already read.
 #[derive(Clone)]
-pub enum Credential {
+pub(crate) enum Credential {
     /// Forward the client's own `Authorization`.
     Passthrough,
     /// Send no credential.
@@ -52,7 +52,7 @@ impl fmt::Debug for Credential {
 
 impl Credential {
     /// Reads the secret `auth` names through `env` (the process environment in production).
-    pub fn resolve(auth: &Auth, env: &dyn Fn(&str) -> Option<String>) -> Credential {
+    pub(crate) fn resolve(auth: &Auth, env: &dyn Fn(&str) -> Option<String>) -> Credential {
         match auth {
             Auth::Passthrough => Credential::Passthrough,
             Auth::None => Credential::None,
@@ -82,7 +82,7 @@ impl Credential {
 
     /// Whether the provider authenticates with a credential of its own (so no client
     /// credential may pass).
-    pub fn is_own(&self) -> bool {
+    pub(crate) fn is_own(&self) -> bool {
         !matches!(self, Credential::Passthrough | Credential::None)
     }
 }
@@ -105,33 +105,31 @@ fn unset(variable: &str) -> Credential {
 
 /// One configured provider, ready to forward to.
 #[derive(Debug)]
-pub struct Provider {
+pub(crate) struct Provider {
     /// What the gate judges requests for this provider against.
-    pub profile: ProviderProfile,
-    /// `base_url` without a trailing slash.
-    pub base_url: String,
+    pub(crate) profile: ProviderProfile,
     /// `base_url`, parsed once, so a request's URL need not be parsed from text.
     base: reqwest::Url,
     /// The scheme, host and port of `base`, as a request's URI takes them.
     scheme: Scheme,
     authority: Authority,
     /// The provider's credential.
-    pub credential: Credential,
+    pub(crate) credential: Credential,
     /// A pooled client used only for this provider.
-    pub client: UpstreamClient,
+    pub(crate) client: UpstreamClient,
     /// `connect_timeout`: also bounds the WebSocket mode's connection and handshake.
-    pub connect_timeout: std::time::Duration,
+    pub(crate) connect_timeout: std::time::Duration,
 }
 
 impl Provider {
     /// Builds the provider's client and reads its credential.
-    pub fn new(
+    pub(crate) fn new(
         name: &str,
         config: &ProviderConfig,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Provider, BuildError> {
-        let base_url = config.base_url.trim_end_matches('/').to_owned();
-        let base = reqwest::Url::parse(&base_url).map_err(|e| BuildError::BaseUrl {
+        let base_url = config.base_url.trim_end_matches('/');
+        let base = reqwest::Url::parse(base_url).map_err(|e| BuildError::BaseUrl {
             provider: name.to_owned(),
             message: e.to_string(),
         })?;
@@ -152,7 +150,6 @@ impl Provider {
                     EncryptedContentScope::Model => EncryptedScope::Model,
                 })
                 .with_item_profile(config.item_profile.clone()),
-            base_url,
             base,
             scheme,
             authority,
@@ -163,13 +160,13 @@ impl Provider {
     }
 
     /// The provider's name.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         self.profile.name()
     }
 
     /// The upstream URL for `path` (the part after `/v1`) and an optional query: the same URL
     /// as [`crate::routing::upstream_url`] spells, built from the parsed base.
-    pub fn url(&self, path: &str, query: Option<&str>) -> reqwest::Url {
+    pub(crate) fn url(&self, path: &str, query: Option<&str>) -> reqwest::Url {
         let mut url = self.base.clone();
         url.set_path(&crate::routing::upstream_url(self.base.path(), path, None));
         url.set_query(query.filter(|query| !query.is_empty()));
@@ -179,7 +176,7 @@ impl Provider {
     /// The upstream URI for `path` (the part after `/v1`) and an optional query, without
     /// parsing the base again: the base's scheme and authority as parsed, and the joined path
     /// and query checked as a URI's path (the client's query is sent as it came).
-    pub fn uri(&self, path: &str, query: Option<&str>) -> Result<Uri, InvalidUri> {
+    pub(crate) fn uri(&self, path: &str, query: Option<&str>) -> Result<Uri, InvalidUri> {
         let path_and_query = crate::routing::upstream_url(self.base.path(), path, query);
         let mut parts = http::uri::Parts::default();
         parts.scheme = Some(self.scheme.clone());
@@ -243,13 +240,14 @@ mod tests {
         .unwrap();
         for name in ["a", "b", "c", "d"] {
             let provider = Provider::new(name, &config.providers[name], &env).unwrap();
+            let base_url = config.providers[name].base_url.trim_end_matches('/');
             for (path, query) in [
                 ("/responses", None),
                 ("/responses/compact", Some("x=1&y=a:b")),
                 ("/models", Some("")),
                 ("", None),
             ] {
-                let text = crate::routing::upstream_url(&provider.base_url, path, query);
+                let text = crate::routing::upstream_url(base_url, path, query);
                 let parsed = reqwest::Url::parse(&text).unwrap();
                 assert_eq!(provider.url(path, query).as_str(), parsed.as_str());
                 assert_eq!(provider.uri(path, query).unwrap().to_string(), parsed.as_str());

@@ -13,7 +13,7 @@ use crate::state::StoreError;
 use crate::telemetry::LogEvery;
 
 /// `retry-after` for a wait: whole seconds, rounded up, at least 1.
-pub fn retry_after_secs(wait: Duration) -> u64 {
+pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
     let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
     secs.max(1)
 }
@@ -21,7 +21,7 @@ pub fn retry_after_secs(wait: Duration) -> u64 {
 /// What a team's request gets while the state backend cannot count its rate: `[ledger]
 /// on_unavailable`, as for the ledger's own lookups. One per process.
 #[derive(Debug)]
-pub struct UncountedRates {
+pub(crate) struct UncountedRates {
     allow: bool,
     /// `replaygate_rate_limit_unavailable_total`.
     counter: Counter,
@@ -33,7 +33,7 @@ pub struct UncountedRates {
 
 impl UncountedRates {
     /// The policy `on_unavailable`, counting among `metrics`.
-    pub fn new(on_unavailable: OnUnavailable, metrics: &Metrics) -> UncountedRates {
+    pub(crate) fn new(on_unavailable: OnUnavailable, metrics: &Metrics) -> UncountedRates {
         UncountedRates {
             allow: on_unavailable == OnUnavailable::Allow,
             counter: metrics.rate_limit_unavailable(),
@@ -47,7 +47,7 @@ impl UncountedRates {
     /// else refused 503 `ledger_unavailable` (a limit nobody can count is not enforced). A
     /// count the store refused to write for lack of room ([`StoreError::Full`]) is one of these,
     /// counted among the refused writes too.
-    pub fn decide(&self, team: &str, error: &StoreError) -> Result<(), ApiError> {
+    pub(crate) fn decide(&self, team: &str, error: &StoreError) -> Result<(), ApiError> {
         self.counter.inc();
         if matches!(error, StoreError::Full(_)) {
             self.state.writes_refused(1);
@@ -71,7 +71,7 @@ impl UncountedRates {
     }
 
     /// Whether requests go on while the store cannot answer (`on_unavailable = "allow"`).
-    pub fn allows(&self) -> bool {
+    pub(crate) fn allows(&self) -> bool {
         self.allow
     }
 }

@@ -12,7 +12,7 @@ use crate::error::ApiError;
 
 /// Refuses a method other than `POST` that carries a body (405): a declared non-zero
 /// `Content-Length`, any `Transfer-Encoding`, or body bytes that arrived (`body_len`).
-pub fn check_method(
+pub(crate) fn check_method(
     method: &Method,
     path: &str,
     headers: &HeaderMap,
@@ -38,7 +38,7 @@ fn has_body(headers: &HeaderMap, body_len: usize) -> bool {
 /// Refuses (415) more than one `Content-Type`, or one whose parameters cannot be read or name
 /// a `charset` other than UTF-8 (`utf-8` or `utf8`, in any case, quoted or not). No
 /// `Content-Type`, or one without a charset, passes: the body is judged whatever its label.
-pub fn check_charset(headers: &HeaderMap) -> Result<(), ApiError> {
+pub(crate) fn check_charset(headers: &HeaderMap) -> Result<(), ApiError> {
     let mut values = headers.get_all(header::CONTENT_TYPE).iter();
     let Some(value) = values.next() else {
         return Ok(());

@@ -24,13 +24,13 @@ use tracing::subscriber::NoSubscriber;
 use tracing::Dispatch;
 
 /// The AWS environment variables the credentials are read from.
-pub const ACCESS_KEY_VARIABLE: &str = "AWS_ACCESS_KEY_ID";
+pub(crate) const ACCESS_KEY_VARIABLE: &str = "AWS_ACCESS_KEY_ID";
 /// The secret half of the key pair.
-pub const SECRET_KEY_VARIABLE: &str = "AWS_SECRET_ACCESS_KEY";
+pub(crate) const SECRET_KEY_VARIABLE: &str = "AWS_SECRET_ACCESS_KEY";
 /// The session token of temporary credentials (optional).
-pub const SESSION_TOKEN_VARIABLE: &str = "AWS_SESSION_TOKEN";
+pub(crate) const SESSION_TOKEN_VARIABLE: &str = "AWS_SESSION_TOKEN";
 /// When temporary credentials expire, RFC 3339 (optional; as botocore and the AWS CLI read it).
-pub const EXPIRATION_VARIABLE: &str = "AWS_CREDENTIAL_EXPIRATION";
+pub(crate) const EXPIRATION_VARIABLE: &str = "AWS_CREDENTIAL_EXPIRATION";
 
 /// Bodies larger than this are hashed on the blocking pool rather than on the worker.
 const INLINE_HASH_BYTES: usize = 1024 * 1024;
@@ -153,7 +153,7 @@ enum Source {
 }
 
 /// Signs a provider's requests: its scope and its credentials.
-pub struct Signer {
+pub(crate) struct Signer {
     scope: Scope,
     source: Source,
 }
@@ -177,7 +177,7 @@ impl Signer {
     /// `AWS_SECRET_ACCESS_KEY`, with `AWS_SESSION_TOKEN` and `AWS_CREDENTIAL_EXPIRATION` when
     /// set. Without the two keys: what is missing, as a sentence (with the `aws-chain` feature,
     /// the default chain instead).
-    pub fn from_env(scope: Scope, env: &dyn Fn(&str) -> Option<String>) -> Result<Signer, String> {
+    pub(crate) fn from_env(scope: Scope, env: &dyn Fn(&str) -> Option<String>) -> Result<Signer, String> {
         let read = |name: &str| env(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
         let (access_key, secret_key) = match (read(ACCESS_KEY_VARIABLE), read(SECRET_KEY_VARIABLE)) {
             (Some(access), Some(secret)) => (access, secret),
@@ -211,15 +211,10 @@ impl Signer {
         })
     }
 
-    /// The scope this signer signs for.
-    pub fn scope(&self) -> &Scope {
-        &self.scope
-    }
-
     /// The headers that sign a request to send now (see [`sign`]). `Err` says why there are
     /// no usable credentials (expired ones, or none from the chain); a signing failure of the
     /// request itself is [`SignFailure::Request`].
-    pub async fn sign_now(
+    pub(crate) async fn sign_now(
         &self,
         method: &Method,
         url: &str,
@@ -274,7 +269,7 @@ impl Signer {
 
 /// Why [`Signer::sign_now`] failed.
 #[derive(Debug)]
-pub enum SignFailure {
+pub(crate) enum SignFailure {
     /// There are no usable credentials: why, as a sentence.
     Credentials(String),
     /// The request itself could not be signed.

@@ -14,7 +14,7 @@ use aws_credential_types::Credentials;
 use tokio::sync::{Mutex, OnceCell};
 
 /// How long before expiry cached credentials are fetched again.
-pub const REFRESH_AHEAD: Duration = Duration::from_secs(5 * 60);
+pub(super) const REFRESH_AHEAD: Duration = Duration::from_secs(5 * 60);
 
 /// The longest one fetch from the chain may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -24,7 +24,7 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 
 /// A provider's credentials from the default chain, cached.
-pub struct ChainCredentials {
+pub(super) struct ChainCredentials {
     region: String,
     /// The default chain, built on first use (building it is async).
     chain: OnceCell<SharedCredentialsProvider>,
@@ -36,7 +36,7 @@ pub struct ChainCredentials {
 
 impl ChainCredentials {
     /// The chain for `region` (where it asks STS and SSO); nothing is fetched yet.
-    pub fn new(region: &str) -> ChainCredentials {
+    pub(super) fn new(region: &str) -> ChainCredentials {
         ChainCredentials {
             region: region.to_owned(),
             chain: OnceCell::new(),
@@ -48,7 +48,7 @@ impl ChainCredentials {
     /// Credentials usable now: the cached ones until [`REFRESH_AHEAD`] before they expire,
     /// then fresh ones. When a fetch fails, cached ones not yet expired are still used. `Err`:
     /// why there are none, as a sentence.
-    pub async fn credentials(&self) -> Result<Credentials, String> {
+    pub(super) async fn credentials(&self) -> Result<Credentials, String> {
         if let Some(fresh) = self.fresh(SystemTime::now()) {
             return Ok(fresh);
         }

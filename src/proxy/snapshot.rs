@@ -15,29 +15,29 @@ use crate::routing::Router;
 
 /// One configuration, ready to serve.
 #[derive(Debug)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// Path and model routing.
-    pub router: Router,
+    pub(crate) router: Router,
     /// Providers by name.
     providers: HashMap<String, Arc<Provider>>,
     /// The configuration each provider was built from, so a reload keeps the unchanged ones
     /// (and their upstream connection pools).
     provider_configs: BTreeMap<String, ProviderConfig>,
     /// The policy of anonymous clients (no teams configured).
-    pub policy: Policy,
+    pub(crate) policy: Policy,
     /// The teams and their keys.
-    pub teams: Teams,
+    pub(crate) teams: Teams,
     /// The metric handles of these providers and teams.
-    pub meters: Arc<Meters>,
+    pub(crate) meters: Arc<Meters>,
     /// `[ledger] unknown_owner`: whether a team reaches an object the ledger holds no team for.
-    pub unknown_owner: UnknownOwner,
+    pub(crate) unknown_owner: UnknownOwner,
 }
 
 impl Snapshot {
     /// Builds the snapshot of `config`, reading provider keys through `env`, reusing the
     /// providers of `previous` whose configuration is unchanged, and resolving its metric
     /// handles among `metrics`.
-    pub fn build(
+    pub(crate) fn build(
         config: &Config,
         env: &dyn Fn(&str) -> Option<String>,
         previous: Option<&Snapshot>,
@@ -67,19 +67,19 @@ impl Snapshot {
     }
 
     /// The provider called `name` (a name the router chose, so always configured).
-    pub fn provider(&self, name: &str) -> Result<&Arc<Provider>, ApiError> {
+    pub(crate) fn provider(&self, name: &str) -> Result<&Arc<Provider>, ApiError> {
         self.providers
             .get(name)
             .ok_or_else(|| ApiError::UnknownProvider(format!("provider `{name}` is not configured")))
     }
 
     /// Every provider.
-    pub fn providers(&self) -> impl Iterator<Item = &Arc<Provider>> {
+    pub(crate) fn providers(&self) -> impl Iterator<Item = &Arc<Provider>> {
         self.providers.values()
     }
 
     /// The policy a request of `team` (or an anonymous one) is judged with.
-    pub fn policy_of<'s>(&'s self, team: Option<&'s Team>) -> &'s Policy {
+    pub(crate) fn policy_of<'s>(&'s self, team: Option<&'s Team>) -> &'s Policy {
         team.map_or(&self.policy, |team| &team.policy)
     }
 }

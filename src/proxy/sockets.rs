@@ -15,21 +15,21 @@ pub(crate) const RESPONSE_CREATE: &str = "response.create";
 
 /// The limits of a socket.
 #[derive(Debug, Clone)]
-pub struct SocketLimits {
+pub(crate) struct SocketLimits {
     /// The largest client message (and frame): `max_body_bytes`; larger closes with 1009.
-    pub max_message_bytes: usize,
+    pub(crate) max_message_bytes: usize,
     /// A socket on which nothing passed for this long is closed (1001).
-    pub idle: Duration,
+    pub(crate) idle: Duration,
     /// The longest life of a socket.
-    pub max_duration: Duration,
+    pub(crate) max_duration: Duration,
     /// The client event types forwarded unjudged (`websocket_client_events`, less
     /// `response.create`, which is always judged).
-    pub client_events: Arc<[String]>,
+    pub(crate) client_events: Arc<[String]>,
 }
 
 impl SocketLimits {
     /// The limits `[server]` sets.
-    pub fn of(server: &ServerConfig) -> SocketLimits {
+    pub(crate) fn of(server: &ServerConfig) -> SocketLimits {
         SocketLimits {
             max_message_bytes: server.max_body_bytes,
             idle: server.websocket_idle_timeout,
@@ -57,7 +57,7 @@ pub(crate) enum Stage {
 
 /// The open WebSockets of one worker, which the server tells when it shuts down and waits for.
 #[derive(Debug)]
-pub struct OpenSockets {
+pub(crate) struct OpenSockets {
     stage: watch::Sender<Stage>,
 }
 
@@ -71,22 +71,22 @@ impl Default for OpenSockets {
 
 impl OpenSockets {
     /// How many sockets are open.
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.stage.receiver_count()
     }
 
     /// Shutdown began: each socket closes with 1001 once no turn streams on it.
-    pub fn drain(&self) {
+    pub(crate) fn drain(&self) {
         self.stage.send_replace(Stage::Draining);
     }
 
     /// The grace period is over: every socket closes with 1001 now.
-    pub fn close_all(&self) {
+    pub(crate) fn close_all(&self) {
         self.stage.send_replace(Stage::Closing);
     }
 
     /// Waits until every socket has closed.
-    pub async fn closed(&self) {
+    pub(crate) async fn closed(&self) {
         self.stage.closed().await;
     }
 

@@ -10,7 +10,7 @@ use tokio::sync::Semaphore;
 use super::audit::AuditLog;
 use super::body::BodyLimits;
 use super::budget::BufferBudget;
-pub use super::build_error::BuildError;
+pub(crate) use super::build_error::BuildError;
 use super::ledger::{Ledger, LedgerSettings};
 use super::provider::Credential;
 use super::rate_limit::UncountedRates;
@@ -27,31 +27,31 @@ use crate::state::{EmbeddedStore, MemoryStore, RedisLogin, RedisStore, StateStor
 #[derive(Debug)]
 pub struct ProxyState {
     /// The gate and its compiled tool schemas.
-    pub gate: Arc<Gate>,
+    pub(crate) gate: Arc<Gate>,
     /// The configuration in force: routes, providers, teams, policy.
     snapshot: Arc<ArcSwap<Snapshot>>,
     /// How request bodies are read.
-    pub body_limits: BodyLimits,
+    pub(crate) body_limits: BodyLimits,
     /// The limits of a WebSocket (`[server] websocket_*`, and `max_body_bytes` per message).
-    pub websocket: SocketLimits,
+    pub(crate) websocket: SocketLimits,
     /// This worker's open WebSockets, closed (1001) when the server shuts down.
-    pub sockets: OpenSockets,
+    pub(crate) sockets: OpenSockets,
     /// Permits for requests in flight.
-    pub in_flight: Arc<Semaphore>,
+    pub(crate) in_flight: Arc<Semaphore>,
     /// Permits for judgments on the blocking pool, shared by all workers (one per worker).
-    pub judges: Arc<Semaphore>,
+    pub(crate) judges: Arc<Semaphore>,
     /// The number of permits `in_flight` started with.
-    pub max_in_flight: usize,
+    pub(crate) max_in_flight: usize,
     /// `max_buffered_bytes`: the request bodies held at once, shared by every worker.
-    pub buffered: Arc<BufferBudget>,
+    pub(crate) buffered: Arc<BufferBudget>,
     /// `[state]`: where the ledger and the team rate limits live.
     pub store: StateStore,
     /// `[audit]`: one line per judged request.
-    pub audit: Option<Arc<AuditLog>>,
+    pub(crate) audit: Option<Arc<AuditLog>>,
     /// The provenance ledger (`[ledger]`), unless it is off.
-    pub ledger: Option<Arc<Ledger>>,
+    pub(crate) ledger: Option<Arc<Ledger>>,
     /// What a team's request gets while its rate cannot be counted (`[ledger] on_unavailable`).
-    pub uncounted_rates: Arc<UncountedRates>,
+    pub(crate) uncounted_rates: Arc<UncountedRates>,
     /// The process's metric families (served on the admin listener).
     pub metrics: Arc<Metrics>,
 }
@@ -149,12 +149,12 @@ impl ProxyState {
     }
 
     /// The configuration in force now. A request loads it once and keeps it to its end.
-    pub fn snapshot(&self) -> Arc<Snapshot> {
+    pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
         self.snapshot.load_full()
     }
 
     /// Starts counting a request in the metrics, under the configuration in force.
-    pub fn meter(&self) -> RequestMeter {
+    pub(crate) fn meter(&self) -> RequestMeter {
         self.snapshot.load().meters.start()
     }
 
@@ -208,7 +208,7 @@ impl Reloader {
     }
 
     /// The metrics of the states it reloads.
-    pub fn metrics(&self) -> &Arc<Metrics> {
+    pub(crate) fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
     }
 
@@ -230,7 +230,7 @@ impl Reloader {
     }
 
     /// Reopens the audit log at the path `config` names (after logrotate moved the file).
-    pub fn reopen_audit(&self, config: &Config) {
+    pub(crate) fn reopen_audit(&self, config: &Config) {
         match (&self.audit, &config.audit) {
             (Some(log), Some(audit)) => {
                 if let Some(log) = log.upgrade() {

@@ -35,24 +35,24 @@ pub struct Team {
     pub policy: Policy,
     /// The teams whose recorded state it may name: its own, and those that share theirs with
     /// it (`share_state_with`).
-    pub access: StateAccess,
+    pub(crate) access: StateAccess,
 }
 
 impl Team {
     /// Whether the team may send requests to provider `name`.
-    pub fn may_use_provider(&self, name: &str) -> bool {
+    pub(crate) fn may_use_provider(&self, name: &str) -> bool {
         self.providers
             .as_ref()
             .is_none_or(|allowed| allowed.iter().any(|p| p == name))
     }
 
     /// Whether the team may ask for `model`.
-    pub fn may_use_model(&self, model: &str) -> bool {
+    pub(crate) fn may_use_model(&self, model: &str) -> bool {
         self.models.as_ref().is_none_or(|set| set.is_match(model))
     }
 
     /// Whether the team's models are limited (so a request's model must be known).
-    pub fn limits_models(&self) -> bool {
+    pub(crate) fn limits_models(&self) -> bool {
         self.models.is_some()
     }
 
@@ -80,7 +80,7 @@ impl Team {
     }
 
     /// The 403 for `model` (as it is to be shown).
-    pub fn model_not_allowed(&self, model: String) -> ApiError {
+    pub(crate) fn model_not_allowed(&self, model: String) -> ApiError {
         ApiError::ModelNotAllowed {
             team: self.name.clone(),
             model,
@@ -160,17 +160,19 @@ impl Teams {
     }
 
     /// The team called `name`.
-    pub fn by_name(&self, name: &str) -> Option<&Arc<Team>> {
+    pub(crate) fn by_name(&self, name: &str) -> Option<&Arc<Team>> {
         self.teams.iter().find(|team| team.name == name)
     }
 
     /// Whether any team is configured (so every request needs a key).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.teams.is_empty()
     }
 
-    /// The team of the client key `key`, whether or not the key has expired.
-    pub fn find(&self, key: &str) -> Option<&Arc<Team>> {
+    /// The team of the client key `key`, whether or not the key has expired (the tests'
+    /// lookup; requests go through [`Teams::caller`]).
+    #[cfg(test)]
+    pub(crate) fn find(&self, key: &str) -> Option<&Arc<Team>> {
         self.entry(key).map(|entry| &self.teams[entry.team])
     }
 
@@ -191,7 +193,7 @@ impl Teams {
     /// The caller of the client key `key`: 401 `invalid_api_key` for a key no team has, 401
     /// `expired_api_key` for one whose `expires` is not after `now()` (asked only of a key
     /// that has an expiry).
-    pub fn caller(&self, key: &str, now: impl FnOnce() -> SystemTime) -> Result<Caller, ApiError> {
+    pub(crate) fn caller(&self, key: &str, now: impl FnOnce() -> SystemTime) -> Result<Caller, ApiError> {
         let entry = self.entry(key).ok_or(ApiError::InvalidApiKey(
             "the client key is not known to this replaygate",
         ))?;

@@ -13,24 +13,27 @@ use crate::error::ApiError;
 
 /// What is sent upstream: everything but the URL comes from the client's request.
 #[derive(Debug)]
-pub struct Outbound<'r> {
+pub(crate) struct Outbound<'r> {
     /// The client's method.
-    pub method: Method,
+    pub(crate) method: Method,
     /// The path after `/v1`, starting with `/`.
-    pub path: &'r str,
+    pub(crate) path: &'r str,
     /// The client's query string, if any.
-    pub query: Option<&'r str>,
+    pub(crate) query: Option<&'r str>,
     /// The client's headers.
-    pub headers: HeaderMap,
+    pub(crate) headers: HeaderMap,
     /// The client's body, exactly as received.
-    pub body: Bytes,
+    pub(crate) body: Bytes,
 }
 
 /// Sends `outbound` to `provider` and streams the answer back, frame by frame.
 ///
 /// Dropping the returned body (the client went away) drops the upstream response and so
 /// closes the upstream request.
-pub async fn forward(provider: &Provider, outbound: Outbound<'_>) -> Result<Response<ProxyBody>, ApiError> {
+pub(crate) async fn forward(
+    provider: &Provider,
+    outbound: Outbound<'_>,
+) -> Result<Response<ProxyBody>, ApiError> {
     let unconfigured = |reason: String| ApiError::ProviderUnconfigured {
         provider: provider.name().to_owned(),
         reason,

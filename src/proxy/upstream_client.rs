@@ -44,7 +44,7 @@ const MAX_RETRIES: usize = 2;
 type Connector = ConnectTimeout<HttpsConnector<HttpConnector>>;
 
 /// One provider's pooled upstream client.
-pub struct UpstreamClient {
+pub(crate) struct UpstreamClient {
     client: Client<Connector, Full<Bytes>>,
     read_timeout: Duration,
 }
@@ -59,7 +59,7 @@ impl fmt::Debug for UpstreamClient {
 
 /// Why no answer came.
 #[derive(Debug)]
-pub enum SendError {
+pub(crate) enum SendError {
     /// The answer's head did not come within `read_timeout`.
     TimedOut,
     /// No connection could be made (refused, unresolvable, TLS refused, or `connect_timeout`).
@@ -70,7 +70,10 @@ pub enum SendError {
 
 impl UpstreamClient {
     /// A client with its own pool. Fails only when the platform's trust store cannot be read.
-    pub fn new(connect_timeout: Duration, read_timeout: Duration) -> Result<UpstreamClient, rustls::Error> {
+    pub(crate) fn new(
+        connect_timeout: Duration,
+        read_timeout: Duration,
+    ) -> Result<UpstreamClient, rustls::Error> {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_connect_timeout(Some(connect_timeout));
@@ -101,7 +104,7 @@ impl UpstreamClient {
     /// Sends one request and waits for the answer's head; its body then streams under the read
     /// timeout. The headers are moved into the request; only for an `https` URI (where HTTP/2
     /// may be spoken) is a copy kept, for the retry of a request the provider refused unread.
-    pub async fn send(
+    pub(crate) async fn send(
         &self,
         method: Method,
         uri: Uri,
@@ -234,7 +237,7 @@ where
 ///
 /// The clock runs only while the body waits for the provider, from the first poll that finds
 /// no frame, so a client slow to take the frames does not count against the provider.
-pub struct ReadTimeout {
+pub(crate) struct ReadTimeout {
     inner: Incoming,
     timeout: Duration,
     sleep: Option<Pin<Box<Sleep>>>,
@@ -255,7 +258,7 @@ impl ReadTimeout {
 /// The error a body ends with when its provider fell silent.
 #[derive(Debug, thiserror::Error)]
 #[error("no data from the provider for {} ms (read_timeout)", .0.as_millis())]
-pub struct ReadTimedOut(Duration);
+pub(crate) struct ReadTimedOut(Duration);
 
 impl Body for ReadTimeout {
     type Data = Bytes;

@@ -18,7 +18,7 @@ pub enum MemoryPolicy {
 
 impl MemoryPolicy {
     /// Whether the policy may evict replaygate's keys; `None` when it is unknown.
-    pub fn may_evict(&self) -> Option<bool> {
+    pub(crate) fn may_evict(&self) -> Option<bool> {
         match self {
             MemoryPolicy::Named(name) => Some(policy_may_evict(name)),
             MemoryPolicy::Unknown(_) => None,
@@ -26,7 +26,7 @@ impl MemoryPolicy {
     }
 
     /// The policy's name, if known.
-    pub fn name(&self) -> Option<&str> {
+    pub(crate) fn name(&self) -> Option<&str> {
         match self {
             MemoryPolicy::Named(name) => Some(name),
             MemoryPolicy::Unknown(_) => None,

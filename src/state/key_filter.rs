@@ -22,7 +22,7 @@ pub(crate) struct StoreKey(pub [u8; 16]);
 
 impl StoreKey {
     /// The key of `text` in the table of kind `kind`.
-    pub fn of(kind: u8, text: &[u8]) -> StoreKey {
+    pub(super) fn of(kind: u8, text: &[u8]) -> StoreKey {
         StoreKey(xxh3_128_with_seed(text, u64::from(kind)).to_le_bytes())
     }
 }
@@ -45,7 +45,7 @@ pub(crate) struct KeyFilter {
 
 impl KeyFilter {
     /// A filter of `2^bits_log2` bits (at least one block, 512).
-    pub fn new(bits_log2: u32) -> KeyFilter {
+    pub(super) fn new(bits_log2: u32) -> KeyFilter {
         let blocks = 1u64 << (bits_log2.max(BLOCK_BITS_LOG2) - BLOCK_BITS_LOG2);
         KeyFilter {
             words: (0..blocks as usize * BLOCK_WORDS)
@@ -56,12 +56,12 @@ impl KeyFilter {
     }
 
     /// The filter's size: `2^bits_log2` bits.
-    pub fn bits_log2(&self) -> u32 {
+    pub(super) fn bits_log2(&self) -> u32 {
         BLOCK_BITS_LOG2 + (self.block_mask + 1).trailing_zeros()
     }
 
     /// Adds `key`.
-    pub fn insert(&self, key: &StoreKey) {
+    pub(super) fn insert(&self, key: &StoreKey) {
         let block = self.block(key);
         for (word, bit) in bits(key) {
             block[word].fetch_or(bit, Ordering::Relaxed);
@@ -69,7 +69,7 @@ impl KeyFilter {
     }
 
     /// `false` when `key` was certainly never added.
-    pub fn may_contain(&self, key: &StoreKey) -> bool {
+    pub(super) fn may_contain(&self, key: &StoreKey) -> bool {
         let block = self.block(key);
         bits(key).all(|(word, bit)| block[word].load(Ordering::Relaxed) & bit != 0)
     }

@@ -45,11 +45,13 @@ impl ItemAt {
 }
 
 impl MemoryStore {
+    /// The tests' [`MemoryStore::record_response`] of a borrowed response.
+    #[cfg(test)]
     pub(super) fn put_response(&self, response: &StoredResponse) -> Result<(), StoreError> {
         self.record_response(response.clone())
     }
 
-    /// [`MemoryStore::put_response`], keeping `response` itself.
+    /// Records `response` and its index entries, keeping `response` itself.
     pub(super) fn record_response(&self, response: StoredResponse) -> Result<(), StoreError> {
         let response = Arc::new(response);
         let mut maps = self.maps.lock().unwrap_or_else(|e| e.into_inner());
@@ -108,20 +110,6 @@ impl MemoryStore {
 
     pub(super) fn hit_rate(&self, key: &str, per_minute: NonZeroU32) -> Result<(), Duration> {
         self.limiter.check(key, per_minute)
-    }
-
-    /// How many responses are held (expired ones included until swept).
-    pub fn len(&self) -> usize {
-        self.maps
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .responses
-            .len()
-    }
-
-    /// Whether no response is held.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

@@ -34,6 +34,8 @@ use self::redis::test_server as redis_server;
 mod redis_cluster_tests;
 /// The Sentinel and cluster test servers.
 #[cfg(test)]
+// Shared with the integration tests, whose crate sets its visibility.
+#[allow(unreachable_pub)]
 #[allow(dead_code)]
 #[path = "../../tests/support/redis_ha.rs"]
 mod redis_ha;
@@ -44,11 +46,12 @@ mod write_health;
 use std::num::NonZeroU32;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub use self::redis::{RedisStore, DEFAULT_TIMEOUT, GCRA_SCRIPT};
+pub use self::redis::RedisStore;
 pub use self::redis_client::RedisLogin;
-pub use embedded::{EmbeddedStore, DEFAULT_MAX_DISK_BYTES};
-pub use eviction::{report_memory_policy, MemoryPolicy};
-pub use memory::MemoryStore;
+pub(crate) use embedded::EmbeddedStore;
+pub use eviction::report_memory_policy;
+pub(crate) use eviction::MemoryPolicy;
+pub(crate) use memory::MemoryStore;
 pub use rate_limit::LocalRateLimiter;
 
 use crate::ledger::{StoredItem, StoredResponse};
@@ -56,7 +59,7 @@ use crate::metrics::LedgerMeter;
 
 /// How far [`StateStore::record_response`] took a record before it answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Recorded {
+pub(crate) enum Recorded {
     /// Written: the caller counts it.
     Written,
     /// Queued for a writer that counts the outcome itself.
@@ -98,8 +101,10 @@ pub enum StateStore {
 impl StateStore {
     /// Records a response and its index entries (by item id, and by digest for items that
     /// carry `encrypted_content`). A response recorded again under the same id replaces the
-    /// earlier one.
-    pub async fn put_response(&self, response: &StoredResponse) -> Result<(), StoreError> {
+    /// earlier one. The tests' write-and-wait: the ledger records with
+    /// [`StateStore::record_response`].
+    #[cfg(test)]
+    pub(crate) async fn put_response(&self, response: &StoredResponse) -> Result<(), StoreError> {
         match self {
             StateStore::Memory(store) => store.put_response(response),
             StateStore::Redis(store) => store.put_response(response).await,
@@ -107,13 +112,13 @@ impl StateStore {
         }
     }
 
-    /// [`StateStore::put_response`] as the ledger records an answer: `Ok` once every later
+    /// Records a response and its index entries as the ledger records an answer: `Ok` once every later
     /// lookup in this process will find the response. The embedded store answers as soon as
     /// its writer thread has the record queued ([`Recorded::Queued`]): the commit goes on
     /// without the caller, and the writer counts its outcome on `meter`. The others answer
     /// once the write is done ([`Recorded::Written`]), and the caller counts it.
     /// The response is taken, so the memory and embedded stores keep it without a copy.
-    pub async fn record_response(
+    pub(crate) async fn record_response(
         &self,
         response: StoredResponse,
         meter: &LedgerMeter,
@@ -138,7 +143,7 @@ impl StateStore {
 
     /// The recorded items with these ids, in the order asked (`None` for each unknown or
     /// expired one).
-    pub async fn items_by_id(&self, ids: &[String]) -> Result<Vec<Option<StoredItem>>, StoreError> {
+    pub(crate) async fn items_by_id(&self, ids: &[String]) -> Result<Vec<Option<StoredItem>>, StoreError> {
         match self {
             StateStore::Memory(store) => store.items_by_id(ids),
             StateStore::Redis(store) => store.items_by_id(ids).await,
@@ -147,7 +152,10 @@ impl StateStore {
     }
 
     /// The recorded items carrying `encrypted_content` with these digests, in the order asked.
-    pub async fn items_by_digest(&self, digests: &[[u8; 32]]) -> Result<Vec<Option<StoredItem>>, StoreError> {
+    pub(crate) async fn items_by_digest(
+        &self,
+        digests: &[[u8; 32]],
+    ) -> Result<Vec<Option<StoredItem>>, StoreError> {
         match self {
             StateStore::Memory(store) => store.items_by_digest(digests),
             StateStore::Redis(store) => store.items_by_digest(digests).await,
@@ -158,7 +166,7 @@ impl StateStore {
     /// Counts one request against `key`'s limit of `per_minute` (a GCRA: bursts up to the
     /// whole minute's allowance, refilled evenly). `Ok(Err(wait))`: over the limit, and how
     /// long until a request would be accepted.
-    pub async fn hit_rate(
+    pub(crate) async fn hit_rate(
         &self,
         key: &str,
         per_minute: NonZeroU32,
@@ -181,7 +189,7 @@ impl StateStore {
 
     /// The embedded store's disk use and budget (`[state] max_disk_bytes`), in bytes; `None`
     /// for the other backends.
-    pub async fn disk_usage(&self) -> Option<Result<DiskUsage, StoreError>> {
+    pub(crate) async fn disk_usage(&self) -> Option<Result<DiskUsage, StoreError>> {
         match self {
             StateStore::Embedded(store) => Some(store.disk_usage().await),
             _ => None,
@@ -200,15 +208,15 @@ impl StateStore {
 
 /// The disk the embedded store takes, against its budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct DiskUsage {
+pub(crate) struct DiskUsage {
     /// Bytes the store's files take (its journal and tables).
-    pub used_bytes: u64,
+    pub(crate) used_bytes: u64,
     /// `[state] max_disk_bytes`.
-    pub max_bytes: u64,
+    pub(crate) max_bytes: u64,
 }
 
 /// Seconds since the Unix epoch, now.
-pub fn now_unix() -> u64 {
+pub(crate) fn now_unix() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since| since.as_secs())

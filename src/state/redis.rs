@@ -46,9 +46,6 @@ use crate::config::RedisTarget;
 mod policy;
 use crate::ledger::{StoredItem, StoredResponse};
 
-/// How long one call may take, connecting included, unless configured otherwise.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
-
 /// The `redis` backend. Cheap to clone: clones share one connection.
 #[derive(Clone)]
 pub struct RedisStore {
@@ -91,7 +88,8 @@ impl RedisStore {
     /// A store for the Redis at `url` (`redis://host:port[/db]`), its keys under
     /// `key_prefix`, each call bounded by `timeout`, with no login and no TLS files (see
     /// [`RedisStore::connect_with`]).
-    pub fn connect(url: &str, key_prefix: &str, timeout: Duration) -> Result<RedisStore, StoreError> {
+    #[cfg(test)]
+    pub(crate) fn connect(url: &str, key_prefix: &str, timeout: Duration) -> Result<RedisStore, StoreError> {
         RedisStore::connect_with(url, &RedisLogin::default(), key_prefix, timeout)
     }
 
@@ -110,7 +108,7 @@ impl RedisStore {
     /// A store for the Redis `target` names (a url, sentinels, or cluster nodes), logging in
     /// and checking TLS as `login` says. Nothing is connected here, so this succeeds while
     /// Redis is down.
-    pub fn open(
+    pub(crate) fn open(
         target: &RedisTarget,
         login: &RedisLogin,
         key_prefix: &str,
@@ -130,8 +128,9 @@ impl RedisStore {
         })
     }
 
-    /// The timeout of one call.
-    pub fn timeout(&self) -> Duration {
+    /// The timeout of one call (read by the tests).
+    #[cfg(test)]
+    pub(crate) fn timeout(&self) -> Duration {
         self.inner.timeout
     }
 
@@ -467,7 +466,7 @@ fn from_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreErr
 /// microseconds of Redis server time; `ARGV[1]` is `T` and `ARGV[2]` the tolerance, in
 /// microseconds. Returns 0 when the request is counted, else how many microseconds until one
 /// would be (a refused request is not counted).
-pub const GCRA_SCRIPT: &str = r#"
+pub(super) const GCRA_SCRIPT: &str = r#"
 if redis.replicate_commands then redis.replicate_commands() end
 local interval = tonumber(ARGV[1])
 local tolerance = tonumber(ARGV[2])
@@ -494,6 +493,8 @@ fn gcra_params(per_minute: NonZeroU32) -> (u64, u64) {
 
 /// A `redis-server` of a test's own, on a free loopback port, killed when dropped.
 #[cfg(test)]
+// Shared with the integration tests, whose crate sets its visibility.
+#[allow(unreachable_pub)]
 #[path = "../../tests/support/redis_server.rs"]
 pub(crate) mod test_server;
 
@@ -769,7 +770,7 @@ mod tests {
     #[test]
     fn an_invalid_url_is_refused_without_repeating_it() {
         for url in ["http://:hunter2@127.0.0.1/", "redis://:hunter2@[::1/"] {
-            let err = RedisStore::connect(url, "rg-test", DEFAULT_TIMEOUT).unwrap_err();
+            let err = RedisStore::connect(url, "rg-test", Duration::from_millis(500)).unwrap_err();
             assert!(!err.to_string().contains("hunter2"), "{err}");
         }
     }

@@ -52,7 +52,7 @@ impl RedisLogin {
     /// The login `access` describes: the password read through `env`, the files read now.
     /// An unset (or empty) password variable or an unreadable file is an error that names
     /// the variable or the file, never a value.
-    pub fn read(
+    pub(crate) fn read(
         access: &RedisAccess,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<RedisLogin, StoreError> {
@@ -87,7 +87,7 @@ impl RedisLogin {
     }
 
     /// [`RedisLogin::read`], and the sentinels' password when `target` names one.
-    pub fn read_for(
+    pub(crate) fn read_for(
         target: &RedisTarget,
         access: &RedisAccess,
         env: &dyn Fn(&str) -> Option<String>,

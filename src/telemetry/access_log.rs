@@ -12,7 +12,7 @@ use crate::error::ApiError;
 use crate::gate::{Decision, Verdict};
 
 /// The response header that carries the request id back to the client.
-pub const REQUEST_ID_HEADER: &str = "x-replaygate-request-id";
+pub(crate) const REQUEST_ID_HEADER: &str = "x-replaygate-request-id";
 
 /// `stream_error` of an answer whose client went away before its end, and `error` of a request
 /// whose client went away before its answer's head.
@@ -20,7 +20,7 @@ pub(crate) const CLIENT_GONE: &str = "client_gone";
 
 /// What became of a request, as its access line says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestDecision {
+pub(crate) enum RequestDecision {
     /// The path is not gated.
     Ungated,
     /// The gate judged it: what its verdict came to.
@@ -31,7 +31,7 @@ pub enum RequestDecision {
 
 impl RequestDecision {
     /// The `decision` field's value.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RequestDecision::Ungated => "ungated",
             RequestDecision::Judged(decision) => decision.as_str(),
@@ -41,7 +41,7 @@ impl RequestDecision {
 
     /// The decision the metrics count (docs/operations.md#metrics): an ungated request counts
     /// as allowed; `None` for an error.
-    pub fn counted(self) -> Option<Decision> {
+    pub(crate) fn counted(self) -> Option<Decision> {
         match self {
             RequestDecision::Ungated => Some(Decision::Allowed),
             RequestDecision::Judged(decision) => Some(decision),
@@ -52,21 +52,21 @@ impl RequestDecision {
 
 /// What passed on a WebSocket, for its access line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SocketCounts {
+pub(crate) struct SocketCounts {
     /// Data messages from the client.
-    pub messages_in: u64,
+    pub(crate) messages_in: u64,
     /// Data messages from the provider passed on to the client.
-    pub messages_out: u64,
+    pub(crate) messages_out: u64,
     /// Client messages judged and forwarded.
-    pub forwarded: u64,
+    pub(crate) forwarded: u64,
     /// Client messages refused with an error event.
-    pub refused: u64,
+    pub(crate) refused: u64,
     /// The refused messages by the error's `code`, in the order the codes first came.
-    pub refused_codes: Vec<(String, u64)>,
+    pub(crate) refused_codes: Vec<(String, u64)>,
     /// How the socket ended: `client_closed`, `provider_closed`, `idle_timeout`,
     /// `max_duration`, `message_too_large`, `overloaded`, `protocol_error`, `shutdown`,
     /// `client_gone`, `provider_gone`.
-    pub ended: &'static str,
+    pub(crate) ended: &'static str,
 }
 
 impl SocketCounts {
@@ -81,7 +81,7 @@ impl SocketCounts {
 
     /// The refused messages by code, as the access line has them: `code=N,code=N`; `None`
     /// when none was refused.
-    pub fn refused_by_code(&self) -> Option<String> {
+    pub(crate) fn refused_by_code(&self) -> Option<String> {
         if self.refused_codes.is_empty() {
             return None;
         }
@@ -98,9 +98,9 @@ impl SocketCounts {
 ///
 /// It holds no header values and no bodies, so no key or prompt can reach the log.
 #[derive(Debug)]
-pub struct AccessRecord {
+pub(crate) struct AccessRecord {
     /// The client's `x-request-id` when it sent a sane one, else a fresh UUID.
-    pub request_id: String,
+    pub(crate) request_id: String,
     /// `None` for a head hyper could not parse.
     method: Option<Method>,
     path: String,
@@ -122,7 +122,7 @@ pub struct AccessRecord {
 
 impl AccessRecord {
     /// Starts the record of one request.
-    pub fn new(method: &Method, path: &str, headers: &HeaderMap) -> Self {
+    pub(crate) fn new(method: &Method, path: &str, headers: &HeaderMap) -> Self {
         let request_id = headers
             .get("x-request-id")
             .and_then(|v| v.to_str().ok())
@@ -157,12 +157,12 @@ impl AccessRecord {
 
     /// The request's span: entered while the request is worked on, so every event logged
     /// meanwhile names the request.
-    pub fn span(&self) -> &tracing::Span {
+    pub(crate) fn span(&self) -> &tracing::Span {
         self.span.span()
     }
 
     /// Notes the client key's team and id (`None`: anonymous).
-    pub fn caller(&mut self, caller: Option<(&str, &Arc<str>)>) {
+    pub(crate) fn caller(&mut self, caller: Option<(&str, &Arc<str>)>) {
         self.team = caller.map(|(team, _)| team.to_owned());
         if let Some(team) = &self.team {
             self.span.team(team);
@@ -173,20 +173,20 @@ impl AccessRecord {
     }
 
     /// Notes the client key's id (also of a key that was refused, so an expired one shows).
-    pub fn key_id(&mut self, key_id: &Arc<str>) {
+    pub(crate) fn key_id(&mut self, key_id: &Arc<str>) {
         self.span.key_id(key_id);
         self.key_id = Some(key_id.clone());
     }
 
     /// Notes where the request was routed.
-    pub fn routed(&mut self, provider: &str, model: Option<&str>) {
+    pub(crate) fn routed(&mut self, provider: &str, model: Option<&str>) {
         self.provider = Some(provider.to_owned());
         self.model = model.map(str::to_owned);
         self.span.provider(provider);
     }
 
     /// Notes the gate's verdict: the decision, and every reason listed (rejected or monitored).
-    pub fn judged(&mut self, verdict: &Verdict) {
+    pub(crate) fn judged(&mut self, verdict: &Verdict) {
         self.decision = RequestDecision::Judged(verdict.decision());
         self.monitored = verdict.monitored;
         for violation in &verdict.violations {
@@ -198,7 +198,7 @@ impl AccessRecord {
     }
 
     /// Notes that the proxy answered with an error of its own.
-    pub fn refused(&mut self, error: &ApiError) {
+    pub(crate) fn refused(&mut self, error: &ApiError) {
         if !matches!(error, ApiError::Rejected { .. }) {
             self.decision = RequestDecision::Error;
         }
@@ -206,7 +206,7 @@ impl AccessRecord {
     }
 
     /// Notes what passed on the WebSocket the request opened, as it closed.
-    pub fn socket(&mut self, counts: SocketCounts) {
+    pub(crate) fn socket(&mut self, counts: SocketCounts) {
         self.socket = Some(counts);
     }
 
@@ -221,14 +221,14 @@ impl AccessRecord {
     }
 
     /// The request id as a header value.
-    pub fn request_id_header(&self) -> HeaderValue {
+    pub(crate) fn request_id_header(&self) -> HeaderValue {
         HeaderValue::try_from(self.request_id.as_str())
             .unwrap_or_else(|_| HeaderValue::from_static("invalid"))
     }
 
     /// Writes the log line for `outcome` (outside the request's span), and ends the span with
     /// it.
-    pub fn write(&self, outcome: &Outcome) {
+    pub(crate) fn write(&self, outcome: &Outcome) {
         let decision = self.shown_decision();
         self.span.ended(
             decision.as_str(),
@@ -270,34 +270,34 @@ impl AccessRecord {
     }
 
     /// The request's method (`None` for a head hyper could not parse).
-    pub fn method(&self) -> Option<&Method> {
+    pub(crate) fn method(&self) -> Option<&Method> {
         self.method.as_ref()
     }
 
     /// The provider the request was routed to, once it was.
-    pub fn provider(&self) -> Option<&str> {
+    pub(crate) fn provider(&self) -> Option<&str> {
         self.provider.as_deref()
     }
 
     /// The client key's team, once authenticated.
-    pub fn team_name(&self) -> Option<&str> {
+    pub(crate) fn team_name(&self) -> Option<&str> {
         self.team.as_deref()
     }
 
     /// The client key's id, once known.
-    pub fn key_id_name(&self) -> Option<&str> {
+    pub(crate) fn key_id_name(&self) -> Option<&str> {
         self.key_id.as_deref()
     }
 
     /// What the gate (or the proxy) decided so far.
-    pub fn decision(&self) -> RequestDecision {
+    pub(crate) fn decision(&self) -> RequestDecision {
         self.decision
     }
 }
 
 /// Writes the log line of a request hyper could not parse (so it has no method or path),
 /// answered with `status` and the envelope's `code`.
-pub fn write_unparsed(request_id: &str, status: StatusCode, code: &str, bytes_out: usize) {
+pub(crate) fn write_unparsed(request_id: &str, status: StatusCode, code: &str, bytes_out: usize) {
     let mut record = AccessRecord::unparsed(request_id.to_owned());
     record.decision = RequestDecision::Error;
     record.error_code = Some(code.to_owned());
@@ -315,30 +315,30 @@ pub fn write_unparsed(request_id: &str, status: StatusCode, code: &str, bytes_ou
 
 /// How a request ended, as logged: the answer's head and how much of its body went out.
 #[derive(Debug)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// The status sent, or 499 when the client went away before an answer.
-    pub status: StatusCode,
+    pub(crate) status: StatusCode,
     /// The provider's status, when the answer came from it.
-    pub upstream: Option<StatusCode>,
+    pub(crate) upstream: Option<StatusCode>,
     /// Time from the request to the answer's head, when there was one.
-    pub head: Option<Duration>,
+    pub(crate) head: Option<Duration>,
     /// Time to the first byte of the answer's body passed on (to the head when it had none).
-    pub first_byte: Option<Duration>,
+    pub(crate) first_byte: Option<Duration>,
     /// Time from the request to the answer's last byte, or to when it was abandoned (`None`
     /// when the request's start is unknown: a head hyper could not parse).
-    pub duration: Option<Duration>,
+    pub(crate) duration: Option<Duration>,
     /// Bytes of the answer's body passed on to the connection.
-    pub bytes_out: u64,
+    pub(crate) bytes_out: u64,
     /// Overrides the recorded error code (`client_gone` when no answer was sent).
-    pub error: Option<&'static str>,
+    pub(crate) error: Option<&'static str>,
     /// Why the answer's body stopped before its end, when it did.
-    pub stream_error: Option<String>,
+    pub(crate) stream_error: Option<String>,
 }
 
 impl Outcome {
     /// Whether the client went away before the answer's end (before its head, or during its
     /// body).
-    pub fn client_gone(&self) -> bool {
+    pub(crate) fn client_gone(&self) -> bool {
         self.error == Some(CLIENT_GONE) || self.stream_error.as_deref() == Some(CLIENT_GONE)
     }
 }

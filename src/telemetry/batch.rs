@@ -15,11 +15,11 @@ use std::time::Duration;
 use tracing_subscriber::fmt::MakeWriter;
 
 /// Longest time a line waits before the writer thread writes it.
-pub const TICK: Duration = Duration::from_millis(20);
+pub(super) const TICK: Duration = Duration::from_millis(20);
 /// Gathered bytes that wake the writer thread before its tick.
-pub const WAKE_BYTES: usize = 256 << 10;
+pub(super) const WAKE_BYTES: usize = 256 << 10;
 /// Gathered bytes above which logging threads wait for the writer thread.
-pub const LIMIT_BYTES: usize = 1 << 20;
+pub(super) const LIMIT_BYTES: usize = 1 << 20;
 
 struct Gathered {
     lines: Vec<u8>,
@@ -42,18 +42,18 @@ impl Shared {
 
 /// The writer handed to the log subscriber; cheap to clone.
 #[derive(Clone)]
-pub struct BatchedWriter {
+pub(crate) struct BatchedWriter {
     shared: Arc<Shared>,
 }
 
 /// Keeps the writer thread running; dropping it writes what has gathered and stops the thread.
-pub struct FlushGuard {
+pub(crate) struct FlushGuard {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
 }
 
 /// Starts the writer thread, which writes batches to `out`.
-pub fn batched<W: Write + Send + 'static>(out: W) -> io::Result<(BatchedWriter, FlushGuard)> {
+pub(crate) fn batched<W: Write + Send + 'static>(out: W) -> io::Result<(BatchedWriter, FlushGuard)> {
     let shared = Arc::new(Shared {
         gathered: Mutex::new(Gathered {
             lines: Vec::new(),

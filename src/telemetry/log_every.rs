@@ -18,7 +18,7 @@ pub(crate) struct LogEvery {
 
 impl LogEvery {
     /// Lets the first event through at once, then one each `interval`.
-    pub fn new(interval: Duration) -> LogEvery {
+    pub(crate) fn new(interval: Duration) -> LogEvery {
         LogEvery {
             interval_ms: u64::try_from(interval.as_millis()).unwrap_or(u64::MAX),
             start: Instant::now(),
@@ -29,7 +29,7 @@ impl LogEvery {
 
     /// Whether to log this event: `Some(held)`, with the number held back since the last one
     /// logged, or `None` (it is counted among the held).
-    pub fn admit(&self) -> Option<u64> {
+    pub(crate) fn admit(&self) -> Option<u64> {
         let now = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
         let next = self.next_at.load(Relaxed);
         let due = now >= next

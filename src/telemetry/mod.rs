@@ -1,9 +1,9 @@
 //! Logging and tracing: one subscriber for the process, text or JSON, filtered by `RUST_LOG` or
-//! the config; a span per request ([`RequestSpan`]) that every event logged while handling the
-//! request carries; the access line of each request ([`access_log`]); and, with `[telemetry]
+//! the config; a span per request (`RequestSpan`) that every event logged while handling the
+//! request carries; the access line of each request (`access_log`); and, with `[telemetry]
 //! otlp_endpoint`, the OTLP export of those spans.
 
-pub mod access_log;
+pub(crate) mod access_log;
 mod batch;
 mod log_every;
 #[cfg(test)]
@@ -13,10 +13,10 @@ mod plain_fields;
 mod propagation;
 mod request_span;
 
-pub use batch::{batched, BatchedWriter, FlushGuard};
+pub(crate) use batch::{batched, BatchedWriter, FlushGuard};
 pub(crate) use log_every::LogEvery;
 pub(crate) use propagation::to_provider as traceparent_to_provider;
-pub use request_span::RequestSpan;
+pub(crate) use request_span::RequestSpan;
 
 use tracing::Subscriber;
 use tracing_subscriber::fmt::MakeWriter;
@@ -48,7 +48,7 @@ impl Drop for Telemetry {
 /// `[log] level` (for the log only: every request span is exported whatever the level).
 ///
 /// Lines are gathered in memory and written by a thread of their own in batches (see
-/// [`batched`]), so a busy proxy makes neither a write call nor a thread wake-up per request.
+/// `batched`), so a busy proxy makes neither a write call nor a thread wake-up per request.
 /// Keep the returned guard until exit.
 pub fn init(log: &LogConfig, telemetry: &TelemetryConfig) -> Result<Telemetry, String> {
     let colors = std::io::IsTerminal::is_terminal(&std::io::stdout());

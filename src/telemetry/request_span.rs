@@ -33,12 +33,12 @@ pub(super) fn exporting_from_now_on() {
 /// logged under `level = "warn"` still names its request. The access line is written outside
 /// it, so its own fields and format do not change.
 #[derive(Debug)]
-pub struct RequestSpan(Span);
+pub(crate) struct RequestSpan(Span);
 
 impl RequestSpan {
     /// Opens the span of a request. When spans are exported, a W3C `traceparent` in `headers`
     /// becomes its parent.
-    pub fn start(request_id: &str, method: &Method, path: &str, headers: &HeaderMap) -> RequestSpan {
+    pub(crate) fn start(request_id: &str, method: &Method, path: &str, headers: &HeaderMap) -> RequestSpan {
         if !exporting() {
             return RequestSpan(tracing::error_span!(
                 target: TARGET,
@@ -71,34 +71,34 @@ impl RequestSpan {
     }
 
     /// The span of a request that has none (a head hyper could not parse).
-    pub fn none() -> RequestSpan {
+    pub(crate) fn none() -> RequestSpan {
         RequestSpan(Span::none())
     }
 
     /// The span, to enter while the request is worked on.
-    pub fn span(&self) -> &Span {
+    pub(crate) fn span(&self) -> &Span {
         &self.0
     }
 
     /// Notes the client key's team.
-    pub fn team(&self, team: &str) {
+    pub(crate) fn team(&self, team: &str) {
         self.0.record("team", display(team));
     }
 
     /// Notes the client key's id (never the key).
-    pub fn key_id(&self, key_id: &str) {
+    pub(crate) fn key_id(&self, key_id: &str) {
         self.0.record("key_id", display(key_id));
     }
 
     /// Notes the provider the request was routed to.
-    pub fn provider(&self, provider: &str) {
+    pub(crate) fn provider(&self, provider: &str) {
         self.0.record("provider", display(provider));
     }
 
     /// Notes how the request ended, for the exported span: the gate's decision (`allowed`,
     /// `rejected`, ... as in the access line), the status sent, and why the answer's body
     /// stopped early if it did. It gets an error status on a 5xx or a broken stream.
-    pub fn ended(&self, decision: &str, status: u16, stream_error: Option<&str>) {
+    pub(crate) fn ended(&self, decision: &str, status: u16, stream_error: Option<&str>) {
         if !exporting() {
             return;
         }

@@ -16,11 +16,11 @@ use crate::metrics::{LedgerOp, LedgerResult};
 /// A request rewritten to carry its session.
 pub(crate) struct Carried {
     /// The foreign response whose chain was carried.
-    pub from: String,
+    pub(crate) from: String,
     /// The rewritten body.
-    pub body: Bytes,
+    pub(crate) body: Bytes,
     /// The facts to judge the rewritten body with (no `previous_response_id` any more).
-    pub facts: Arc<Provenance>,
+    pub(crate) facts: Arc<Provenance>,
 }
 
 /// The request `body`, bound for `provider`, rewritten to carry its session, when

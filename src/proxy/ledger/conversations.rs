@@ -25,18 +25,18 @@ const MAX_CONVERSATION_ANSWER: usize = 64 * 1024;
 
 /// Who created a conversation: what its record needs.
 #[derive(Debug, Clone)]
-pub struct CreatedConversation {
+pub(crate) struct CreatedConversation {
     /// The provider the request went to.
-    pub provider: String,
+    pub(crate) provider: String,
     /// The request's team (`None`: anonymous).
-    pub team: Option<String>,
+    pub(crate) team: Option<String>,
 }
 
 /// Records the conversation a successful `POST /conversations` answer created, before the
 /// answer goes on (so the client's next request finds it). The answer is read whole (at most
 /// 64 KiB); one that is larger, chunked past that, or not a JSON object
 /// with a string `id` is passed on as it is, and counted as a dropped record.
-pub async fn record_conversation(
+pub(crate) async fn record_conversation(
     response: Response<ProxyBody>,
     ledger: Arc<Ledger>,
     created: CreatedConversation,

@@ -16,7 +16,7 @@ impl Ledger {
     /// it, walked back at most `max_chain` responses). Ids the store never saw are simply
     /// absent: unknown provenance is not a violation. Counted as a `lookup`: `ok` when the
     /// store knew any of them, `miss` when it knew none, `error` when it could not answer.
-    pub async fn provenance(&self, query: &LedgerQuery) -> Result<Provenance, StoreError> {
+    pub(crate) async fn provenance(&self, query: &LedgerQuery) -> Result<Provenance, StoreError> {
         // Boxed: the lookups held together make a large future, which would otherwise be part
         // of (and moved with) every request's judge future, the ledger's or not.
         let looked_up = Box::pin(self.look_up(query)).await;
@@ -174,7 +174,7 @@ impl Ledger {
     /// at the chain's start within `max_chain`; `None` otherwise (the session cannot be
     /// carried). The walk stops at the first response of a team outside `access`, whose items
     /// are never read.
-    pub async fn chain(
+    pub(crate) async fn chain(
         &self,
         id: &str,
         access: Option<&StateAccess>,

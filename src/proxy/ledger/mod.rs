@@ -4,9 +4,9 @@
 //! answer as it streams ([`recording`]).
 
 pub(crate) mod carry;
-pub mod conversations;
-pub mod facts;
-pub mod recording;
+pub(crate) mod conversations;
+pub(crate) mod facts;
+pub(crate) mod recording;
 
 use std::time::Duration;
 
@@ -24,28 +24,28 @@ const WARN_EVERY: Duration = Duration::from_secs(1);
 
 /// How the ledger behaves (`[ledger]`).
 #[derive(Debug, Clone)]
-pub struct LedgerSettings {
+pub(crate) struct LedgerSettings {
     /// `store_items`: keep the items of each turn, to carry sessions.
-    pub store_items: bool,
+    pub(crate) store_items: bool,
     /// `carry_sessions`: replace a foreign `previous_response_id` by its recorded chain.
-    pub carry_sessions: bool,
+    pub(crate) carry_sessions: bool,
     /// `retention_hours`.
-    pub retention: Duration,
+    pub(crate) retention: Duration,
     /// `on_unavailable = "allow"`: judge without the facts when the store cannot answer.
-    pub allow_unavailable: bool,
+    pub(crate) allow_unavailable: bool,
     /// The most responses one chain walk reads.
-    pub max_chain: usize,
+    pub(crate) max_chain: usize,
     /// The longest a record's write may hold an answer's last bytes.
-    pub write_timeout: Duration,
+    pub(crate) write_timeout: Duration,
 }
 
 /// The ledger: its store, its settings and its counts. One per process.
 #[derive(Debug)]
-pub struct Ledger {
+pub(crate) struct Ledger {
     /// Where records live.
-    pub store: StateStore,
+    pub(crate) store: StateStore,
     /// How it behaves.
-    pub settings: LedgerSettings,
+    pub(crate) settings: LedgerSettings,
     /// What it has done since the process started (`replaygate_ledger_operations_total`).
     meter: LedgerMeter,
     /// Records not written, logged one a second.
@@ -56,7 +56,7 @@ pub struct Ledger {
 
 impl Ledger {
     /// A ledger over `store`, counting its operations with `meter`.
-    pub fn new(store: StateStore, settings: LedgerSettings, meter: LedgerMeter) -> Ledger {
+    pub(crate) fn new(store: StateStore, settings: LedgerSettings, meter: LedgerMeter) -> Ledger {
         Ledger {
             store,
             settings,
@@ -75,7 +75,7 @@ impl Ledger {
     /// second, with how many were not logged since), never passed on (the answer it came from
     /// goes on unchanged). A record the store queues ([`Recorded::Queued`]) is counted, and a
     /// failed commit logged, by the store's writer.
-    pub async fn write(&self, stored: StoredResponse) {
+    pub(crate) async fn write(&self, stored: StoredResponse) {
         // Named in the warning of a failed write; the store keeps the record itself.
         let (id, provider) = (stored.id.clone(), stored.owner.provider.clone());
         let mut recording = std::pin::pin!(self.store.record_response(stored, &self.meter));

@@ -33,43 +33,43 @@ use crate::proxy::teams::Team;
 
 /// What the request said that the record of its answer needs.
 #[derive(Debug, Clone)]
-pub struct Recording {
+pub(crate) struct Recording {
     /// The provider the request went to.
-    pub provider: String,
+    pub(crate) provider: String,
     /// The request's `model`: the model a record is bound to (the answer's, when the request
     /// names none).
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// The request's team.
-    pub team: Option<String>,
+    pub(crate) team: Option<String>,
     /// The request's `previous_response_id` (`None` for a carried request, whose input holds
     /// the whole chain).
-    pub previous_response_id: Option<String>,
+    pub(crate) previous_response_id: Option<String>,
     /// The request's input items as JSON texts, with `store_items` only.
-    pub input_items: Option<Vec<String>>,
+    pub(crate) input_items: Option<Vec<String>>,
     /// The `call_id`s of the calls the request put in its items.
-    pub input_call_ids: CallIds,
+    pub(crate) input_call_ids: CallIds,
     /// The request's `request_id`, for the log line of the calls the check flags.
-    pub request_id: String,
+    pub(crate) request_id: String,
     /// The request's tools, to check the function calls the provider produces against.
-    pub calls_check: Option<CallsCheck>,
+    pub(crate) calls_check: Option<CallsCheck>,
     /// The audit log, for the calls the check flags.
-    pub audit: Option<Arc<AuditLog>>,
+    pub(crate) audit: Option<Arc<AuditLog>>,
     /// The metric handles of the configuration the request was judged under.
-    pub meters: Arc<Meters>,
+    pub(crate) meters: Arc<Meters>,
 }
 
 /// What checking a provider's function calls needs: the request's `tools` and the policy it
 /// was judged under.
 #[derive(Clone)]
-pub struct CallsCheck {
+pub(crate) struct CallsCheck {
     /// The request's tools.
-    pub tools: Arc<DeclaredTools>,
+    pub(crate) tools: Arc<DeclaredTools>,
     /// The gate, with its schema cache.
-    pub gate: Arc<Gate>,
+    pub(crate) gate: Arc<Gate>,
     /// The configuration the request was judged under.
-    pub snapshot: Arc<Snapshot>,
+    pub(crate) snapshot: Arc<Snapshot>,
     /// The request's team.
-    pub team: Option<Arc<Team>>,
+    pub(crate) team: Option<Arc<Team>>,
 }
 
 impl std::fmt::Debug for CallsCheck {
@@ -80,13 +80,13 @@ impl std::fmt::Debug for CallsCheck {
 
 impl CallsCheck {
     /// The most violations an answer's header names (`[gate] max_violations_listed`).
-    pub fn max_listed(&self) -> usize {
+    pub(crate) fn max_listed(&self) -> usize {
         self.snapshot.policy_of(self.team.as_deref()).max_listed
     }
 
     /// The calls of `provider`'s answer that do not fit the request's tools. A check that
     /// cannot be made (its work budget spent, tools that no longer read) flags nothing.
-    pub fn run(&self, provider: &str, calls: &[OutputCall]) -> Vec<ResponseViolation> {
+    pub(crate) fn run(&self, provider: &str, calls: &[OutputCall]) -> Vec<ResponseViolation> {
         let Ok(provider) = self.snapshot.provider(provider) else {
             return Vec::new();
         };
@@ -101,7 +101,7 @@ impl CallsCheck {
 type Write = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// An answer body read by the ledger's tap as it streams.
-pub struct RecordingBody {
+pub(crate) struct RecordingBody {
     inner: ProxyBody,
     ledger: Arc<Ledger>,
     /// `None` once the record was written or given up.
@@ -117,7 +117,7 @@ pub struct RecordingBody {
 impl RecordingBody {
     /// Taps `inner`, an answer with `headers`, if it is one the ledger reads (JSON or events);
     /// otherwise returns it as it is.
-    pub fn wrap(
+    pub(crate) fn wrap(
         inner: ProxyBody,
         headers: &HeaderMap,
         ledger: Arc<Ledger>,
@@ -190,7 +190,7 @@ impl RecordingBody {
 
 impl Recording {
     /// The produced function calls of `tapped` that do not fit the request's tools.
-    pub fn check_calls(&self, tapped: &Tapped) -> Vec<ResponseViolation> {
+    pub(crate) fn check_calls(&self, tapped: &Tapped) -> Vec<ResponseViolation> {
         match (&self.calls_check, &tapped.calls) {
             (Some(check), Some(calls)) if !calls.is_empty() => check.run(&self.provider, calls),
             _ => Vec::new(),
@@ -199,7 +199,7 @@ impl Recording {
 
     /// Logs (and audits) the calls a provider produced, in answer `response_id`, that do
     /// not fit the request's tools.
-    pub fn report(&self, response_id: &str, violations: &[ResponseViolation]) {
+    pub(crate) fn report(&self, response_id: &str, violations: &[ResponseViolation]) {
         if violations.is_empty() {
             return;
         }
@@ -231,7 +231,7 @@ impl Recording {
 impl Ledger {
     /// A tap for an answer of `kind` to `recording`'s request: it keeps the produced calls
     /// when they are to be checked, and the output items when `store_items` is on.
-    pub fn tap(&self, kind: AnswerKind, recording: &Recording) -> Tap {
+    pub(crate) fn tap(&self, kind: AnswerKind, recording: &Recording) -> Tap {
         Tap::new(kind, TapLimits::default())
             .keep_calls(recording.calls_check.is_some())
             .keep_items(recording.input_items.is_some())
@@ -240,7 +240,7 @@ impl Ledger {
     /// The record of a background response `id` not yet completed when it answered: who owns
     /// it (so its team may poll, cancel or delete it through the object routes), nothing of its
     /// output or its chain.
-    pub fn owner_only(&self, id: String, recording: Recording) -> StoredResponse {
+    pub(crate) fn owner_only(&self, id: String, recording: Recording) -> StoredResponse {
         let owner = Owner {
             provider: recording.provider,
             model: recording.model,
@@ -250,7 +250,7 @@ impl Ledger {
     }
 
     /// The stored form of an answer tapped for `recording`'s request.
-    pub fn stored(&self, tapped: Tapped, recording: Recording) -> StoredResponse {
+    pub(crate) fn stored(&self, tapped: Tapped, recording: Recording) -> StoredResponse {
         let Tapped { record, items, .. } = tapped;
         // The model as the client named it, which it names again when it replays: a provider
         // may answer with a dated name (`gpt-5` as `gpt-5-2025-08-07`) for the same model.
@@ -348,13 +348,13 @@ impl Drop for RecordingBody {
 /// The response header naming the function calls of a JSON answer that do not fit the
 /// request's tools, e.g. `arguments_schema@output[1]`: the client is warned before it runs a
 /// tool on them.
-pub const RESPONSE_VIOLATIONS_HEADER: &str = "x-replaygate-response-violations";
+pub(crate) const RESPONSE_VIOLATIONS_HEADER: &str = "x-replaygate-response-violations";
 
 /// The allowed answer `response` to `recording`'s request, as the ledger records it. A JSON
 /// answer whose produced calls are to be checked, and whose `Content-Length` is within the
 /// tap's JSON cap, is read whole first, so its head can carry
 /// [`RESPONSE_VIOLATIONS_HEADER`]; any other answer streams through a [`RecordingBody`].
-pub async fn record(
+pub(crate) async fn record(
     response: Response<ProxyBody>,
     ledger: Arc<Ledger>,
     recording: Recording,

@@ -77,10 +77,10 @@ fn protocol(reason: &'static str) -> ReadError {
 #[derive(Debug)]
 pub(super) struct Incoming {
     /// The message.
-    pub message: Message,
+    pub(crate) message: Message,
     /// Its share of `max_buffered_bytes` (none for control frames); drop it once the message is
     /// no longer held.
-    pub held: Option<Reservation>,
+    pub(crate) held: Option<Reservation>,
 }
 
 /// The frame whose payload is being read.
@@ -119,7 +119,7 @@ pub(super) struct ClientReader<R> {
 impl<R: AsyncRead + Unpin> ClientReader<R> {
     /// A reader of `io` whose messages take their bytes from `budget`, each at most
     /// `max_message` bytes.
-    pub fn new(io: R, budget: Arc<BufferBudget>, max_message: usize) -> Self {
+    pub(super) fn new(io: R, budget: Arc<BufferBudget>, max_message: usize) -> Self {
         ClientReader {
             io: BufReader::with_capacity(READ_BUFFER_BYTES, io),
             budget,
@@ -133,7 +133,7 @@ impl<R: AsyncRead + Unpin> ClientReader<R> {
     }
 
     /// The next message. Cancel safe: what was read is kept for the next call.
-    pub async fn next(&mut self) -> Result<Incoming, ReadError> {
+    pub(super) async fn next(&mut self) -> Result<Incoming, ReadError> {
         loop {
             if self.frame.is_none() {
                 let needed = head_len(&self.head[..self.head_len]);
@@ -184,7 +184,7 @@ impl<R: AsyncRead + Unpin> ClientReader<R> {
 
     /// From now on, data is read and dropped (and nothing more held): the socket was refused
     /// and only its client's close is still read.
-    pub fn discard(&mut self) {
+    pub(super) fn discard(&mut self) {
         self.discarding = true;
         self.message = None;
     }
@@ -367,12 +367,12 @@ pub(super) struct ClientWriter<W> {
 
 impl<W: AsyncWrite + Unpin> ClientWriter<W> {
     /// A writer on `io`.
-    pub fn new(io: W) -> Self {
+    pub(super) fn new(io: W) -> Self {
         ClientWriter { io, closed: false }
     }
 
     /// Sends `message` as one frame. Nothing is sent after a close.
-    pub async fn send(&mut self, message: Message) -> io::Result<()> {
+    pub(super) async fn send(&mut self, message: Message) -> io::Result<()> {
         if self.closed {
             return Err(io::Error::new(io::ErrorKind::BrokenPipe, "the socket is closing"));
         }

@@ -9,7 +9,7 @@
 //! - `message`: which client messages are judged, and the error events.
 //! - `turns`: the socket's memory of its earlier turns, which later messages continue: a
 //!   source of earlier turns the judge asks as it asks the ledger
-//!   ([`EarlierTurns`](super::earlier_turns::EarlierTurns)).
+//!   (`EarlierTurns`).
 //! - [`fuzzing`]: the client's side (frames and message heads) as its fuzz target drives it.
 //!
 //! The upgrade is authenticated, rate limited and routed as a request is, and holds one
@@ -18,7 +18,7 @@
 //! status in the error envelope); without one, the first `response.create` chooses the
 //! provider by its model and opens it (a refusal is then an error event). The access line is
 //! written once, when the socket closes. When the server shuts down, its sockets close with
-//! 1001 (see [`OpenSockets`](super::sockets::OpenSockets)).
+//! 1001 (see `OpenSockets`).
 
 mod frames;
 pub mod fuzzing;

@@ -52,30 +52,30 @@ const FORWARD_FRAGMENT: usize = 64 << 10;
 
 /// One socket's relay and what it knows.
 pub(super) struct Relay<'c, 'r> {
-    pub state: &'c Arc<ProxyState>,
-    pub cx: &'c mut RequestContext<'r>,
+    pub(crate) state: &'c Arc<ProxyState>,
+    pub(crate) cx: &'c mut RequestContext<'r>,
     /// The client's frames in, and out.
-    pub reader: ClientReader<ReadHalf<ClientIo>>,
-    pub writer: ClientWriter<WriteHalf<ClientIo>>,
+    pub(crate) reader: ClientReader<ReadHalf<ClientIo>>,
+    pub(crate) writer: ClientWriter<WriteHalf<ClientIo>>,
     /// The provider's socket, once a message chose the provider (or the path did).
-    pub upstream: Option<UpstreamSocket>,
+    pub(crate) upstream: Option<UpstreamSocket>,
     /// The provider every message of the socket goes to, once chosen.
-    pub provider: Option<String>,
+    pub(crate) provider: Option<String>,
     /// The upgrade request: its path routes every message, its headers (less the client's
     /// key) open the provider's socket; `post` is the head a message is judged under (a POST
     /// of JSON to that path).
-    pub upgrade: Parts,
-    pub post: Parts,
+    pub(crate) upgrade: Parts,
+    pub(crate) post: Parts,
     /// The path after `/v1` on the provider.
-    pub upstream_path: String,
-    pub turns: Arc<SocketTurns>,
-    pub limits: SocketLimits,
+    pub(crate) upstream_path: String,
+    pub(crate) turns: Arc<SocketTurns>,
+    pub(crate) limits: SocketLimits,
     /// The server's shutdown, as it stands.
-    pub shutdown: watch::Receiver<Stage>,
+    pub(crate) shutdown: watch::Receiver<Stage>,
     /// Shutdown began: the socket closes once no turn streams on it.
-    pub draining: bool,
-    pub pending: VecDeque<Pending>,
-    pub counts: SocketCounts,
+    pub(crate) draining: bool,
+    pub(crate) pending: VecDeque<Pending>,
+    pub(crate) counts: SocketCounts,
 }
 
 /// What the loop does after a message.
@@ -87,7 +87,7 @@ enum Flow {
 impl Relay<'_, '_> {
     /// Relays until either side closes or goes away, the socket stays idle, or it reaches its
     /// longest life.
-    pub async fn run(mut self) -> SocketCounts {
+    pub(super) async fn run(mut self) -> SocketCounts {
         let deadline = Instant::now() + self.limits.max_duration;
         let mut last_activity = Instant::now();
         loop {

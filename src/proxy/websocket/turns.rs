@@ -137,17 +137,17 @@ impl EarlierTurns for SocketTurns {
 
 /// A forwarded turn whose answer is still streaming: its events are read as they pass.
 pub(super) struct Pending {
-    pub tap: Tap,
-    pub turn: Turn,
+    pub(crate) tap: Tap,
+    pub(crate) turn: Turn,
     /// Whether its request let the provider store the response (not `store: false`).
-    pub stored: bool,
+    pub(crate) stored: bool,
     /// What the ledger records of it, when the ledger is on.
-    pub recording: Option<Recording>,
+    pub(crate) recording: Option<Recording>,
 }
 
 impl Pending {
     /// Reads one server message as the event it is.
-    pub fn feed(&mut self, text: &str) {
+    pub(super) fn feed(&mut self, text: &str) {
         // One `data:` line: line breaks in JSON are whitespace, so a space keeps its meaning.
         let mut event = Vec::with_capacity(text.len() + 8);
         event.extend_from_slice(b"data: ");

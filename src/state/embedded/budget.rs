@@ -48,24 +48,24 @@ pub(super) fn statvfs_free(path: &Path) -> std::io::Result<u64> {
 #[derive(Debug)]
 pub(super) struct DiskBudget {
     /// `[state] max_disk_bytes`.
-    pub max_bytes: u64,
+    pub(crate) max_bytes: u64,
     /// What the tables may take: the budget less the journal's allowance.
     tables_budget: u64,
     /// The tree's directory.
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// Rows expiring at or before this time count as expired (0: none yet).
-    pub floor: Arc<AtomicU64>,
+    pub(crate) floor: Arc<AtomicU64>,
     /// Whether the last batch was refused for lack of room.
-    pub health: WriteHealth,
+    pub(crate) health: WriteHealth,
     /// Counts what was evicted and refused.
-    pub meter: StateMeter,
+    pub(crate) meter: StateMeter,
     free_space: FreeSpace,
     reserve: u64,
 }
 
 impl DiskBudget {
     /// The budget of the tree in `dir`, its floor shared with the compaction filter.
-    pub fn new(dir: PathBuf, floor: Arc<AtomicU64>, tuning: &Tuning, meter: StateMeter) -> DiskBudget {
+    pub(super) fn new(dir: PathBuf, floor: Arc<AtomicU64>, tuning: &Tuning, meter: StateMeter) -> DiskBudget {
         DiskBudget {
             max_bytes: tuning.max_disk_bytes,
             tables_budget: tuning
@@ -83,13 +83,13 @@ impl DiskBudget {
 
     /// The time a read compares rows' `expires_unix` with: now, or the floor once records
     /// were evicted past it.
-    pub fn now(&self) -> u64 {
+    pub(super) fn now(&self) -> u64 {
         now_unix().max(self.floor.load(Ordering::Acquire))
     }
 
     /// Whether the filesystem has room for `bytes` more and the reserve; `Full` if not. A
     /// filesystem that cannot say is taken to have room (the write then says).
-    pub fn room_for(&self, bytes: u64) -> Result<(), StoreError> {
+    pub(super) fn room_for(&self, bytes: u64) -> Result<(), StoreError> {
         let free = match (self.free_space)(&self.dir) {
             Ok(free) => free,
             Err(error) => {
@@ -109,7 +109,7 @@ impl DiskBudget {
 
     /// `/readyz` while the last batch was refused: whether there is room again (then the
     /// store is writable again).
-    pub fn recheck(&self) -> Result<(), StoreError> {
+    pub(super) fn recheck(&self) -> Result<(), StoreError> {
         if !self.health.is_full() {
             return Ok(());
         }
@@ -120,7 +120,7 @@ impl DiskBudget {
 
     /// A batch of `records` ended with `result`: refusals for lack of room are counted and
     /// make the store full; a batch written makes it writable.
-    pub fn batch_ended(&self, records: usize, result: &Result<(), StoreError>) {
+    pub(super) fn batch_ended(&self, records: usize, result: &Result<(), StoreError>) {
         match result {
             Ok(()) => self.health.written(),
             Err(StoreError::Full(why)) => {
@@ -134,7 +134,7 @@ impl DiskBudget {
     /// The bytes the tree's files take on disk (journal and tables): the blocks allocated to
     /// them, not their lengths, since the tree makes each journal file 64 MiB long up front
     /// and fills it as it goes (a sparse file).
-    pub fn used(&self, _store: &Store) -> Result<u64, StoreError> {
+    pub(super) fn used(&self, _store: &Store) -> Result<u64, StoreError> {
         allocated_bytes(&self.dir).map_err(unavailable("the ledger's disk space"))
     }
 
@@ -142,7 +142,7 @@ impl DiskBudget {
     /// the table is the share of bytes to let go, sweeps them (counted as evicted unless they
     /// had expired anyway) and compacts every keyspace, so the bytes go back to the
     /// filesystem. Returns how many responses were evicted.
-    pub fn enforce(&self, store: &Store, tuning: &Tuning) -> Result<u64, StoreError> {
+    pub(super) fn enforce(&self, store: &Store, tuning: &Tuning) -> Result<u64, StoreError> {
         let used = tables_bytes(store);
         if used <= self.tables_budget {
             return Ok(0);

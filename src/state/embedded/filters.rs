@@ -39,13 +39,13 @@ pub(super) struct Filters {
 impl Filters {
     /// The size (a power of two) of a filter for `keys` keys, from `2^min_bits_log2` to
     /// `2^max_bits_log2` bits.
-    pub fn bits_for(keys: u64, min_bits_log2: u32, max_bits_log2: u32) -> u32 {
+    pub(super) fn bits_for(keys: u64, min_bits_log2: u32, max_bits_log2: u32) -> u32 {
         let wanted = keys.saturating_mul(BITS_PER_KEY).max(1);
         (u64::BITS - (wanted - 1).leading_zeros()).clamp(min_bits_log2, max_bits_log2.max(min_bits_log2))
     }
 
     /// Answers from `filter`, which holds `keys` keys, and grows it up to `2^max_bits_log2` bits.
-    pub fn new(filter: KeyFilter, keys: u64, max_bits_log2: u32) -> Filters {
+    pub(super) fn new(filter: KeyFilter, keys: u64, max_bits_log2: u32) -> Filters {
         let filters = Filters {
             current: ArcSwap::from_pointee(filter),
             next: ArcSwapOption::empty(),
@@ -58,13 +58,13 @@ impl Filters {
     }
 
     /// `false` when `key` is certainly in neither the store nor its queue.
-    pub fn may_contain(&self, key: &StoreKey) -> bool {
+    pub(super) fn may_contain(&self, key: &StoreKey) -> bool {
         self.current.load().may_contain(key)
     }
 
     /// Adds `keys` (to the growing filter too); marks the filter due to grow once it holds
     /// more than it holds well ([`Filters::take_due`]).
-    pub fn insert(&self, keys: &[StoreKey]) {
+    pub(super) fn insert(&self, keys: &[StoreKey]) {
         self.insert_written(keys);
         self.count(keys.len() as u64);
     }
@@ -83,7 +83,7 @@ impl Filters {
     }
 
     /// Adds the keys of a record being written (counted when it was queued).
-    pub fn insert_written(&self, keys: &[StoreKey]) {
+    pub(super) fn insert_written(&self, keys: &[StoreKey]) {
         let current = self.current.load();
         keys.iter().for_each(|key| current.insert(key));
         if let Some(next) = &*self.next.load() {
@@ -92,13 +92,13 @@ impl Filters {
     }
 
     /// Whether the filter is due to grow (once: the flag is cleared).
-    pub fn take_due(&self) -> bool {
+    pub(super) fn take_due(&self) -> bool {
         self.due.swap(false, Ordering::Relaxed)
     }
 
     /// Makes the bigger filter that takes every key from now on; `None` if one is growing
     /// already. The caller fills it with the store's keys, then calls [`Filters::finish_growing`].
-    pub fn start_growing(&self) -> Option<Arc<KeyFilter>> {
+    pub(super) fn start_growing(&self) -> Option<Arc<KeyFilter>> {
         let bits_log2 = (self.current.load().bits_log2() + GROWTH_LOG2).min(self.max_bits_log2);
         let grown = Arc::new(KeyFilter::new(bits_log2));
         let before = self
@@ -108,7 +108,7 @@ impl Filters {
     }
 
     /// Makes the grown filter the one that answers; `keys` is how many it was filled with.
-    pub fn finish_growing(&self, keys: u64) {
+    pub(super) fn finish_growing(&self, keys: u64) {
         if let Some(grown) = self.next.swap(None) {
             self.current.store(grown);
             self.added.store(keys, Ordering::Relaxed);
@@ -116,12 +116,12 @@ impl Filters {
     }
 
     /// Drops the grown filter unfinished (the one that answers stays).
-    pub fn abandon_growing(&self) {
+    pub(super) fn abandon_growing(&self) {
         self.next.store(None);
     }
 
     /// The size of the filter that answers, as a power of two.
-    pub fn bits_log2(&self) -> u32 {
+    pub(super) fn bits_log2(&self) -> u32 {
         self.current.load().bits_log2()
     }
 }

@@ -95,13 +95,13 @@ mod tables;
 mod writer;
 use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult, StateMeter};
 
-pub use crate::config::DEFAULT_MAX_DISK_BYTES;
+pub(crate) use crate::config::DEFAULT_MAX_DISK_BYTES;
 
 /// How often the writer compares the tree's size with `[state] max_disk_bytes`.
 const BUDGET_EVERY: Duration = Duration::from_secs(5);
 
 /// The longest a committed batch waits to be made durable (written to disk with an fsync).
-pub const DURABLE_EVERY: Duration = Duration::from_millis(500);
+pub(super) const DURABLE_EVERY: Duration = Duration::from_millis(500);
 
 /// The tree's directory inside the state directory.
 const TREE_DIR: &str = "ledger";
@@ -201,6 +201,8 @@ enum Command {
         record: Record,
         ack: Ack,
     },
+    /// Sent by the tests' [`EmbeddedStore::sweep`]; the writer also sweeps on its own.
+    #[cfg_attr(not(test), allow(dead_code))]
     Sweep {
         now: u64,
         ack: oneshot::Sender<Result<usize, StoreError>>,
@@ -209,7 +211,8 @@ enum Command {
 
 /// Who hears how a put's commit ended.
 enum Ack {
-    /// The caller, waiting for it.
+    /// The caller, waiting for it (the tests' `put_response`).
+    #[cfg(test)]
     Caller(oneshot::Sender<Result<(), StoreError>>),
     /// Nobody waits: the ledger's counters count it (`record` `ok` or `error`).
     Meter(LedgerMeter),
@@ -218,6 +221,7 @@ enum Ack {
 impl Ack {
     fn send(self, result: &Result<(), StoreError>) {
         match self {
+            #[cfg(test)]
             Ack::Caller(caller) => {
                 let _ = caller.send(result.clone());
             }
@@ -256,14 +260,15 @@ impl EmbeddedStore {
     ///
     /// Its disk budget is [`DEFAULT_MAX_DISK_BYTES`], its metrics counted nowhere: see
     /// [`EmbeddedStore::open_with`].
-    pub fn open(dir: &Path) -> Result<EmbeddedStore, StoreError> {
+    #[cfg(test)]
+    pub(crate) fn open(dir: &Path) -> Result<EmbeddedStore, StoreError> {
         EmbeddedStore::open_with(dir, DEFAULT_MAX_DISK_BYTES, StateMeter::default())
     }
 
     /// [`EmbeddedStore::open`] with `[state] max_disk_bytes` and the metrics its evictions and
     /// refused writes are counted on. A directory already open in this process keeps the
     /// budget and metrics it was opened with.
-    pub fn open_with(
+    pub(crate) fn open_with(
         dir: &Path,
         max_disk_bytes: u64,
         meter: StateMeter,
@@ -349,6 +354,8 @@ impl EmbeddedStore {
         })
     }
 
+    /// Writes `response` and waits for the commit (the tests' write; the ledger queues).
+    #[cfg(test)]
     pub(super) async fn put_response(&self, response: &StoredResponse) -> Result<(), StoreError> {
         let response = Arc::new(response.clone());
         let (ack, done) = oneshot::channel();
@@ -555,7 +562,8 @@ impl EmbeddedStore {
 
     /// Removes the rows of responses expired at `now` (at most 4096, one batch), through the
     /// writer thread; their other rows go in compactions. Returns how many it removed.
-    pub async fn sweep(&self, now: u64) -> Result<usize, StoreError> {
+    #[cfg(test)]
+    pub(crate) async fn sweep(&self, now: u64) -> Result<usize, StoreError> {
         let (ack, done) = oneshot::channel();
         self.send(Command::Sweep { now, ack })?;
         done.await.map_err(|_| writer_stopped())?

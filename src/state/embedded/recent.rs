@@ -67,7 +67,7 @@ struct Entry {
 impl Recent {
     /// A cache holding responses of at most `bytes` encoded bytes in all, for a writer that
     /// has at most `uncommitted` of the records remembered not yet in the tree.
-    pub fn new(bytes: u64, uncommitted: u64) -> Recent {
+    pub(super) fn new(bytes: u64, uncommitted: u64) -> Recent {
         Recent {
             held: Mutex::new(Held {
                 responses: VecDeque::new(),
@@ -84,7 +84,7 @@ impl Recent {
 
     /// Remembers `response`, whose encoding is `encoded` bytes long, under `keys` (its
     /// [`record_keys`]); the oldest responses go until the whole is within the budget again.
-    pub fn remember(&self, response: Arc<StoredResponse>, encoded: usize, keys: Arc<[StoreKey]>) {
+    pub(super) fn remember(&self, response: Arc<StoredResponse>, encoded: usize, keys: Arc<[StoreKey]>) {
         let weight = weigh(encoded, keys.len());
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         if weight <= held.budget {
@@ -94,7 +94,7 @@ impl Recent {
 
     /// Where the cache stands before a read of the tree, for [`Recent::fill`] after it: how
     /// many records it has remembered.
-    pub fn mark(&self) -> u64 {
+    pub(super) fn mark(&self) -> u64 {
         self.held.lock().unwrap_or_else(|e| e.into_inner()).remembered
     }
 
@@ -104,7 +104,7 @@ impl Recent {
     /// one remembered after the mark, or one of the last `uncommitted` before it (which the
     /// read may have found not yet written). Of its keys, only those no held response has
     /// are taken.
-    pub fn fill(&self, response: Arc<StoredResponse>, encoded: usize, mark: u64) {
+    pub(super) fn fill(&self, response: Arc<StoredResponse>, encoded: usize, mark: u64) {
         let keys: Arc<[StoreKey]> = record_keys(&response).collect();
         let weight = weigh(encoded, keys.len());
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
@@ -120,7 +120,7 @@ impl Recent {
     /// stands, if remembered and live at `now`. The caller checks that it holds what it
     /// asked for. A response found in the older half of the cache moves to the newest end,
     /// so what the next turns keep reading stays while the cache turns over.
-    pub fn holder(&self, key: &StoreKey, now: u64) -> Option<Arc<StoredResponse>> {
+    pub(super) fn holder(&self, key: &StoreKey, now: u64) -> Option<Arc<StoredResponse>> {
         self.find(key, now, true)
     }
 

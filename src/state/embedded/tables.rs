@@ -102,15 +102,15 @@ pub(super) fn owner(key: &[u8; 16], expires: u64) -> [u8; 24] {
 /// The four keyspaces.
 #[derive(Clone)]
 pub(super) struct Keyspaces {
-    pub responses: Keyspace,
-    pub response_ids: Keyspace,
-    pub item_ids: Keyspace,
-    pub item_digests: Keyspace,
+    pub(crate) responses: Keyspace,
+    pub(crate) response_ids: Keyspace,
+    pub(crate) item_ids: Keyspace,
+    pub(crate) item_digests: Keyspace,
 }
 
 impl Keyspaces {
     /// Opens (creating them if need be) the four keyspaces of `db`.
-    pub fn open(db: &Database) -> Result<Keyspaces, StoreError> {
+    pub(super) fn open(db: &Database) -> Result<Keyspaces, StoreError> {
         let open = |name: &str| {
             db.keyspace(name, || {
                 KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES)
@@ -127,7 +127,7 @@ impl Keyspaces {
     }
 
     /// The keyspaces keyed by [`StoreKey`]s (every one but `responses`).
-    pub fn keyed(&self) -> [&Keyspace; 3] {
+    pub(super) fn keyed(&self) -> [&Keyspace; 3] {
         [&self.response_ids, &self.item_ids, &self.item_digests]
     }
 }
@@ -154,16 +154,16 @@ pub(super) fn add_keys(
 
 /// The store's database and keyspaces, shared by the writer and the reads.
 pub(super) struct Store {
-    pub db: Database,
-    pub keyspaces: Keyspaces,
+    pub(crate) db: Database,
+    pub(crate) keyspaces: Keyspaces,
     /// Rows expiring at or before this time count as expired: the disk budget evicted them
     /// ([`super::budget`]).
-    pub floor: Arc<AtomicU64>,
+    pub(crate) floor: Arc<AtomicU64>,
 }
 
 impl Store {
     /// A reader of the responses live at `now` (and above the floor), as the tree holds them now.
-    pub fn reader(&self, now: u64) -> ResponseReader<'_> {
+    pub(super) fn reader(&self, now: u64) -> ResponseReader<'_> {
         let now = now.max(self.floor.load(Ordering::Acquire));
         ResponseReader::new(&self.keyspaces, self.db.snapshot(), now)
     }
@@ -233,7 +233,7 @@ pub(super) struct Tables<'k> {
 
 impl<'k> Tables<'k> {
     /// An empty batch over `keyspaces`.
-    pub fn new(keyspaces: &'k Keyspaces) -> Tables<'k> {
+    pub(super) fn new(keyspaces: &'k Keyspaces) -> Tables<'k> {
         Tables {
             responses: Pending::new(&keyspaces.responses),
             response_ids: Pending::new(&keyspaces.response_ids),
@@ -244,7 +244,7 @@ impl<'k> Tables<'k> {
 
     /// Commits every change at once (visible to reads when it returns; on disk at the next
     /// persist).
-    pub fn commit(self, db: &Database) -> Result<(), StoreError> {
+    pub(super) fn commit(self, db: &Database) -> Result<(), StoreError> {
         let mut batch = db.batch();
         self.responses.stage(&mut batch);
         self.response_ids.stage(&mut batch);
@@ -257,7 +257,12 @@ impl<'k> Tables<'k> {
     /// replaces the old: its row moves to the new expiry, and the old one's index rows go
     /// unless the new one has them. `new` says the store has no record of it (the key filter
     /// lacked its key when it was queued), which spares the read that looks for one.
-    pub fn put(&mut self, response: &StoredResponse, json: &[u8], new: bool) -> Result<(), StoreError> {
+    pub(super) fn put(
+        &mut self,
+        response: &StoredResponse,
+        json: &[u8],
+        new: bool,
+    ) -> Result<(), StoreError> {
         let StoreKey(key) = response_key(&response.id);
         let expires = response.expires_unix;
         let before = match new {
@@ -286,7 +291,7 @@ impl<'k> Tables<'k> {
 
     /// Removes up to `limit` responses' rows expired at `now` (their id and item rows go in
     /// compactions). Returns how many it removed.
-    pub fn sweep(&mut self, now: u64, limit: usize) -> Result<usize, StoreError> {
+    pub(super) fn sweep(&mut self, now: u64, limit: usize) -> Result<usize, StoreError> {
         let end = at(now.saturating_add(1), &[0; 16]);
         let due = self
             .responses
@@ -359,7 +364,7 @@ pub(super) struct ResponseReader<'t> {
 
 impl<'t> ResponseReader<'t> {
     /// A reader of the responses live at `now` in `keyspaces`, as they are in `snapshot`.
-    pub fn new(keyspaces: &'t Keyspaces, snapshot: Snapshot, now: u64) -> ResponseReader<'t> {
+    pub(super) fn new(keyspaces: &'t Keyspaces, snapshot: Snapshot, now: u64) -> ResponseReader<'t> {
         ResponseReader {
             keyspaces,
             snapshot,
@@ -369,14 +374,14 @@ impl<'t> ResponseReader<'t> {
     }
 
     /// Response `id`, unless it is missing, expired, or the row of another id with its key.
-    pub fn response(&mut self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
+    pub(super) fn response(&mut self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
         let found = self.by_key(&response_key(id).0)?;
         Ok(found.filter(|response| response.id == id).cloned())
     }
 
     /// The item `find` picks in the live response that `index` (`item_ids` or `item_digests`)
     /// gives `key` to, if any (`find` matches the item's own id or digest).
-    pub fn item(
+    pub(super) fn item(
         &mut self,
         index: &Keyspace,
         key: &StoreKey,
@@ -397,7 +402,7 @@ impl<'t> ResponseReader<'t> {
     }
 
     /// The live responses read, each with the length of its row.
-    pub fn into_read(self) -> impl Iterator<Item = ReadResponse> {
+    pub(super) fn into_read(self) -> impl Iterator<Item = ReadResponse> {
         self.read.into_iter().filter_map(|(_, found)| found)
     }
 
