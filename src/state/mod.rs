@@ -196,6 +196,12 @@ impl StateStore {
         }
     }
 
+    /// Whether each call is a round trip to another process (Redis): calls made together
+    /// share one there, while the in-process stores answer them as fast one after another.
+    pub(crate) fn is_remote(&self) -> bool {
+        matches!(self, StateStore::Redis(_))
+    }
+
     /// The backend's name, as `[state] backend` spells it.
     pub fn backend(&self) -> &'static str {
         match self {

@@ -6,9 +6,9 @@ use foldhash::fast::RandomState;
 
 use super::Ledger;
 use crate::gate::{ChainFacts, ConversationFacts, LedgerQuery, Provenance, StateAccess};
-use crate::ledger::StoredResponse;
+use crate::ledger::{StoredItem, StoredResponse};
 use crate::metrics::{LedgerOp, LedgerResult};
-use crate::state::StoreError;
+use crate::state::{StateStore, StoreError};
 
 impl Ledger {
     /// The facts the store holds for `query`: the items it names by id, the encrypted blobs
@@ -17,9 +17,7 @@ impl Ledger {
     /// absent: unknown provenance is not a violation. Counted as a `lookup`: `ok` when the
     /// store knew any of them, `miss` when it knew none, `error` when it could not answer.
     pub(crate) async fn provenance(&self, query: &LedgerQuery) -> Result<Provenance, StoreError> {
-        // Boxed: the lookups held together make a large future, which would otherwise be part
-        // of (and moved with) every request's judge future, the ledger's or not.
-        let looked_up = Box::pin(self.look_up(query)).await;
+        let looked_up = self.look_up(query).await;
         let result = match &looked_up {
             Ok(facts)
                 if facts.items.is_empty()
@@ -36,37 +34,20 @@ impl Ledger {
         looked_up
     }
 
-    /// The lookups a request needs, the independent ones asked together: on Redis they share
-    /// one round trip (the connection pipelines what is in flight at once), and only a chain
-    /// walk past the previous response, or a kept reasoning item, asks again.
+    /// The lookups a request needs: the first ones ([`FirstLookups`]), then a chain walk past
+    /// the previous response or a kept reasoning item, when there are any.
     async fn look_up(&self, query: &LedgerQuery) -> Result<Provenance, StoreError> {
-        let store = &self.store;
-        let by_id = async {
-            match query.item_ids.is_empty() {
-                true => Ok(Vec::new()),
-                false => store.items_by_id(&query.item_ids).await,
-            }
+        let FirstLookups {
+            by_id,
+            by_digest,
+            previous,
+            conversation,
+        } = match self.store.is_remote() {
+            // Boxed: four store calls held at once make a large future, which would otherwise
+            // be part of (and moved with) every request's judge future, the ledger's or not.
+            true => Box::pin(FirstLookups::together(&self.store, query)).await?,
+            false => FirstLookups::in_turn(&self.store, query).await?,
         };
-        let by_digest = async {
-            match query.digests.is_empty() {
-                true => Ok(Vec::new()),
-                false => store.items_by_digest(&query.digests).await,
-            }
-        };
-        let previous = async {
-            match &query.previous_response_id {
-                Some(id) => store.response(id).await,
-                None => Ok(None),
-            }
-        };
-        let conversation = async {
-            match &query.conversation {
-                Some(id) => store.response(id).await,
-                None => Ok(None),
-            }
-        };
-        let (by_id, by_digest, previous, conversation) =
-            futures_util::try_join!(by_id, by_digest, previous, conversation)?;
         let mut facts = Provenance::default();
         for (id, item) in query.item_ids.iter().zip(by_id) {
             if let Some(item) = item {
@@ -225,4 +206,64 @@ fn calls_of(response: &StoredResponse) -> impl Iterator<Item = &str> {
         .filter(|item| !item.item_type.ends_with("_output"))
         .filter_map(|item| item.call_id.as_deref())
         .chain(response.input_call_ids.iter())
+}
+
+/// What a request's first lookups found: its items by id and by digest (in the order asked),
+/// the previous response and the conversation's.
+struct FirstLookups {
+    by_id: Vec<Option<StoredItem>>,
+    by_digest: Vec<Option<StoredItem>>,
+    previous: Option<StoredResponse>,
+    conversation: Option<StoredResponse>,
+}
+
+impl FirstLookups {
+    /// Asked together: on Redis they share one round trip (the connection pipelines what is in
+    /// flight at once).
+    async fn together(store: &StateStore, query: &LedgerQuery) -> Result<FirstLookups, StoreError> {
+        let (by_id, by_digest, previous, conversation) = futures_util::try_join!(
+            by_id(store, query),
+            by_digest(store, query),
+            response(store, query.previous_response_id.as_deref()),
+            response(store, query.conversation.as_deref()),
+        )?;
+        Ok(FirstLookups {
+            by_id,
+            by_digest,
+            previous,
+            conversation,
+        })
+    }
+
+    /// Asked one after another: the in-process stores gain nothing from overlapping calls (the
+    /// embedded one would wake a pool thread for each).
+    async fn in_turn(store: &StateStore, query: &LedgerQuery) -> Result<FirstLookups, StoreError> {
+        Ok(FirstLookups {
+            by_id: by_id(store, query).await?,
+            by_digest: by_digest(store, query).await?,
+            previous: response(store, query.previous_response_id.as_deref()).await?,
+            conversation: response(store, query.conversation.as_deref()).await?,
+        })
+    }
+}
+
+async fn by_id(store: &StateStore, query: &LedgerQuery) -> Result<Vec<Option<StoredItem>>, StoreError> {
+    match query.item_ids.is_empty() {
+        true => Ok(Vec::new()),
+        false => store.items_by_id(&query.item_ids).await,
+    }
+}
+
+async fn by_digest(store: &StateStore, query: &LedgerQuery) -> Result<Vec<Option<StoredItem>>, StoreError> {
+    match query.digests.is_empty() {
+        true => Ok(Vec::new()),
+        false => store.items_by_digest(&query.digests).await,
+    }
+}
+
+async fn response(store: &StateStore, id: Option<&str>) -> Result<Option<StoredResponse>, StoreError> {
+    match id {
+        Some(id) => store.response(id).await,
+        None => Ok(None),
+    }
 }
