@@ -214,9 +214,13 @@ impl Context {
 
     fn first_pass(&self, body: Bytes, charset: Result<(), ApiError>, work: u64) -> Result<Reading, ApiError> {
         let read = self.read_now(body, charset)?;
-        let query = LedgerQuery::of(read.request());
-        if self.remembers && !query.is_empty() {
-            return Ok(Reading::Asks(read, query));
+        // Asked only when earlier turns are remembered: building the query pairs the items and
+        // copies their ids, work a proxy with the ledger off has no use for.
+        if self.remembers {
+            let query = LedgerQuery::of(read.request());
+            if !query.is_empty() {
+                return Ok(Reading::Asks(read, query));
+            }
         }
         match self.decide_now(&read, None, work) {
             Err(ApiError::Body(gate::BodyError::TooCostly(_))) if work < self.budget => {
