@@ -11,13 +11,12 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::Response;
-use http_body_util::{BodyExt, Full};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use super::teams::key_entry;
 use crate::support::proxy::Proxy;
-use crate::support::upstream::{sse_response, UpBody, Upstream};
+use crate::support::upstream::{json_response, sse_response, UpBody, Upstream};
 
 const ALPHA: &str = "rg-alpha-test-key";
 const BETA: &str = "rg-beta-test-key";
@@ -67,11 +66,7 @@ async fn provider(name: &'static str) -> Upstream {
 }
 
 fn json_answer(body: Value) -> Response<UpBody> {
-    let mut answer = Response::new(Full::new(Bytes::from(body.to_string())).boxed_unsync());
-    answer
-        .headers_mut()
-        .insert("content-type", "application/json".parse().unwrap());
-    answer
+    json_response(200, body.to_string())
 }
 
 fn events(response: Value) -> Response<UpBody> {

@@ -6,12 +6,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http::Response;
-use http_body_util::{BodyExt, Full};
 use serde_json::{json, Value};
 
-use super::upstream::Upstream;
+use super::upstream::{json_response, Upstream};
 
 /// Starts the provider called `name`.
 pub async fn start(name: &'static str) -> Upstream {
@@ -20,12 +17,7 @@ pub async fn start(name: &'static str) -> Upstream {
         let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
         async move {
             let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-            let answer = answer(name, n, &body["model"]);
-            let mut response = Response::new(Full::new(Bytes::from(answer.to_string())).boxed_unsync());
-            response
-                .headers_mut()
-                .insert("content-type", "application/json".parse().unwrap());
-            response
+            json_response(200, answer(name, n, &body["model"]).to_string())
         }
     })
     .await

@@ -130,8 +130,8 @@ impl Upstream {
 }
 
 /// A complete JSON answer.
-pub fn json_response(status: u16, body: &'static str) -> Response<UpBody> {
-    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())).boxed_unsync());
+pub fn json_response(status: u16, body: impl Into<Bytes>) -> Response<UpBody> {
+    let mut response = Response::new(Full::new(body.into()).boxed_unsync());
     *response.status_mut() = StatusCode::from_u16(status).unwrap();
     response
         .headers_mut()
