@@ -165,17 +165,27 @@ pub fn turn_events(n: usize) -> Vec<String> {
     let call = format!(
         r#"{{"type":"function_call","id":"fc_{n}","call_id":"call_{n}","name":"get_weather","arguments":"{{\"city\":\"Paris\"}}","status":"completed"}}"#
     );
-    vec![
-        format!(
-            r#"{{"type":"response.created","sequence_number":0,"response":{{"id":"resp_{n}","model":"gpt-5","status":"in_progress","output":[]}}}}"#
-        ),
-        format!(
-            r#"{{"type":"response.output_item.done","sequence_number":1,"output_index":0,"item":{call}}}"#
-        ),
-        format!(
-            r#"{{"type":"response.completed","sequence_number":2,"response":{{"id":"resp_{n}","model":"gpt-5","status":"completed","output":[{call}]}}}}"#
-        ),
-    ]
+    response_events(n, &[call])
+}
+
+/// The events of response `resp_n` producing `items`: created, one `output_item.done` for
+/// each, completed.
+fn response_events(n: usize, items: &[String]) -> Vec<String> {
+    let mut events = vec![format!(
+        r#"{{"type":"response.created","sequence_number":0,"response":{{"id":"resp_{n}","model":"gpt-5","status":"in_progress","output":[]}}}}"#
+    )];
+    for (index, item) in items.iter().enumerate() {
+        events.push(format!(
+            r#"{{"type":"response.output_item.done","sequence_number":{},"output_index":{index},"item":{item}}}"#,
+            index + 1
+        ));
+    }
+    events.push(format!(
+        r#"{{"type":"response.completed","sequence_number":{},"response":{{"id":"resp_{n}","model":"gpt-5","status":"completed","output":[{}]}}}}"#,
+        items.len() + 1,
+        items.join(",")
+    ));
+    events
 }
 
 /// The reasoning item of a `Reasoned` turn `n`, as the provider sends it (ids long enough for
@@ -195,19 +205,5 @@ pub fn reasoned_call(n: usize) -> String {
 
 /// The events of a `Reasoned` turn `n`: response `resp_n`, its reasoning item, then call `call_n`.
 pub fn reasoned_turn_events(n: usize) -> Vec<String> {
-    let (reasoning, call) = (reasoning_item(n), reasoned_call(n));
-    vec![
-        format!(
-            r#"{{"type":"response.created","sequence_number":0,"response":{{"id":"resp_{n}","model":"gpt-5","status":"in_progress","output":[]}}}}"#
-        ),
-        format!(
-            r#"{{"type":"response.output_item.done","sequence_number":1,"output_index":0,"item":{reasoning}}}"#
-        ),
-        format!(
-            r#"{{"type":"response.output_item.done","sequence_number":2,"output_index":1,"item":{call}}}"#
-        ),
-        format!(
-            r#"{{"type":"response.completed","sequence_number":3,"response":{{"id":"resp_{n}","model":"gpt-5","status":"completed","output":[{reasoning},{call}]}}}}"#
-        ),
-    ]
+    response_events(n, &[reasoning_item(n), reasoned_call(n)])
 }
