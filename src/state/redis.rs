@@ -339,17 +339,18 @@ impl RedisStore {
         // reaching the master they name, learning a cluster's nodes) rather than in the call.
         let mut connecting = true;
         let attempt = async {
-            let (conn, generation, fresh) = self.connection().await?;
-            (used, connecting) = (Some(generation), false);
-            match call(conn).await {
-                Err(err) if !fresh && self.inner.connector.renews(&err) => {
-                    self.drop_connection(Some(generation));
-                    connecting = true;
-                    let (conn, generation, _) = self.connection().await?;
-                    (used, connecting) = (Some(generation), false);
-                    call(conn).await
+            let mut renewed = false;
+            loop {
+                connecting = true;
+                let (conn, generation, fresh) = self.connection().await?;
+                (used, connecting) = (Some(generation), false);
+                match call(conn).await {
+                    Err(err) if !fresh && !renewed && self.inner.connector.renews(&err) => {
+                        self.drop_connection(Some(generation));
+                        renewed = true;
+                    }
+                    answer => break answer,
                 }
-                answer => answer,
             }
         };
         let outcome = tokio::time::timeout(self.inner.timeout, attempt).await;
