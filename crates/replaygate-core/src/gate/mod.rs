@@ -30,6 +30,7 @@ mod conversation;
 pub mod item;
 pub mod item_pattern;
 pub mod item_profile;
+pub mod judged;
 mod name_table;
 pub mod output;
 mod pairing;
@@ -42,6 +43,8 @@ pub mod schema;
 pub mod shape;
 pub mod strip;
 #[cfg(test)]
+mod tests_judged;
+#[cfg(test)]
 mod tests_repair_props;
 mod text_set;
 mod tool_rules;
@@ -50,12 +53,13 @@ pub mod verdict;
 pub use crate::json::{misspelling_of, Field, JsonKind, Text};
 pub use access::StateAccess;
 pub use item_profile::{ItemProfile, ProfileError};
+pub use judged::{InputScan, JudgedPrefix};
 pub use output::{OutputCall, ResponseViolation};
 pub use profile::{EncryptedScope, Policy, ProviderProfile, Target, DEFAULT_WORK_BUDGET};
 pub use provenance::{ChainFacts, ConversationFacts, LedgerQuery, Provenance, MAX_QUERY_KEYS};
 pub use request::{
-    parse, parse_noting_spans, parse_tools, parse_with, BodyError, DeclaredTools, ItemsAt, ParsedRequest,
-    WorkExceeded, MAX_ITEMS,
+    parse, parse_after_known, parse_noting_spans, parse_tools, parse_with, BodyError, DeclaredTools, ItemsAt,
+    KnownItems, ParsedRequest, WorkExceeded, MAX_ITEMS,
 };
 pub use schema::{SchemaCache, SchemaLimits};
 pub use tool_rules::{glob_set, PinnedSchema, ToolRules};
@@ -86,6 +90,40 @@ impl Gate {
     /// tool calls would pass the policy's work budget.
     pub fn judge(&self, request: &ParsedRequest<'_>, target: &Target<'_>) -> Result<Verdict, WorkExceeded> {
         rules::judge(request, target, &self.schemas)
+    }
+
+    /// [`Gate::judge`], and what a later body that begins with this one's items needs to be
+    /// judged after them ([`JudgedPrefix`], docs/incremental-judging.md): `None` unless the
+    /// verdict is clean and such a body could be. `query` is what the ledger was asked for
+    /// this request (`None`: not asked), and the target carries what it said.
+    pub fn judge_keeping(
+        &self,
+        request: &ParsedRequest<'_>,
+        target: &Target<'_>,
+        query: Option<&LedgerQuery>,
+    ) -> Result<(Verdict, Option<JudgedPrefix>), WorkExceeded> {
+        let (verdict, tail) = rules::judge_whole(request, target, &self.schemas)?;
+        let kept = judged::keep(request, None, &verdict, &tail, query, target.provenance);
+        Ok((verdict, kept))
+    }
+
+    /// Judges a request read after the items of `known` ([`parse_after_known`]): the verdict
+    /// [`Gate::judge`] would give the whole body, with the [`JudgedPrefix`] of the whole
+    /// input as [`Gate::judge_keeping`] gives it; `None` when that cannot be told from the new
+    /// items alone (only a clean verdict can), and the caller reads and judges the whole body.
+    /// `query` is what the ledger was asked ([`JudgedPrefix::query_after`]).
+    pub fn judge_after(
+        &self,
+        request: &ParsedRequest<'_>,
+        target: &Target<'_>,
+        known: &JudgedPrefix,
+        query: Option<&LedgerQuery>,
+    ) -> Result<Option<(Verdict, Option<JudgedPrefix>)>, WorkExceeded> {
+        let Some((verdict, tail)) = rules::judge_after(request, target, &self.schemas, known)? else {
+            return Ok(None);
+        };
+        let kept = judged::keep(request, Some(known), &verdict, &tail, query, target.provenance);
+        Ok(Some((verdict, kept)))
     }
 
     /// Checks the `function_call` items a provider produced (in answer order) against the

@@ -90,6 +90,11 @@ impl<'r> Pairer<'r> {
         Self { last_turn, ..self }
     }
 
+    /// Whether some call paired so far has no output yet.
+    pub(crate) fn has_open_calls(&self) -> bool {
+        self.by_id.values().any(|calls| calls.open.is_some())
+    }
+
     /// How many `function_call`s before the last turn an output has answered so far.
     pub(crate) fn answered_before_last_turn(&self) -> usize {
         self.answered_before_last_turn

@@ -36,6 +36,9 @@ pub struct ParsedRequest<'a> {
     source: Source<'a>,
     /// Where each item lies in the body, when the gate's reader noted it (one range per item).
     item_spans: Option<Vec<std::ops::Range<usize>>>,
+    /// How many items at the start of the member were passed over unread ([`parse_after_known`]):
+    /// [`items`](Self::items) and the spans begin after them.
+    known_items: usize,
 }
 
 /// The text a request was read from, kept (a borrow, no copy) so that a rule needing an item's
@@ -88,6 +91,12 @@ impl<'a> ParsedRequest<'a> {
             Input::Items(items) => items,
             Input::Absent | Input::Text => &[],
         }
+    }
+
+    /// How many items at the start of the member [`parse_after_known`] passed over unread:
+    /// [`items`](Self::items) are the ones after them (0 for every other reading).
+    pub fn known_items(&self) -> usize {
+        self.known_items
     }
 
     /// The body text the request was read from (empty for a request not read by [`parse`] or
@@ -254,7 +263,42 @@ pub fn parse_noting_spans(body: &[u8], at: ItemsAt) -> Result<ParsedRequest<'_>,
     parse_inner(body, at, true)
 }
 
+/// Items at the start of the body's `input` array that the caller has judged before, byte for
+/// byte, and that [`parse_after_known`] passes over unread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KnownItems {
+    /// Where the array opens (its `[`).
+    pub open: usize,
+    /// Just after the last item passed over.
+    pub resume: usize,
+    /// How many items that is.
+    pub count: usize,
+}
+
+/// [`parse_with`] (noting spans when `note_spans`), passing over the items `known` names
+/// unread: the request's [`items`](ParsedRequest::items) are the ones after them, and
+/// [`ParsedRequest::known_items`] says how many were passed over (0 when the body's items
+/// array was not where `known` says, and all were read). The caller must know that text to be
+/// whole items, as the gate read them before.
+pub fn parse_after_known(
+    body: &[u8],
+    at: ItemsAt,
+    note_spans: bool,
+    known: KnownItems,
+) -> Result<ParsedRequest<'_>, BodyError> {
+    parse_reading(body, at, note_spans, Some(known))
+}
+
 fn parse_inner(body: &[u8], at: ItemsAt, note_spans: bool) -> Result<ParsedRequest<'_>, BodyError> {
+    parse_reading(body, at, note_spans, None)
+}
+
+fn parse_reading(
+    body: &[u8],
+    at: ItemsAt,
+    note_spans: bool,
+    known: Option<KnownItems>,
+) -> Result<ParsedRequest<'_>, BodyError> {
     // The SIMD check is several times faster on large bodies; the standard library's finds the
     // offset of the bad byte for the message.
     let text = match simdutf8::basic::from_utf8(body) {
@@ -272,16 +316,23 @@ fn parse_inner(body: &[u8], at: ItemsAt, note_spans: bool) -> Result<ParsedReque
     if note_spans {
         reader.reserve_spans(expected_items);
     }
+    if let Some(known) = known {
+        reader.resume_array(known.open, known.resume);
+    }
     let parsed = RequestSeed {
         place: &place,
         expected_items,
         at,
         note_spans,
+        after_known: known.is_some(),
     }
     .deserialize(&mut reader)
     .and_then(|request| reader.end().map(|()| request));
     let mut request = parsed.map_err(|e| body_error(e.category(), e.to_string(), place.get()))?;
     request.source = Source(text);
+    if let Some(known) = known.filter(|_| reader.resumed()) {
+        request.known_items = known.count;
+    }
     if note_spans {
         let spans = reader.take_spans();
         request.item_spans = (spans.len() == request.items().len()).then_some(spans);
@@ -303,6 +354,7 @@ pub fn parse_with_serde_json(body: &[u8], at: ItemsAt) -> Result<ParsedRequest<'
         expected_items: 16,
         at,
         note_spans: false,
+        after_known: false,
     }
     .deserialize(&mut de)
     .and_then(|request| de.end().map(|()| request));
@@ -480,6 +532,8 @@ struct RequestSeed<'p> {
     at: ItemsAt,
     /// Whether to note where each item lies ([`json::Spanned`]).
     note_spans: bool,
+    /// Whether the items array is read after the items the reader was told to pass over.
+    after_known: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for RequestSeed<'_> {
@@ -554,6 +608,7 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
             shape,
             source: Source::default(),
             item_spans: None,
+            known_items: 0,
         })
     }
 }
@@ -578,6 +633,7 @@ impl RequestSeed<'_> {
             expected_items: self.expected_items,
             at: self.at,
             note_spans: self.note_spans,
+            after_known: self.after_known,
             shape,
         })?);
         Ok(())
@@ -589,6 +645,8 @@ struct InputSeed<'p, 'de> {
     expected_items: usize,
     at: ItemsAt,
     note_spans: bool,
+    /// Read through [`json::array_after_known`]: the reader may pass over leading items.
+    after_known: bool,
     shape: &'p mut Shape<'de>,
 }
 
@@ -596,7 +654,10 @@ impl<'de> DeserializeSeed<'de> for InputSeed<'_, 'de> {
     type Value = Input<'de>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(self)
+        match self.after_known {
+            true => json::array_after_known(deserializer, self),
+            false => deserializer.deserialize_any(self),
+        }
     }
 }
 
@@ -613,6 +674,15 @@ impl<'de> Visitor<'de> for InputSeed<'_, 'de> {
 
     fn visit_unit<E>(self) -> Result<Self::Value, E> {
         Ok(Input::Absent)
+    }
+
+    /// [`json::array_after_known`] hands over any value it does not read from a resume point.
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        InputSeed {
+            after_known: false,
+            ..self
+        }
+        .deserialize(deserializer)
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {

@@ -60,6 +60,21 @@ where
     deserializer.deserialize_newtype_struct(ARRAY_IN_PLACE_TOKEN, visitor)
 }
 
+/// The newtype name [`array_after_known`] asks for.
+const ARRAY_AFTER_KNOWN_TOKEN: &str = "$replaygate::json::ArrayAfterKnown";
+
+/// Asks `deserializer` for an array whose leading elements the gate's [`Reader`] may pass over
+/// unread: when [`Reader::resume_array`] named the array's place, the visitor's `visit_seq`
+/// gets only the elements after the resume point. Any other value, any other array and any
+/// other deserializer hand the value to `visit_newtype_struct` whole.
+pub fn array_after_known<'de, D, V>(deserializer: D, visitor: V) -> std::result::Result<V::Value, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: Visitor<'de>,
+{
+    deserializer.deserialize_newtype_struct(ARRAY_AFTER_KNOWN_TOKEN, visitor)
+}
+
 impl<'de> Reader<'de> {
     /// Reads the array at the reader's position (its `[` next) with `visitor`.
     fn visit_array<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
@@ -68,6 +83,21 @@ impl<'de> Reader<'de> {
         let value = visitor.visit_seq(Elements {
             reader: self,
             first: true,
+        });
+        self.ascend();
+        let value = value?;
+        self.end_container(b']', "EOF while parsing a list")
+            .map(|()| value)
+    }
+
+    /// [`Reader::visit_array`] from `resume` on: the elements before it are not read, and
+    /// the next thing read is the `,` or `]` after them.
+    fn visit_array_from<V: Visitor<'de>>(&mut self, resume: usize, visitor: V) -> Result<V::Value> {
+        self.descend()?;
+        self.pos = resume;
+        let value = visitor.visit_seq(Elements {
+            reader: self,
+            first: false,
         });
         self.ascend();
         let value = value?;
@@ -165,6 +195,15 @@ impl<'de> de::Deserializer<'de> for &mut Reader<'de> {
             let value = visitor.visit_newtype_struct(&mut *self)?;
             self.spans.push(start..self.pos);
             return Ok(value);
+        }
+        if name == ARRAY_AFTER_KNOWN_TOKEN {
+            if let Some((open, resume)) = self.resume.filter(|_| self.peek() == Some(b'[')) {
+                if open == self.pos {
+                    self.resume = None;
+                    return self.visit_array_from(resume, visitor).map_err(|e| self.placed(e));
+                }
+            }
+            return visitor.visit_newtype_struct(self);
         }
         if name == ARRAY_IN_PLACE_TOKEN {
             if self.peek() == Some(b'[') {

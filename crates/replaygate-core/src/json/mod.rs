@@ -17,11 +17,12 @@
 use std::borrow::Cow;
 
 mod de;
-pub use de::{array_in_place, Spanned};
+pub use de::{array_after_known, array_in_place, Spanned};
 mod error;
 mod field;
 mod names;
 mod scan;
+pub mod structure;
 
 pub use error::{Category, Error};
 pub(crate) use field::FieldVisitor;
@@ -50,6 +51,9 @@ pub struct Reader<'de> {
     skipping: Vec<bool>,
     /// Where each value read through [`Spanned`] lies in the text, in the order read.
     spans: Vec<std::ops::Range<usize>>,
+    /// The array [`array_after_known`] reads from a resume point: where it opens, and where
+    /// the elements still to read begin (just after the last one passed over).
+    resume: Option<(usize, usize)>,
 }
 
 /// A string as read: borrowed from the text, or decoded into the reader's scratch.
@@ -68,7 +72,20 @@ impl<'de> Reader<'de> {
             scratch: String::new(),
             skipping: Vec::new(),
             spans: Vec::new(),
+            resume: None,
         }
+    }
+
+    /// Has the array that opens at `open`, when [`array_after_known`] reads it, read from
+    /// `resume` on: the caller knows the text between (whole elements it read before), and
+    /// none of it is read again. `resume` must be just after an element of that array.
+    pub fn resume_array(&mut self, open: usize, resume: usize) {
+        self.resume = Some((open, resume));
+    }
+
+    /// Whether the array [`Reader::resume_array`] named has been read from its resume point.
+    pub fn resumed(&self) -> bool {
+        self.resume.is_none()
     }
 
     /// Makes room for `count` spans, so noting them does not grow the list.

@@ -62,6 +62,9 @@ pub struct LedgerQuery {
     /// first, then the others in input order; ids longer than [`MAX_ID_BYTES`] (never recorded)
     /// are left out, and at most [`MAX_QUERY_KEYS`] are listed.
     pub item_ids: Vec<String>,
+    /// How many of [`item_ids`](Self::item_ids), the first, are reasoning, compaction and
+    /// item_reference ids.
+    pub item_ids_elsewhere: usize,
     /// For every `reasoning` or `compaction` item with a non-null `encrypted_content`, the
     /// ledger digest of the item ([`item_digest`]): what the ledger recorded for the same blob.
     /// Once each, at most [`MAX_QUERY_KEYS`].
@@ -86,7 +89,11 @@ impl LedgerQuery {
         let items = request.items();
         let mut seen = HashSet::with_capacity_and_hasher(items.len(), RandomState::default());
         let mut item_ids = Vec::new();
+        let mut item_ids_elsewhere = 0;
         for resolved_elsewhere in [true, false] {
+            if !resolved_elsewhere {
+                item_ids_elsewhere = item_ids.len();
+            }
             for item in items {
                 if item_ids.len() == MAX_QUERY_KEYS {
                     break;
@@ -127,6 +134,7 @@ impl LedgerQuery {
         LedgerQuery {
             previous_response_id,
             item_ids,
+            item_ids_elsewhere,
             digests,
             unpaired_call_ids,
             conversation,

@@ -28,7 +28,7 @@ pub const MAX_ID_BYTES: usize = 256;
 
 /// Who produced a recorded response or item: the provider it was routed to and the model
 /// that answered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Owner {
     /// The configured provider name.
     pub provider: String,
@@ -37,7 +37,7 @@ pub struct Owner {
 }
 
 /// The index entry of one recorded output item: what it is and who produced it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct StoredItem {
     /// The response whose output held it.
     pub response_id: String,
@@ -54,7 +54,7 @@ pub struct StoredItem {
 
 /// What the ledger keeps of one output item. Never a text, an argument or an
 /// `encrypted_content` value: only their digest.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ItemRecord {
     /// The item `id`, when it has one.
     pub id: Option<String>,

@@ -53,6 +53,11 @@ impl<'r> CallIndex<'r> {
         }
     }
 
+    /// Whether some call paired so far has no output yet.
+    pub(super) fn has_open_calls(&self) -> bool {
+        self.pairer.has_open_calls()
+    }
+
     /// How many `function_call`s before the last turn an output has answered so far.
     pub(super) fn answered_before_last_turn(&self) -> usize {
         self.pairer.answered_before_last_turn()

@@ -43,7 +43,7 @@ mod provenance;
 mod replay_items;
 mod team_tools;
 #[cfg(test)]
-mod tests_corpus;
+pub(super) mod tests_corpus;
 #[cfg(test)]
 mod tests_cross_team;
 #[cfg(test)]
@@ -54,6 +54,7 @@ mod tools;
 mod unanswered;
 
 use super::item::{Item, ItemClass};
+use super::judged::{JudgedPrefix, Tail};
 use super::profile::Target;
 use super::request::{ItemsAt, ParsedRequest, WorkExceeded};
 use super::schema::SchemaCache;
@@ -139,27 +140,74 @@ pub fn judge(
     target: &Target<'_>,
     schemas: &SchemaCache,
 ) -> Result<Verdict, WorkExceeded> {
+    Ok(judge_whole(request, target, schemas)?.0)
+}
+
+/// [`judge`], with what a later request judged after this one needs ([`Tail`]).
+pub(crate) fn judge_whole(
+    request: &ParsedRequest<'_>,
+    target: &Target<'_>,
+    schemas: &SchemaCache,
+) -> Result<(Verdict, Tail), WorkExceeded> {
     // `call_without_output` must know, at a call, whether a later output answers it. The items
     // are judged in one pass that counts the calls before the last message and the answers
     // they get; in the rare request that leaves some unanswered, they are judged again, told
     // which.
-    let (verdict, left_unanswered) = judge_items(request, target, schemas, None)?;
+    let (verdict, left_unanswered, tail) = judge_items(request, target, schemas, None, None)?;
     if !left_unanswered {
-        return Ok(verdict);
+        return Ok((verdict, tail));
     }
     let unanswered = unanswered::unanswered_calls(request.items());
-    Ok(judge_items(request, target, schemas, Some(&unanswered))?.0)
+    let (verdict, _, tail) = judge_items(request, target, schemas, Some(&unanswered), None)?;
+    Ok((verdict, tail))
+}
+
+/// Judges the items of `request` read after `known` (docs/incremental-judging.md): the
+/// verdict, when it is clean and the same as judging the whole body would give; `None` when
+/// that cannot be told from the new items (the caller judges the whole body).
+pub(crate) fn judge_after(
+    request: &ParsedRequest<'_>,
+    target: &Target<'_>,
+    schemas: &SchemaCache,
+    known: &JudgedPrefix,
+) -> Result<Option<(Verdict, Tail)>, WorkExceeded> {
+    let shares_an_id = request
+        .items()
+        .iter()
+        .any(|item| item.id().is_some_and(|id| known.has_id(id)));
+    if request.known_items() != known.items()
+        || request.at != ItemsAt::Input
+        || request.continues_stored_state()
+        || shares_an_id
+        || !known.same_facts(target.provenance)
+    {
+        return Ok(None);
+    }
+    let (verdict, left_unanswered, tail) = match judge_items(request, target, schemas, None, Some(known)) {
+        Ok(judged) => judged,
+        // The whole body's judgment decides whether its work passes the budget.
+        Err(WorkExceeded { .. }) => return Ok(None),
+    };
+    if left_unanswered || !verdict.tally.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some((verdict, tail)))
 }
 
 /// [`judge`], told (`unanswered`, one flag per item) which calls `call_without_output` finds,
 /// or else counting them: the verdict, and whether the profile's `call_without_output` rule
 /// would find a call that `unanswered` did not name.
+///
+/// With `known`, the request's items are the ones after those items, which were judged clean
+/// before: their schema work counts against the budget, and `reasoning_missing` finds a
+/// reasoning item among them.
 fn judge_items(
     request: &ParsedRequest<'_>,
     target: &Target<'_>,
     schemas: &SchemaCache,
     unanswered: Option<&[bool]>,
-) -> Result<(Verdict, bool), WorkExceeded> {
+    known: Option<&JudgedPrefix>,
+) -> Result<(Verdict, bool, Tail), WorkExceeded> {
     let items = request.items();
     let item_profile = target.provider.item_profile();
     let last_turn = match item_profile.and_then(|profile| profile.call_without_output()) {
@@ -186,6 +234,9 @@ fn judge_items(
     let mut calls_before_last_turn = 0;
     let mut tools = ToolIndex::new(&request.tools, policy.tools.as_deref());
     let mut work = WorkMeter::new(target.work_budget);
+    if let Some(known) = known {
+        work.charge(known.work())?;
+    }
     let mut cx = CallContext {
         tools: &mut tools,
         schemas,
@@ -255,6 +306,7 @@ fn judge_items(
             profile.replay_rules(),
             target.provider,
             target.provenance,
+            known,
         )
     });
     let mut shape_findings = Vec::new();
@@ -324,7 +376,11 @@ fn judge_items(
         }
     }
     let left_unanswered = calls_before_last_turn > pairing.answered_before_last_turn();
-    Ok((verdict, left_unanswered))
+    let tail = Tail {
+        open_calls: pairing.has_open_calls(),
+        work: work.used,
+    };
+    Ok((verdict, left_unanswered, tail))
 }
 
 /// Counts (and lists, within the limit) one shape finding; a repaired member is recorded for

@@ -26,6 +26,7 @@ use foldhash::fast::RandomState;
 
 use crate::gate::item::{Item, ItemClass};
 use crate::gate::item_profile::ReplayRules;
+use crate::gate::judged::JudgedPrefix;
 use crate::gate::profile::{Policy, ProviderProfile};
 use crate::gate::provenance::names_one_item;
 use crate::gate::provenance::{ItemTexts, Provenance};
@@ -67,6 +68,7 @@ impl ReplayFindings {
         rules: &ReplayRules,
         provider: &ProviderProfile,
         provenance: Option<&Provenance>,
+        known: Option<&JudgedPrefix>,
     ) -> Option<ReplayFindings> {
         if !rules.any() {
             return None;
@@ -80,7 +82,7 @@ impl ReplayFindings {
             orphans(items, source, &mut found);
         }
         if let Some((source, provenance)) = rules.reasoning_missing.as_ref().zip(provenance) {
-            missing_reasoning(items, provenance, provider, source, &mut found);
+            missing_reasoning(items, provenance, provider, source, known, &mut found);
         }
         if found.is_empty() {
             return None;
@@ -188,12 +190,13 @@ fn orphans(items: &[Item<'_>], source: &str, found: &mut Vec<(usize, WholeFindin
 /// reasoning item of its response, sent without that reasoning item before it.
 ///
 /// The reasoning item is there when an earlier item (the reasoning item, or an
-/// `item_reference` to it) has its `id`.
+/// `item_reference` to it) has its `id`, among `items` or the `known` items before them.
 fn missing_reasoning(
     items: &[Item<'_>],
     provenance: &Provenance,
     provider: &ProviderProfile,
     source: &str,
+    known: Option<&JudgedPrefix>,
     found: &mut Vec<(usize, WholeFinding)>,
 ) {
     let follows_reasoning = provenance
@@ -212,7 +215,8 @@ fn missing_reasoning(
             .filter(|stored| stored.owner.provider == provider.name());
         if let Some((id, stored)) = id.zip(recorded) {
             if let Some(reasoning) = stored.record.preceded_by.as_deref() {
-                if !earlier.contains(reasoning) {
+                let sent = earlier.contains(reasoning) || known.is_some_and(|known| known.has_id(reasoning));
+                if !sent {
                     let kept = provenance.reasoning_texts.get(reasoning);
                     let (cure, then) = match kept {
                         Some(text) => (

@@ -5,7 +5,7 @@ use serde_json::Value;
 use crate::gate::request::ItemsAt;
 
 /// Every request body of the real-client corpus, as `(origin, where its items are, body)`.
-pub(super) fn corpus() -> Vec<(String, ItemsAt, String)> {
+pub(crate) fn corpus() -> Vec<(String, ItemsAt, String)> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/corpus");
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .expect("the real-client corpus")

@@ -1,0 +1,477 @@
+//! Finding a body's structure without reading its values: where its top-level members are, and
+//! where each element of one array begins and ends.
+//!
+//! Sixty-four bytes are classified at a time: a bit mask each for quotes, backslashes and the
+//! structural bytes (`{`, `}`, `[`, `]`, `,`), from SSE2 compares on x86-64 (through
+//! `safe_arch`'s safe wrappers) and byte by byte elsewhere. Escaped quotes are told apart with
+//! carry arithmetic on the backslash mask, the inside of strings with a prefix XOR of the quote
+//! mask, and only the structural bytes outside strings are then visited one by one. A 16 KiB
+//! agent history has some sixty items and a few thousand structural bytes, against some sixteen
+//! thousand bytes that the JSON reader looks at one by one or sixteen at a time.
+//!
+//! The scan does not check the grammar. Its answers are exact for valid JSON; for any other text
+//! they are only where the scan thinks things are, so a caller uses them to find text it
+//! already knows (an item judged before, compared by its bytes), and reads everything else with
+//! the JSON reader.
+
+use std::ops::Range;
+
+use super::scan::is_whitespace;
+
+/// Bytes classified together.
+const BLOCK: usize = 64;
+
+/// The masks of one block: bit `i` is byte `i`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Masks {
+    quotes: u64,
+    backslashes: u64,
+    structural: u64,
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+fn classify(block: &[u8; BLOCK]) -> Masks {
+    use safe_arch::{cmp_eq_mask_i8_m128i, load_unaligned_m128i, move_mask_i8_m128i, set_splat_i8_m128i};
+    let mut masks = Masks::default();
+    for (lane, chunk) in block.chunks_exact(16).enumerate() {
+        let chunk: &[u8; 16] = chunk.try_into().unwrap_or(&[b' '; 16]);
+        let bytes = load_unaligned_m128i(chunk);
+        let is = |b: u8| cmp_eq_mask_i8_m128i(bytes, set_splat_i8_m128i(b as i8));
+        let shift = 16 * lane as u32;
+        let mask = |m| u64::from(move_mask_i8_m128i(m) as u16) << shift;
+        masks.quotes |= mask(is(b'"'));
+        masks.backslashes |= mask(is(b'\\'));
+        masks.structural |= mask(is(b'{') | is(b'}') | is(b'[') | is(b']') | is(b','));
+    }
+    masks
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+fn classify(block: &[u8; BLOCK]) -> Masks {
+    classify_bytes(block)
+}
+
+/// [`classify`] one byte at a time: the reference the SIMD classification is tested against.
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
+fn classify_bytes(block: &[u8; BLOCK]) -> Masks {
+    let mut masks = Masks::default();
+    for (i, &b) in block.iter().enumerate() {
+        let bit = 1u64 << i;
+        match b {
+            b'"' => masks.quotes |= bit,
+            b'\\' => masks.backslashes |= bit,
+            b'{' | b'}' | b'[' | b']' | b',' => masks.structural |= bit,
+            _ => {}
+        }
+    }
+    masks
+}
+
+/// Bit `i` set when byte `i` is escaped by an odd run of backslashes before it; `carry` says
+/// whether the previous block's last byte escapes this block's first, and is updated.
+fn escaped(backslashes: u64, carry: &mut u64) -> u64 {
+    const EVEN: u64 = 0x5555_5555_5555_5555;
+    let backslashes = backslashes & !*carry;
+    let follows_backslash = (backslashes << 1) | *carry;
+    let odd_starts = backslashes & !EVEN & !follows_backslash;
+    let (even_runs, overflow) = odd_starts.overflowing_add(backslashes);
+    *carry = u64::from(overflow);
+    (EVEN ^ (even_runs << 1)) & follows_backslash
+}
+
+/// Bit `i` set when an odd number of the bits `0..=i` of `x` are set.
+fn prefix_xor(mut x: u64) -> u64 {
+    x ^= x << 1;
+    x ^= x << 2;
+    x ^= x << 4;
+    x ^= x << 8;
+    x ^= x << 16;
+    x ^= x << 32;
+    x
+}
+
+/// The structural bytes outside strings of `text` from `from` on, in order.
+struct Structure<'t> {
+    text: &'t [u8],
+    /// Where the current block starts.
+    block: usize,
+    /// The current block's structural bytes not yet given out.
+    pending: u64,
+    /// Whether the previous block ended inside a string (all ones) or not (zero).
+    in_string: u64,
+    /// Whether the previous block's last byte escapes the next one.
+    escape_carry: u64,
+}
+
+impl<'t> Structure<'t> {
+    /// Starts at `from`, which must be outside any string.
+    fn new(text: &'t [u8], from: usize) -> Self {
+        let mut structure = Structure {
+            text,
+            block: from,
+            pending: 0,
+            in_string: 0,
+            escape_carry: 0,
+        };
+        structure.load();
+        structure
+    }
+
+    fn load(&mut self) {
+        let rest = &self.text[self.block.min(self.text.len())..];
+        let masks = match rest.get(..BLOCK) {
+            Some(block) => classify(block.try_into().unwrap_or(&[b' '; BLOCK])),
+            None => {
+                let mut block = [b' '; BLOCK];
+                block[..rest.len()].copy_from_slice(rest);
+                classify(&block)
+            }
+        };
+        let quotes = masks.quotes & !escaped(masks.backslashes, &mut self.escape_carry);
+        let inside = prefix_xor(quotes) ^ self.in_string;
+        self.in_string = ((inside as i64) >> 63) as u64;
+        self.pending = masks.structural & !inside;
+    }
+
+    /// The position of the next structural byte outside strings.
+    fn next(&mut self) -> Option<usize> {
+        loop {
+            if self.pending != 0 {
+                let bit = self.pending.trailing_zeros() as usize;
+                self.pending &= self.pending - 1;
+                return Some(self.block + bit);
+            }
+            self.block += BLOCK;
+            if self.block >= self.text.len() {
+                return None;
+            }
+            self.load();
+        }
+    }
+}
+
+/// The end (one past the closing bracket) of the object or array that opens at `open`.
+fn container_end(text: &[u8], open: usize) -> Option<usize> {
+    let mut structure = Structure::new(text, open);
+    let mut depth = 0usize;
+    while let Some(at) = structure.next() {
+        match text[at] {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(at + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The end of the string whose opening quote is at `open` (one past its closing quote).
+fn string_end(text: &[u8], open: usize) -> Option<usize> {
+    let mut at = open + 1;
+    loop {
+        at = super::scan::string_stop(text, at);
+        match text.get(at)? {
+            b'"' => return Some(at + 1),
+            b'\\' => at += 2,
+            _ => at += 1,
+        }
+    }
+}
+
+/// The end of the value starting at `from` (its first byte).
+fn value_end(text: &[u8], from: usize) -> Option<usize> {
+    match text.get(from)? {
+        b'{' | b'[' => container_end(text, from),
+        b'"' => string_end(text, from),
+        _ => {
+            let len = text[from..]
+                .iter()
+                .position(|&b| matches!(b, b',' | b'}' | b']') || is_whitespace(b))
+                .unwrap_or(text.len() - from);
+            (len > 0).then_some(from + len)
+        }
+    }
+}
+
+fn skip_whitespace(text: &[u8], mut at: usize) -> usize {
+    while text.get(at).is_some_and(|&b| is_whitespace(b)) {
+        at += 1;
+    }
+    at
+}
+
+/// A top-level member as the scan found it: its name (as written, no escapes) and where its
+/// value lies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member<'t> {
+    /// The name between its quotes.
+    pub name: &'t [u8],
+    /// The value's text.
+    pub value: Range<usize>,
+}
+
+/// Calls `member` for each top-level member of the object `text` holds, in order. `None` when
+/// the text is not an object as the scan reads it, or a member's name has an escape (the scan
+/// does not decode names).
+pub fn members<'t>(text: &'t [u8], mut member: impl FnMut(Member<'t>) -> Option<()>) -> Option<()> {
+    let mut at = skip_whitespace(text, 0);
+    if text.get(at) != Some(&b'{') {
+        return None;
+    }
+    at = skip_whitespace(text, at + 1);
+    if text.get(at) == Some(&b'}') {
+        return (skip_whitespace(text, at + 1) == text.len()).then_some(());
+    }
+    loop {
+        if text.get(at) != Some(&b'"') {
+            return None;
+        }
+        let name_end = super::scan::string_stop(text, at + 1);
+        if text.get(name_end) != Some(&b'"') {
+            return None;
+        }
+        let name = &text[at + 1..name_end];
+        at = skip_whitespace(text, name_end + 1);
+        if text.get(at) != Some(&b':') {
+            return None;
+        }
+        let start = skip_whitespace(text, at + 1);
+        let end = value_end(text, start)?;
+        member(Member {
+            name,
+            value: start..end,
+        })?;
+        at = skip_whitespace(text, end);
+        match text.get(at)? {
+            b',' => at = skip_whitespace(text, at + 1),
+            b'}' => return (skip_whitespace(text, at + 1) == text.len()).then_some(()),
+            _ => return None,
+        }
+    }
+}
+
+/// Where each element of the array that opens at `open` lies, when every element is an object
+/// and only whitespace and single commas lie between them. `None` otherwise, or when the text
+/// ends first.
+pub fn object_elements(text: &[u8], open: usize) -> Option<Vec<Range<usize>>> {
+    /// What may come next between the array's elements.
+    #[derive(PartialEq)]
+    enum Next {
+        FirstOrEnd,
+        CommaOrEnd,
+        Element,
+    }
+    if text.get(open) != Some(&b'[') {
+        return None;
+    }
+    let mut elements = Vec::new();
+    let mut structure = Structure::new(text, open);
+    structure.next()?; // the `[` itself
+    let mut next = Next::FirstOrEnd;
+    let mut depth = 0usize;
+    // Where the text between elements (whitespace only) begins.
+    let mut gap_from = open + 1;
+    let mut start = 0;
+    while let Some(at) = structure.next() {
+        let b = text[at];
+        if depth == 0 {
+            if !text[gap_from..at].iter().all(|&c| is_whitespace(c)) {
+                return None;
+            }
+            match (b, &next) {
+                (b'{', Next::FirstOrEnd | Next::Element) => {
+                    start = at;
+                    depth = 1;
+                }
+                (b',', Next::CommaOrEnd) => {
+                    next = Next::Element;
+                    gap_from = at + 1;
+                }
+                (b']', Next::FirstOrEnd | Next::CommaOrEnd) => return Some(elements),
+                _ => return None,
+            }
+            continue;
+        }
+        match b {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth -= 1;
+                if depth == 0 {
+                    if b != b'}' {
+                        return None;
+                    }
+                    elements.push(start..at + 1);
+                    next = Next::CommaOrEnd;
+                    gap_from = at + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    use super::*;
+
+    /// The escaped bytes, one at a time.
+    fn escaped_naive(text: &[u8]) -> Vec<bool> {
+        let mut out = vec![false; text.len()];
+        let mut escape = false;
+        for (i, &b) in text.iter().enumerate() {
+            if escape {
+                out[i] = true;
+                escape = false;
+            } else if b == b'\\' {
+                escape = true;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_simd_classification_is_the_byte_by_byte_one() {
+        let text: Vec<u8> = (0..=255u8).cycle().take(BLOCK * 4).collect();
+        for block in text.chunks_exact(BLOCK) {
+            let block: &[u8; BLOCK] = block.try_into().unwrap();
+            assert_eq!(classify(block), classify_bytes(block));
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn escapes_are_found_across_blocks(text in proptest::collection::vec(
+            prop_oneof![Just(b'\\'), Just(b'"'), Just(b'a')], 0..300)) {
+            let naive = escaped_naive(&text);
+            let mut carry = 0;
+            for (n, block) in text.chunks(BLOCK).enumerate() {
+                let mut padded = [b' '; BLOCK];
+                padded[..block.len()].copy_from_slice(block);
+                let mask = escaped(classify_bytes(&padded).backslashes, &mut carry);
+                for i in 0..block.len() {
+                    prop_assert_eq!(mask >> i & 1 == 1, naive[n * BLOCK + i], "byte {}", n * BLOCK + i);
+                }
+            }
+        }
+    }
+
+    /// Each element's text, as serde_json writes them back, against the scan's.
+    fn elements_agree(text: &str) {
+        let value: Value = serde_json::from_str(text).unwrap();
+        let open = text.find('[').unwrap();
+        let spans = object_elements(text.as_bytes(), open).expect("an array of objects");
+        let expected = value.as_array().unwrap();
+        assert_eq!(spans.len(), expected.len(), "{text}");
+        for (span, element) in spans.iter().zip(expected) {
+            let read: Value = serde_json::from_str(&text[span.clone()]).unwrap();
+            assert_eq!(&read, element);
+        }
+    }
+
+    #[test]
+    fn elements_of_arrays_of_objects_are_found() {
+        elements_agree("[]");
+        elements_agree(" [ ] ");
+        elements_agree(r#"[{}]"#);
+        elements_agree(r#"[ {"a":1} , {"b":[1,{"c":"}]"}]}, {"d":"\"{\\"} ]"#);
+        let long = format!(
+            r#"[{{"s":"{}"}},{{"t":"{}\\\\"}}]"#,
+            "x".repeat(200),
+            "\\\"".repeat(70)
+        );
+        elements_agree(&long);
+    }
+
+    #[test]
+    fn other_arrays_are_not_taken_for_arrays_of_objects() {
+        for text in [
+            r#"[1]"#,
+            r#"["a",{}]"#,
+            r#"[{},1]"#,
+            r#"[{}{}]"#,
+            r#"[{},,{}]"#,
+            r#"[,{}]"#,
+            r#"[{}"#,
+            r#"[{"a":"]"#,
+            r#"[[]]"#,
+        ] {
+            assert_eq!(object_elements(text.as_bytes(), 0), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn members_are_found_with_their_values() {
+        let text = br#" {"model":"m", "tools" : [{"a":"}"}], "n":-1.5e3,"input":[{}],"x":null} "#;
+        let mut found = Vec::new();
+        members(text, |m| {
+            found.push((String::from_utf8(m.name.to_vec()).unwrap(), m.value));
+            Some(())
+        })
+        .unwrap();
+        let names: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["model", "tools", "n", "input", "x"]);
+        let value = |i: usize| std::str::from_utf8(&text[found[i].1.clone()]).unwrap();
+        assert_eq!(value(0), r#""m""#);
+        assert_eq!(value(1), r#"[{"a":"}"}]"#);
+        assert_eq!(value(2), "-1.5e3");
+        assert_eq!(value(3), "[{}]");
+        assert_eq!(value(4), "null");
+        assert!(members(br#"{"a\"b":1}"#, |_| Some(())).is_none());
+        assert!(members(br#"[1]"#, |_| Some(())).is_none());
+        assert!(members(br#"{"a":1} x"#, |_| Some(())).is_none());
+    }
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i32>().prop_map(Value::from),
+            "[a-z{}\\[\\],:\"\\\\ ]{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 40, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z\"\\\\]{0,4}", inner, 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn any_array_of_objects_is_cut_where_serde_json_reads_it(
+            objects in proptest::collection::vec(
+                proptest::collection::btree_map("[a-z]{1,3}", json_value(), 0..4), 0..6),
+            pretty in any::<bool>(),
+        ) {
+            let array = Value::Array(objects.into_iter().map(|m| Value::Object(m.into_iter().collect())).collect());
+            let text = match pretty {
+                true => serde_json::to_string_pretty(&array).unwrap(),
+                false => serde_json::to_string(&array).unwrap(),
+            };
+            elements_agree(&text);
+        }
+
+        #[test]
+        fn any_object_has_its_members_where_serde_json_reads_them(value in json_value(), pretty in any::<bool>()) {
+            let object = Value::Object([("a".to_owned(), value.clone()), ("b".to_owned(), Value::Null)].into_iter().collect());
+            let text = match pretty {
+                true => serde_json::to_string_pretty(&object).unwrap(),
+                false => serde_json::to_string(&object).unwrap(),
+            };
+            let mut values = Vec::new();
+            members(text.as_bytes(), |m| { values.push(m.value); Some(()) }).unwrap();
+            prop_assert_eq!(values.len(), 2);
+            let read: Value = serde_json::from_str(&text[values[0].clone()]).unwrap();
+            prop_assert_eq!(read, value);
+        }
+    }
+}
