@@ -92,9 +92,11 @@ impl ConfigReload {
                 if server != self.current.server {
                     tracing::warn!("[server] changes take a restart; the rest is in force");
                 }
-                if config.gate.schema_limits() != self.current.gate.schema_limits() {
+                if config.gate.schema_limits() != self.current.gate.schema_limits()
+                    || config.gate.judged_prefix_bytes != self.current.gate.judged_prefix_bytes
+                {
                     tracing::warn!(
-                        "[gate] schema_cache_bytes, max_schema_bytes and passed_calls_bytes changes take a restart; the rest is in force"
+                        "[gate] schema_cache_bytes, max_schema_bytes, passed_calls_bytes and judged_prefix_bytes changes take a restart; the rest is in force"
                     );
                 }
                 if config.state != self.current.state || config.ledger != self.current.ledger {

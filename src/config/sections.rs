@@ -154,7 +154,14 @@ pub struct GateConfig {
     /// `passed_calls_bytes`: memory for remembering which arguments texts already passed which
     /// schema, so a replayed history is not validated again.
     pub(crate) passed_calls_bytes: u64,
+    /// `judged_prefix_bytes`: memory for the inputs judged clean, so that a body re-sending
+    /// one is judged only for its new items (docs/incremental-judging.md); 0 judges every
+    /// body whole.
+    pub(crate) judged_prefix_bytes: u64,
 }
+
+/// `[gate] judged_prefix_bytes` by default: some two thousand sessions of 16 KiB histories.
+pub(crate) const DEFAULT_JUDGED_PREFIX_BYTES: u64 = 8 * 1024 * 1024;
 
 impl Default for GateConfig {
     fn default() -> Self {
@@ -167,6 +174,7 @@ impl Default for GateConfig {
             schema_cache_bytes: 64 * 1024 * 1024,
             max_schema_bytes: 1024 * 1024,
             passed_calls_bytes: 32 * 1024 * 1024,
+            judged_prefix_bytes: DEFAULT_JUDGED_PREFIX_BYTES,
         }
     }
 }

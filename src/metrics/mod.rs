@@ -48,6 +48,8 @@ pub struct Metrics {
     in_flight: Gauge,
     ledger_operations: Family<LedgerLabels, Counter>,
     rate_limit_unavailable: Counter,
+    items_judged: Counter,
+    items_judged_before: Counter,
     config_reloads: Family<ResultLabels, Counter>,
     bytes_out: Family<ProviderLabels, Counter>,
     client_gone: Family<TeamLabels, Counter>,
@@ -83,6 +85,8 @@ impl Metrics {
             in_flight: Gauge::default(),
             ledger_operations: Family::default(),
             rate_limit_unavailable: Counter::default(),
+            items_judged: Counter::default(),
+            items_judged_before: Counter::default(),
             config_reloads: Family::default(),
             bytes_out: Family::default(),
             client_gone: Family::default(),
@@ -150,6 +154,16 @@ impl Metrics {
             self.rate_limit_unavailable.clone(),
         );
         registry.register(
+            "replaygate_gate_items_judged",
+            "Input items the gate read and judged",
+            self.items_judged.clone(),
+        );
+        registry.register(
+            "replaygate_gate_items_judged_before",
+            "Input items passed over unread, judged clean in an earlier body of the same session ([gate] judged_prefix_bytes)",
+            self.items_judged_before.clone(),
+        );
+        registry.register(
             "replaygate_config_reloads",
             "Configuration reloads, by result",
             self.config_reloads.clone(),
@@ -208,6 +222,13 @@ impl Metrics {
                 result: result.as_str(),
             })
             .clone()
+    }
+
+    /// Counts a judged request's items: those read and judged, and those passed over as judged
+    /// before.
+    pub(crate) fn count_items(&self, judged: usize, judged_before: usize) {
+        self.items_judged.inc_by(judged as u64);
+        self.items_judged_before.inc_by(judged_before as u64);
     }
 
     /// The counter of team requests whose rate could not be counted.

@@ -17,12 +17,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::earlier_turns::EarlierTurns;
+use super::judged_prefixes::Kept;
 use super::ledger::carry::{self, Carried};
 use super::snapshot::Snapshot;
 use super::state::ProxyState;
 use super::teams::Team;
 use crate::error::ApiError;
-use crate::gate::{self, ItemsAt, LedgerQuery, Provenance, StateAccess, Target, Verdict};
+use crate::gate::{self, InputScan, ItemsAt, LedgerQuery, Provenance, StateAccess, Target, Verdict};
 use crate::ledger::CallIds;
 
 /// Bodies up to this size are read and decided on the worker (parsing 64 KiB takes some 50 µs).
@@ -104,9 +105,10 @@ pub(super) async fn judge(
     let judged = match cx.read(received.body.clone(), received.charset).await? {
         Reading::Decided(judged) => *judged,
         Reading::TooCostly(read) => cx.decide_on_pool(read, None).await?,
-        Reading::Asks(read, query) => {
-            let facts = ask(state, asker, &query).await?;
-            match cx.carry(&read, received.body, &facts, &query).await? {
+        Reading::Asks(read) => {
+            let query = read.query.as_ref().expect("a read that asks has its query");
+            let facts = ask(state, asker, query).await?;
+            match cx.carry(&read, received.body, &facts, query).await? {
                 Some(carried) => cx.judge_carried(carried).await?,
                 None => cx.decide(read, Some(facts)).await?,
             }
@@ -134,6 +136,9 @@ struct Context {
     /// Whether earlier turns are remembered (the ledger is on, or another source of them):
     /// the ids a request names are looked up, and its calls and tools kept for its answer.
     remembers: bool,
+    /// What else decides a verdict besides the body (the configuration, the team, the path's
+    /// provider prefix), hashed into the key of the inputs judged before.
+    context: u128,
 }
 
 /// The gate's reading of a body, borrowing it.
@@ -154,6 +159,13 @@ struct Read {
     body: ReadBody,
     /// The provider it goes to.
     provider: String,
+    /// Where its items are, when judged inputs are kept and it could be read after one (and
+    /// its own kept for the next turn).
+    scan: Option<InputScan>,
+    /// The input judged before that it was read after (its items not read again).
+    known: Option<Arc<Kept>>,
+    /// What the ledger is asked about it.
+    query: Option<LedgerQuery>,
 }
 
 impl Read {
@@ -168,8 +180,9 @@ enum Reading {
     Decided(Box<Judged>),
     /// Nothing to look up, but the decision passed the worker's work budget.
     TooCostly(Read),
-    /// The ledger (or another source of earlier turns) must be asked about these ids first.
-    Asks(Read, LedgerQuery),
+    /// The ledger (or another source of earlier turns) must be asked about the ids of its
+    /// query first.
+    Asks(Read),
 }
 
 /// Where a body's steps run.
@@ -197,6 +210,7 @@ impl Context {
             at: received.at,
             budget: asker.snapshot.policy_of(asker.team.as_deref()).work_budget,
             remembers: state.ledger.is_some() || asker.earlier_turns.is_some(),
+            context: judged_context(asker, received),
         }
     }
 
@@ -213,13 +227,26 @@ impl Context {
     }
 
     fn first_pass(&self, body: Bytes, charset: Result<(), ApiError>, work: u64) -> Result<Reading, ApiError> {
-        let read = self.read_now(body, charset)?;
+        let mut read = self.read_now(body, charset, true)?;
         // Asked only when earlier turns are remembered: building the query pairs the items and
         // copies their ids, work a proxy with the ledger off has no use for.
         if self.remembers {
-            let query = LedgerQuery::of(read.request());
+            let after_known = read
+                .known
+                .as_ref()
+                .map(|known| known.prefix.query_after(read.request()));
+            let query = match after_known {
+                Some(Some(query)) => query,
+                // The query cannot be told from the new items: the body is read whole.
+                Some(None) => {
+                    read = self.read_whole(&read)?;
+                    LedgerQuery::of(read.request())
+                }
+                None => LedgerQuery::of(read.request()),
+            };
             if !query.is_empty() {
-                return Ok(Reading::Asks(read, query));
+                read.query = Some(query);
+                return Ok(Reading::Asks(read));
             }
         }
         match self.decide_now(&read, None, work) {
@@ -250,9 +277,11 @@ impl Context {
     /// the received body was read).
     async fn judge_carried(&self, carried: Carried) -> Result<Judged, ApiError> {
         let body = carried.body.clone();
+        // A carried body is judged with its chain's facts, not the ledger's answer to its own
+        // query: it is neither read after an input judged before nor kept.
         let read = match Place::of(&body) {
-            Place::Worker => self.read_now(body, Ok(()))?,
-            Place::Pool => self.on_pool(move |cx| cx.read_now(body, Ok(()))).await?,
+            Place::Worker => self.read_now(body, Ok(()), false)?,
+            Place::Pool => self.on_pool(move |cx| cx.read_now(body, Ok(()), false)).await?,
         };
         let judged = self.decide(read, Some(carried.facts)).await?;
         Ok(Judged {
@@ -309,14 +338,34 @@ impl Context {
     }
 
     /// Parses `body`, chooses its provider and checks that the asker's team may use it and
-    /// the model; then answers the charset check.
-    fn read_now(&self, body: Bytes, charset: Result<(), ApiError>) -> Result<Read, ApiError> {
+    /// the model; then answers the charset check. With `reuse`, a body that begins with an
+    /// input judged clean before is read from its first new item on
+    /// (docs/incremental-judging.md).
+    fn read_now(&self, body: Bytes, charset: Result<(), ApiError>, reuse: bool) -> Result<Read, ApiError> {
         let at = self.at;
-        // What the ledger judges (`item_tampered`) reads replayed items' texts where this one
-        // reading of the body noted them.
-        let body = match self.remembers {
-            true => ReadBody::try_new(body, |body| gate::parse_noting_spans(body, at))?,
-            false => ReadBody::try_new(body, |body| gate::parse_with(body, at))?,
+        let scan = match (&self.state.judged, at) {
+            (Some(_), ItemsAt::Input) if reuse => InputScan::of(&body, self.context),
+            _ => None,
+        };
+        let known = scan
+            .as_ref()
+            .zip(self.state.judged.as_ref())
+            .and_then(|(scan, judged)| judged.longest(scan));
+        // A body that does not read after the known items (any error among the rest
+        // included) is read whole, so that it gets the whole reading's answer.
+        let after_known = known.and_then(|(count, kept)| {
+            let items = scan.as_ref()?.known(count);
+            let spans = self.remembers;
+            let read = ReadBody::try_new(body.clone(), |body| {
+                gate::parse_after_known(body, at, spans, items)
+            });
+            read.ok()
+                .filter(|read| read.borrow_dependent().known_items() == count)
+                .map(|read| (read, kept))
+        });
+        let (body, known) = match after_known {
+            Some((read, kept)) => (read, Some(kept)),
+            None => (self.parse_whole(body)?, None),
         };
         let request = body.borrow_dependent();
         let asker = &self.asker;
@@ -332,6 +381,32 @@ impl Context {
         Ok(Read {
             provider: name.to_owned(),
             body,
+            scan,
+            known,
+            query: None,
+        })
+    }
+
+    /// The gate's reading of the whole body.
+    fn parse_whole(&self, body: Bytes) -> Result<ReadBody, ApiError> {
+        let at = self.at;
+        // What the ledger judges (`item_tampered`) reads replayed items' texts where this one
+        // reading of the body noted them.
+        Ok(match self.remembers {
+            true => ReadBody::try_new(body, |body| gate::parse_noting_spans(body, at))?,
+            false => ReadBody::try_new(body, |body| gate::parse_with(body, at))?,
+        })
+    }
+
+    /// `read`'s body read whole, where it was read after an input judged before: what it is
+    /// judged as when its new items alone cannot tell the verdict. Its provider and query stay.
+    fn read_whole(&self, read: &Read) -> Result<Read, ApiError> {
+        Ok(Read {
+            body: self.parse_whole(read.body.borrow_owner().clone())?,
+            provider: read.provider.clone(),
+            scan: read.scan.clone(),
+            known: None,
+            query: read.query.clone(),
         })
     }
 
@@ -356,7 +431,36 @@ impl Context {
             .ledger
             .as_ref()
             .is_some_and(|ledger| ledger.settings.carry_sessions);
-        let verdict = state.gate.judge(request, &target.with_carry_sessions(carries))?;
+        let target = target.with_carry_sessions(carries);
+        let query = read.query.as_ref();
+        let (verdict, kept) = match &read.known {
+            Some(known) => match state.gate.judge_after(request, &target, &known.prefix, query)? {
+                Some(judged) => judged,
+                // Only the whole body's judgment can tell.
+                None => return self.decide_now(&self.read_whole(read)?, facts, work),
+            },
+            None => state.gate.judge_keeping(request, &target, query)?,
+        };
+        let judged_before = read.known.as_ref().map_or(0, |known| known.prefix.items());
+        state.metrics.count_items(request.items().len(), judged_before);
+        let input_call_ids = match (self.remembers, &read.known) {
+            (false, _) => CallIds::default(),
+            (true, None) => input_call_ids(request),
+            (true, Some(known)) => {
+                let mut ids = known.call_ids.clone();
+                input_call_ids(request).iter().for_each(|id| ids.push(id));
+                ids
+            }
+        };
+        // Kept only when the facts it was judged with are the ledger's answer to its query.
+        let judged_prefixes = state
+            .judged
+            .as_ref()
+            .filter(|_| facts.is_none() || query.is_some());
+        if let Some(((judged, scan), prefix)) = judged_prefixes.zip(read.scan.as_ref()).zip(kept) {
+            let call_ids = input_call_ids.clone();
+            judged.keep(scan, Kept { prefix, call_ids });
+        }
         // A refused request is not forwarded, so nothing is cut from it.
         let stripped = match verdict.is_allowed() {
             true => gate::strip::strip(read.body.borrow_owner(), request, &verdict)?,
@@ -373,10 +477,7 @@ impl Context {
             body: None,
             tools: (self.remembers && !request.tools.is_empty())
                 .then(|| Arc::new(gate::DeclaredTools::of(&request.tools))),
-            input_call_ids: match self.remembers {
-                true => input_call_ids(request),
-                false => CallIds::default(),
-            },
+            input_call_ids,
         })
     }
 }
@@ -413,6 +514,28 @@ async fn ask_ledger(state: &ProxyState, query: &LedgerQuery) -> Result<Arc<Prove
             .unavailable(&error)
             .map(|()| Arc::new(Provenance::default())),
     }
+}
+
+/// What decides a verdict besides the body: the configuration's generation, the team and the
+/// path's provider prefix (docs/incremental-judging.md#identity).
+fn judged_context(asker: &Asker, received: &Received<'_>) -> u128 {
+    let mut context = xxhash_rust::xxh3::Xxh3::new();
+    context.update(&asker.snapshot.generation.to_le_bytes());
+    for part in [
+        asker.team.as_ref().map(|team| team.name.as_str()),
+        received.prefix,
+    ] {
+        match part {
+            Some(text) => {
+                context.update(&[1]);
+                context.update(&(text.len() as u64).to_le_bytes());
+                context.update(text.as_bytes());
+            }
+            None => context.update(&[0]),
+        }
+    }
+    context.update(received.at.member().as_bytes());
+    context.digest128()
 }
 
 /// The `call_id`s of the calls among a request's items.

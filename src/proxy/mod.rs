@@ -12,6 +12,7 @@ mod earlier_turns;
 pub(crate) mod exchange;
 pub(crate) mod headers;
 mod judge;
+mod judged_prefixes;
 pub(crate) mod ledger;
 pub mod lifecycle;
 mod objects;

@@ -31,6 +31,15 @@ pub(crate) struct Snapshot {
     pub(crate) meters: Arc<Meters>,
     /// `[ledger] unknown_owner`: whether a team reaches an object the ledger holds no team for.
     pub(crate) unknown_owner: UnknownOwner,
+    /// Which configuration of the process this is (0 at start, one more per reload, the same
+    /// in every worker): inputs judged under another are judged again.
+    pub(crate) generation: u64,
+}
+
+/// The generation of the next reload's snapshots.
+pub(crate) fn next_generation() -> u64 {
+    static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Snapshot {
@@ -63,6 +72,7 @@ impl Snapshot {
             policy,
             meters: Arc::new(Meters::resolve(metrics, config)),
             unknown_owner: config.ledger.unknown_owner,
+            generation: 0,
         })
     }
 

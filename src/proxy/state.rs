@@ -11,6 +11,7 @@ use super::audit::AuditLog;
 use super::body::BodyLimits;
 use super::budget::BufferBudget;
 pub(crate) use super::build_error::BuildError;
+use super::judged_prefixes::JudgedPrefixes;
 use super::ledger::{Ledger, LedgerSettings};
 use super::provider::Credential;
 use super::rate_limit::UncountedRates;
@@ -28,6 +29,8 @@ use crate::state::{EmbeddedStore, MemoryStore, RedisLogin, RedisStore, StateStor
 pub struct ProxyState {
     /// The gate and its compiled tool schemas.
     pub(crate) gate: Arc<Gate>,
+    /// The inputs judged clean (`[gate] judged_prefix_bytes`), unless it is 0.
+    pub(crate) judged: Option<Arc<JudgedPrefixes>>,
     /// The configuration in force: routes, providers, teams, policy.
     snapshot: Arc<ArcSwap<Snapshot>>,
     /// How request bodies are read.
@@ -75,6 +78,7 @@ impl ProxyState {
         }
         Ok(ProxyState {
             gate: Arc::new(Gate::new(config.gate.schema_limits())),
+            judged: JudgedPrefixes::new(config.gate.judged_prefix_bytes).map(Arc::new),
             snapshot: Arc::new(ArcSwap::from_pointee(Snapshot::build(
                 config, env, None, &metrics,
             )?)),
@@ -111,6 +115,7 @@ impl ProxyState {
     ) -> Result<ProxyState, BuildError> {
         Ok(ProxyState {
             gate: self.gate.clone(),
+            judged: self.judged.clone(),
             snapshot: Arc::new(ArcSwap::from_pointee(Snapshot::build(
                 config,
                 env,
@@ -217,10 +222,18 @@ impl Reloader {
     /// loaded. The audit log is reopened at the (possibly new) path; turning it on or off
     /// takes a restart.
     pub fn reload(&self, config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Result<(), BuildError> {
+        // One generation for every worker's snapshot: what was judged under the configuration
+        // before is judged again.
+        let generation = super::snapshot::next_generation();
         let built = self
             .slots
             .iter()
-            .map(|slot| Snapshot::build(config, env, Some(&slot.load()), &self.metrics))
+            .map(|slot| {
+                Snapshot::build(config, env, Some(&slot.load()), &self.metrics).map(|mut snapshot| {
+                    snapshot.generation = generation;
+                    snapshot
+                })
+            })
             .collect::<Result<Vec<_>, _>>()?;
         for (slot, snapshot) in self.slots.iter().zip(built) {
             slot.store(Arc::new(snapshot));

@@ -20,6 +20,7 @@ mod head_errors;
 mod item_profiles;
 mod item_profiles_cli;
 mod item_profiles_sdk;
+mod judged_prefixes;
 mod ledger;
 mod limits;
 mod no_stall;

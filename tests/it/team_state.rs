@@ -696,3 +696,50 @@ async fn an_object_route_while_the_store_does_not_answer_is_503_or_follows_on_un
         assert_eq!(openai.received().len(), before, "nothing forwarded");
     }
 }
+
+/// The inputs judged clean are kept per team (docs/incremental-judging.md#identity): another
+/// team sending the same history after it is judged on every item, and refused for the items
+/// that are not its own, even though nothing the ledger knows of them changed.
+#[tokio::test]
+async fn a_history_one_team_had_judged_is_judged_again_item_by_item_for_another() {
+    let mut setup = setup(["", "", ""], "").await;
+    let admin = setup.proxy.admin().await;
+    let answer = turn(&setup.proxy, ALPHA, "openai", first_turn(false)).await;
+    assert_eq!(answer.status, 200);
+    let output = answer.body["output"].as_array().unwrap().clone();
+    let call_id = output[1]["call_id"].as_str().unwrap().to_owned();
+    let tools = first_turn(false)["tools"].clone();
+    let body = |items: &[Value]| json!({"model": "m1", "tools": tools, "input": items});
+    let mut items = vec![json!({"role": "user", "content": "Weather in Paris?"})];
+    items.extend(output);
+    items.push(json!({"type": "function_call_output", "call_id": call_id, "output": "sunny"}));
+    assert_eq!(
+        turn(&setup.proxy, ALPHA, "openai", body(&items)).await.status,
+        200
+    );
+    items.push(json!({"role": "user", "content": "And tomorrow?"}));
+    let judged_before = || async {
+        let text = reqwest::get(format!("http://{admin}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|line| line.strip_prefix("replaygate_gate_items_judged_before_total "))
+            .map(|value| value.trim().parse::<u64>().unwrap())
+            .unwrap()
+    };
+    let forwarded = setup.forwarded();
+    let beta = turn(&setup.proxy, BETA, "openai", body(&items)).await;
+    assert_eq!(refusal(&beta).0, 422);
+    assert_eq!(refusal(&beta).1, "cross_team_state");
+    assert_eq!(setup.forwarded(), forwarded, "refused before any provider");
+    assert_eq!(judged_before().await, 0, "beta's body was not read after alpha's");
+    // alpha's own next turn is read after its history.
+    assert_eq!(
+        turn(&setup.proxy, ALPHA, "openai", body(&items)).await.status,
+        200
+    );
+    assert_eq!(judged_before().await, 5);
+}

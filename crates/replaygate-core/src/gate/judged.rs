@@ -39,7 +39,7 @@ pub const MAX_NEW_ITEMS: usize = 24;
 
 /// A body's `input` as the structural scan found it (docs/incremental-judging.md#identity):
 /// where each item lies, and the key of every prefix of them in the body's context.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct InputScan {
     /// Where the items array opens (its `[`).
     open: usize,

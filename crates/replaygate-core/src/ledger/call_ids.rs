@@ -33,6 +33,11 @@ impl CallIds {
         self.ends.len()
     }
 
+    /// Roughly the memory it holds, in bytes.
+    pub fn footprint(&self) -> usize {
+        self.text.capacity() + self.ends.capacity() * std::mem::size_of::<usize>()
+    }
+
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.ends.is_empty()
