@@ -15,6 +15,8 @@ proxy_handle seeds are one byte choosing POST, a path, headers, a blank line and
 json_reader seeds are the bodies alone;
 ledger_tap seeds are a flags byte (1 an event stream, 2 keep calls, 4 keep items), a chunk size
 byte and an answer: the load benchmark's upstream answer as JSON and as an event stream;
+judged_prefix seeds are one byte (bit 0 openai, bit 1 its item profile, bits 2-3 what the
+ledger knows) and a body: the fixtures' and the corpus's bodies with two or more items;
 ws_client_message seeds are six bytes of limits (max_message and the budget's cap, 2 bytes each,
 little-endian; the share others hold, in 255ths; the most a read returns) and the frames a
 client sends: events whole and in fragments with pings between, masked with a zero mask (so the
@@ -245,6 +247,16 @@ def main() -> None:
     tap.mkdir(parents=True, exist_ok=True)
     for name, flags, chunk, answer in tap_seeds():
         (tap / name).write_bytes(bytes([flags, chunk]) + answer)
+    judged = FUZZ / "seeds" / "judged_prefix"
+    judged.mkdir(parents=True, exist_ok=True)
+    for number, (name, _, _, body) in enumerate(seeds):
+        try:
+            items = json.loads(body).get("input")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(items, list) and len(items) >= 2:
+            selector = [1 | 2, 1 | 2 | 4, 1 | 8, 1 | 2 | 12, 0][number % 5]
+            (judged / f"{number:03}-{name}").write_bytes(bytes([selector]) + body)
     ws = FUZZ / "seeds" / "ws_client_message"
     ws.mkdir(parents=True, exist_ok=True)
     for name, limits, wire in ws_seeds():

@@ -31,6 +31,7 @@ pub mod item;
 pub mod item_pattern;
 pub mod item_profile;
 pub mod judged;
+mod judged_check;
 mod name_table;
 pub mod output;
 mod pairing;
@@ -54,6 +55,8 @@ pub use crate::json::{misspelling_of, Field, JsonKind, Text};
 pub use access::StateAccess;
 pub use item_profile::{ItemProfile, ProfileError};
 pub use judged::{InputScan, JudgedPrefix};
+#[doc(hidden)]
+pub use judged_check::{judged_after_prefixes_as_whole, recorded_as_sent};
 pub use output::{OutputCall, ResponseViolation};
 pub use profile::{EncryptedScope, Policy, ProviderProfile, Target, DEFAULT_WORK_BUDGET};
 pub use provenance::{ChainFacts, ConversationFacts, LedgerQuery, Provenance, MAX_QUERY_KEYS};

@@ -4,69 +4,23 @@
 //! whole); and the ledger query told from the new items is the whole body's.
 
 use proptest::prelude::*;
-use serde_json::Value;
 
-use super::provenance::{item_record_from_value, link_reasoning, Owner, StoredItem};
 use super::rules::tests_corpus::corpus;
 use super::{
-    parse_after_known, parse_noting_spans, Gate, InputScan, ItemProfile, ItemsAt, LedgerQuery, Policy,
-    Provenance, ProviderProfile, Target, Verdict,
+    judged_after_prefixes_as_whole, recorded_as_sent as recorded, ItemProfile, ItemsAt, Policy, Provenance,
+    ProviderProfile,
 };
 
-/// The body with only the first `count` of its items (the scan's `items`), as a turn sent
-/// before it would have been.
-fn cut(body: &str, scan: &InputScan, spans: &[std::ops::Range<usize>], count: usize) -> String {
-    let end = spans[scan.items() - 1].end;
-    format!("{}{}", &body[..spans[count - 1].end], &body[end..])
-}
-
-/// What the ledger would know of `body`'s items had `owner` produced every one with an id (a
-/// reasoning or compaction item also by its blob), as it sent them.
-fn recorded(body: &str, owner: &str) -> Provenance {
-    let value: Value = serde_json::from_str(body).unwrap();
-    let mut provenance = Provenance::default();
-    // As one answer's output: each item after a reasoning item was produced right after it.
-    let mut records: Vec<_> = value["input"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(item_record_from_value)
-        .collect();
-    link_reasoning(&mut records);
-    for record in records {
-        let stored = StoredItem {
-            response_id: "resp_recorded".into(),
-            owner: Owner {
-                provider: owner.into(),
-                model: value["model"].as_str().map(str::to_owned),
-            },
-            record,
-            expires_unix: u64::MAX,
-            team: None,
-        };
-        if stored.record.has_encrypted_content {
-            provenance.encrypted.insert(stored.record.digest, stored.clone());
-        }
-        if let Some(id) = stored.record.id.clone() {
-            provenance.items.insert(id, stored);
-        }
-    }
-    provenance
-}
-
-/// The outcome of one body cut at every item: how many cuts were judged after their prefix.
+/// How many cuts were judged after their prefix.
 #[derive(Debug, Default)]
 struct Outcome {
     incremental: usize,
 }
 
-/// Judges `body` whole, and after each of its prefixes that judged clean, for `provider`
-/// (with the ledger's `facts`, when given), and checks that the two agree.
 fn agree(body: &str, provider: &ProviderProfile, facts: Option<&Provenance>, outcome: &mut Outcome) {
     agree_as_facts_change(body, provider, facts, facts, outcome)
 }
 
-/// [`agree`], the earlier bodies judged with what the ledger said then (`earlier_facts`).
 fn agree_as_facts_change(
     body: &str,
     provider: &ProviderProfile,
@@ -74,92 +28,8 @@ fn agree_as_facts_change(
     facts: Option<&Provenance>,
     outcome: &mut Outcome,
 ) {
-    let gate = Gate::default();
-    let policy = Policy::default();
-    let mut target = Target::new(provider, &policy);
-    if let Some(facts) = facts {
-        target = target.with_provenance(facts);
-    }
-    let mut earlier_target = Target::new(provider, &policy);
-    if let Some(facts) = earlier_facts {
-        earlier_target = earlier_target.with_provenance(facts);
-    }
-    let Some(scan) = InputScan::of(body.as_bytes(), 1) else {
-        return;
-    };
-    let Ok(whole) = parse_noting_spans(body.as_bytes(), ItemsAt::Input) else {
-        return;
-    };
-    let spans = whole.item_spans().unwrap().to_vec();
-    assert_eq!(spans.len(), scan.items(), "the scan finds the reader's items");
-    let whole_query = facts.map(|_| LedgerQuery::of(&whole));
-    let Ok(expected) = gate.judge(&whole, &target) else {
-        return;
-    };
-    let (_, kept_whole) = gate.judge_keeping(&whole, &target, whole_query.as_ref()).unwrap();
-    for count in 2..scan.items() {
-        let earlier = cut(body, &scan, &spans, count);
-        let earlier_scan = InputScan::of(earlier.as_bytes(), 1).unwrap();
-        let earlier_request = parse_noting_spans(earlier.as_bytes(), ItemsAt::Input).unwrap();
-        let earlier_query = facts.map(|_| LedgerQuery::of(&earlier_request));
-        let Ok((_, Some(known))) =
-            gate.judge_keeping(&earlier_request, &earlier_target, earlier_query.as_ref())
-        else {
-            continue;
-        };
-        assert_eq!(known.items(), count);
-        let key = scan.prefix_keys().find(|&(n, _)| n == count).map(|(_, key)| key);
-        if scan.items() - count <= super::judged::MAX_NEW_ITEMS {
-            assert_eq!(
-                key,
-                Some(earlier_scan.key()),
-                "a prefix's key is the earlier body's"
-            );
-        }
-        let after = parse_after_known(body.as_bytes(), ItemsAt::Input, true, scan.known(count)).unwrap();
-        assert_eq!(after.known_items(), count);
-        let query = match facts {
-            Some(_) => match known.query_after(&after) {
-                Some(query) => {
-                    assert_eq!(
-                        Some(&query),
-                        whole_query.as_ref(),
-                        "the query after the prefix is the body's"
-                    );
-                    Some(query)
-                }
-                None => continue,
-            },
-            None => None,
-        };
-        let Some((verdict, kept)) = gate.judge_after(&after, &target, &known, query.as_ref()).unwrap() else {
-            continue;
-        };
-        outcome.incremental += 1;
-        assert_eq!(summary(&verdict), summary(&expected), "{body}\ncut at {count}");
-        assert!(expected.tally.is_empty());
-        assert_eq!(
-            kept.is_some(),
-            kept_whole.is_some(),
-            "kept after the prefix as when whole"
-        );
-        if let (Some(kept), Some(kept_whole)) = (kept, &kept_whole) {
-            assert_eq!(kept.items(), kept_whole.items());
-        }
-    }
-}
-
-fn summary(verdict: &Verdict) -> String {
-    format!(
-        "{:?}",
-        (
-            &verdict.violations,
-            &verdict.tally,
-            &verdict.stripped,
-            &verdict.repairs,
-            &verdict.inserts
-        )
-    )
+    outcome.incremental +=
+        judged_after_prefixes_as_whole(body, provider, &Policy::default(), earlier_facts, facts);
 }
 
 fn providers() -> Vec<ProviderProfile> {

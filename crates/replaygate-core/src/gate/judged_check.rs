@@ -1,0 +1,171 @@
+//! The differential check of incremental judging against the full check
+//! (docs/incremental-judging.md): one body, cut at every item. The differential tests and the
+//! `judged_prefix` fuzz target call it; it panics where the two disagree.
+
+use std::ops::Range;
+
+use serde_json::Value;
+
+use super::provenance::{item_record_from_value, link_reasoning, Owner, StoredItem};
+use super::{
+    parse_after_known, parse_noting_spans, Gate, InputScan, ItemsAt, LedgerQuery, Policy, Provenance,
+    ProviderProfile, Target, Verdict,
+};
+
+/// What the ledger would know of `body`'s items had `owner` produced every one, in order, as
+/// one answer (an item right after a reasoning item recorded as following it): each with an
+/// `id` by its id, each reasoning or compaction item with a blob by its blob. Empty for a
+/// body that is not JSON.
+#[doc(hidden)]
+pub fn recorded_as_sent(body: &str, owner: &str) -> Provenance {
+    let mut provenance = Provenance::default();
+    let Ok(value) = serde_json::from_str::<Value>(body) else {
+        return provenance;
+    };
+    let mut records: Vec<_> = value["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(item_record_from_value)
+        .collect();
+    link_reasoning(&mut records);
+    for record in records {
+        let stored = StoredItem {
+            response_id: "resp_recorded".into(),
+            owner: Owner {
+                provider: owner.into(),
+                model: value["model"].as_str().map(str::to_owned),
+            },
+            record,
+            expires_unix: u64::MAX,
+            team: None,
+        };
+        if stored.record.has_encrypted_content {
+            provenance.encrypted.insert(stored.record.digest, stored.clone());
+        }
+        if let Some(id) = stored.record.id.clone() {
+            provenance.items.insert(id, stored);
+        }
+    }
+    provenance
+}
+
+/// `body` with only its first `count` items: the turn sent before it.
+fn cut(body: &str, spans: &[Range<usize>], count: usize) -> String {
+    let end = spans.last().map_or(0, |span| span.end);
+    format!("{}{}", &body[..spans[count - 1].end], &body[end..])
+}
+
+fn with_facts<'a>(
+    provider: &'a ProviderProfile,
+    policy: &'a Policy,
+    facts: Option<&'a Provenance>,
+) -> Target<'a> {
+    let target = Target::new(provider, policy);
+    match facts {
+        Some(facts) => target.with_provenance(facts),
+        None => target,
+    }
+}
+
+/// What a verdict says, to compare.
+fn summary(verdict: &Verdict) -> String {
+    format!(
+        "{:?}",
+        (
+            &verdict.violations,
+            &verdict.tally,
+            &verdict.stripped,
+            &verdict.repairs,
+            &verdict.repair_cuts,
+            &verdict.inserts
+        )
+    )
+}
+
+/// Judges `body` whole for `provider` under `policy`, and after each of its prefixes that
+/// judged clean (the earlier bodies judged with `earlier_facts`, the whole one with `facts`:
+/// what the ledger said then and now), and panics where the two differ: a verdict after a
+/// prefix must be the whole check's, the ledger query told from the new items the whole
+/// body's, and the input kept after the prefix as long as the one kept when judged whole.
+/// Returns how many cuts were judged after their prefix.
+#[doc(hidden)]
+pub fn judged_after_prefixes_as_whole(
+    body: &str,
+    provider: &ProviderProfile,
+    policy: &Policy,
+    earlier_facts: Option<&Provenance>,
+    facts: Option<&Provenance>,
+) -> usize {
+    let gate = Gate::default();
+    let (target, earlier_target) = (
+        with_facts(provider, policy, facts),
+        with_facts(provider, policy, earlier_facts),
+    );
+    let Some(scan) = InputScan::of(body.as_bytes(), 1) else {
+        return 0;
+    };
+    let Ok(whole) = parse_noting_spans(body.as_bytes(), ItemsAt::Input) else {
+        return 0;
+    };
+    let Some(spans) = whole.item_spans().map(<[_]>::to_vec) else {
+        return 0;
+    };
+    assert_eq!(spans.len(), scan.items(), "the scan finds the reader's items");
+    let whole_query = facts.map(|_| LedgerQuery::of(&whole));
+    let Ok((expected, kept_whole)) = gate.judge_keeping(&whole, &target, whole_query.as_ref()) else {
+        return 0;
+    };
+    let mut incremental = 0;
+    for count in 2..scan.items() {
+        let earlier = cut(body, &spans, count);
+        let earlier_scan = InputScan::of(earlier.as_bytes(), 1).expect("a prefix of a scanned body");
+        let earlier_request = parse_noting_spans(earlier.as_bytes(), ItemsAt::Input).expect("a prefix reads");
+        let earlier_query = earlier_facts.map(|_| LedgerQuery::of(&earlier_request));
+        let Ok((_, Some(known))) =
+            gate.judge_keeping(&earlier_request, &earlier_target, earlier_query.as_ref())
+        else {
+            continue;
+        };
+        assert_eq!(known.items(), count);
+        if let Some((_, key)) = scan.prefix_keys().find(|&(n, _)| n == count) {
+            assert_eq!(key, earlier_scan.key(), "a prefix's key is the earlier body's");
+        }
+        let after = parse_after_known(body.as_bytes(), ItemsAt::Input, true, scan.known(count))
+            .expect("the rest of a body that reads whole reads");
+        assert_eq!(after.known_items(), count);
+        let query = match facts {
+            Some(_) => match known.query_after(&after) {
+                Some(query) => {
+                    assert_eq!(
+                        Some(&query),
+                        whole_query.as_ref(),
+                        "the query after a prefix is the body's"
+                    );
+                    Some(query)
+                }
+                None => continue,
+            },
+            None => None,
+        };
+        let Ok(Some((verdict, kept))) = gate.judge_after(&after, &target, &known, query.as_ref()) else {
+            continue;
+        };
+        incremental += 1;
+        assert_eq!(
+            summary(&verdict),
+            summary(&expected),
+            "{body}\ncut after {count} items"
+        );
+        assert!(
+            expected.tally.is_empty(),
+            "only a clean verdict is given after a prefix"
+        );
+        assert_eq!(
+            kept.as_ref().map(|kept| kept.items()),
+            kept_whole.as_ref().map(|kept| kept.items()),
+            "kept after the prefix as when judged whole"
+        );
+    }
+    incremental
+}
