@@ -65,6 +65,15 @@ fn gate_vs_floor(c: &mut Criterion) {
         group.bench_function("gate_item_profile", |b| {
             b.iter(|| gate.check(black_box(&body), &profiled_target).unwrap())
         });
+        let previous = history::kept_previous_turn(&gate, &profiled_target, &body);
+        let next = history::judge_next_turn(&gate, &profiled_target, &body, &previous);
+        assert_eq!(
+            next.violations, verdict.violations,
+            "{label}: the next turn's verdict"
+        );
+        group.bench_function("gate_next_turn", |b| {
+            b.iter(|| history::judge_next_turn(&gate, &profiled_target, black_box(&body), &previous))
+        });
         group.bench_function("gate_first_seen", |b| {
             b.iter(|| first_seen.check(black_box(&body), &target).unwrap())
         });

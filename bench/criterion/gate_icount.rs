@@ -3,10 +3,14 @@
 //! while instruction counts repeat exactly. `bench/gate/icount.sh` runs it and prints the
 //! instructions per check.
 //!
-//!     gate_icount CASE BYTES TIMES     # CASE: floor, reader, parse, gate, item_profile or first_seen
+//!     gate_icount CASE BYTES TIMES     # CASE: floor, reader, parse, gate, item_profile, first_seen
+//!                                      # or next_turn
 //!
 //! `floor` is serde_json passing over the body (`IgnoredAny`); `reader` is the gate's own reader
-//! doing the same, the least any reading of the body by the gate can cost.
+//! doing the same, the least any reading of the body by the gate can cost. `next_turn` is the
+//! `item_profile` check of the body as the next turn of a session whose previous turn (the body
+//! less its last items) was judged and kept: scanned, read and judged only for its new items
+//! (docs/incremental-judging.md).
 //!
 //! Under `cargo bench` (which passes `--bench`) it does nothing.
 
@@ -37,6 +41,7 @@ fn main() {
     gate.check(&body, &target).expect("the body reads");
     first_seen.check(&body, &target).expect("the body reads");
     gate.check(&body, &profiled_target).expect("the body reads");
+    let previous = history::kept_previous_turn(&gate, &profiled_target, &body);
     for _ in 0..times {
         match case.as_str() {
             "floor" => serde_json::from_slice::<IgnoredAny>(black_box(&body))
@@ -50,6 +55,12 @@ fn main() {
             "gate" => drop(black_box(gate.check(black_box(&body), &target).unwrap())),
             "item_profile" => drop(black_box(gate.check(black_box(&body), &profiled_target).unwrap())),
             "first_seen" => drop(black_box(first_seen.check(black_box(&body), &target).unwrap())),
+            "next_turn" => drop(black_box(history::judge_next_turn(
+                &gate,
+                &profiled_target,
+                black_box(&body),
+                &previous,
+            ))),
             other => panic!("unknown case {other}"),
         }
     }

@@ -19,7 +19,7 @@ echo "| body | case | instructions per check |"
 echo "| --- | --- | ---: |"
 for size in 16384 262144 1048576; do
   times=$(( 327680 / size > 8 ? 327680 / size : 8 ))
-  for case in ${CASES:-floor reader parse gate item_profile first_seen}; do
+  for case in ${CASES:-floor reader parse gate item_profile next_turn first_seen}; do
     base=$(count "$case" "$size" 0)
     total=$(count "$case" "$size" "$times")
     printf '| %s | %s | %s |\n' "$(( size / 1024 )) KiB" "$case" "$(( (total - base) / times ))"

@@ -60,32 +60,35 @@ impl InputScan {
         decisive.update(&context.to_le_bytes());
         let mut input = None;
         let mut seen = [false; 5];
-        structure::members(body, |member| {
-            let (slot, name): (usize, &[u8]) = match member.name {
-                b"input" => (0, b"input"),
-                b"model" => (1, b"model"),
-                b"tools" => (2, b"tools"),
-                b"previous_response_id" => (3, b"previous_response_id"),
-                b"conversation" => (4, b"conversation"),
-                _ => return Some(()),
+        structure::members(body, |name, start| {
+            let slot = match name {
+                b"input" => 0,
+                b"model" => 1,
+                b"tools" => 2,
+                b"previous_response_id" => 3,
+                b"conversation" => 4,
+                _ => return structure::value_end(body, start),
             };
             if std::mem::replace(&mut seen[slot], true) {
                 return None;
             }
-            let value = &body[member.value.clone()];
-            match slot {
-                0 => input = Some(member.value.start),
-                3 | 4 if value != b"null" => return None,
-                _ => {
-                    decisive.update(name);
-                    decisive.update(&(value.len() as u64).to_le_bytes());
-                    decisive.update(value);
-                }
+            if slot == 0 {
+                let items = structure::object_elements(body, start)?;
+                let end = items.end;
+                input = Some((start, items.elements));
+                return Some(end);
             }
-            Some(())
+            let end = structure::value_end(body, start)?;
+            let value = &body[start..end];
+            if slot >= 3 && value != b"null" {
+                return None;
+            }
+            decisive.update(name);
+            decisive.update(&(value.len() as u64).to_le_bytes());
+            decisive.update(value);
+            Some(end)
         })?;
-        let open = input?;
-        let items = structure::object_elements(body, open)?;
+        let (open, items) = input?;
         if items.len() < MIN_ITEMS || items.len() > MAX_ITEMS {
             return None;
         }

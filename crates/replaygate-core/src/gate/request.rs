@@ -312,7 +312,9 @@ fn parse_reading(
     };
     let place = Cell::new(Place::Body);
     let mut reader = json::Reader::new(text);
-    let expected_items = (body.len() / BODY_BYTES_PER_ITEM).clamp(16, MAX_PRESIZED_ITEMS);
+    // Room for the items to read: after the known ones, only the rest of the body's.
+    let unread = body.len() - known.map_or(0, |known| known.resume.min(body.len()));
+    let expected_items = (unread / BODY_BYTES_PER_ITEM).clamp(16, MAX_PRESIZED_ITEMS);
     if note_spans {
         reader.reserve_spans(expected_items);
     }

@@ -1,12 +1,13 @@
 //! Finding a body's structure without reading its values: where its top-level members are, and
 //! where each element of one array begins and ends.
 //!
-//! Sixty-four bytes are classified at a time: a bit mask each for quotes, backslashes and the
-//! structural bytes (`{`, `}`, `[`, `]`, `,`), from SSE2 compares on x86-64 (through
-//! `safe_arch`'s safe wrappers) and byte by byte elsewhere. Escaped quotes are told apart with
-//! carry arithmetic on the backslash mask, the inside of strings with a prefix XOR of the quote
-//! mask, and only the structural bytes outside strings are then visited one by one. A 16 KiB
-//! agent history has some sixty items and a few thousand structural bytes, against some sixteen
+//! Sixty-four bytes are classified at a time: a bit mask each for quotes, backslashes and
+//! brackets (`{`, `}`, `[`, `]`), from SSE2 compares on x86-64 (through `safe_arch`'s safe
+//! wrappers) and byte by byte elsewhere. Escaped quotes are told apart with carry arithmetic on
+//! the backslash mask, the inside of strings with a prefix XOR of the quote mask, and only the
+//! brackets outside strings are then visited one by one; the commas between elements are checked
+//! where they must be, in the whitespace between one element's end and the next one's start. A
+//! 16 KiB agent history has some sixty items and a few hundred brackets, against some sixteen
 //! thousand bytes that the JSON reader looks at one by one or sixteen at a time.
 //!
 //! The scan does not check the grammar. Its answers are exact for valid JSON; for any other text
@@ -26,22 +27,35 @@ const BLOCK: usize = 64;
 struct Masks {
     quotes: u64,
     backslashes: u64,
-    structural: u64,
+    brackets: u64,
 }
 
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline(always)]
 fn classify(block: &[u8; BLOCK]) -> Masks {
-    use safe_arch::{cmp_eq_mask_i8_m128i, load_unaligned_m128i, move_mask_i8_m128i, set_splat_i8_m128i};
+    use safe_arch::{
+        bitor_m128i, cmp_eq_mask_i8_m128i, load_unaligned_m128i, move_mask_i8_m128i, set_splat_i8_m128i,
+    };
+    let quote = set_splat_i8_m128i(b'"' as i8);
+    let backslash = set_splat_i8_m128i(b'\\' as i8);
+    // `[` and `]` are `{` and `}` with bit 5 clear: one compare each finds both of a kind.
+    let lower = set_splat_i8_m128i(0x20);
+    let open = set_splat_i8_m128i(b'{' as i8);
+    let close = set_splat_i8_m128i(b'}' as i8);
     let mut masks = Masks::default();
-    for (lane, chunk) in block.chunks_exact(16).enumerate() {
-        let chunk: &[u8; 16] = chunk.try_into().unwrap_or(&[b' '; 16]);
+    for lane in 0..BLOCK / 16 {
+        let chunk: &[u8; 16] = block[16 * lane..16 * lane + 16].try_into().unwrap_or(&[b' '; 16]);
         let bytes = load_unaligned_m128i(chunk);
-        let is = |b: u8| cmp_eq_mask_i8_m128i(bytes, set_splat_i8_m128i(b as i8));
+        let folded = bitor_m128i(bytes, lower);
+        let brackets = bitor_m128i(
+            cmp_eq_mask_i8_m128i(folded, open),
+            cmp_eq_mask_i8_m128i(folded, close),
+        );
         let shift = 16 * lane as u32;
         let mask = |m| u64::from(move_mask_i8_m128i(m) as u16) << shift;
-        masks.quotes |= mask(is(b'"'));
-        masks.backslashes |= mask(is(b'\\'));
-        masks.structural |= mask(is(b'{') | is(b'}') | is(b'[') | is(b']') | is(b','));
+        masks.quotes |= mask(cmp_eq_mask_i8_m128i(bytes, quote));
+        masks.backslashes |= mask(cmp_eq_mask_i8_m128i(bytes, backslash));
+        masks.brackets |= mask(brackets);
     }
     masks
 }
@@ -60,7 +74,7 @@ fn classify_bytes(block: &[u8; BLOCK]) -> Masks {
         match b {
             b'"' => masks.quotes |= bit,
             b'\\' => masks.backslashes |= bit,
-            b'{' | b'}' | b'[' | b']' | b',' => masks.structural |= bit,
+            b'{' | b'}' | b'[' | b']' => masks.brackets |= bit,
             _ => {}
         }
     }
@@ -69,7 +83,11 @@ fn classify_bytes(block: &[u8; BLOCK]) -> Masks {
 
 /// Bit `i` set when byte `i` is escaped by an odd run of backslashes before it; `carry` says
 /// whether the previous block's last byte escapes this block's first, and is updated.
+#[inline(always)]
 fn escaped(backslashes: u64, carry: &mut u64) -> u64 {
+    if backslashes | *carry == 0 {
+        return 0;
+    }
     const EVEN: u64 = 0x5555_5555_5555_5555;
     let backslashes = backslashes & !*carry;
     let follows_backslash = (backslashes << 1) | *carry;
@@ -80,6 +98,7 @@ fn escaped(backslashes: u64, carry: &mut u64) -> u64 {
 }
 
 /// Bit `i` set when an odd number of the bits `0..=i` of `x` are set.
+#[inline(always)]
 fn prefix_xor(mut x: u64) -> u64 {
     x ^= x << 1;
     x ^= x << 2;
@@ -90,12 +109,12 @@ fn prefix_xor(mut x: u64) -> u64 {
     x
 }
 
-/// The structural bytes outside strings of `text` from `from` on, in order.
+/// The brackets outside strings of `text` from `from` on, in order.
 struct Structure<'t> {
     text: &'t [u8],
     /// Where the current block starts.
     block: usize,
-    /// The current block's structural bytes not yet given out.
+    /// The current block's brackets not yet given out.
     pending: u64,
     /// Whether the previous block ended inside a string (all ones) or not (zero).
     in_string: u64,
@@ -117,6 +136,7 @@ impl<'t> Structure<'t> {
         structure
     }
 
+    #[inline(always)]
     fn load(&mut self) {
         let rest = &self.text[self.block.min(self.text.len())..];
         let masks = match rest.get(..BLOCK) {
@@ -130,10 +150,11 @@ impl<'t> Structure<'t> {
         let quotes = masks.quotes & !escaped(masks.backslashes, &mut self.escape_carry);
         let inside = prefix_xor(quotes) ^ self.in_string;
         self.in_string = ((inside as i64) >> 63) as u64;
-        self.pending = masks.structural & !inside;
+        self.pending = masks.brackets & !inside;
     }
 
-    /// The position of the next structural byte outside strings.
+    /// The position of the next bracket outside strings.
+    #[inline(always)]
     fn next(&mut self) -> Option<usize> {
         loop {
             if self.pending != 0 {
@@ -182,8 +203,8 @@ fn string_end(text: &[u8], open: usize) -> Option<usize> {
     }
 }
 
-/// The end of the value starting at `from` (its first byte).
-fn value_end(text: &[u8], from: usize) -> Option<usize> {
+/// The end of the value starting at `from` (its first byte), as the scan reads it.
+pub fn value_end(text: &[u8], from: usize) -> Option<usize> {
     match text.get(from)? {
         b'{' | b'[' => container_end(text, from),
         b'"' => string_end(text, from),
@@ -204,20 +225,12 @@ fn skip_whitespace(text: &[u8], mut at: usize) -> usize {
     at
 }
 
-/// A top-level member as the scan found it: its name (as written, no escapes) and where its
-/// value lies.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Member<'t> {
-    /// The name between its quotes.
-    pub name: &'t [u8],
-    /// The value's text.
-    pub value: Range<usize>,
-}
-
-/// Calls `member` for each top-level member of the object `text` holds, in order. `None` when
-/// the text is not an object as the scan reads it, or a member's name has an escape (the scan
-/// does not decode names).
-pub fn members<'t>(text: &'t [u8], mut member: impl FnMut(Member<'t>) -> Option<()>) -> Option<()> {
+/// Calls `member` for each top-level member of the object `text` holds, in order, with the
+/// member's name (as written, no escapes) and where its value starts; `member` returns where
+/// the value ends ([`value_end`] finds it). `None` when the text is not an object as the scan
+/// reads it, a member's name has an escape (the scan does not decode names), or `member`
+/// returns `None`.
+pub fn members<'t>(text: &'t [u8], mut member: impl FnMut(&'t [u8], usize) -> Option<usize>) -> Option<()> {
     let mut at = skip_whitespace(text, 0);
     if text.get(at) != Some(&b'{') {
         return None;
@@ -240,11 +253,7 @@ pub fn members<'t>(text: &'t [u8], mut member: impl FnMut(Member<'t>) -> Option<
             return None;
         }
         let start = skip_whitespace(text, at + 1);
-        let end = value_end(text, start)?;
-        member(Member {
-            name,
-            value: start..end,
-        })?;
+        let end = member(name, start)?;
         at = skip_whitespace(text, end);
         match text.get(at)? {
             b',' => at = skip_whitespace(text, at + 1),
@@ -254,65 +263,78 @@ pub fn members<'t>(text: &'t [u8], mut member: impl FnMut(Member<'t>) -> Option<
     }
 }
 
+/// The elements of an array of objects ([`object_elements`]) and where the array ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectElements {
+    /// Where each element lies.
+    pub elements: Vec<Range<usize>>,
+    /// Just after the array's `]`.
+    pub end: usize,
+}
+
 /// Where each element of the array that opens at `open` lies, when every element is an object
 /// and only whitespace and single commas lie between them. `None` otherwise, or when the text
 /// ends first.
-pub fn object_elements(text: &[u8], open: usize) -> Option<Vec<Range<usize>>> {
-    /// What may come next between the array's elements.
-    #[derive(PartialEq)]
-    enum Next {
-        FirstOrEnd,
-        CommaOrEnd,
-        Element,
-    }
+pub fn object_elements(text: &[u8], open: usize) -> Option<ObjectElements> {
     if text.get(open) != Some(&b'[') {
         return None;
     }
     let mut elements = Vec::new();
     let mut structure = Structure::new(text, open);
     structure.next()?; // the `[` itself
-    let mut next = Next::FirstOrEnd;
     let mut depth = 0usize;
-    // Where the text between elements (whitespace only) begins.
+    // Where the text between elements begins: whitespace, then a comma unless it is the first.
     let mut gap_from = open + 1;
     let mut start = 0;
     while let Some(at) = structure.next() {
         let b = text[at];
         if depth == 0 {
-            if !text[gap_from..at].iter().all(|&c| is_whitespace(c)) {
-                return None;
-            }
-            match (b, &next) {
-                (b'{', Next::FirstOrEnd | Next::Element) => {
+            let first = elements.is_empty();
+            let gap = &text[gap_from..at];
+            match b {
+                b'{' if separates(gap, !first) => {
                     start = at;
                     depth = 1;
                 }
-                (b',', Next::CommaOrEnd) => {
-                    next = Next::Element;
-                    gap_from = at + 1;
+                b']' if separates(gap, false) => {
+                    return Some(ObjectElements {
+                        elements,
+                        end: at + 1,
+                    })
                 }
-                (b']', Next::FirstOrEnd | Next::CommaOrEnd) => return Some(elements),
                 _ => return None,
             }
             continue;
         }
         match b {
             b'{' | b'[' => depth += 1,
-            b'}' | b']' => {
+            _ => {
                 depth -= 1;
                 if depth == 0 {
                     if b != b'}' {
                         return None;
                     }
                     elements.push(start..at + 1);
-                    next = Next::CommaOrEnd;
                     gap_from = at + 1;
                 }
             }
-            _ => {}
         }
     }
     None
+}
+
+/// Whether `gap` is whitespace, with one comma in it when `comma`.
+#[inline]
+fn separates(gap: &[u8], comma: bool) -> bool {
+    let mut commas = 0;
+    for &b in gap {
+        match b {
+            b',' => commas += 1,
+            b if is_whitespace(b) => {}
+            _ => return false,
+        }
+    }
+    commas == usize::from(comma)
 }
 
 #[cfg(test)]
@@ -367,7 +389,9 @@ mod tests {
     fn elements_agree(text: &str) {
         let value: Value = serde_json::from_str(text).unwrap();
         let open = text.find('[').unwrap();
-        let spans = object_elements(text.as_bytes(), open).expect("an array of objects");
+        let scanned = object_elements(text.as_bytes(), open).expect("an array of objects");
+        assert_eq!(scanned.end, text.trim_end().len());
+        let spans = scanned.elements;
         let expected = value.as_array().unwrap();
         assert_eq!(spans.len(), expected.len(), "{text}");
         for (span, element) in spans.iter().zip(expected) {
@@ -411,9 +435,10 @@ mod tests {
     fn members_are_found_with_their_values() {
         let text = br#" {"model":"m", "tools" : [{"a":"}"}], "n":-1.5e3,"input":[{}],"x":null} "#;
         let mut found = Vec::new();
-        members(text, |m| {
-            found.push((String::from_utf8(m.name.to_vec()).unwrap(), m.value));
-            Some(())
+        members(text, |name, start| {
+            let end = value_end(text, start)?;
+            found.push((String::from_utf8(name.to_vec()).unwrap(), start..end));
+            Some(end)
         })
         .unwrap();
         let names: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
@@ -424,9 +449,10 @@ mod tests {
         assert_eq!(value(2), "-1.5e3");
         assert_eq!(value(3), "[{}]");
         assert_eq!(value(4), "null");
-        assert!(members(br#"{"a\"b":1}"#, |_| Some(())).is_none());
-        assert!(members(br#"[1]"#, |_| Some(())).is_none());
-        assert!(members(br#"{"a":1} x"#, |_| Some(())).is_none());
+        let skip = |text: &'static [u8]| members(text, |_, start| value_end(text, start));
+        assert!(skip(br#"{"a\"b":1}"#).is_none());
+        assert!(skip(br#"[1]"#).is_none());
+        assert!(skip(br#"{"a":1} x"#).is_none());
     }
 
     fn json_value() -> impl Strategy<Value = Value> {
@@ -468,7 +494,8 @@ mod tests {
                 false => serde_json::to_string(&object).unwrap(),
             };
             let mut values = Vec::new();
-            members(text.as_bytes(), |m| { values.push(m.value); Some(()) }).unwrap();
+            let bytes = text.as_bytes();
+            members(bytes, |_, start| { let end = value_end(bytes, start)?; values.push(start..end); Some(end) }).unwrap();
             prop_assert_eq!(values.len(), 2);
             let read: Value = serde_json::from_str(&text[values[0].clone()]).unwrap();
             prop_assert_eq!(read, value);
