@@ -16,17 +16,18 @@
 //!
 //! # Writes
 //!
-//! One writer thread makes every write. Callers hand it their encoded rows through a bounded
-//! queue ([`WRITE_QUEUE`]). A full queue fails at once with
-//! [`StoreError::Unavailable`]`("write queue full")`, which the ledger counts as a failed
-//! record. After a request arrives the thread sleeps [`LINGER`], so the requests behind it
-//! gather without waking it one by one, then puts every waiting record (up to [`MAX_BATCH`])
-//! into one atomic batch and tells each request's owner how it ended. `put_response` waits for
-//! that. `queue_response`, which the ledger records answers with, does not: the record is
-//! remembered ([`Recent`]) as it is queued, so lookups find it at once, and the writer counts
-//! the commit on the ledger's counters. No answer waits on the disk, and the proxy's threads do
-//! not take turns for each record, which on one core cost more than the writes
-//! (docs/benchmarks.md, "the embedded store's queue").
+//! The request thread hands a record over in one push ([`pending`]): its compact binary form
+//! ([`compact`]) into the next slot of a fixed ring of [`WRITE_QUEUE`] slots, and its keys
+//! marked pending in a fixed table, so every lookup finds it from the moment the push returns.
+//! No map grows, nothing is cached, encoded for the tree or added to the key filter there. A
+//! full ring fails at once with [`StoreError::Unavailable`]`("write queue full")`, which the
+//! ledger counts as a failed record. One writer thread ([`writer`]) makes every write: after
+//! a record arrives it sleeps [`LINGER`], so the records behind it gather without waking it one
+//! by one, then takes every waiting record (up to [`MAX_BATCH`]) in order, commits them in one
+//! atomic batch, adds their keys to the key filter and their compact form to the recent index
+//! ([`Recent`]), counts each commit on the ledger's counters, and only then frees their slots:
+//! a record is always in the ring or in the tree. No answer waits on the disk
+//! (docs/operations.md#state-backends, docs/benchmarks.md).
 //!
 //! Durability: a batch is visible to every read when it commits, and its journal entry is
 //! handed to the OS then (fjall writes its journal buffer out with each batch); it is written
@@ -43,11 +44,13 @@
 //! snapshot: a read the tree's cache cannot answer reads the disk, and on a two-core host a
 //! stalled runtime worker is half the proxy.
 //!
-//! Two things in memory spare most lookups that trip: a Bloom filter of every key in the store
-//! ([`Filters`], 2 MiB to 64 MiB, filled from the keyspaces' keys when the store opens and as
-//! records are queued, and grown as the store grows) answers "not recorded" at once, and the records this process wrote or read
-//! lately ([`Recent`], up to 32 MiB of them) answer the next turn's lookups. Only a key that is
-//! in neither goes to the tree, and what that read finds is kept in [`Recent`] for the next.
+//! Three things in memory spare most lookups that trip, asked in this order: the pending ring
+//! (the records not yet committed), the recent index ([`Recent`]: the records committed or read
+//! lately, in a fixed ring of bytes, a quarter of `[state] max_memory_bytes`), and a Bloom
+//! filter of every key in the tree ([`Filters`], 2 MiB to 64 MiB, filled from the keyspaces'
+//! keys when the store opens and by the writer as it commits, and grown as the store grows),
+//! which answers "not recorded" at once. Only a key that is in none goes to the tree, and what
+//! that read finds is kept in [`Recent`] for the next, unless a newer record may exist.
 //!
 //! # Expiry
 //!
