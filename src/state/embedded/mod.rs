@@ -181,6 +181,7 @@ struct Inner {
     /// What the request threads and the writer share.
     shared: Arc<Shared>,
     /// The tests' sweeps, for the writer.
+    #[cfg_attr(not(test), allow(dead_code))]
     commands: SyncSender<Command>,
     writer: Option<JoinHandle<()>>,
     limiter: LocalRateLimiter,
@@ -442,6 +443,7 @@ impl EmbeddedStore {
         Ok(())
     }
 
+    #[cfg_attr(not(test), allow(dead_code))]
     fn send(&self, command: Command) -> Result<(), StoreError> {
         self.inner.commands.try_send(command).map_err(|e| match e {
             TrySendError::Full(_) => StoreError::Unavailable("command queue full".into()),
@@ -461,10 +463,10 @@ impl EmbeddedStore {
                 .ok()
                 .filter(|response| response.id == id && !response.is_expired(now))
         };
-        if let Some((_, response)) = shared.pending.find(&key, &read) {
+        if let Some((_, response)) = shared.pending.find(&key, read) {
             return Ok(Some(response));
         }
-        if let Some(response) = shared.recent.find(&key, now, &read) {
+        if let Some(response) = shared.recent.find(&key, now, read) {
             return Ok(Some(response));
         }
         if !shared.filters.may_contain(&key) {
@@ -526,8 +528,8 @@ impl EmbeddedStore {
                     find(&response, k).filter(|_| !response.is_expired(now))
                 };
                 let item = self
-                    .pending_item(&store_key, &read)
-                    .or_else(|| shared.recent.find(&store_key, now, &read));
+                    .pending_item(&store_key, read)
+                    .or_else(|| shared.recent.find(&store_key, now, read));
                 if item.is_none() && shared.filters.may_contain(&store_key) {
                     unsure.push(i);
                 }

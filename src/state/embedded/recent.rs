@@ -64,6 +64,7 @@ impl Recent {
     }
 
     /// The bytes the ring and the key table take.
+    #[cfg(test)]
     pub(super) fn footprint(&self) -> usize {
         let index = self.read();
         index.ring.len() + std::mem::size_of_val(&*index.keys)
