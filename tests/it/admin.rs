@@ -261,6 +261,8 @@ async fn known_traffic_moves_exactly_the_counters_it_should() {
         (ledger("lookup", "miss"), 1.0),
         (bytes_out("openai"), sent as f64),
         (bytes_out("down"), sent_down as f64),
+        // The items of the rejected and the monitored request (the others send text).
+        ("replaygate_gate_items_judged_total".to_owned(), 4.0),
     ]
     .into_iter()
     .collect();
