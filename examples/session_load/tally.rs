@@ -87,11 +87,7 @@ impl Tally {
             },
             non_200: self.non_200,
             errors: self.errors,
-            mean_body_bytes: if requests == 0 {
-                0
-            } else {
-                self.body_bytes / requests
-            },
+            mean_body_bytes: self.body_bytes.checked_div(requests).unwrap_or(0),
             sessions: self.sessions,
             turns_per_session: if self.sessions == 0 {
                 0.0
