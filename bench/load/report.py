@@ -237,7 +237,7 @@ def main():
            if t.removesuffix("-cont") not in SATURATION_ONLY}
     low = {(t, s): load(results, t, s, "latency-litellm") for t in fixed for s in sizes
            if "litellm" in targets and t in PEER_TARGETS}
-    # Growing sessions are measured from 16 KiB up only.
+    # Growing sessions are measured from 16 KiB to 256 KiB only.
     grown = {(t, s): load(results, t, s, "session") for t in targets for s in sizes
              if t.endswith("-session") and (results / f"{t}-{s}-session.json").exists()}
     rps = {k: answered(r) for k, r in sat.items()}
