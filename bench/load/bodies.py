@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes deterministic agent-history request bodies of exact sizes for the load harness.
 
-    bench/load/bodies.py [--continue RESPONSE] OUT_DIR [SIZE ...]
+    bench/load/bodies.py [--full] [--continue RESPONSE] OUT_DIR [SIZE ...]
                                   # sizes in bytes; default 1024 16384 262144 1048576
 
 Each body is a coding agent's session as a Responses request: function tools with JSON Schemas
@@ -10,6 +10,10 @@ reasoning summaries, and completed function_call / function_call_output pairs wh
 fit their tool. Every item is one the gate fully checks, and every body is allowed for provider
 `openai`. The same size always gives the same bytes (a fixed linear congruential generator), and
 the last user message is sized so the body is exactly SIZE bytes. Writes OUT_DIR/SIZE.json.
+
+A body under 8 KiB is the start of a narrow agent's session (one tool, no developer message);
+`--full` makes every body a full agent's, all four tools declared, whatever its size: the
+growing session's first turn (`examples/session_load.rs`), whose answers call any of them.
 
 With `--continue RESPONSE` (a Responses JSON answer, e.g. bench/load/response.json), each body
 is the next turn after that answer: `previous_response_id` names the answer's `id`, and a
@@ -116,8 +120,11 @@ def call(rng, name, small=False):
     return args, json.dumps(hits)
 
 
-def units(rng, names, small):
-    """Endless turns of a session, each a list of items that belong together."""
+def units(rng, names, small, paired):
+    """Endless turns of a session, each a list of items that belong together; with `paired`, a
+    reasoning item in one with the call it led to, so a body never ends up with one left
+    without it (a repair; OpenAI refuses it). Without it, the bodies stay as they were measured
+    before `--full`."""
     if not small:
         yield [{"type": "message", "role": "developer",
                 "content": "You are a careful coding agent. Prefer small, safe changes."}]
@@ -126,29 +133,36 @@ def units(rng, names, small):
         words = 6 + rng.below(6) if small else 10 + rng.below(40)
         yield [{"type": "message", "role": "user",
                 "content": [{"type": "input_text", "text": prose(rng, words)}]}]
+        reasoning = []
         if rng.below(100) < 40:
-            yield [{"type": "reasoning", "id": f"rs_{rng.next():016x}",
-                    "summary": [{"type": "summary_text", "text": prose(rng, 15 + rng.below(30))}]}]
+            reasoning = [{"type": "reasoning", "id": f"rs_{rng.next():016x}",
+                          "summary": [{"type": "summary_text",
+                                       "text": prose(rng, 15 + rng.below(30))}]}]
+        if reasoning and not paired:
+            yield reasoning
+            reasoning = []
         for _ in range(1 + rng.below(3)):
             calls += 1
             name = rng.pick(names)
             args, output = call(rng, name, small)
             call_id = f"call_{calls:06d}_{rng.next():08x}"
-            yield [{"type": "function_call", "id": f"fc_{calls:06d}", "call_id": call_id,
-                    "name": name, "arguments": json.dumps(args, separators=(",", ":")),
-                    "status": "completed"},
-                   {"type": "function_call_output", "call_id": call_id, "output": output}]
+            yield reasoning + [
+                {"type": "function_call", "id": f"fc_{calls:06d}", "call_id": call_id,
+                 "name": name, "arguments": json.dumps(args, separators=(",", ":")),
+                 "status": "completed"},
+                {"type": "function_call_output", "call_id": call_id, "output": output}]
+            reasoning = []
         yield [{"type": "message", "id": f"msg_{rng.next():016x}", "role": "assistant",
                 "status": "completed",
                 "content": [{"type": "output_text", "text": prose(rng, 20 + rng.below(60)),
                              "annotations": []}]}]
 
 
-def history(rng, budget, names, small):
+def history(rng, budget, names, small, paired=False):
     """Whole turns while they fit in `budget` bytes (a turn that does not fit is skipped, up to
     a few times in a row, so small bodies still fill up)."""
     items, size, misses = [], 0, 0
-    for unit in units(rng, names, small):
+    for unit in units(rng, names, small, paired):
         cost = sum(len(json.dumps(i, separators=(",", ":"))) + 1 for i in unit)
         if size + cost > budget:
             misses += 1
@@ -174,11 +188,12 @@ def continuation(answer, replay):
     return items
 
 
-def body(size, answer=None):
-    """A request body of exactly `size` bytes; with `answer`, the turn after it."""
+def body(size, answer=None, full=False):
+    """A request body of exactly `size` bytes; with `answer`, the turn after it; with `full`, a
+    full agent's even when small."""
     rng = Lcg(0x5EED_0000 + size)
     # A small body is the start of a narrow agent's session: one tool, no developer message.
-    small = size < 8192
+    small = size < 8192 and not full
     declared = tools()[3:] if small else tools()
     tail = []
     if answer is not None:
@@ -191,7 +206,7 @@ def body(size, answer=None):
     if answer is not None:
         request["previous_response_id"] = answer["id"]
     fixed = len(json.dumps(request, separators=(",", ":")))
-    request["input"] = history(rng, size - fixed - 80, names, small) + tail
+    request["input"] = history(rng, size - fixed - 80, names, small, full) + tail
     # The closing user turn takes up the slack, one ASCII character per byte.
     closing = {"type": "message", "role": "user", "content": ""}
     request["input"].append(closing)
@@ -208,6 +223,9 @@ def body(size, answer=None):
 def main():
     args = sys.argv[1:]
     answer = None
+    full = args[:1] == ["--full"]
+    if full:
+        args = args[1:]
     if args[:1] == ["--continue"] and len(args) >= 2:
         answer = json.loads(Path(args[1]).read_text())
         args = args[2:]
@@ -217,7 +235,7 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     sizes = [int(s) for s in args[1:]] or [1024, 16384, 262144, 1048576]
     for size in sizes:
-        (out / f"{size}.json").write_bytes(body(size, answer))
+        (out / f"{size}.json").write_bytes(body(size, answer, full))
 
 
 if __name__ == "__main__":

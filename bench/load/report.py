@@ -3,26 +3,33 @@
 
 RESULTS_DIR holds meta.json (written by bench/load/run) and one oha JSON report per target,
 body size and kind (`TARGET-SIZE-saturation.json`, `TARGET-SIZE-latency.json`, and with LiteLLM
-measured `TARGET-SIZE-latency-litellm.json` for the others at LiteLLM's rate). The targets are
-those meta.json lists (a run limited by LOAD_TARGETS has fewer): the comparison with nginx
-covers the targets of it that were measured (LiteLLM among them), the ledger's table each ledger
-target beside replaygate with the ledger off, on the same bodies.
+measured `TARGET-SIZE-latency-litellm.json` for the others at LiteLLM's rate); a growing-session
+target ("-session") has the session generator's JSON instead (`TARGET-SIZE-session.json`,
+examples/session_load.rs). The targets are those meta.json lists (a run limited by LOAD_TARGETS
+has fewer): the comparison with nginx covers the targets of it that were measured (LiteLLM and
+the repository's default configuration among them), the ledger's table each ledger target beside
+replaygate with the ledger off, on the same bodies, and the sessions' table each session target
+beside nginx on the same sessions.
 """
 
 import json
 import sys
 from pathlib import Path
 
-TARGETS = ["direct", "nginx", "replaygate", "replaygate-info", "ungated", "hyper", "litellm"]
+TARGETS = ["direct", "nginx", "replaygate", "replaygate-info", "default", "ungated", "hyper",
+           "litellm"]
 # "ungated" (the proxy without the gate) and "hyper" (a bare hyper proxy) are measured at
-# saturation only; LiteLLM's latency at its own, lower rate has a table of its own.
+# saturation only; LiteLLM's latency at its own, lower rate has a table of its own, with these
+# beside it.
 SATURATION_ONLY = {"ungated", "hyper"}
-LATENCY_TARGETS = TARGETS[:4]
+LATENCY_TARGETS = TARGETS[:5]
+PEER_TARGETS = TARGETS[:4]
 LEDGER_TARGETS = ["ledger-memory", "ledger-embedded", "ledger-redis"]
+SESSION_TARGETS = ["nginx-session", "default-session", "replaygate-session"]
 NAMES = {"direct": "direct", "nginx": "nginx", "replaygate": "replaygate",
-         "replaygate-info": "replaygate (info)", "ungated": "gate off", "hyper": "bare hyper",
-         "ledger-memory": "memory", "ledger-embedded": "embedded", "ledger-redis": "redis",
-         "litellm": "LiteLLM"}
+         "replaygate-info": "replaygate (info)", "default": "default", "ungated": "gate off",
+         "hyper": "bare hyper", "ledger-memory": "memory", "ledger-embedded": "embedded",
+         "ledger-redis": "redis", "litellm": "LiteLLM"}
 SIZES = {1024: "1 KiB", 16384: "16 KiB", 262144: "256 KiB", 1048576: "1 MiB"}
 
 
@@ -48,6 +55,9 @@ def ms(seconds):
 
 
 def name(target):
+    if target.endswith("-session"):
+        base = target.removesuffix("-session")
+        return NAMES.get(base, base) + (", ledger off" if base == "replaygate" else "")
     base = target.removesuffix("-cont")
     return NAMES.get(base, base) + (" (cont.)" if target.endswith("-cont") else "")
 
@@ -84,10 +94,14 @@ def classic(meta, sizes, rps, lat):
             if t == "replaygate" and "direct" in measured:
                 row.append(f"{r / rps[('direct', s)]:.2f}x")
             if t not in ("direct", "nginx", "replaygate", "litellm") and "nginx" in measured:
-                row.append(f"{r / rps[('nginx', s)]:.2f}x")
+                versus = f"{r / rps[('nginx', s)]:.2f}x"
+                row.append(f"**{versus}**" if t == "default" else versus)
             if t == "litellm" and "replaygate" in measured:
                 row.append(f"**{rps[('replaygate', s)] / r:.1f}x**")
         out.append("| " + " | ".join(row) + " |")
+    if "default" in measured and "default" in meta["rss_mib"]:
+        out += ["", f"default's peak RSS (VmHWM over the whole run, every body size it served, "
+                f"growing sessions among them where measured): {meta['rss_mib']['default']} MiB."]
     timed = [t for t in LATENCY_TARGETS if t in measured]
     if timed:
         with_direct = "direct" in measured and any(t.startswith("replaygate") for t in timed)
@@ -114,7 +128,7 @@ def peer(meta, sizes, rps, lat, low):
     """LiteLLM's latency at its rate, beside the others measured again at that rate."""
     if "litellm" not in meta["targets"]:
         return []
-    timed = [t for t in LATENCY_TARGETS if t in meta["targets"]] + ["litellm"]
+    timed = [t for t in PEER_TARGETS if t in meta["targets"]] + ["litellm"]
     rate = meta["litellm_rate"]
     under = all(rate < rps[("litellm", s)] for s in sizes)
     where = ("under its saturation throughput above" if under else
@@ -180,16 +194,52 @@ def ledger(meta, sizes, rps, lat):
     return out
 
 
+def sessions(meta, runs):
+    """The growing sessions: each session target beside nginx on the same sessions."""
+    present = [t for t in SESSION_TARGETS if t in meta["targets"]]
+    if not present:
+        return []
+    out = [
+        f"Growing sessions (`examples/session_load.rs`, {meta['connections']} connections, "
+        f"{meta['seconds']} s): each turn is sent after the answer to the one before and is its "
+        "input plus the answer's output items and an output for each call, from a history of a "
+        "quarter of the size goal to the first turn past it; *vs nginx* is the throughput over "
+        "nginx's on the same sessions, the latency (p50 / p99 in ms) is at saturation, and "
+        "*client CPU* is the generator's own CPU time over the run's:",
+        "",
+        "| size goal | target | requests/s | vs nginx | p50 / p99 | mean body | turns per session "
+        "| client CPU |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for s in sorted({s for _, s in runs}):
+        for t in present:
+            r = runs[(t, s)]
+            nginx = runs.get(("nginx-session", s))
+            versus = (f"**{r['requests_per_s'] / nginx['requests_per_s']:.2f}x**"
+                      if nginx and t != "nginx-session" else "-")
+            cpu = r.get("client_cpu_s")
+            out.append(
+                f"| {SIZES.get(s, s)} | {name(t)} | {r['requests_per_s']:,.0f} | {versus} | "
+                f"{r['latency_ms']['p50']:.2f} / {r['latency_ms']['p99']:.2f} | "
+                f"{r['mean_body_bytes'] / 1024:,.1f} KiB | {r['turns_per_session']:.1f} | "
+                + (f"{cpu / r['seconds']:.0%} |" if cpu is not None else "- |"))
+    return out
+
+
 def main():
     results = Path(sys.argv[1])
     meta = json.loads((results / "meta.json").read_text())
     sizes = sorted(int(s) for s in meta["rates"])
     targets = meta["targets"]
-    sat = {(t, s): load(results, t, s, "saturation") for t in targets for s in sizes}
-    lat = {(t, s): load(results, t, s, "latency") for t in targets for s in sizes
+    fixed = [t for t in targets if not t.endswith("-session")]
+    sat = {(t, s): load(results, t, s, "saturation") for t in fixed for s in sizes}
+    lat = {(t, s): load(results, t, s, "latency") for t in fixed for s in sizes
            if t.removesuffix("-cont") not in SATURATION_ONLY}
-    low = {(t, s): load(results, t, s, "latency-litellm") for t in targets for s in sizes
-           if "litellm" in targets and t in LATENCY_TARGETS}
+    low = {(t, s): load(results, t, s, "latency-litellm") for t in fixed for s in sizes
+           if "litellm" in targets and t in PEER_TARGETS}
+    # Growing sessions are measured from 16 KiB to 256 KiB only.
+    grown = {(t, s): load(results, t, s, "session") for t in targets for s in sizes
+             if t.endswith("-session") and (results / f"{t}-{s}-session.json").exists()}
     rps = {k: answered(r) for k, r in sat.items()}
 
     described = [
@@ -199,6 +249,13 @@ def main():
         ("replaygate", '**replaygate** with `[log] level = "warn"`'),
         ("replaygate-info", "**replaygate (info)** with the default info-level access log "
          "written to a file"),
+        ("default", "**default** replaygate with the repository's own `proxy.toml`, as users "
+         f"run it ({meta.get('default_runs', '').split(': ', 1)[-1]}; every item gated), "
+         "with only its listen and admin addresses, the openai provider's `base_url` and "
+         "`auth` (the upstream, no key) and the state directory changed "
+         "(`bench/load/default_config.py`), its log lines written to a file (two of them "
+         "warnings at start: the file's Bedrock providers, which the run does not use, have no "
+         "key in the environment)"),
         ("ungated", "**gate off** the warn-level replaygate on a path it forwards without gating "
          "(`/v1/chat/completions`, same body): what the proxy costs without the gate"),
         ("hyper", "**bare hyper** the least a proxy built on hyper does "
@@ -218,7 +275,7 @@ def main():
          "`api_base` the upstream); it parses the request and answers with its own "
          "serialization of the upstream's response, not the upstream's bytes"),
     ]
-    bases = {t.removesuffix("-cont") for t in targets}
+    bases = {t.removesuffix("-cont").removesuffix("-session") for t in targets}
     parts = [text for t, text in described if t in bases]
     rss = ", ".join(f"{mib} MiB ({variant})" for variant, mib in meta["rss_mib"].items())
     out = [
@@ -231,18 +288,20 @@ def main():
         f"Pinning: {meta['pinning']}. 1-minute load average {meta['load_before']} before the run, "
         f"{meta['load_after']} after. Produced by `{meta.get('command', 'bench/load/run')}` "
         f"({meta['seconds']} s per point, {meta['connections']} connections, HTTP/1.1 keep-alive; "
-        "bodies from `bench/load/bodies.py`, each allowed for `openai` after a full check).",
+        "bodies from `bench/load/bodies.py`, each allowed for `openai` after a full check under "
+        "the repository's `proxy.toml`).",
         "",
         "Targets: " + ", ".join(parts[:-1]) + (", and " if len(parts) > 1 else "") + parts[-1] + ". "
         "replaygate runs with the ledger off (`[ledger] enabled = false`) except in the ledger's "
-        "targets. Each target gets the same body on every request, so after the first "
+        "targets and default, and with no item profile except in default. Each oha target gets "
+        "the same body on every request, so after the first "
         "one every function call hits replaygate's memory of passed calls (`[gate] "
         "passed_calls_bytes`), as most of a replayed agent history does; the gate benchmark "
         "has the first-seen cost."
         + (" Every answer has the same ids (`LOAD_FIXED_IDS=1`): a ledger rewrites one record."
            if meta.get("fixed_ids") else
-           " Every answer has new ids (a new response with new items, as a provider's answers "
-           "have), so a ledger records a new entry each time.")
+           " Every answer has new ids (a new response with new items and call ids, as a "
+           "provider's answers have), so a ledger records a new entry each time.")
         + (" Targets marked (cont.) get the continuation bodies (`bodies.py --continue`): the "
            "turn after the upstream's answer, naming it as `previous_response_id`, so the "
            "ledger's lookups find it." if any(t.endswith("-cont") for t in targets) else ""),
@@ -260,6 +319,9 @@ def main():
     led = ledger(meta, sizes, rps, lat)
     if led:
         out += [""] + led
+    grew = sessions(meta, grown)
+    if grew:
+        out += [""] + grew
     warned = {v: n for v, n in meta.get("warnings", {}).items() if n}
     recorded = {v: r for v, r in meta.get("records", {}).items() if r["written"] or r["not_written"]}
     out += [
@@ -276,6 +338,8 @@ def main():
     bad = [f"{t} {s} {kind}: {problems(r)}"
            for kind, runs in (("saturation", sat), ("latency", lat), ("latency at LiteLLM's rate", low))
            for (t, s), r in runs.items() if problems(r)]
+    bad += [f"{t} {s}: {r['non_200'] + r['errors']}" for (t, s), r in grown.items()
+            if r["non_200"] or r["errors"]]
     if bad:
         out.append("Non-200 answers or errors: " + ", ".join(bad) + ".")
     else:

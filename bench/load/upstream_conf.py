@@ -7,8 +7,11 @@ prefix (the run's directory for it) and its answer, bench/load/response.json.
 Every id in the answer (the response's and each output item's) carries a tag nginx fills in for
 each request: by default the request's own `$request_id` (32 random hex digits), so each answer
 is a new response with new items, as a provider's are, and a ledger records a new entry each
-time rather than rewriting one. A request with the header `x-load-fixed-ids: 1` gets the ids of
-response.json as they are: the answer the continuation bodies (`bodies.py --continue`) continue.
+time rather than rewriting one. So does each function call's `call_id` (`call_` then the tag
+before response.json's own), as a provider gives each call its own: a growing session
+(examples/session_load.rs) that replays many answers holds many calls, each answered once. A
+request with the header `x-load-fixed-ids: 1` gets the ids of response.json as they are: the
+answer the continuation bodies (`bodies.py --continue`) continue.
 """
 import pathlib
 import sys
@@ -28,6 +31,9 @@ def main() -> None:
     tagged = answer.replace("\\", "\\\\").replace(f'_{FIXED_TAG}', "_${answer_tag}")
     if tagged.count("${answer_tag}") < 2:
         sys.exit(f"response.json's ids no longer start with {FIXED_TAG}")
+    tagged = tagged.replace('"call_id":"call_', '"call_id":"call_${call_tag}')
+    if "${call_tag}" not in tagged:
+        sys.exit("response.json's function call has no call_id starting with call_")
     conf = (HERE / "upstream.conf").read_text()
     conf = conf.replace("@PORT@", port).replace("@PREFIX@", prefix)
     conf = conf.replace("@FIXED_TAG@", FIXED_TAG).replace("@RESPONSE@", tagged)

@@ -6,6 +6,7 @@
 mod support;
 
 mod admin;
+mod bench_default_config;
 mod buffered_bytes;
 mod cli_check;
 mod client_faults;
