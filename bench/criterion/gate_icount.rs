@@ -9,7 +9,8 @@
 //! `floor` is serde_json passing over the body (`IgnoredAny`); `reader` is the gate's own reader
 //! doing the same, the least any reading of the body by the gate can cost. `next_turn` is the
 //! `item_profile` check of the body as the next turn of a session whose previous turn (the body
-//! less its last items) was judged and kept: scanned, read and judged only for its new items
+//! less its last items) was judged and kept: probed, its old text hashed, read and judged only
+//! for its new items, and its whole input kept
 //! (docs/incremental-judging.md).
 //!
 //! Under `cargo bench` (which passes `--bench`) it does nothing.

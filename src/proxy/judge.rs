@@ -23,7 +23,7 @@ use super::snapshot::Snapshot;
 use super::state::ProxyState;
 use super::teams::Team;
 use crate::error::ApiError;
-use crate::gate::{self, InputScan, ItemsAt, LedgerQuery, Provenance, StateAccess, Target, Verdict};
+use crate::gate::{self, Continued, InputProbe, ItemsAt, LedgerQuery, Provenance, StateAccess, Target, Verdict};
 use crate::ledger::CallIds;
 
 /// Bodies up to this size are read and decided on the worker (parsing 64 KiB takes some 50 µs).
@@ -159,11 +159,15 @@ struct Read {
     body: ReadBody,
     /// The provider it goes to.
     provider: String,
-    /// Where its items are, when judged inputs are kept and it could be read after one (and
+    /// Where its input starts, when judged inputs are kept and it could be read after one (and
     /// its own kept for the next turn).
-    scan: Option<InputScan>,
-    /// The input judged before that it was read after (its items not read again).
+    probe: Option<InputProbe>,
+    /// Whether its input is kept once judged clean: its lead was seen before.
+    keep: bool,
+    /// The input judged before that it was read after (its items not read again), and where
+    /// it was read from.
     known: Option<Arc<Kept>>,
+    continued: Option<Continued>,
     /// What the ledger is asked about it.
     query: Option<LedgerQuery>,
 }
@@ -234,7 +238,7 @@ impl Context {
             let after_known = read
                 .known
                 .as_ref()
-                .map(|known| known.prefix.query_after(read.request()));
+                .map(|known| known.input.prefix().query_after(read.request()));
             let query = match after_known {
                 Some(Some(query)) => query,
                 // The query cannot be told from the new items: the body is read whole.
@@ -343,29 +347,33 @@ impl Context {
     /// (docs/incremental-judging.md).
     fn read_now(&self, body: Bytes, charset: Result<(), ApiError>, reuse: bool) -> Result<Read, ApiError> {
         let at = self.at;
-        let scan = match (&self.state.judged, at) {
-            (Some(_), ItemsAt::Input) if reuse => InputScan::of(&body, self.context),
+        let probe = match (&self.state.judged, at) {
+            (Some(_), ItemsAt::Input) if reuse => InputProbe::of(&body, self.context),
             _ => None,
         };
-        let known = scan
+        let judged = self.state.judged.as_ref();
+        let keep = probe
             .as_ref()
-            .zip(self.state.judged.as_ref())
-            .and_then(|(scan, judged)| judged.longest(scan));
-        // A body that does not read after the known items (any error among the rest
-        // included) is read whole, so that it gets the whole reading's answer.
-        let after_known = known.and_then(|(count, kept)| {
-            let items = scan.as_ref()?.known(count);
-            let spans = self.remembers;
-            let read = ReadBody::try_new(body.clone(), |body| {
-                gate::parse_after_known(body, at, spans, items)
-            });
-            read.ok()
-                .filter(|read| read.borrow_dependent().known_items() == count)
-                .map(|read| (read, kept))
+            .zip(judged)
+            .is_some_and(|(probe, judged)| judged.keeps(probe));
+        let found = probe
+            .as_ref()
+            .zip(judged)
+            .and_then(|(probe, judged)| judged.find(probe, &body));
+        // A body that does not read after the known items (any error among the rest included),
+        // or that has other tools or another model than they were judged with, is read whole,
+        // so that it gets the whole reading's answer.
+        let after_known = found.and_then(|(continued, kept)| {
+            let items = continued.known();
+            let read = ReadBody::try_new(body.clone(), |body| gate::parse_after_known(body, at, true, items)).ok()?;
+            let request = read.borrow_dependent();
+            let alike = request.known_items() == items.count && kept.input.decides_alike(request);
+            alike.then_some((read, kept, continued))
         });
-        let (body, known) = match after_known {
-            Some((read, kept)) => (read, Some(kept)),
-            None => (self.parse_whole(body)?, None),
+        let spans = self.remembers || probe.is_some();
+        let (body, known, continued) = match after_known {
+            Some((read, kept, continued)) => (read, Some(kept), Some(continued)),
+            None => (self.parse_whole(body, spans)?, None, None),
         };
         let request = body.borrow_dependent();
         let asker = &self.asker;
@@ -381,18 +389,20 @@ impl Context {
         Ok(Read {
             provider: name.to_owned(),
             body,
-            scan,
+            keep: keep || known.is_some(),
+            probe,
             known,
+            continued,
             query: None,
         })
     }
 
-    /// The gate's reading of the whole body.
-    fn parse_whole(&self, body: Bytes) -> Result<ReadBody, ApiError> {
+    /// The gate's reading of the whole body, noting where its items lie with `spans`.
+    fn parse_whole(&self, body: Bytes, spans: bool) -> Result<ReadBody, ApiError> {
         let at = self.at;
         // What the ledger judges (`item_tampered`) reads replayed items' texts where this one
-        // reading of the body noted them.
-        Ok(match self.remembers {
+        // reading of the body noted them, and a kept input is known by its items' text.
+        Ok(match spans {
             true => ReadBody::try_new(body, |body| gate::parse_noting_spans(body, at))?,
             false => ReadBody::try_new(body, |body| gate::parse_with(body, at))?,
         })
@@ -402,10 +412,12 @@ impl Context {
     /// judged as when its new items alone cannot tell the verdict. Its provider and query stay.
     fn read_whole(&self, read: &Read) -> Result<Read, ApiError> {
         Ok(Read {
-            body: self.parse_whole(read.body.borrow_owner().clone())?,
+            body: self.parse_whole(read.body.borrow_owner().clone(), true)?,
             provider: read.provider.clone(),
-            scan: read.scan.clone(),
+            probe: read.probe.clone(),
+            keep: read.keep,
             known: None,
+            continued: None,
             query: read.query.clone(),
         })
     }
@@ -434,14 +446,14 @@ impl Context {
         let target = target.with_carry_sessions(carries);
         let query = read.query.as_ref();
         let (verdict, kept) = match &read.known {
-            Some(known) => match state.gate.judge_after(request, &target, &known.prefix, query)? {
+            Some(known) => match state.gate.judge_after(request, &target, known.input.prefix(), query)? {
                 Some(judged) => judged,
                 // Only the whole body's judgment can tell.
                 None => return self.decide_now(&self.read_whole(read)?, facts, work),
             },
             None => state.gate.judge_keeping(request, &target, query)?,
         };
-        let judged_before = read.known.as_ref().map_or(0, |known| known.prefix.items());
+        let judged_before = read.known.as_ref().map_or(0, |known| known.input.prefix().items());
         state.metrics.count_items(request.items().len(), judged_before);
         let input_call_ids = match (self.remembers, &read.known) {
             (false, _) => CallIds::default(),
@@ -452,14 +464,18 @@ impl Context {
                 ids
             }
         };
-        // Kept only when the facts it was judged with are the ledger's answer to its query.
+        // Kept (from the second body of its lead on) only when the facts it was judged with
+        // are the ledger's answer to its query.
         let judged_prefixes = state
             .judged
             .as_ref()
-            .filter(|_| facts.is_none() || query.is_some());
-        if let Some(((judged, scan), prefix)) = judged_prefixes.zip(read.scan.as_ref()).zip(kept) {
-            let call_ids = input_call_ids.clone();
-            judged.keep(scan, Kept { prefix, call_ids });
+            .filter(|_| read.keep && (facts.is_none() || query.is_some()));
+        if let Some(((judged, probe), prefix)) = judged_prefixes.zip(read.probe.as_ref()).zip(kept) {
+            let body = read.body.borrow_owner();
+            if let Some(input) = probe.keep(body, read.continued.as_ref(), request, prefix) {
+                let call_ids = input_call_ids.clone();
+                judged.keep(probe, Kept { input, call_ids });
+            }
         }
         // A refused request is not forwarded, so nothing is cut from it.
         let stripped = match verdict.is_allowed() {

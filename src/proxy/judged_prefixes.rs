@@ -1,34 +1,54 @@
 //! The inputs the gate judged clean, kept so that the next turn of the same session is judged
 //! only for its new items (docs/incremental-judging.md). One cache per process, shared by the
-//! workers, bounded by `[gate] judged_prefix_bytes`, least recently used entries evicted.
+//! workers, bounded by `[gate] judged_prefix_bytes`, least recently used leads evicted.
+//!
+//! Inputs are found by their lead ([`InputProbe::lead`]: the caller's context and the text of
+//! the first items), the most recent first among those with the same lead. An input is kept
+//! from the second body with its lead on: a body whose lead was never seen (a single request,
+//! or a session's first turn) costs only its probe.
 
 use std::sync::Arc;
 
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 
-use crate::gate::{InputScan, JudgedPrefix};
+use crate::gate::{Continued, InputProbe, KeptInput};
 use crate::ledger::CallIds;
+
+/// The most inputs kept under one lead (sessions that begin alike: one agent's instructions
+/// and the same first request).
+const PER_LEAD: usize = 64;
+
+/// How many leads are remembered as seen: some 2 MiB.
+const SEEN_LEADS: usize = 64 * 1024;
 
 /// What is kept of one input judged clean.
 #[derive(Debug)]
 pub(crate) struct Kept {
-    /// What the gate needs to judge a body after these items.
-    pub(crate) prefix: JudgedPrefix,
-    /// The `call_id`s of the calls among them (what the ledger records of a request's input).
+    /// Its identity, and what the gate needs to judge a body after it.
+    pub(crate) input: KeptInput,
+    /// The `call_id`s of the calls among its items (what the ledger records of a request's
+    /// input).
     pub(crate) call_ids: CallIds,
 }
 
-/// The kept inputs by [`InputScan::key`].
+/// The inputs kept under one lead, the most recent first.
+#[derive(Debug, Default)]
+struct Lead {
+    kept: Vec<Arc<Kept>>,
+}
+
+/// The kept inputs by lead, and the leads seen.
 pub(crate) struct JudgedPrefixes {
-    entries: Cache<u128, Arc<Kept>, Footprint>,
+    leads: Cache<u128, Arc<Lead>, Footprint>,
+    seen: Cache<u128, ()>,
 }
 
 impl std::fmt::Debug for JudgedPrefixes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JudgedPrefixes")
-            .field("entries", &self.entries.len())
-            .field("bytes", &self.entries.weight())
+            .field("leads", &self.leads.len())
+            .field("bytes", &self.leads.weight())
             .finish()
     }
 }
@@ -36,60 +56,96 @@ impl std::fmt::Debug for JudgedPrefixes {
 #[derive(Debug, Clone)]
 struct Footprint;
 
-impl Weighter<u128, Arc<Kept>> for Footprint {
-    fn weight(&self, _: &u128, kept: &Arc<Kept>) -> u64 {
-        (kept.prefix.footprint() + kept.call_ids.footprint() + 64) as u64
+impl Weighter<u128, Arc<Lead>> for Footprint {
+    fn weight(&self, _: &u128, lead: &Arc<Lead>) -> u64 {
+        let kept: usize = lead
+            .kept
+            .iter()
+            .map(|kept| kept.input.footprint() + kept.call_ids.footprint() + 64)
+            .sum();
+        (kept + 64) as u64
     }
 }
 
-/// What an entry of a 16 KiB agent history takes, about: the size the cache is presized for.
+/// What an input of a 16 KiB agent history takes, about: the size the cache is presized for.
 const TYPICAL_ENTRY_BYTES: u64 = 4096;
 
 impl JudgedPrefixes {
     /// A cache of at most `bytes`; `None` when it is 0 (every body judged whole).
     pub(crate) fn new(bytes: u64) -> Option<JudgedPrefixes> {
         (bytes > 0).then(|| JudgedPrefixes {
-            entries: Cache::with_weighter((bytes / TYPICAL_ENTRY_BYTES).max(16) as usize, bytes, Footprint),
+            leads: Cache::with_weighter((bytes / TYPICAL_ENTRY_BYTES).max(16) as usize, bytes, Footprint),
+            seen: Cache::new(SEEN_LEADS),
         })
     }
 
-    /// The longest prefix of the scanned body's items that was kept, with how many items it has.
-    pub(crate) fn longest(&self, scan: &InputScan) -> Option<(usize, Arc<Kept>)> {
-        scan.prefix_keys()
-            .find_map(|(count, key)| self.entries.get(&key).map(|kept| (count, kept)))
-            .filter(|(count, kept)| kept.prefix.items() == *count)
-    }
-
-    /// Keeps `kept` as the judged input of the scanned body.
-    pub(crate) fn keep(&self, scan: &InputScan, kept: Kept) {
-        if kept.prefix.items() == scan.items() {
-            self.entries.insert(scan.key(), Arc::new(kept));
+    /// The kept input that the probed `body` continues (the most recent of its lead that it
+    /// does), with where to read it from; else `None`, and the lead is noted as seen.
+    pub(crate) fn find(&self, probe: &InputProbe, body: &[u8]) -> Option<(Continued, Arc<Kept>)> {
+        let found = self.leads.get(&probe.lead()).and_then(|lead| {
+            lead.kept.iter().find_map(|kept| {
+                probe
+                    .continues(body, &kept.input)
+                    .map(|continued| (continued, kept.clone()))
+            })
+        });
+        if found.is_none() {
+            self.seen.insert(probe.lead(), ());
         }
+        found
     }
 
-    /// How many inputs are kept.
+    /// Whether an input with this lead would be kept: a body with it was seen before.
+    pub(crate) fn keeps(&self, probe: &InputProbe) -> bool {
+        self.seen.get(&probe.lead()).is_some() || self.leads.get(&probe.lead()).is_some()
+    }
+
+    /// Keeps `kept` under the probe's lead, the most recent first (an identical input kept
+    /// before gives its place up).
+    pub(crate) fn keep(&self, probe: &InputProbe, kept: Kept) {
+        let kept = Arc::new(kept);
+        let mut inputs = vec![kept.clone()];
+        if let Some(lead) = self.leads.get(&probe.lead()) {
+            inputs.extend(
+                lead.kept
+                    .iter()
+                    .filter(|other| !other.input.same_as(&kept.input))
+                    .take(PER_LEAD - 1)
+                    .cloned(),
+            );
+        }
+        self.leads.insert(probe.lead(), Arc::new(Lead { kept: inputs }));
+    }
+
+    /// How many leads have inputs kept.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.entries.len()
+        self.leads.len()
+    }
+
+    #[cfg(test)]
+    fn weight(&self) -> u64 {
+        self.leads.weight()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::{parse, Gate, ProviderProfile, Target};
+    use crate::gate::{parse_noting_spans, Gate, ItemsAt, ProviderProfile, Target};
 
     /// A body of one session (`session`) at turn `turn`: a user message and `turn` calls with
     /// their outputs.
     fn body(session: usize, turn: usize) -> String {
-        let mut items = vec![format!(r#"{{"role":"user","content":"session {session}"}}"#)];
+        let mut items = vec![
+            r#"{"role":"developer","content":"the same instructions"}"#.to_owned(),
+            format!(r#"{{"role":"user","content":"session {session}"}}"#),
+        ];
         for n in 0..turn {
             items.push(format!(
                 r#"{{"type":"function_call","call_id":"c{n}","name":"f","arguments":"{{}}"}}"#
             ));
-            items.push(format!(
-                r#"{{"type":"function_call_output","call_id":"c{n}","output":"ok"}}"#
-            ));
+            items.push(format!(r#"{{"type":"function_call_output","call_id":"c{n}","output":"ok"}}"#));
         }
         format!(
             r#"{{"model":"m","tools":[{{"type":"function","name":"f"}}],"input":[{}]}}"#,
@@ -97,40 +153,63 @@ mod tests {
         )
     }
 
-    fn judged(gate: &Gate, text: &str) -> (InputScan, Kept) {
+    fn judged(gate: &Gate, text: &str) -> (InputProbe, Kept) {
         let provider = ProviderProfile::own_namespace("openai");
-        let request = parse(text.as_bytes()).unwrap();
-        let (_, prefix) = gate
-            .judge_keeping(&request, &Target::provider(&provider), None)
+        let request = parse_noting_spans(text.as_bytes(), ItemsAt::Input).unwrap();
+        let (_, prefix) = gate.judge_keeping(&request, &Target::provider(&provider), None).unwrap();
+        let probe = InputProbe::of(text.as_bytes(), 0).unwrap();
+        let input = probe
+            .keep(text.as_bytes(), None, &request, prefix.expect("a clean input is kept"))
             .unwrap();
         let kept = Kept {
-            prefix: prefix.expect("a clean input is kept"),
+            input,
             call_ids: CallIds::default(),
         };
-        (InputScan::of(text.as_bytes(), 0).unwrap(), kept)
+        (probe, kept)
     }
 
     #[test]
-    fn the_longest_kept_prefix_is_found_and_memory_stays_within_its_bound() {
+    fn the_most_recent_input_a_body_continues_is_found_and_memory_stays_within_its_bound() {
         let gate = Gate::default();
         let kept = JudgedPrefixes::new(64 * 1024).unwrap();
-        let (scan, first) = judged(&gate, &body(0, 2));
-        kept.keep(&scan, first);
-        let (scan, second) = judged(&gate, &body(0, 3));
-        kept.keep(&scan, second);
-        let next = InputScan::of(body(0, 5).as_bytes(), 0).unwrap();
-        let (count, found) = kept.longest(&next).unwrap();
-        assert_eq!((count, found.prefix.items()), (7, 7));
-        // Another session's body finds nothing.
+        let next = body(0, 5);
+        let probe = InputProbe::of(next.as_bytes(), 0).unwrap();
+        assert!(kept.find(&probe, next.as_bytes()).is_none());
+        assert!(kept.keeps(&probe), "seen once, kept from the next body on");
+        for turn in [2, 3] {
+            let (probe, entry) = judged(&gate, &body(0, turn));
+            kept.keep(&probe, entry);
+        }
+        let (continued, found) = kept.find(&probe, next.as_bytes()).unwrap();
+        assert_eq!((continued.known().count, found.input.prefix().items()), (8, 8));
+        // Another session's body finds nothing of this one's.
+        let other = body(1, 5);
         assert!(kept
-            .longest(&InputScan::of(body(1, 5).as_bytes(), 0).unwrap())
+            .find(&InputProbe::of(other.as_bytes(), 0).unwrap(), other.as_bytes())
             .is_none());
         for session in 0..2000 {
-            let (scan, entry) = judged(&gate, &body(session, 2));
-            kept.keep(&scan, entry);
+            let (probe, entry) = judged(&gate, &body(session, 2));
+            kept.keep(&probe, entry);
         }
-        assert!(kept.entries.weight() <= 64 * 1024, "{kept:?}");
-        assert!(kept.len() < 2000 && kept.len() > 50, "{kept:?}");
+        assert!(kept.weight() <= 64 * 1024, "{kept:?}");
+        assert!(kept.len() < 2000 && kept.len() > 20, "{kept:?}");
+    }
+
+    #[test]
+    fn sessions_that_begin_alike_keep_their_own_inputs_under_one_lead() {
+        let gate = Gate::default();
+        let kept = JudgedPrefixes::new(1 << 20).unwrap();
+        let same_start = |turn: usize| body(7, turn);
+        let (probe, first) = judged(&gate, &same_start(1));
+        kept.keep(&probe, first);
+        let (_, again) = judged(&gate, &same_start(1));
+        kept.keep(&probe, again);
+        assert_eq!(kept.leads.get(&probe.lead()).unwrap().kept.len(), 1, "an input sent twice is kept once");
+        let (_, longer) = judged(&gate, &same_start(2));
+        kept.keep(&probe, longer);
+        let next = same_start(3);
+        let (_, found) = kept.find(&probe, next.as_bytes()).unwrap();
+        assert_eq!(found.input.prefix().items(), 6, "the most recent, longest input");
     }
 
     #[test]

@@ -75,13 +75,21 @@ async fn session(ledger: &str) {
         .map(|r| String::from_utf8(r.body.to_vec()).unwrap())
         .collect();
     assert_eq!(received, sent, "every body forwarded byte for byte");
-    // After the first turn, each turn's old items were passed over: 3 + 5 + ... + 15.
+    // The first turn is judged whole (its leading items never seen), the second too (and kept),
+    // and from the third on each turn's old items are passed over: 5 + 7 + ... + 15.
     let before = counter(admin, "replaygate_gate_items_judged_before_total").await;
-    assert_eq!(before, (1..8).map(|n| 1 + 2 * n).sum::<u64>(), "{ledger}");
-    assert_eq!(
-        counter(admin, "replaygate_gate_items_judged_total").await,
-        3 + 7 * 2
-    );
+    assert_eq!(before, (2..8).map(|n| 1 + 2 * n).sum::<u64>(), "{ledger}");
+    assert_eq!(counter(admin, "replaygate_gate_items_judged_total").await, 3 + 5 + 6 * 2);
+
+    // The next turn with the tools changed (no `read_file`): every call is judged again, for
+    // the tool it no longer declares.
+    let mut other_tools = items.clone();
+    other_tools.push(json!({"role": "user", "content": "go on"}));
+    let text = body(&other_tools).replacen("\"read_file\"", "\"write_file\"", 1);
+    let (status, answer) = proxy.post_json("/v1/responses", text).await;
+    assert_eq!(status, 200, "{answer}");
+    let judged = counter(admin, "replaygate_gate_items_judged_total").await;
+    assert_eq!(judged, 3 + 5 + 6 * 2 + other_tools.len() as u64, "judged whole");
 
     // A turn whose new items are refused gets the whole check's answer: the same violations at
     // their positions in the whole input.
@@ -116,7 +124,7 @@ async fn session(ledger: &str) {
         listed[0],
         (Some(items.len() as u64), "call_id_mismatch".to_owned())
     );
-    assert_eq!(upstream.received().len(), 8, "the refused body reached no one");
+    assert_eq!(upstream.received().len(), 9, "the refused body reached no one");
     proxy.shutdown().await;
 }
 

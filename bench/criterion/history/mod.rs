@@ -550,64 +550,49 @@ pub fn body(target: usize, seed: u64) -> Vec<u8> {
     serde_json::to_vec(&body).expect("a Value serializes")
 }
 
-/// The judged input of a history's previous turn: the body cut at the last item boundary that
+/// The kept input of a history's previous turn: the body cut at the last item boundary that
 /// leaves at least one item new and whose earlier part judges clean and kept (as the proxy
-/// keeps it), and how many items it has. The next turn is then `body` itself.
-pub fn previous_turn(
+/// keeps it). The next turn is then `body` itself.
+pub fn kept_previous_turn(
     gate: &Gate,
     target: &replaygate::gate::Target<'_>,
     body: &[u8],
-) -> (usize, replaygate::gate::JudgedPrefix) {
-    use replaygate::gate::{parse_noting_spans, ItemsAt};
+) -> replaygate::gate::KeptInput {
+    use replaygate::gate::{parse_noting_spans, InputProbe, ItemsAt};
     let whole = parse_noting_spans(body, ItemsAt::Input).expect("the body reads");
     let spans = whole.item_spans().expect("spans noted").to_vec();
     let end = spans.last().expect("items").end;
-    for count in (1..spans.len()).rev() {
+    for count in (2..spans.len()).rev() {
         let mut earlier = body[..spans[count - 1].end].to_vec();
         earlier.extend_from_slice(&body[end..]);
         let request = parse_noting_spans(&earlier, ItemsAt::Input).expect("a prefix reads");
-        if let Ok((_, Some(kept))) = gate.judge_keeping(&request, target, None) {
-            return (count, kept);
+        if let Ok((_, Some(prefix))) = gate.judge_keeping(&request, target, None) {
+            let probe = InputProbe::of(&earlier, 0).expect("the prefix is probed");
+            return probe.keep(&earlier, None, &request, prefix).expect("kept");
         }
     }
     panic!("no prefix of the history judges clean");
 }
 
 /// Judges `body` as the proxy judges the next turn of a session whose previous turn was kept
-/// (`previous`, by the key of its input): scans the body, finds the longest kept prefix, reads
-/// the body after it and judges the new items.
+/// (`previous`): probes the body, finds that it continues the kept input (its text hashed),
+/// reads the body after it, judges the new items and keeps the whole input for the next turn.
 pub fn judge_next_turn(
     gate: &Gate,
     target: &replaygate::gate::Target<'_>,
     body: &[u8],
-    previous: &std::collections::HashMap<u128, replaygate::gate::JudgedPrefix>,
+    previous: &replaygate::gate::KeptInput,
 ) -> replaygate::gate::Verdict {
-    use replaygate::gate::{parse_after_known, InputScan, ItemsAt};
-    let scan = InputScan::of(body, 0).expect("the body scans");
-    let (count, known) = scan
-        .prefix_keys()
-        .find_map(|(count, key)| previous.get(&key).map(|known| (count, known)))
-        .expect("the previous turn is kept");
-    let request = parse_after_known(body, ItemsAt::Input, false, scan.known(count)).expect("the body reads");
-    gate.judge_after(&request, target, known, None)
+    use replaygate::gate::{parse_after_known, InputProbe, ItemsAt};
+    let probe = InputProbe::of(body, 0).expect("the body is probed");
+    let continued = probe.continues(body, previous).expect("the previous turn goes on");
+    let request = parse_after_known(body, ItemsAt::Input, true, continued.known()).expect("the body reads");
+    assert!(previous.decides_alike(&request));
+    let (verdict, prefix) = gate
+        .judge_after(&request, target, previous.prefix(), None)
         .expect("within the budget")
-        .expect("judged after the previous turn")
-        .0
-}
-
-/// The kept input of `body`'s previous turn, by its key, for [`judge_next_turn`].
-pub fn kept_previous_turn(
-    gate: &Gate,
-    target: &replaygate::gate::Target<'_>,
-    body: &[u8],
-) -> std::collections::HashMap<u128, replaygate::gate::JudgedPrefix> {
-    use replaygate::gate::InputScan;
-    let (count, kept) = previous_turn(gate, target, body);
-    let scan = InputScan::of(body, 0).expect("the body scans");
-    let key = scan
-        .prefix_keys()
-        .find(|&(n, _)| n == count)
-        .map(|(_, key)| key)
-        .expect("the previous turn is among the prefixes tried");
-    std::collections::HashMap::from([(key, kept)])
+        .expect("judged after the previous turn");
+    let kept = prefix.and_then(|prefix| probe.keep(body, Some(&continued), &request, prefix));
+    std::hint::black_box(kept);
+    verdict
 }

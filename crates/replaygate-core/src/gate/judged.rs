@@ -19,121 +19,209 @@
 
 use std::collections::HashSet;
 use std::hash::Hash;
-use std::ops::Range;
 
 use foldhash::fast::RandomState;
 use xxhash_rust::xxh3::{xxh3_128, Xxh3};
 
 use super::item::{Item, ItemClass};
 use super::provenance::{LedgerQuery, Provenance};
-use super::request::{ItemsAt, KnownItems, ParsedRequest, MAX_ITEMS};
+use super::request::{ItemsAt, KnownItems, ParsedRequest};
+use crate::json::Field;
 use super::verdict::Verdict;
 use crate::json::structure;
 
-/// The fewest items an input must have for its prefix to be looked up.
-const MIN_ITEMS: usize = 2;
+/// How many leading items (usually the instructions and the first user turn) name an input in
+/// the lookup, beside the caller's context.
+const LEAD_ITEMS: usize = 2;
 
-/// How many prefixes, longest first, a body's lookup tries: a turn adds an answer's items and
-/// the client's outputs, rarely more than this.
-pub const MAX_NEW_ITEMS: usize = 24;
-
-/// A body's `input` as the structural scan found it (docs/incremental-judging.md#identity):
-/// where each item lies, and the key of every prefix of them in the body's context.
+/// Where a body's `input` starts, and the key its leading items give it
+/// (docs/incremental-judging.md#identity): found without reading the rest of the body.
 #[derive(Debug, Clone)]
-pub struct InputScan {
+pub struct InputProbe {
     /// Where the items array opens (its `[`).
     open: usize,
-    /// Where each item lies in the body.
-    items: Vec<Range<usize>>,
-    /// `keys[i]`: the key of the first `i + 1` items.
-    keys: Vec<u128>,
+    /// A hash of the caller's context and the text of the leading items.
+    lead: u128,
 }
 
-impl InputScan {
-    /// Scans `body` (a `/responses` body: items in `input`), in a context the caller names by
+impl InputProbe {
+    /// Probes `body` (a `/responses` body: items in `input`) in a context the caller names by
     /// `context` (what else decides a verdict: the configuration, the team, the route). `None`
-    /// when the body is not one whose prefix can be reused: its `input` is not an array of
-    /// objects, it continues stored state (`previous_response_id` or `conversation` not null),
-    /// a top-level member name has an escape or comes twice, or it has too few items.
-    pub fn of(body: &[u8], context: u128) -> Option<InputScan> {
-        let mut decisive = Xxh3::new();
-        decisive.update(&context.to_le_bytes());
-        let mut input = None;
-        let mut seen = [false; 5];
-        structure::members(body, |name, start| {
-            let slot = match name {
-                b"input" => 0,
-                b"model" => 1,
-                b"tools" => 2,
-                b"previous_response_id" => 3,
-                b"conversation" => 4,
-                _ => return structure::value_end(body, start),
-            };
-            if std::mem::replace(&mut seen[slot], true) {
-                return None;
-            }
-            if slot == 0 {
-                let items = structure::object_elements(body, start)?;
-                let end = items.end;
-                input = Some((start, items.elements));
-                return Some(end);
-            }
-            let end = structure::value_end(body, start)?;
-            let value = &body[start..end];
-            if slot >= 3 && value != b"null" {
-                return None;
-            }
-            decisive.update(name);
-            decisive.update(&(value.len() as u64).to_le_bytes());
-            decisive.update(value);
-            Some(end)
-        })?;
-        let (open, items) = input?;
-        if items.len() < MIN_ITEMS || items.len() > MAX_ITEMS {
+    /// when its `input` does not begin with two objects, or a member name before `input` has an
+    /// escape: such a body is judged whole.
+    pub fn of(body: &[u8], context: u128) -> Option<InputProbe> {
+        let open = structure::member_value(body, b"input")?;
+        let leading = structure::leading_objects(body, open, LEAD_ITEMS)?;
+        let end = leading.last()?.end;
+        let mut lead = Xxh3::new();
+        lead.update(&context.to_le_bytes());
+        lead.update(&body[open..end]);
+        Some(InputProbe {
+            open,
+            lead: lead.digest128(),
+        })
+    }
+
+    /// The key of the body's leading items: the kept inputs it may continue are found by it.
+    pub fn lead(&self) -> u128 {
+        self.lead
+    }
+
+    /// Whether the body continues `kept`: its text from the `[` of `input` to the end of the
+    /// kept input's last item is the kept input's, byte for byte (by a 128-bit hash), and
+    /// another item follows. A body identical to the kept one does not continue it (it is
+    /// judged whole). Checks the cheap things first: the length, the comma, the last item.
+    pub fn continues(&self, body: &[u8], kept: &KeptInput) -> Option<Continued> {
+        let end = self.open.checked_add(kept.len)?;
+        if end > body.len() || !structure::continues_after(body, end) {
             return None;
         }
-        let mut key = decisive.digest128();
-        let keys = items
-            .iter()
-            .map(|span| {
-                let item = xxh3_128(&body[span.clone()]);
-                let mut link = [0u8; 32];
-                link[..16].copy_from_slice(&key.to_le_bytes());
-                link[16..].copy_from_slice(&item.to_le_bytes());
-                key = xxh3_128(&link);
-                key
-            })
-            .collect();
-        Some(InputScan { open, items, keys })
+        if xxh3_128(&body[self.open + kept.tail_from..end]) != kept.tail {
+            return None;
+        }
+        let mut region = Xxh3::new();
+        region.update(&body[self.open..end]);
+        if region.digest128() != kept.region {
+            return None;
+        }
+        Some(Continued {
+            known: KnownItems {
+                open: self.open,
+                resume: end,
+                count: kept.prefix.items,
+            },
+            region,
+        })
     }
 
-    /// How many items the body has.
-    pub fn items(&self) -> usize {
-        self.items.len()
+    /// What is kept of the body's whole input, judged clean (`prefix`, the gate's), read whole
+    /// or after `continued`: `request` is its reading, which noted where its items lie. `None`
+    /// when it did not note them, or it has no item after the known ones.
+    pub fn keep(
+        &self,
+        body: &[u8],
+        continued: Option<&Continued>,
+        request: &ParsedRequest<'_>,
+        prefix: JudgedPrefix,
+    ) -> Option<KeptInput> {
+        let last = request.item_spans()?.last()?.clone();
+        if last.start < self.open || last.end > body.len() {
+            return None;
+        }
+        let region = match continued {
+            Some(continued) => {
+                let mut region = continued.region.clone();
+                region.update(body.get(continued.known.resume..last.end)?);
+                region
+            }
+            None => {
+                let mut region = Xxh3::new();
+                region.update(&body[self.open..last.end]);
+                region
+            }
+        };
+        Some(KeptInput {
+            len: last.end - self.open,
+            tail_from: last.start - self.open,
+            tail: xxh3_128(&body[last]),
+            region: region.digest128(),
+            decisive: decisive(request),
+            prefix,
+        })
+    }
+}
+
+/// A body found to continue a kept input: where to read it from, and the hash of its text so
+/// far (to go on with when its own input is kept).
+#[derive(Clone)]
+pub struct Continued {
+    known: KnownItems,
+    region: Xxh3,
+}
+
+impl std::fmt::Debug for Continued {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Continued").field("known", &self.known).finish_non_exhaustive()
+    }
+}
+
+impl Continued {
+    /// The items [`crate::gate::parse_after_known`] passes over.
+    pub fn known(&self) -> KnownItems {
+        self.known
+    }
+}
+
+/// An input judged clean, as kept: its text's length from the `[` of `input` and hash, the
+/// hash of its last item, what else decided its verdict, and what the gate needs.
+#[derive(Debug)]
+pub struct KeptInput {
+    len: usize,
+    /// Where its last item starts, from the `[`.
+    tail_from: usize,
+    tail: u128,
+    region: u128,
+    /// A hash of what the gate read besides the items (`model`, `tools`, `previous_response_id`,
+    /// `conversation`).
+    decisive: u128,
+    prefix: JudgedPrefix,
+}
+
+impl KeptInput {
+    /// What the gate needs to judge a body after these items.
+    pub fn prefix(&self) -> &JudgedPrefix {
+        &self.prefix
     }
 
-    /// The key of the body's whole input, under which its [`JudgedPrefix`] is kept.
-    pub fn key(&self) -> u128 {
-        *self.keys.last().expect("a scan has items")
+    /// Whether `request` (read after these items) has what they were judged with besides the
+    /// items: the same model, tools, `previous_response_id` and `conversation`.
+    pub fn decides_alike(&self, request: &ParsedRequest<'_>) -> bool {
+        decisive(request) == self.decisive
     }
 
-    /// The keys of the prefixes a lookup tries, longest first: every prefix that leaves one
-    /// to [`MAX_NEW_ITEMS`] items new, with how many items it covers.
-    pub fn prefix_keys(&self) -> impl Iterator<Item = (usize, u128)> + '_ {
-        let n = self.items.len();
-        (n.saturating_sub(MAX_NEW_ITEMS).max(1)..n)
-            .rev()
-            .map(|count| (count, self.keys[count - 1]))
+    /// Whether `other` is the same input (a body sent twice).
+    pub fn same_as(&self, other: &KeptInput) -> bool {
+        (self.len, self.region, self.decisive) == (other.len, other.region, other.decisive)
     }
 
-    /// What [`crate::gate::parse_after_known`] passes over for a prefix of `count` items.
-    pub fn known(&self, count: usize) -> KnownItems {
-        KnownItems {
-            open: self.open,
-            resume: self.items[count - 1].end,
-            count,
+    /// Roughly the memory it holds, in bytes.
+    pub fn footprint(&self) -> usize {
+        std::mem::size_of::<Self>() + self.prefix.footprint()
+    }
+}
+
+/// A hash of what the gate reads of a request besides its items.
+fn decisive(request: &ParsedRequest<'_>) -> u128 {
+    fn field(hasher: &mut Xxh3, field: &Field<'_>) {
+        match field {
+            Field::Absent => hasher.update(&[0]),
+            Field::Str(text) => {
+                hasher.update(&[1]);
+                text_bytes(hasher, Some(text.as_ref()));
+            }
+            Field::Other(kind) => hasher.update(&[2, *kind as u8]),
         }
     }
+    fn text_bytes(hasher: &mut Xxh3, text: Option<&str>) {
+        match text {
+            Some(text) => {
+                hasher.update(&(text.len() as u64).to_le_bytes());
+                hasher.update(text.as_bytes());
+            }
+            None => hasher.update(&u64::MAX.to_le_bytes()),
+        }
+    }
+    let mut hasher = Xxh3::new();
+    field(&mut hasher, &request.model);
+    field(&mut hasher, &request.previous_response_id);
+    field(&mut hasher, &request.conversation);
+    hasher.update(&(request.tools.len() as u64).to_le_bytes());
+    for tool in &request.tools {
+        field(&mut hasher, &tool.kind);
+        field(&mut hasher, &tool.name);
+        text_bytes(&mut hasher, tool.parameters);
+    }
+    hasher.digest128()
 }
 
 /// What the gate keeps of an input it judged clean, for a later body that begins with it.
@@ -309,49 +397,65 @@ fn facts_hash(ids: &[String], digests: &[[u8; 32]], provenance: Option<&Provenan
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gate::{parse_noting_spans, Gate, ProviderProfile, Target};
 
-    #[test]
-    fn a_body_that_re_sends_an_input_finds_it_among_its_prefixes() {
-        let turn = br#"{"model":"m","input":[{"role":"user","content":"a"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}]}"#;
-        let next = br#"{"model":"m","input":[{"role":"user","content":"a"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"} , {"type":"function_call_output","call_id":"c","output":"x"}]}"#;
-        let first = InputScan::of(turn, 7).unwrap();
-        let second = InputScan::of(next, 7).unwrap();
-        assert_eq!(second.prefix_keys().next(), Some((2, first.key())));
-        // Another context, another model, or an item changed by a byte: another key.
-        assert_ne!(
-            InputScan::of(next, 8).unwrap().prefix_keys().next().unwrap().1,
-            first.key()
-        );
-        let other_model = String::from_utf8(next.to_vec())
-            .unwrap()
-            .replace(r#""m""#, r#""n""#);
-        assert_ne!(
-            InputScan::of(other_model.as_bytes(), 7).unwrap().keys[1],
-            first.key()
-        );
-        let changed = String::from_utf8(next.to_vec())
-            .unwrap()
-            .replace(r#""a""#, r#""b""#);
-        assert_ne!(InputScan::of(changed.as_bytes(), 7).unwrap().keys[1], first.key());
-        // Where the reader resumes: just after the second item.
-        let known = second.known(2);
-        assert_eq!(&next[known.resume..known.resume + 3], b" , ");
+    const TURN: &str = r#"{"model":"m","tools":[{"type":"function","name":"f"}],"input":[{"role":"user","content":"a"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}, {"type":"function_call_output","call_id":"c","output":"x"}]}"#;
+
+    fn kept(body: &str, context: u128) -> KeptInput {
+        let probe = InputProbe::of(body.as_bytes(), context).unwrap();
+        let request = parse_noting_spans(body.as_bytes(), ItemsAt::Input).unwrap();
+        let provider = ProviderProfile::own_namespace("openai");
+        let (_, prefix) = Gate::default()
+            .judge_keeping(&request, &Target::provider(&provider), None)
+            .unwrap();
+        probe.keep(body.as_bytes(), None, &request, prefix.unwrap()).unwrap()
     }
 
     #[test]
-    fn bodies_that_continue_stored_state_or_are_not_items_are_not_scanned() {
+    fn a_body_that_re_sends_an_input_and_goes_on_continues_it() {
+        let kept = kept(TURN, 7);
+        let next = TURN.replace(r#""x"}]"#, r#""x"} , {"role":"user","content":"b"}]"#);
+        let probe = InputProbe::of(next.as_bytes(), 7).unwrap();
+        assert_eq!(probe.lead(), InputProbe::of(TURN.as_bytes(), 7).unwrap().lead());
+        let continued = probe.continues(next.as_bytes(), &kept).unwrap();
+        assert_eq!(continued.known().count, 3);
+        assert_eq!(&next.as_bytes()[continued.known().resume..][..3], b" , ");
+        // The same body again does not continue it; another context has another lead; a byte
+        // changed in an old item, or an item fewer, does not continue it.
+        assert!(InputProbe::of(TURN.as_bytes(), 7).unwrap().continues(TURN.as_bytes(), &kept).is_none());
+        assert_ne!(InputProbe::of(next.as_bytes(), 8).unwrap().lead(), probe.lead());
+        let changed = next.replace(r#""output":"x""#, r#""output":"y""#);
+        assert!(InputProbe::of(changed.as_bytes(), 7).unwrap().continues(changed.as_bytes(), &kept).is_none());
+        let fewer = r#"{"model":"m","tools":[{"type":"function","name":"f"}],"input":[{"role":"user","content":"a"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}, {"role":"user","content":"b"}]}"#;
+        assert!(InputProbe::of(fewer.as_bytes(), 7).unwrap().continues(fewer.as_bytes(), &kept).is_none());
+    }
+
+    #[test]
+    fn what_else_the_gate_reads_must_be_the_same() {
+        let kept = kept(TURN, 7);
+        let same = parse_noting_spans(TURN.as_bytes(), ItemsAt::Input).unwrap();
+        assert!(kept.decides_alike(&same));
+        for other in [
+            TURN.replace(r#""model":"m""#, r#""model":"n""#),
+            TURN.replace(r#""name":"f"}]"#, r#""name":"f","parameters":{"type":"object"}}]"#),
+            TURN.replace(r#""model":"m""#, r#""model":"m","previous_response_id":"resp_1""#),
+        ] {
+            let request = parse_noting_spans(other.as_bytes(), ItemsAt::Input).unwrap();
+            assert!(!kept.decides_alike(&request), "{other}");
+        }
+    }
+
+    #[test]
+    fn bodies_that_do_not_begin_with_two_objects_are_not_probed() {
         for body in [
-            r#"{"previous_response_id":"resp_1","input":[{},{}]}"#,
-            r#"{"conversation":"conv_1","input":[{},{}]}"#,
             r#"{"input":"hello"}"#,
             r#"{"input":[{},1]}"#,
             r#"{"input":[{}]}"#,
-            r#"{"input":[{},{}],"input":[{},{}]}"#,
             r#"{"in\u0070ut":[{},{}]}"#,
+            r#"{"a\"":1,"input":[{},{}]}"#,
         ] {
-            assert!(InputScan::of(body.as_bytes(), 0).is_none(), "{body}");
+            assert!(InputProbe::of(body.as_bytes(), 0).is_none(), "{body}");
         }
-        let null_previous = r#"{"previous_response_id":null,"input":[{},{}]}"#;
-        assert!(InputScan::of(null_previous.as_bytes(), 0).is_some());
+        assert!(InputProbe::of(br#"{"input":[{},{},"x"]}"#, 0).is_some());
     }
 }

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::provenance::{item_record_from_value, link_reasoning, Owner, StoredItem};
 use super::{
-    parse_after_known, parse_noting_spans, Gate, InputScan, ItemsAt, LedgerQuery, Policy, Provenance,
+    parse_after_known, parse_noting_spans, Gate, InputProbe, ItemsAt, LedgerQuery, Policy, Provenance,
     ProviderProfile, Target, Verdict,
 };
 
@@ -50,7 +50,7 @@ pub fn recorded_as_sent(body: &str, owner: &str) -> Provenance {
     provenance
 }
 
-/// `body` with only its first `count` items: the turn sent before it.
+/// `body` with only its first `count` items (of `spans`): the turn sent before it.
 fn cut(body: &str, spans: &[Range<usize>], count: usize) -> String {
     let end = spans.last().map_or(0, |span| span.end);
     format!("{}{}", &body[..spans[count - 1].end], &body[end..])
@@ -102,7 +102,7 @@ pub fn judged_after_prefixes_as_whole(
         with_facts(provider, policy, facts),
         with_facts(provider, policy, earlier_facts),
     );
-    let Some(scan) = InputScan::of(body.as_bytes(), 1) else {
+    let Some(probe) = InputProbe::of(body.as_bytes(), 1) else {
         return 0;
     };
     let Ok(whole) = parse_noting_spans(body.as_bytes(), ItemsAt::Input) else {
@@ -111,61 +111,59 @@ pub fn judged_after_prefixes_as_whole(
     let Some(spans) = whole.item_spans().map(<[_]>::to_vec) else {
         return 0;
     };
-    assert_eq!(spans.len(), scan.items(), "the scan finds the reader's items");
     let whole_query = facts.map(|_| LedgerQuery::of(&whole));
     let Ok((expected, kept_whole)) = gate.judge_keeping(&whole, &target, whole_query.as_ref()) else {
         return 0;
     };
+    let kept_whole = kept_whole.and_then(|prefix| probe.keep(body.as_bytes(), None, &whole, prefix));
     let mut incremental = 0;
-    for count in 2..scan.items() {
+    for count in 2..spans.len() {
         let earlier = cut(body, &spans, count);
-        let earlier_scan = InputScan::of(earlier.as_bytes(), 1).expect("a prefix of a scanned body");
+        let earlier_probe = InputProbe::of(earlier.as_bytes(), 1).expect("a prefix of a probed body");
+        assert_eq!(earlier_probe.lead(), probe.lead(), "the same leading items, the same lead");
         let earlier_request = parse_noting_spans(earlier.as_bytes(), ItemsAt::Input).expect("a prefix reads");
         let earlier_query = earlier_facts.map(|_| LedgerQuery::of(&earlier_request));
-        let Ok((_, Some(known))) =
-            gate.judge_keeping(&earlier_request, &earlier_target, earlier_query.as_ref())
+        let Ok((_, Some(prefix))) = gate.judge_keeping(&earlier_request, &earlier_target, earlier_query.as_ref())
         else {
             continue;
         };
-        assert_eq!(known.items(), count);
-        if let Some((_, key)) = scan.prefix_keys().find(|&(n, _)| n == count) {
-            assert_eq!(key, earlier_scan.key(), "a prefix's key is the earlier body's");
-        }
-        let after = parse_after_known(body.as_bytes(), ItemsAt::Input, true, scan.known(count))
+        assert_eq!(prefix.items(), count);
+        let kept = earlier_probe
+            .keep(earlier.as_bytes(), None, &earlier_request, prefix)
+            .expect("a clean input with its spans is kept");
+        let continued = probe
+            .continues(body.as_bytes(), &kept)
+            .expect("a body goes on from each of its prefixes");
+        let after = parse_after_known(body.as_bytes(), ItemsAt::Input, true, continued.known())
             .expect("the rest of a body that reads whole reads");
         assert_eq!(after.known_items(), count);
+        assert!(kept.decides_alike(&after), "the same model and tools");
+        let known = kept.prefix();
         let query = match facts {
             Some(_) => match known.query_after(&after) {
                 Some(query) => {
-                    assert_eq!(
-                        Some(&query),
-                        whole_query.as_ref(),
-                        "the query after a prefix is the body's"
-                    );
+                    assert_eq!(Some(&query), whole_query.as_ref(), "the query after a prefix is the body's");
                     Some(query)
                 }
                 None => continue,
             },
             None => None,
         };
-        let Ok(Some((verdict, kept))) = gate.judge_after(&after, &target, &known, query.as_ref()) else {
+        let Ok(Some((verdict, next))) = gate.judge_after(&after, &target, known, query.as_ref()) else {
             continue;
         };
         incremental += 1;
-        assert_eq!(
-            summary(&verdict),
-            summary(&expected),
-            "{body}\ncut after {count} items"
-        );
-        assert!(
-            expected.tally.is_empty(),
-            "only a clean verdict is given after a prefix"
-        );
-        assert_eq!(
-            kept.as_ref().map(|kept| kept.items()),
-            kept_whole.as_ref().map(|kept| kept.items()),
-            "kept after the prefix as when judged whole"
-        );
+        assert_eq!(summary(&verdict), summary(&expected), "{body}\ncut after {count} items");
+        assert!(expected.tally.is_empty(), "only a clean verdict is given after a prefix");
+        let next = next.and_then(|prefix| probe.keep(body.as_bytes(), Some(&continued), &after, prefix));
+        match (&next, &kept_whole) {
+            (Some(next), Some(whole)) => {
+                assert!(next.same_as(whole), "kept after the prefix as when judged whole");
+                assert_eq!(next.prefix().items(), whole.prefix().items());
+            }
+            (None, None) => {}
+            _ => panic!("kept after the prefix but not whole, or the other way round"),
+        }
     }
     incremental
 }

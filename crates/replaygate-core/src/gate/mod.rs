@@ -54,7 +54,7 @@ pub mod verdict;
 pub use crate::json::{misspelling_of, Field, JsonKind, Text};
 pub use access::StateAccess;
 pub use item_profile::{ItemProfile, ProfileError};
-pub use judged::{InputScan, JudgedPrefix};
+pub use judged::{Continued, InputProbe, JudgedPrefix, KeptInput};
 #[doc(hidden)]
 pub use judged_check::{judged_after_prefixes_as_whole, recorded_as_sent};
 pub use output::{OutputCall, ResponseViolation};

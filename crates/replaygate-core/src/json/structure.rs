@@ -263,6 +263,57 @@ pub fn members<'t>(text: &'t [u8], mut member: impl FnMut(&'t [u8], usize) -> Op
     }
 }
 
+/// Where the value of the top-level member `name` of the object `text` holds starts, passing
+/// over the members before it ([`value_end`]). `None` when the text is not an object as the
+/// scan reads it, a member before it has an escape in its name, or there is no such member.
+pub fn member_value(text: &[u8], name: &[u8]) -> Option<usize> {
+    let mut found = None;
+    let walked = members(text, |member, start| {
+        if member == name {
+            found = Some(start);
+            return None;
+        }
+        value_end(text, start)
+    });
+    match (walked, found) {
+        (_, Some(start)) => Some(start),
+        _ => None,
+    }
+}
+
+/// Where each of the first `count` elements of the array that opens at `open` lies, when they
+/// are objects with only whitespace and single commas between them. `None` otherwise, or when
+/// the array has fewer.
+pub fn leading_objects(text: &[u8], open: usize, count: usize) -> Option<Vec<Range<usize>>> {
+    if text.get(open) != Some(&b'[') {
+        return None;
+    }
+    let mut elements: Vec<Range<usize>> = Vec::with_capacity(count);
+    let mut at = open + 1;
+    while elements.len() < count {
+        at = skip_whitespace(text, at);
+        if !elements.is_empty() {
+            if text.get(at) != Some(&b',') {
+                return None;
+            }
+            at = skip_whitespace(text, at + 1);
+        }
+        if text.get(at) != Some(&b'{') {
+            return None;
+        }
+        let end = container_end(text, at)?;
+        elements.push(at..end);
+        at = end;
+    }
+    Some(elements)
+}
+
+/// Whether the array whose element ends just before `at` goes on with another element: only
+/// whitespace, then a comma.
+pub fn continues_after(text: &[u8], at: usize) -> bool {
+    text.get(skip_whitespace(text, at)) == Some(&b',')
+}
+
 /// The elements of an array of objects ([`object_elements`]) and where the array ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectElements {
@@ -429,6 +480,22 @@ mod tests {
         ] {
             assert_eq!(object_elements(text.as_bytes(), 0), None, "{text}");
         }
+    }
+
+    #[test]
+    fn a_member_and_the_leading_elements_are_found_without_reading_the_rest() {
+        let text = br#"{"model":"m","tools":[{"a":"}"}] , "input" : [ {"x":[1]} , {"y":"]"},{} ,"broken"#;
+        let open = member_value(text, b"input").unwrap();
+        assert_eq!(text[open], b'[');
+        let leading = leading_objects(text, open, 2).unwrap();
+        assert_eq!(&text[leading[0].clone()], br#"{"x":[1]}"#);
+        assert_eq!(&text[leading[1].clone()], br#"{"y":"]"}"#);
+        assert!(continues_after(text, leading[1].end));
+        assert!(leading_objects(text, open, 4).is_none());
+        assert!(member_value(text, b"absent").is_none());
+        assert!(member_value(br#"{"input":[{},{}]}"#, b"input").is_some());
+        assert!(member_value(br#"{"a\"":1,"input":[]}"#, b"input").is_none());
+        assert!(!continues_after(b"{} ]", 2));
     }
 
     #[test]
