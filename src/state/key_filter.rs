@@ -1,11 +1,10 @@
 //! A blocked Bloom filter over the keys a store holds: "certainly absent" without reading the
 //! store, each key's bits in one cache line.
 //!
-//! The embedded store keeps one in memory for its tree. Its writer adds every key it commits,
-//! before the record leaves the pending ring (which lookups ask first), and every key in the
-//! tree when it opens is added then, so a key the filter has never seen is not in the tree: its
-//! lookup needs no read, and a record of a response whose key it has not seen needs no read for
-//! an older one. Keys are never removed
+//! The embedded store keeps one in memory for its tree. Every key it writes is added before the
+//! write is queued, and every key in the tree when it opens is added then, so a key the filter
+//! has never seen is neither in the tree nor queued: its lookup needs no read, and a record of
+//! a response whose key it has not seen needs no read for an older one. Keys are never removed
 //! (an expired key only makes a lookup read the tree, as before). A filter's size is fixed: the
 //! fuller it is, the more lookups read the tree, and none answers wrongly; the embedded store
 //! replaces its filter with a bigger one as it grows (`embedded/filters.rs`).

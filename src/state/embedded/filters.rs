@@ -9,8 +9,8 @@
 //! No key the store holds may be missing from the filter that answers (a missing key reads as
 //! "not recorded"). A key is in the grown filter if it was in the snapshot (written before
 //! it), or added after the bigger filter appeared, or written by the writer after the
-//! snapshot: the writer adds the keys of every record it writes to both filters. A record not
-//! yet written is in the pending ring, which lookups ask before the filter ([`super::pending`]).
+//! snapshot: the writer adds the keys of every record it writes to both filters. A record
+//! queued while the filters change is remembered in memory until written ([`super::Recent`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

@@ -16,18 +16,17 @@
 //!
 //! # Writes
 //!
-//! The request thread hands a record over in one push ([`pending`]): its compact binary form
-//! ([`compact`]) into the next slot of a fixed ring of [`WRITE_QUEUE`] slots, and its keys
-//! marked pending in a fixed table, so every lookup finds it from the moment the push returns.
-//! No map grows, nothing is cached, encoded for the tree or added to the key filter there. A
-//! full ring fails at once with [`StoreError::Unavailable`]`("write queue full")`, which the
-//! ledger counts as a failed record. One writer thread ([`writer`]) makes every write: after
-//! a record arrives it sleeps [`LINGER`], so the records behind it gather without waking it one
-//! by one, then takes every waiting record (up to [`MAX_BATCH`]) in order, commits them in one
-//! atomic batch, adds their keys to the key filter and their compact form to the recent index
-//! ([`Recent`]), counts each commit on the ledger's counters, and only then frees their slots:
-//! a record is always in the ring or in the tree. No answer waits on the disk
-//! (docs/operations.md#state-backends, docs/benchmarks.md).
+//! One writer thread makes every write. Callers hand it their encoded rows through a bounded
+//! queue ([`WRITE_QUEUE`]). A full queue fails at once with
+//! [`StoreError::Unavailable`]`("write queue full")`, which the ledger counts as a failed
+//! record. After a request arrives the thread sleeps [`LINGER`], so the requests behind it
+//! gather without waking it one by one, then puts every waiting record (up to [`MAX_BATCH`])
+//! into one atomic batch and tells each request's owner how it ended. `put_response` waits for
+//! that. `queue_response`, which the ledger records answers with, does not: the record is
+//! remembered ([`Recent`]) as it is queued, so lookups find it at once, and the writer counts
+//! the commit on the ledger's counters. No answer waits on the disk, and the proxy's threads do
+//! not take turns for each record, which on one core cost more than the writes
+//! (docs/benchmarks.md, "the embedded store's queue").
 //!
 //! Durability: a batch is visible to every read when it commits, and its journal entry is
 //! handed to the OS then (fjall writes its journal buffer out with each batch); it is written
@@ -44,13 +43,11 @@
 //! snapshot: a read the tree's cache cannot answer reads the disk, and on a two-core host a
 //! stalled runtime worker is half the proxy.
 //!
-//! Three things in memory spare most lookups that trip, asked in this order: the pending ring
-//! (the records not yet committed), the recent index ([`Recent`]: the records committed or read
-//! lately, in a fixed ring of bytes, a quarter of `[state] max_memory_bytes`), and a Bloom
-//! filter of every key in the tree ([`Filters`], 2 MiB to 64 MiB, filled from the keyspaces'
-//! keys when the store opens and by the writer as it commits, and grown as the store grows),
-//! which answers "not recorded" at once. Only a key that is in none goes to the tree, and what
-//! that read finds is kept in [`Recent`] for the next, unless a newer record may exist.
+//! Two things in memory spare most lookups that trip: a Bloom filter of every key in the store
+//! ([`Filters`], 2 MiB to 64 MiB, filled from the keyspaces' keys when the store opens and as
+//! records are queued, and grown as the store grows) answers "not recorded" at once, and the records this process wrote or read
+//! lately ([`Recent`], up to 32 MiB of them) answer the next turn's lookups. Only a key that is
+//! in neither goes to the tree, and what that read finds is kept in [`Recent`] for the next.
 //!
 //! # Expiry
 //!
@@ -73,7 +70,6 @@ use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
@@ -84,24 +80,18 @@ use tokio::sync::oneshot;
 
 use self::budget::DiskBudget;
 use self::filters::Filters;
-use self::pending::{Pending, PushError};
 use self::recent::Recent;
 use self::tables::Store;
 use self::tables::{digest_key, item_key, record_keys, response_key, Keyspaces, ReadResponse};
-use self::writer::Wake;
 use super::key_filter::{KeyFilter, StoreKey};
 use super::{now_unix, LocalRateLimiter, StoreError};
 use crate::ledger::{StoredItem, StoredResponse};
 
 mod budget;
-mod compact;
 mod expiry;
 mod filters;
-mod pending;
 mod recent;
 mod tables;
-#[cfg(test)]
-mod tests_handover;
 mod writer;
 use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult, StateMeter};
 
@@ -115,12 +105,9 @@ pub(super) const DURABLE_EVERY: Duration = Duration::from_millis(500);
 
 /// The tree's directory inside the state directory.
 const TREE_DIR: &str = "ledger";
-/// How many records may wait for the writer thread in the pending ring (a few hundred bytes
-/// each, in their compact form): at the proxy's saturation with a 20 ms linger a queue of
-/// 1,024 refused one record in eight, this one none.
+/// How many write requests may wait for the writer thread (about 1 KB each): at the proxy's
+/// saturation with a 20 ms linger a queue of 1,024 refused one record in eight, this one none.
 const WRITE_QUEUE: usize = 4096;
-/// How many sweeps the tests may ask for at once.
-const COMMAND_QUEUE: usize = 16;
 /// The most write requests committed in one batch.
 const MAX_BATCH: usize = 4096;
 /// How long the writer sleeps, after a request arrives, so more gather to commit with it: a
@@ -133,6 +120,8 @@ const LINGER: Duration = Duration::from_millis(20);
 const SWEEP_LIMIT: usize = 4096;
 /// How often the writer thread sweeps when the last sweep finished the job.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
+/// The tree's block cache (fjall's default is 32 MiB).
+const CACHE_BYTES: u64 = 64 * 1024 * 1024;
 /// The most the journal holds before the tree writes out its in-memory tables (fjall's default
 /// is 512 MiB): bounds the disk it takes and the replay after a crash.
 const JOURNAL_BYTES: u64 = 64 * 1024 * 1024;
@@ -141,30 +130,8 @@ const JOURNAL_BYTES: u64 = 64 * 1024 * 1024;
 const KEY_FILTER_BITS_LOG2: u32 = 24;
 /// The key filter's largest size: 2^29 bits (64 MiB), for about 33 million keys.
 const KEY_FILTER_MAX_BITS_LOG2: u32 = 29;
-
-pub(crate) use crate::config::DEFAULT_MAX_MEMORY_BYTES;
-
-/// How `[state] max_memory_bytes` is shared among the store's memory (docs/benchmarks.md has
-/// the measurement): a quarter to the recent index, a quarter to the tree's block cache, half
-/// to the tree's in-memory tables (a fixed share for each keyspace). The key filter and the
-/// pending ring are sized apart (the first by the store's keys, the second by
-/// [`WRITE_QUEUE`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct MemoryShares {
-    recent: u64,
-    block_cache: u64,
-    memtables: u64,
-}
-
-impl MemoryShares {
-    fn of(max_memory_bytes: u64) -> MemoryShares {
-        MemoryShares {
-            recent: max_memory_bytes / 4,
-            block_cache: max_memory_bytes / 4,
-            memtables: max_memory_bytes / 2,
-        }
-    }
-}
+/// The most encoded bytes of recent records kept in memory.
+const RECENT_BYTES: u64 = 32 * 1024 * 1024;
 
 /// The `embedded` backend: `<dir>/ledger/`, written by one thread that batches and syncs,
 /// read on the blocking pool, swept of expired entries every minute. One process at a time.
@@ -178,30 +145,16 @@ pub struct EmbeddedStore {
 #[derive(Debug)]
 struct Inner {
     store: Arc<Store>,
-    /// What the request threads and the writer share.
-    shared: Arc<Shared>,
-    /// The tests' sweeps, for the writer.
-    #[cfg_attr(not(test), allow(dead_code))]
-    commands: SyncSender<Command>,
+    /// `None` only while dropping, so the writer thread sees the queue close.
+    queue: Option<SyncSender<Command>>,
     writer: Option<JoinHandle<()>>,
     limiter: LocalRateLimiter,
+    /// Every key in the tree and the queue (and some that have left them).
+    filters: Arc<Filters>,
     /// `[state] max_disk_bytes`, the floor it raised, and whether the disk is full.
     budget: Arc<DiskBudget>,
-}
-
-/// What the request threads hand records over through, and the writer fills.
-#[derive(Debug)]
-struct Shared {
-    /// Records pushed and not yet in the tree, the filter and the recent index.
-    pending: Pending<Ack>,
-    /// What this process committed or read lately.
+    /// What this process committed lately.
     recent: Recent,
-    /// Every key in the tree (and some that have left it).
-    filters: Arc<Filters>,
-    /// Wakes the writer when it waits.
-    wake: Wake,
-    /// The store is closing: the writer writes what is pending and ends.
-    closing: AtomicBool,
 }
 
 /// Knobs the tests turn down.
@@ -226,8 +179,6 @@ struct Tuning {
     disk_reserve: u64,
     /// What of `max_disk_bytes` is left to the journal: the tables get the rest.
     journal_allowance: u64,
-    /// `[state] max_memory_bytes`.
-    max_memory_bytes: u64,
 }
 
 const TUNING: Tuning = Tuning {
@@ -242,11 +193,14 @@ const TUNING: Tuning = Tuning {
     free_space: budget::statvfs_free,
     disk_reserve: budget::DISK_RESERVE,
     journal_allowance: JOURNAL_BYTES,
-    max_memory_bytes: DEFAULT_MAX_MEMORY_BYTES,
 };
 
-/// What the writer thread is asked to do besides writing records.
+/// What the writer thread is asked to do.
 enum Command {
+    Put {
+        record: Record,
+        ack: Ack,
+    },
     /// Sent by the tests' [`EmbeddedStore::sweep`]; the writer also sweeps on its own.
     #[cfg_attr(not(test), allow(dead_code))]
     Sweep {
@@ -255,8 +209,7 @@ enum Command {
     },
 }
 
-/// Who hears how a record's commit ended.
-#[derive(Debug)]
+/// Who hears how a put's commit ended.
 enum Ack {
     /// The caller, waiting for it (the tests' `put_response`).
     #[cfg(test)]
@@ -284,6 +237,18 @@ impl Ack {
     }
 }
 
+/// A response to write, and its JSON (encoded by the caller).
+struct Record {
+    response: Arc<StoredResponse>,
+    json: Vec<u8>,
+    /// Its keys ([`record_keys`]), which the writer adds to the key filters as it writes it
+    /// (shared with the record's entry among the recent records).
+    keys: Arc<[StoreKey]>,
+    /// The key filter lacked the response's key when it was queued: neither the tree nor the
+    /// queue held a record of it.
+    new: bool,
+}
+
 impl EmbeddedStore {
     /// Opens (creating if needed) the store in `dir`, creating the directory too, and starts its
     /// writer thread. Blocking file I/O: call it at startup or off the async runtime. After a
@@ -297,21 +262,15 @@ impl EmbeddedStore {
     /// [`EmbeddedStore::open_with`].
     #[cfg(test)]
     pub(crate) fn open(dir: &Path) -> Result<EmbeddedStore, StoreError> {
-        EmbeddedStore::open_with(
-            dir,
-            DEFAULT_MAX_DISK_BYTES,
-            DEFAULT_MAX_MEMORY_BYTES,
-            StateMeter::default(),
-        )
+        EmbeddedStore::open_with(dir, DEFAULT_MAX_DISK_BYTES, StateMeter::default())
     }
 
-    /// [`EmbeddedStore::open`] with `[state] max_disk_bytes` and `max_memory_bytes`, and the
-    /// metrics its evictions and refused writes are counted on. A directory already open in
-    /// this process keeps the budgets and metrics it was opened with.
+    /// [`EmbeddedStore::open`] with `[state] max_disk_bytes` and the metrics its evictions and
+    /// refused writes are counted on. A directory already open in this process keeps the
+    /// budget and metrics it was opened with.
     pub(crate) fn open_with(
         dir: &Path,
         max_disk_bytes: u64,
-        max_memory_bytes: u64,
         meter: StateMeter,
     ) -> Result<EmbeddedStore, StoreError> {
         static OPEN: Mutex<BTreeMap<PathBuf, Weak<Inner>>> = Mutex::new(BTreeMap::new());
@@ -326,7 +285,6 @@ impl EmbeddedStore {
         }
         let tuning = Tuning {
             max_disk_bytes,
-            max_memory_bytes,
             ..TUNING
         };
         let store = EmbeddedStore::open_tuned(dir, tuning, meter)?;
@@ -352,18 +310,17 @@ impl EmbeddedStore {
     /// [`EmbeddedStore::open`] of an existing directory, not shared, with `tuning`.
     fn open_tuned(dir: &Path, tuning: Tuning, meter: StateMeter) -> Result<EmbeddedStore, StoreError> {
         let path = dir.join(TREE_DIR);
-        let shares = MemoryShares::of(tuning.max_memory_bytes);
         let floor = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let filter_floor = floor.clone();
         let db = Database::builder(&path)
             .with_compaction_filter_factories(Arc::new(move |name: &str| {
                 expiry::factory_for(name, &filter_floor)
             }))
-            .cache_size(shares.block_cache)
+            .cache_size(CACHE_BYTES)
             .max_journaling_size(JOURNAL_BYTES)
             .open()
             .map_err(|e| open_error(&path, e))?;
-        let keyspaces = Keyspaces::open(&db, shares.memtables)?;
+        let keyspaces = Keyspaces::open(&db)?;
         let budget = Arc::new(DiskBudget::new(path.clone(), floor.clone(), &tuning, meter));
         let store = Arc::new(Store { db, keyspaces, floor });
         let held: u64 = store
@@ -376,29 +333,23 @@ impl EmbeddedStore {
         let filter = KeyFilter::new(Filters::bits_for(held, min_bits, max_bits));
         let loaded = tables::add_keys(&store.keyspaces, &store.db.snapshot(), &filter)?;
         let filters = Arc::new(Filters::new(filter, loaded, max_bits));
-        let shared = Arc::new(Shared {
-            pending: Pending::new(tuning.queue),
-            recent: Recent::new(usize::try_from(shares.recent).unwrap_or(usize::MAX)),
-            filters,
-            wake: Wake::default(),
-            closing: AtomicBool::new(false),
-        });
-        let (commands, requests) = mpsc::sync_channel(COMMAND_QUEUE);
-        let (writer_store, writer_shared, writer_budget) = (store.clone(), shared.clone(), budget.clone());
+        let (queue, requests) = mpsc::sync_channel(tuning.queue);
+        let (writer_store, writer_filters, writer_budget) = (store.clone(), filters.clone(), budget.clone());
         let writer = std::thread::Builder::new()
             .name("ledger-writer".into())
             .spawn(move || {
-                writer::write_loop(&writer_store, &writer_shared, &writer_budget, &requests, tuning)
+                writer::write_loop(&writer_store, &writer_filters, &writer_budget, &requests, tuning)
             })
             .map_err(unavailable("cannot start the ledger writer"))?;
         Ok(EmbeddedStore {
             inner: Arc::new(Inner {
                 store,
-                shared,
-                commands,
+                queue: Some(queue),
                 writer: Some(writer),
                 limiter: LocalRateLimiter::default(),
+                filters,
                 budget,
+                recent: Recent::new(RECENT_BYTES, (tuning.queue + MAX_BATCH) as u64),
             }),
         })
     }
@@ -406,70 +357,71 @@ impl EmbeddedStore {
     /// Writes `response` and waits for the commit (the tests' write; the ledger queues).
     #[cfg(test)]
     pub(super) async fn put_response(&self, response: &StoredResponse) -> Result<(), StoreError> {
+        let response = Arc::new(response.clone());
         let (ack, done) = oneshot::channel();
-        self.push(response, Ack::Caller(ack))?;
-        done.await.map_err(|_| writer_stopped())?
+        let (encoded, keys) = self.enqueue_put(response.clone(), Ack::Caller(ack))?;
+        done.await.map_err(|_| writer_stopped())??;
+        self.inner.recent.remember(response, encoded, keys);
+        Ok(())
     }
 
-    /// Hands `response` to the writer thread without waiting for the commit: lookups find it
-    /// from now on, and the writer counts the commit's outcome on `meter`. A full pending ring
-    /// fails at once.
+    /// Queues `response` for the writer thread and remembers it, without waiting for the
+    /// commit: lookups find it from now on, and the writer counts the commit's outcome on
+    /// `meter`. A full queue fails at once.
     pub(super) fn queue_response(
         &self,
         response: StoredResponse,
         meter: LedgerMeter,
     ) -> Result<(), StoreError> {
-        self.push(&response, Ack::Meter(meter))
-    }
-
-    /// The one push of a record: its compact form into the pending ring, its keys marked
-    /// there (docs/operations.md#state-backends); the writer does the rest.
-    fn push(&self, response: &StoredResponse, ack: Ack) -> Result<(), StoreError> {
-        let shared = &self.inner.shared;
-        if shared.closing.load(Ordering::Acquire) {
-            return Err(writer_stopped());
-        }
-        let keys: Vec<StoreKey> = record_keys(response).collect();
-        shared
-            .pending
-            .push(compact::encode(response), &keys, ack)
-            .map_err(|e| match e {
-                PushError::Full => StoreError::Unavailable("write queue full".into()),
-                PushError::NoRoom => {
-                    StoreError::Unavailable("no room to mark the record's ids pending".into())
-                }
-            })?;
-        shared.wake.notify();
+        let response = Arc::new(response);
+        let (encoded, keys) = self.enqueue_put(response.clone(), Ack::Meter(meter))?;
+        self.inner.recent.remember(response, encoded, keys);
         Ok(())
     }
 
-    #[cfg_attr(not(test), allow(dead_code))]
-    fn send(&self, command: Command) -> Result<(), StoreError> {
-        self.inner.commands.try_send(command).map_err(|e| match e {
-            TrySendError::Full(_) => StoreError::Unavailable("command queue full".into()),
-            TrySendError::Disconnected(_) => writer_stopped(),
+    /// Hands `response` to the writer thread; its keys are in the filter from now on. Returns
+    /// the size of its encoding, and its keys ([`record_keys`]).
+    fn enqueue_put(
+        &self,
+        response: Arc<StoredResponse>,
+        ack: Ack,
+    ) -> Result<(usize, Arc<[StoreKey]>), StoreError> {
+        let json = response.to_json();
+        let encoded = json.len();
+        let keys: Arc<[StoreKey]> = record_keys(&response).collect();
+        // Asked before the keys go in. Two records of one response queued at once may both be
+        // told "new"; the later then leaves the earlier's row behind, which a sweep drops.
+        let new = !self.inner.filters.may_contain(&keys[0]);
+        self.inner.filters.insert(&keys);
+        self.send(Command::Put {
+            record: Record {
+                response,
+                json,
+                keys: Arc::clone(&keys),
+                new,
+            },
+            ack,
         })?;
-        self.inner.shared.wake.force();
-        Ok(())
+        Ok((encoded, keys))
+    }
+
+    fn send(&self, command: Command) -> Result<(), StoreError> {
+        let queue = self.inner.queue.as_ref().ok_or_else(writer_stopped)?;
+        queue.try_send(command).map_err(|e| match e {
+            TrySendError::Full(_) => StoreError::Unavailable("write queue full".into()),
+            TrySendError::Disconnected(_) => writer_stopped(),
+        })
     }
 
     pub(super) async fn response(&self, id: &str) -> Result<Option<StoredResponse>, StoreError> {
         self.inner.budget.health.check()?;
         let key = response_key(id);
-        let now = self.inner.budget.now();
-        let shared = &self.inner.shared;
-        let read = |bytes: &[u8]| {
-            compact::decode(bytes)
-                .ok()
-                .filter(|response| response.id == id && !response.is_expired(now))
-        };
-        if let Some((_, response)) = shared.pending.find(&key, read) {
-            return Ok(Some(response));
+        if let Some(response) = self.inner.recent.holder(&key, self.inner.budget.now()) {
+            if response.id == id {
+                return Ok(Some(StoredResponse::clone(&response)));
+            }
         }
-        if let Some(response) = shared.recent.find(&key, now, read) {
-            return Ok(Some(response));
-        }
-        if !shared.filters.may_contain(&key) {
+        if !self.inner.filters.may_contain(&key) {
             return Ok(None);
         }
         let id = id.to_owned();
@@ -516,21 +468,18 @@ impl EmbeddedStore {
     ) -> Result<Vec<Option<StoredItem>>, StoreError> {
         self.inner.budget.health.check()?;
         let now = self.inner.budget.now();
-        let shared = &self.inner.shared;
         let mut unsure = Vec::new();
         let mut found: Vec<Option<StoredItem>> = keys
             .iter()
             .enumerate()
             .map(|(i, k)| {
                 let store_key = key(k);
-                let read = |bytes: &[u8]| {
-                    let response = compact::decode(bytes).ok()?;
-                    find(&response, k).filter(|_| !response.is_expired(now))
-                };
                 let item = self
-                    .pending_item(&store_key, read)
-                    .or_else(|| shared.recent.find(&store_key, now, read));
-                if item.is_none() && shared.filters.may_contain(&store_key) {
+                    .inner
+                    .recent
+                    .holder(&store_key, now)
+                    .and_then(|response| find(&response, k));
+                if item.is_none() && self.inner.filters.may_contain(&store_key) {
                     unsure.push(i);
                 }
                 item
@@ -556,21 +505,6 @@ impl EmbeddedStore {
             .zip(items)
             .for_each(|(i, item)| found[i] = item);
         Ok(found)
-    }
-
-    /// The item `read` finds in the newest pending record marked under `key`, if that record
-    /// is also the newest pending one of its response (an older record's item may be gone).
-    fn pending_item(&self, key: &StoreKey, read: impl Fn(&[u8]) -> Option<StoredItem>) -> Option<StoredItem> {
-        let pending = &self.inner.shared.pending;
-        let (seq, item) = pending.find(key, read)?;
-        let owner = &item.response_id;
-        let (newest, ()) = pending.find(&response_key(owner), |bytes| {
-            compact::id_and_expiry(bytes)
-                .ok()
-                .filter(|(id, _)| id == owner)
-                .map(|_| ())
-        })?;
-        (newest == seq).then_some(item)
     }
 
     pub(super) fn hit_rate(&self, key: &str, per_minute: NonZeroU32) -> Result<(), Duration> {
@@ -636,36 +570,17 @@ impl EmbeddedStore {
     }
 
     /// [`EmbeddedStore::read`] of a lookup that also hands back the responses it read: they
-    /// go to the recent index where it allows ([`Recent::fill`], marked before the read), on
-    /// the blocking pool.
+    /// go to the recent-records cache where it allows ([`Recent::fill`], marked before the read).
     async fn read_keeping<T: Send + 'static>(
         &self,
         read: impl FnOnce(&Store, u64) -> Result<(T, ReadResponses), StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let shared = self.inner.shared.clone();
-        let mark = shared.recent.mark();
-        self.read(move |store, now| {
-            let (found, responses) = read(store, now)?;
-            for (response, _) in responses {
-                let keys: Vec<StoreKey> = record_keys(&response).collect();
-                let pending = |key: &StoreKey| {
-                    shared
-                        .pending
-                        .find(key, |bytes| {
-                            compact::id_and_expiry(bytes)
-                                .ok()
-                                .filter(|(id, _)| *id == response.id)
-                                .map(|_| ())
-                        })
-                        .is_some()
-                };
-                shared
-                    .recent
-                    .fill(&compact::encode(&response), &keys, mark, pending);
-            }
-            Ok(found)
-        })
-        .await
+        let mark = self.inner.recent.mark();
+        let (found, responses) = self.read(read).await?;
+        for (response, encoded) in responses {
+            self.inner.recent.fill(Arc::new(response), encoded, mark);
+        }
+        Ok(found)
     }
 
     /// Runs `read` on the blocking pool with the store and the time now.
@@ -681,11 +596,10 @@ impl EmbeddedStore {
 }
 
 impl Drop for Inner {
-    /// Tells the writer to commit what is pending and write it to disk, and waits for it, so
-    /// the tree is closed (and its lock released) when the last clone goes.
+    /// Closes the queue and waits for the writer to commit what it holds and write it to disk,
+    /// so the tree is closed (and its lock released) when the last clone goes.
     fn drop(&mut self) {
-        self.shared.closing.store(true, Ordering::Release);
-        self.shared.wake.force();
+        self.queue = None;
         if let Some(writer) = self.writer.take() {
             let _ = writer.join();
         }
@@ -798,17 +712,15 @@ mod tests {
         drop(store);
         // After a restart the cache is empty: the first lookups read the tree.
         let store = EmbeddedStore::open(dir.path()).unwrap();
-        let recent = &store.inner.shared.recent;
-        let cached = |id: &str| recent.find(&response_key(id), now_unix(), |_| Some(())).is_some();
+        let recent = &store.inner.recent;
+        let cached = |id: &str| recent.holder(&response_key(id), now_unix()).is_some();
         assert!(!cached("resp_1") && !cached("resp_2"));
         assert!(store.response("resp_1").await.unwrap().is_some());
         assert!(cached("resp_1") && !cached("resp_2"));
         let found = store.items_by_id(&["fc_0123456789_resp_2".into()]).await.unwrap();
         assert_eq!(found[0].as_ref().unwrap().response_id, "resp_2");
         assert!(cached("resp_2"));
-        let item = recent.find(&item_key("fc_0123456789_resp_2"), now_unix(), |bytes| {
-            compact::decode(bytes).ok()
-        });
+        let item = recent.holder(&item_key("fc_0123456789_resp_2"), now_unix());
         assert_eq!(item.unwrap().id, "resp_2");
     }
 
@@ -985,19 +897,19 @@ mod tests {
             ..TUNING
         };
         let store = EmbeddedStore::open_tuned(dir.path(), tuning, StateMeter::default()).unwrap();
-        assert_eq!(store.inner.shared.filters.bits_log2(), 9);
+        assert_eq!(store.inner.filters.bits_log2(), 9);
         let records: Vec<StoredResponse> = (0..60).map(|n| response(&format!("resp_{n}"), n, 60)).collect();
         for record in &records {
             store.put_response(record).await.unwrap();
         }
         let deadline = Instant::now() + Duration::from_secs(10);
-        while store.inner.shared.filters.bits_log2() < 13 {
+        while store.inner.filters.bits_log2() < 13 {
             assert!(Instant::now() < deadline, "the filter did not grow");
             // Each batch the writer commits may start the next growth.
             store.put_response(&records[0]).await.unwrap();
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let filters = &store.inner.shared.filters;
+        let filters = &store.inner.filters;
         assert!(records
             .iter()
             .flat_map(record_keys)
@@ -1005,7 +917,7 @@ mod tests {
         drop(store);
         // Reopened, it is sized for what the tree holds (240 keys: 2^12 bits).
         let store = EmbeddedStore::open_tuned(dir.path(), tuning, StateMeter::default()).unwrap();
-        assert!(store.inner.shared.filters.bits_log2() >= 12);
+        assert!(store.inner.filters.bits_log2() >= 12);
         assert!(store.response("resp_59").await.unwrap().is_some());
     }
 
@@ -1207,8 +1119,8 @@ mod tests {
             .insert(digest_key(&[9; 32]).0, tables::owner(&bad, u64::MAX))
             .unwrap();
         // Written past the store: its key filter must be told, as a put would tell it.
-        store.inner.shared.filters.insert(&[response_key("resp_bad")]);
-        store.inner.shared.filters.insert(&[digest_key(&[9; 32])]);
+        store.inner.filters.insert(&[response_key("resp_bad")]);
+        store.inner.filters.insert(&[digest_key(&[9; 32])]);
         assert!(matches!(
             store.response("resp_bad").await,
             Err(StoreError::Corrupt(_))
@@ -1239,13 +1151,9 @@ mod tests {
             )
             .unwrap();
         // Written past the store: its key filter must be told, as a put would tell it.
-        store.inner.shared.filters.insert(&[response_key("resp_mine")]);
-        store.inner.shared.filters.insert(&[response_key("resp_other")]);
-        store
-            .inner
-            .shared
-            .filters
-            .insert(&[item_key("fc_0123456789_resp_mine")]);
+        store.inner.filters.insert(&[response_key("resp_mine")]);
+        store.inner.filters.insert(&[response_key("resp_other")]);
+        store.inner.filters.insert(&[item_key("fc_0123456789_resp_mine")]);
         assert_eq!(store.response("resp_mine").await.unwrap(), None);
         let found = store
             .items_by_id(&["fc_0123456789_resp_mine".into()])

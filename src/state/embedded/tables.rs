@@ -41,8 +41,9 @@ pub(super) const KIND_RESPONSE: u8 = 0;
 pub(super) const KIND_ITEM_BY_ID: u8 = 1;
 pub(super) const KIND_ITEM_BY_DIGEST: u8 = 2;
 
-/// The least a keyspace's in-memory table may grow to before it is written out.
-const MIN_MEMTABLE_BYTES: u64 = 1024 * 1024;
+/// The largest a keyspace's in-memory table grows before it is written out (fjall's default is
+/// 64 MiB, for each of the four).
+const MEMTABLE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// The keyspaces, each by name, and where its rows hold their `expires_unix`.
 const KEYSPACES: [(&str, ExpiresAt); 4] = [
@@ -108,18 +109,11 @@ pub(super) struct Keyspaces {
 }
 
 impl Keyspaces {
-    /// Opens (creating them if need be) the four keyspaces of `db`. A keyspace created now
-    /// writes its in-memory table out at its share of `memtables` bytes (half for the
-    /// responses, a sixth for each index); one created earlier keeps the size it was created
-    /// with (fjall keeps it in the database).
-    pub(super) fn open(db: &Database, memtables: u64) -> Result<Keyspaces, StoreError> {
+    /// Opens (creating them if need be) the four keyspaces of `db`.
+    pub(super) fn open(db: &Database) -> Result<Keyspaces, StoreError> {
         let open = |name: &str| {
-            let share = match name {
-                "responses" => memtables / 2,
-                _ => memtables / 6,
-            };
             db.keyspace(name, || {
-                KeyspaceCreateOptions::default().max_memtable_size(share.max(MIN_MEMTABLE_BYTES))
+                KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES)
             })
             .map_err(unavailable("open a keyspace"))
         };

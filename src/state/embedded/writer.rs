@@ -1,143 +1,108 @@
-//! The writer thread: the one writer of the store. It takes the records the request threads
-//! pushed ([`super::pending`]) in order, commits them to the tree in batches, adds their keys to
-//! the key filter and their compact form to the recent index, and only then frees their place
-//! in the pending ring; it also runs the sweeps and the syncs to disk.
+//! The writer thread: the one writer of the store (its batches, its sweeps, its syncs to disk).
 
-use std::sync::atomic::{fence, AtomicBool, Ordering};
-use std::sync::mpsc::Receiver;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use fjall::{PersistMode, Snapshot};
 
 use super::budget::DiskBudget;
-use super::compact;
 use super::filters::Filters;
-use super::pending::Taken;
-use super::tables::{record_keys, Store, Tables};
-use super::{write_failed, Ack, Command, Shared, Tuning, MAX_BATCH};
-use crate::ledger::StoredResponse;
-use crate::state::key_filter::{KeyFilter, StoreKey};
+use super::tables::{Store, Tables};
+use super::{write_failed, Command, Record, Tuning, MAX_BATCH};
+use crate::state::key_filter::KeyFilter;
 use crate::state::{now_unix, StoreError};
 
-/// How the request threads wake the writer when it waits with nothing to do (under load it
-/// never waits on this: it sleeps its linger, then finds records).
-#[derive(Debug, Default)]
-pub(super) struct Wake {
-    flag: Mutex<bool>,
-    signal: Condvar,
-    idle: AtomicBool,
-}
-
-impl Wake {
-    /// Wakes the writer if it waits (after a push).
-    pub(super) fn notify(&self) {
-        fence(Ordering::SeqCst);
-        if self.idle.load(Ordering::Relaxed) {
-            self.force();
-        }
-    }
-
-    /// Wakes the writer whatever it does (a command, the store closing).
-    pub(super) fn force(&self) {
-        let mut flag = self.flag.lock().unwrap_or_else(|e| e.into_inner());
-        *flag = true;
-        self.signal.notify_one();
-    }
-
-    /// Waits until woken, `ready`, or `until`.
-    fn wait(&self, until: Instant, ready: impl Fn() -> bool) {
-        let mut flag = self.flag.lock().unwrap_or_else(|e| e.into_inner());
-        self.idle.store(true, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
-        while !*flag && !ready() {
-            let now = Instant::now();
-            if now >= until {
-                break;
-            }
-            flag = self
-                .signal
-                .wait_timeout(flag, until - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-        *flag = false;
-        self.idle.store(false, Ordering::Relaxed);
-    }
-}
-
-/// A record taken from the pending ring: decoded, its compact form and its keys.
-struct Taking {
-    response: StoredResponse,
-    bytes: Vec<u8>,
-    keys: Vec<StoreKey>,
-    /// The key filter lacked its response's key: neither the tree nor an earlier batch holds a
-    /// record of it.
-    new: bool,
-}
-
-/// The writer thread: batches the pushed records, runs sweeps, keeps the tree within its disk
-/// budget, ends when the store closes (having written everything pushed).
+/// The writer thread: batches puts, runs sweeps, keeps the tree within its disk budget, ends
+/// when every store clone is gone.
 pub(super) fn write_loop(
     store: &Arc<Store>,
-    shared: &Shared,
+    filters: &Arc<Filters>,
     budget: &DiskBudget,
     requests: &Receiver<Command>,
     tuning: Tuning,
 ) {
-    let filters = &shared.filters;
     // The thread filling a grown key filter, if one is.
     let mut filler: Option<JoinHandle<()>> = None;
     let mut next_sweep = Instant::now() + tuning.sweep_every;
     let mut next_budget = Instant::now();
     // When the batches committed since the last durable commit must be made durable.
     let mut durable_by: Option<Instant> = None;
-    // The next record to take from the pending ring.
-    let mut cursor = 0;
     loop {
         let deadline = durable_by
             .map_or(next_sweep, |by| by.min(next_sweep))
             .min(next_budget);
-        let closing = shared.closing.load(Ordering::Acquire);
-        if !closing {
-            shared.wake.wait(deadline, || {
-                shared.pending.tail() > cursor || shared.closing.load(Ordering::Acquire)
-            });
-        }
-        // Sleeping, rather than waiting on the ring, lets records gather without waking this
-        // thread for each one.
-        if shared.pending.tail() > cursor && !tuning.linger.is_zero() && !closing {
+        let first = match requests.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(command) => Some(command),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => {
+                if durable_by.is_some() {
+                    make_durable(store);
+                }
+                if let Some(filler) = filler {
+                    let _ = filler.join();
+                }
+                return;
+            }
+        };
+        let mut commands: Vec<Command> = first.into_iter().collect();
+        // Sleeping, rather than waiting on the queue, lets requests gather without waking
+        // this thread for each one.
+        if !commands.is_empty() && !tuning.linger.is_zero() {
             std::thread::sleep(tuning.linger);
         }
-        let (taken, next) = shared.pending.take(cursor, MAX_BATCH, |bytes| {
-            compact::decode(bytes).map(|response| (response, bytes.to_vec()))
-        });
-        let took_all = next == shared.pending.tail();
-        let before = std::mem::replace(&mut cursor, next);
-        if next > before {
-            commit(store, shared, budget, &tuning, taken, next, &mut durable_by);
+        while commands.len() < MAX_BATCH {
+            match requests.try_recv() {
+                Ok(command) => commands.push(command),
+                Err(_) => break,
+            }
+        }
+        let mut puts = Vec::with_capacity(commands.len());
+        let mut sweeps = Vec::new();
+        for command in commands {
+            match command {
+                Command::Put { record, ack } => puts.push((record, ack)),
+                Command::Sweep { now, ack } => sweeps.push((now, ack)),
+            }
+        }
+        if !puts.is_empty() {
+            let now = Instant::now();
+            let due = durable_by.get_or_insert(now + tuning.durable_every);
+            let durable = *due <= now;
+            let bytes: usize = puts.iter().map(|(record, _)| record.json.len()).sum();
+            let result = budget
+                .room_for(bytes as u64)
+                .and_then(|()| write_batch(store, puts.iter().map(|(record, _)| record)))
+                .and_then(|()| match durable {
+                    true => persist(store),
+                    false => Ok(()),
+                });
+            budget.batch_ended(puts.len(), &result);
+            if result.is_ok() {
+                puts.iter()
+                    .for_each(|(record, _)| filters.insert_written(&record.keys));
+            }
+            match &result {
+                Ok(()) if durable => durable_by = None,
+                Ok(()) => {}
+                Err(e) => tracing::warn!(error = %e, records = puts.len(), "ledger write failed"),
+            }
+            for (_, ack) in puts {
+                ack.send(&result);
+            }
         }
         if filters.take_due() {
             if let Some(started) = start_growing(store, filters) {
                 filler = Some(started);
             }
         }
-        while let Ok(Command::Sweep { now, ack }) = requests.try_recv() {
+        for (now, ack) in sweeps {
             let _ = ack.send(sweep(store, &tuning, now));
         }
-        // Write what is committed to disk once its wait is over.
+        // Write what is committed to disk once its wait is over (the queue's wait ends then too).
         if durable_by.is_some_and(|by| by <= Instant::now()) && make_durable(store) {
             durable_by = None;
-        }
-        if closing && took_all {
-            if durable_by.is_some() {
-                make_durable(store);
-            }
-            if let Some(filler) = filler {
-                let _ = filler.join();
-            }
-            return;
         }
         if Instant::now() >= next_budget {
             if let Err(e) = budget.enforce(store, &tuning) {
@@ -162,88 +127,6 @@ pub(super) fn write_loop(
     }
 }
 
-type Took = (Taken<Ack>, Result<(StoredResponse, Vec<u8>), compact::Unreadable>);
-
-/// Commits the records `taken` from the pending ring (up to `next`, void slots included) in
-/// one batch; then adds them to the key filter and the recent index, tells each one's owner
-/// how it ended, and frees their slots.
-fn commit(
-    store: &Store,
-    shared: &Shared,
-    budget: &DiskBudget,
-    tuning: &Tuning,
-    taken: Vec<Took>,
-    next: u64,
-    durable_by: &mut Option<Instant>,
-) {
-    let mut acks = Vec::with_capacity(taken.len());
-    let mut batch = Vec::with_capacity(taken.len());
-    for (Taken { seq, note }, read) in taken {
-        match read {
-            Ok((response, bytes)) => {
-                let keys: Vec<StoreKey> = record_keys(&response).collect();
-                let new = !shared.filters.may_contain(&keys[0]);
-                batch.push((
-                    seq,
-                    Taking {
-                        response,
-                        bytes,
-                        keys,
-                        new,
-                    },
-                ));
-                acks.push((note, true));
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "a pending ledger record does not read");
-                acks.push((note, false));
-            }
-        }
-    }
-    let result = match batch.is_empty() {
-        true => Ok(()),
-        false => {
-            let now = Instant::now();
-            let due = durable_by.get_or_insert(now + tuning.durable_every);
-            let durable = *due <= now;
-            let bytes: usize = batch.iter().map(|(_, t)| t.bytes.len() * 2).sum();
-            let result = budget
-                .room_for(bytes as u64)
-                .and_then(|()| write_batch(store, batch.iter().map(|(_, t)| t)))
-                .and_then(|()| match durable {
-                    true => persist(store),
-                    false => Ok(()),
-                });
-            budget.batch_ended(batch.len(), &result);
-            match &result {
-                Ok(()) if durable => *durable_by = None,
-                Ok(()) => {}
-                Err(e) => tracing::warn!(error = %e, records = batch.len(), "ledger write failed"),
-            }
-            result
-        }
-    };
-    if result.is_ok() && !batch.is_empty() {
-        batch.iter().for_each(|(_, t)| shared.filters.insert(&t.keys));
-        shared
-            .recent
-            .add_batch(batch.iter().map(|(_, t)| (&t.bytes[..], &t.keys[..])));
-    }
-    for (ack, readable) in acks {
-        let outcome = match readable {
-            true => result.clone(),
-            false => Err(StoreError::Corrupt("a pending record does not read".into())),
-        };
-        ack.send(&outcome);
-    }
-    shared.pending.release(next, |seq, _| {
-        batch
-            .binary_search_by_key(&seq, |(s, _)| *s)
-            .map(|at| batch[at].1.keys.clone())
-            .unwrap_or_default()
-    });
-}
-
 /// Writes every batch committed so far to disk (an fdatasync of the journal); whether it did.
 fn make_durable(store: &Store) -> bool {
     match persist(store) {
@@ -263,10 +146,10 @@ fn persist(store: &Store) -> Result<(), StoreError> {
 }
 
 /// Commits every record of a batch at once.
-fn write_batch<'a>(store: &Store, batch: impl Iterator<Item = &'a Taking>) -> Result<(), StoreError> {
+fn write_batch<'a>(store: &Store, batch: impl Iterator<Item = &'a Record>) -> Result<(), StoreError> {
     let mut tables = Tables::new(&store.keyspaces);
     for record in batch {
-        tables.put(&record.response, &record.response.to_json(), record.new)?;
+        tables.put(&record.response, &record.json, record.new)?;
     }
     tables.commit(&store.db)
 }
