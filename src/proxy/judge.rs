@@ -23,7 +23,9 @@ use super::snapshot::Snapshot;
 use super::state::ProxyState;
 use super::teams::Team;
 use crate::error::ApiError;
-use crate::gate::{self, Continued, InputProbe, ItemsAt, LedgerQuery, Provenance, StateAccess, Target, Verdict};
+use crate::gate::{
+    self, Continued, InputProbe, ItemsAt, LedgerQuery, Provenance, StateAccess, Target, Verdict,
+};
 use crate::ledger::CallIds;
 
 /// Bodies up to this size are read and decided on the worker (parsing 64 KiB takes some 50 µs).
@@ -365,7 +367,10 @@ impl Context {
         // so that it gets the whole reading's answer.
         let after_known = found.and_then(|(continued, kept)| {
             let items = continued.known();
-            let read = ReadBody::try_new(body.clone(), |body| gate::parse_after_known(body, at, true, items)).ok()?;
+            let read = ReadBody::try_new(body.clone(), |body| {
+                gate::parse_after_known(body, at, true, items)
+            })
+            .ok()?;
             let request = read.borrow_dependent();
             let alike = request.known_items() == items.count && kept.input.decides_alike(request);
             alike.then_some((read, kept, continued))
@@ -446,14 +451,20 @@ impl Context {
         let target = target.with_carry_sessions(carries);
         let query = read.query.as_ref();
         let (verdict, kept) = match &read.known {
-            Some(known) => match state.gate.judge_after(request, &target, known.input.prefix(), query)? {
+            Some(known) => match state
+                .gate
+                .judge_after(request, &target, known.input.prefix(), query)?
+            {
                 Some(judged) => judged,
                 // Only the whole body's judgment can tell.
                 None => return self.decide_now(&self.read_whole(read)?, facts, work),
             },
             None => state.gate.judge_keeping(request, &target, query)?,
         };
-        let judged_before = read.known.as_ref().map_or(0, |known| known.input.prefix().items());
+        let judged_before = read
+            .known
+            .as_ref()
+            .map_or(0, |known| known.input.prefix().items());
         state.metrics.count_items(request.items().len(), judged_before);
         let input_call_ids = match (self.remembers, &read.known) {
             (false, _) => CallIds::default(),

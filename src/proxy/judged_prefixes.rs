@@ -145,7 +145,9 @@ mod tests {
             items.push(format!(
                 r#"{{"type":"function_call","call_id":"c{n}","name":"f","arguments":"{{}}"}}"#
             ));
-            items.push(format!(r#"{{"type":"function_call_output","call_id":"c{n}","output":"ok"}}"#));
+            items.push(format!(
+                r#"{{"type":"function_call_output","call_id":"c{n}","output":"ok"}}"#
+            ));
         }
         format!(
             r#"{{"model":"m","tools":[{{"type":"function","name":"f"}}],"input":[{}]}}"#,
@@ -156,10 +158,17 @@ mod tests {
     fn judged(gate: &Gate, text: &str) -> (InputProbe, Kept) {
         let provider = ProviderProfile::own_namespace("openai");
         let request = parse_noting_spans(text.as_bytes(), ItemsAt::Input).unwrap();
-        let (_, prefix) = gate.judge_keeping(&request, &Target::provider(&provider), None).unwrap();
+        let (_, prefix) = gate
+            .judge_keeping(&request, &Target::provider(&provider), None)
+            .unwrap();
         let probe = InputProbe::of(text.as_bytes(), 0).unwrap();
         let input = probe
-            .keep(text.as_bytes(), None, &request, prefix.expect("a clean input is kept"))
+            .keep(
+                text.as_bytes(),
+                None,
+                &request,
+                prefix.expect("a clean input is kept"),
+            )
             .unwrap();
         let kept = Kept {
             input,
@@ -204,7 +213,11 @@ mod tests {
         kept.keep(&probe, first);
         let (_, again) = judged(&gate, &same_start(1));
         kept.keep(&probe, again);
-        assert_eq!(kept.leads.get(&probe.lead()).unwrap().kept.len(), 1, "an input sent twice is kept once");
+        assert_eq!(
+            kept.leads.get(&probe.lead()).unwrap().kept.len(),
+            1,
+            "an input sent twice is kept once"
+        );
         let (_, longer) = judged(&gate, &same_start(2));
         kept.keep(&probe, longer);
         let next = same_start(3);

@@ -79,7 +79,10 @@ async fn session(ledger: &str) {
     // and from the third on each turn's old items are passed over: 5 + 7 + ... + 15.
     let before = counter(admin, "replaygate_gate_items_judged_before_total").await;
     assert_eq!(before, (2..8).map(|n| 1 + 2 * n).sum::<u64>(), "{ledger}");
-    assert_eq!(counter(admin, "replaygate_gate_items_judged_total").await, 3 + 5 + 6 * 2);
+    assert_eq!(
+        counter(admin, "replaygate_gate_items_judged_total").await,
+        3 + 5 + 6 * 2
+    );
 
     // The next turn with the tools changed (no `read_file`): every call is judged again, for
     // the tool it no longer declares.

@@ -715,7 +715,10 @@ async fn a_history_one_team_had_judged_is_judged_again_item_by_item_for_another(
     items.push(json!({"type": "function_call_output", "call_id": call_id, "output": "sunny"}));
     // Sent twice (a retry): the second time its input is kept, its leading items seen before.
     for _ in 0..2 {
-        assert_eq!(turn(&setup.proxy, ALPHA, "openai", body(&items)).await.status, 200);
+        assert_eq!(
+            turn(&setup.proxy, ALPHA, "openai", body(&items)).await.status,
+            200
+        );
     }
     items.push(json!({"role": "user", "content": "And tomorrow?"}));
     let judged_before = || async {

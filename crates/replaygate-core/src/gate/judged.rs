@@ -26,9 +26,9 @@ use xxhash_rust::xxh3::{xxh3_128, Xxh3};
 use super::item::{Item, ItemClass};
 use super::provenance::{LedgerQuery, Provenance};
 use super::request::{ItemsAt, KnownItems, ParsedRequest};
-use crate::json::Field;
 use super::verdict::Verdict;
 use crate::json::structure;
+use crate::json::Field;
 
 /// How many leading items (usually the instructions and the first user turn) name an input in
 /// the lookup, beside the caller's context.
@@ -141,7 +141,9 @@ pub struct Continued {
 
 impl std::fmt::Debug for Continued {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Continued").field("known", &self.known).finish_non_exhaustive()
+        f.debug_struct("Continued")
+            .field("known", &self.known)
+            .finish_non_exhaustive()
     }
 }
 
@@ -408,7 +410,9 @@ mod tests {
         let (_, prefix) = Gate::default()
             .judge_keeping(&request, &Target::provider(&provider), None)
             .unwrap();
-        probe.keep(body.as_bytes(), None, &request, prefix.unwrap()).unwrap()
+        probe
+            .keep(body.as_bytes(), None, &request, prefix.unwrap())
+            .unwrap()
     }
 
     #[test]
@@ -422,12 +426,21 @@ mod tests {
         assert_eq!(&next.as_bytes()[continued.known().resume..][..3], b" , ");
         // The same body again does not continue it; another context has another lead; a byte
         // changed in an old item, or an item fewer, does not continue it.
-        assert!(InputProbe::of(TURN.as_bytes(), 7).unwrap().continues(TURN.as_bytes(), &kept).is_none());
+        assert!(InputProbe::of(TURN.as_bytes(), 7)
+            .unwrap()
+            .continues(TURN.as_bytes(), &kept)
+            .is_none());
         assert_ne!(InputProbe::of(next.as_bytes(), 8).unwrap().lead(), probe.lead());
         let changed = next.replace(r#""output":"x""#, r#""output":"y""#);
-        assert!(InputProbe::of(changed.as_bytes(), 7).unwrap().continues(changed.as_bytes(), &kept).is_none());
+        assert!(InputProbe::of(changed.as_bytes(), 7)
+            .unwrap()
+            .continues(changed.as_bytes(), &kept)
+            .is_none());
         let fewer = r#"{"model":"m","tools":[{"type":"function","name":"f"}],"input":[{"role":"user","content":"a"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}, {"role":"user","content":"b"}]}"#;
-        assert!(InputProbe::of(fewer.as_bytes(), 7).unwrap().continues(fewer.as_bytes(), &kept).is_none());
+        assert!(InputProbe::of(fewer.as_bytes(), 7)
+            .unwrap()
+            .continues(fewer.as_bytes(), &kept)
+            .is_none());
     }
 
     #[test]
@@ -437,7 +450,10 @@ mod tests {
         assert!(kept.decides_alike(&same));
         for other in [
             TURN.replace(r#""model":"m""#, r#""model":"n""#),
-            TURN.replace(r#""name":"f"}]"#, r#""name":"f","parameters":{"type":"object"}}]"#),
+            TURN.replace(
+                r#""name":"f"}]"#,
+                r#""name":"f","parameters":{"type":"object"}}]"#,
+            ),
             TURN.replace(r#""model":"m""#, r#""model":"m","previous_response_id":"resp_1""#),
         ] {
             let request = parse_noting_spans(other.as_bytes(), ItemsAt::Input).unwrap();

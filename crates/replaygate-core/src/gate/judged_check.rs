@@ -120,10 +120,15 @@ pub fn judged_after_prefixes_as_whole(
     for count in 2..spans.len() {
         let earlier = cut(body, &spans, count);
         let earlier_probe = InputProbe::of(earlier.as_bytes(), 1).expect("a prefix of a probed body");
-        assert_eq!(earlier_probe.lead(), probe.lead(), "the same leading items, the same lead");
+        assert_eq!(
+            earlier_probe.lead(),
+            probe.lead(),
+            "the same leading items, the same lead"
+        );
         let earlier_request = parse_noting_spans(earlier.as_bytes(), ItemsAt::Input).expect("a prefix reads");
         let earlier_query = earlier_facts.map(|_| LedgerQuery::of(&earlier_request));
-        let Ok((_, Some(prefix))) = gate.judge_keeping(&earlier_request, &earlier_target, earlier_query.as_ref())
+        let Ok((_, Some(prefix))) =
+            gate.judge_keeping(&earlier_request, &earlier_target, earlier_query.as_ref())
         else {
             continue;
         };
@@ -142,7 +147,11 @@ pub fn judged_after_prefixes_as_whole(
         let query = match facts {
             Some(_) => match known.query_after(&after) {
                 Some(query) => {
-                    assert_eq!(Some(&query), whole_query.as_ref(), "the query after a prefix is the body's");
+                    assert_eq!(
+                        Some(&query),
+                        whole_query.as_ref(),
+                        "the query after a prefix is the body's"
+                    );
                     Some(query)
                 }
                 None => continue,
@@ -153,8 +162,15 @@ pub fn judged_after_prefixes_as_whole(
             continue;
         };
         incremental += 1;
-        assert_eq!(summary(&verdict), summary(&expected), "{body}\ncut after {count} items");
-        assert!(expected.tally.is_empty(), "only a clean verdict is given after a prefix");
+        assert_eq!(
+            summary(&verdict),
+            summary(&expected),
+            "{body}\ncut after {count} items"
+        );
+        assert!(
+            expected.tally.is_empty(),
+            "only a clean verdict is given after a prefix"
+        );
         let next = next.and_then(|prefix| probe.keep(body.as_bytes(), Some(&continued), &after, prefix));
         match (&next, &kept_whole) {
             (Some(next), Some(whole)) => {
