@@ -1,14 +1,15 @@
-//! Finding a body's structure without reading its values: where its top-level members are, and
-//! where each element of one array begins and ends.
+//! Finding a body's structure without reading its values: where a top-level member's value
+//! starts ([`member_value`]), where an array's first elements lie ([`leading_objects`]), and
+//! whether an array goes on after an element ([`continues_after`]). Incremental judging probes
+//! a body with them before reading it (docs/incremental-judging.md).
 //!
 //! Sixty-four bytes are classified at a time: a bit mask each for quotes, backslashes and
 //! brackets (`{`, `}`, `[`, `]`), from SSE2 compares on x86-64 (through `safe_arch`'s safe
 //! wrappers) and byte by byte elsewhere. Escaped quotes are told apart with carry arithmetic on
 //! the backslash mask, the inside of strings with a prefix XOR of the quote mask, and only the
-//! brackets outside strings are then visited one by one; the commas between elements are checked
-//! where they must be, in the whitespace between one element's end and the next one's start. A
-//! 16 KiB agent history has some sixty items and a few hundred brackets, against some sixteen
-//! thousand bytes that the JSON reader looks at one by one or sixteen at a time.
+//! brackets outside strings are then visited one by one, to find where an object or array ends
+//! (a member's value passed over, an element found); the commas between elements are checked
+//! where they must be, in the whitespace between one element's end and the next one's start.
 //!
 //! The scan does not check the grammar. Its answers are exact for valid JSON; for any other text
 //! they are only where the scan thinks things are, so a caller uses them to find text it
@@ -314,86 +315,88 @@ pub fn continues_after(text: &[u8], at: usize) -> bool {
     text.get(skip_whitespace(text, at)) == Some(&b',')
 }
 
-/// The elements of an array of objects ([`object_elements`]) and where the array ends.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObjectElements {
-    /// Where each element lies.
-    pub elements: Vec<Range<usize>>,
-    /// Just after the array's `]`.
-    pub end: usize,
-}
-
-/// Where each element of the array that opens at `open` lies, when every element is an object
-/// and only whitespace and single commas lie between them. `None` otherwise, or when the text
-/// ends first.
-pub fn object_elements(text: &[u8], open: usize) -> Option<ObjectElements> {
-    if text.get(open) != Some(&b'[') {
-        return None;
-    }
-    let mut elements = Vec::new();
-    let mut structure = Structure::new(text, open);
-    structure.next()?; // the `[` itself
-    let mut depth = 0usize;
-    // Where the text between elements begins: whitespace, then a comma unless it is the first.
-    let mut gap_from = open + 1;
-    let mut start = 0;
-    while let Some(at) = structure.next() {
-        let b = text[at];
-        if depth == 0 {
-            let first = elements.is_empty();
-            let gap = &text[gap_from..at];
-            match b {
-                b'{' if separates(gap, !first) => {
-                    start = at;
-                    depth = 1;
-                }
-                b']' if separates(gap, false) => {
-                    return Some(ObjectElements {
-                        elements,
-                        end: at + 1,
-                    })
-                }
-                _ => return None,
-            }
-            continue;
-        }
-        match b {
-            b'{' | b'[' => depth += 1,
-            _ => {
-                depth -= 1;
-                if depth == 0 {
-                    if b != b'}' {
-                        return None;
-                    }
-                    elements.push(start..at + 1);
-                    gap_from = at + 1;
-                }
-            }
-        }
-    }
-    None
-}
-
-/// Whether `gap` is whitespace, with one comma in it when `comma`.
-#[inline]
-fn separates(gap: &[u8], comma: bool) -> bool {
-    let mut commas = 0;
-    for &b in gap {
-        match b {
-            b',' => commas += 1,
-            b if is_whitespace(b) => {}
-            _ => return false,
-        }
-    }
-    commas == usize::from(comma)
-}
-
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
     use serde_json::Value;
 
     use super::*;
+
+    // A whole array cut into its elements with the bracket scan: the reference the scan is
+    // held to against serde_json on any array of objects.
+    /// The elements of an array of objects ([`object_elements`]) and where the array ends.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    struct ObjectElements {
+        /// Where each element lies.
+        elements: Vec<Range<usize>>,
+        /// Just after the array's `]`.
+        end: usize,
+    }
+
+    /// Where each element of the array that opens at `open` lies, when every element is an object
+    /// and only whitespace and single commas lie between them. `None` otherwise, or when the text
+    /// ends first.
+    fn object_elements(text: &[u8], open: usize) -> Option<ObjectElements> {
+        if text.get(open) != Some(&b'[') {
+            return None;
+        }
+        let mut elements = Vec::new();
+        let mut structure = Structure::new(text, open);
+        structure.next()?; // the `[` itself
+        let mut depth = 0usize;
+        // Where the text between elements begins: whitespace, then a comma unless it is the first.
+        let mut gap_from = open + 1;
+        let mut start = 0;
+        while let Some(at) = structure.next() {
+            let b = text[at];
+            if depth == 0 {
+                let first = elements.is_empty();
+                let gap = &text[gap_from..at];
+                match b {
+                    b'{' if separates(gap, !first) => {
+                        start = at;
+                        depth = 1;
+                    }
+                    b']' if separates(gap, false) => {
+                        return Some(ObjectElements {
+                            elements,
+                            end: at + 1,
+                        })
+                    }
+                    _ => return None,
+                }
+                continue;
+            }
+            match b {
+                b'{' | b'[' => depth += 1,
+                _ => {
+                    depth -= 1;
+                    if depth == 0 {
+                        if b != b'}' {
+                            return None;
+                        }
+                        elements.push(start..at + 1);
+                        gap_from = at + 1;
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether `gap` is whitespace, with one comma in it when `comma`.
+    #[inline]
+    fn separates(gap: &[u8], comma: bool) -> bool {
+        let mut commas = 0;
+        for &b in gap {
+            match b {
+                b',' => commas += 1,
+                b if is_whitespace(b) => {}
+                _ => return false,
+            }
+        }
+        commas == usize::from(comma)
+    }
 
     /// The escaped bytes, one at a time.
     fn escaped_naive(text: &[u8]) -> Vec<bool> {
