@@ -183,6 +183,7 @@ pub(super) struct StateEntry {
     pub(super) backend: Option<Spanned<StateBackend>>,
     pub(super) path: Option<Spanned<String>>,
     pub(super) max_disk_bytes: Option<Spanned<super::size::WrittenSize>>,
+    pub(super) max_memory_bytes: Option<Spanned<super::size::WrittenSize>>,
     pub(super) url: Option<Spanned<String>>,
     pub(super) sentinels: Option<Spanned<Vec<Spanned<String>>>>,
     pub(super) master_name: Option<Spanned<String>>,

@@ -34,6 +34,7 @@ pub(crate) use error::ConfigError;
 pub(crate) use item_profile::read_file as read_item_profile;
 pub(crate) use ledger::{
     EncryptedContentScope, LedgerConfig, OnUnavailable, StateConfig, UnknownOwner, DEFAULT_MAX_DISK_BYTES,
+    DEFAULT_MAX_MEMORY_BYTES,
 };
 pub(crate) use redis_access::RedisAccess;
 pub(crate) use redis_target::{NodeAddr, RedisTarget};

@@ -441,7 +441,8 @@ fn embedded_default_parses() {
         config.state,
         StateConfig::Embedded {
             path: state_dir,
-            max_disk_bytes: 1 << 30
+            max_disk_bytes: 1 << 30,
+            max_memory_bytes: 32 << 20,
         }
     );
 

@@ -28,6 +28,7 @@ fn defaults() {
         StateConfig::Embedded {
             path: cwd.join("replaygate-state"),
             max_disk_bytes: 1 << 30,
+            max_memory_bytes: 32 << 20,
         }
     );
     assert_eq!(defaults.state.backend(), "embedded");
@@ -123,6 +124,7 @@ fn relative_state_paths_are_taken_from_the_directory_of_the_file() {
     let embedded = |path: PathBuf| StateConfig::Embedded {
         path,
         max_disk_bytes: 1 << 30,
+        max_memory_bytes: 32 << 20,
     };
     assert_eq!(load(""), embedded(base.join("replaygate-state")));
     assert_eq!(
@@ -214,6 +216,34 @@ fn keys_of_another_backend_are_rejected() {
         18,
         "max_disk_bytes applies to backend = \"embedded\" only, and this [state] has backend = \"memory\"",
     );
+    check(
+        &format!("{}max_memory_bytes = \"64MiB\"\n", redis("redis://h")),
+        4,
+        20,
+        "max_memory_bytes applies to backend = \"embedded\" only",
+    );
+}
+
+#[test]
+fn the_embedded_memory_budget_is_a_size_of_at_least_8_mib() {
+    let budget = |value: &str| match config(&format!(
+        "[state]\nbackend = \"embedded\"\nmax_memory_bytes = {value}\n"
+    ))
+    .state
+    {
+        StateConfig::Embedded { max_memory_bytes, .. } => max_memory_bytes,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(budget("\"64MiB\""), 64 << 20);
+    assert_eq!(budget("8388608"), 8 << 20);
+    let check = |value: &str, needle: &str| {
+        let text = format!("[state]\nbackend = \"embedded\"\nmax_memory_bytes = {value}\n{PROVIDER}");
+        assert_invalid_at(&text, 3, 20, needle);
+    };
+    check("0", "must be at least 8MiB");
+    check("\"4MiB\"", "must be at least 8MiB");
+    check("\"lots\"", "is not a size such as \"32MiB\" or 33554432");
+    check("-5", "is negative");
 }
 
 #[test]

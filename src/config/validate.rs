@@ -19,7 +19,10 @@ use super::file::{
 };
 use super::item_profile::{self, ItemProfileEntry};
 use super::key_entry::validate_key;
-use super::ledger::{DEFAULT_KEY_PREFIX, DEFAULT_MAX_DISK_BYTES, DEFAULT_REDIS_TIMEOUT, DEFAULT_STATE_PATH};
+use super::ledger::{
+    DEFAULT_KEY_PREFIX, DEFAULT_MAX_DISK_BYTES, DEFAULT_MAX_MEMORY_BYTES, DEFAULT_REDIS_TIMEOUT,
+    DEFAULT_STATE_PATH,
+};
 use super::redis_access::AccessEntry;
 use super::redis_target::{RedisTarget, TargetEntry};
 use super::size::WrittenSize;
@@ -381,11 +384,12 @@ impl StateEntry {
             (&self.sentinels, "sentinels", StateBackend::Redis),
             (&self.cluster_nodes, "cluster_nodes", StateBackend::Redis),
         ];
-        let budget_span = self.max_disk_bytes.as_ref().map(Spanned::span);
-        let budget = budget_span
-            .clone()
-            .filter(|_| backend != StateBackend::Embedded)
-            .map(|span| (span, "max_disk_bytes", StateBackend::Embedded));
+        let budgets = [
+            (self.max_disk_bytes.as_ref(), "max_disk_bytes"),
+            (self.max_memory_bytes.as_ref(), "max_memory_bytes"),
+        ]
+        .into_iter()
+        .filter_map(|(written, key)| Some((written?.span(), key, StateBackend::Embedded)));
         let spans = keys
             .into_iter()
             .filter_map(|(written, key, owner)| Some((written.as_ref()?.span(), key, owner)))
@@ -399,7 +403,7 @@ impl StateEntry {
                     .as_ref()
                     .map(|written| (written.span(), "tls", StateBackend::Redis)),
             )
-            .chain(budget);
+            .chain(budgets);
         let misplaced = spans
             .filter(|(_, _, owner)| *owner != backend)
             .min_by_key(|(span, _, _)| span.start);
@@ -429,7 +433,15 @@ impl StateEntry {
                     Some(written) => check_max_disk_bytes(written)?,
                     None => DEFAULT_MAX_DISK_BYTES,
                 };
-                Ok(StateConfig::Embedded { path, max_disk_bytes })
+                let max_memory_bytes = match &self.max_memory_bytes {
+                    Some(written) => check_max_memory_bytes(written)?,
+                    None => DEFAULT_MAX_MEMORY_BYTES,
+                };
+                Ok(StateConfig::Embedded {
+                    path,
+                    max_disk_bytes,
+                    max_memory_bytes,
+                })
             }
             StateBackend::Redis => {
                 let (target, login) = TargetEntry {
@@ -491,6 +503,28 @@ pub(super) fn check_redis_url(text: &str) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// The least `[state] max_memory_bytes`: below it the in-memory tables are written out so
+/// often that the store's threads do little else.
+const MIN_MAX_MEMORY_BYTES: u64 = 8 * 1024 * 1024;
+
+/// `[state] max_memory_bytes`: a size (bytes, or a text with a unit), at least
+/// [`MIN_MAX_MEMORY_BYTES`].
+fn check_max_memory_bytes(written: &Spanned<WrittenSize>) -> Result<u64, Invalid> {
+    match written.get_ref().bytes() {
+        Ok(bytes) if bytes < MIN_MAX_MEMORY_BYTES => Err(Invalid::new(
+            written.span(),
+            format!(
+                "[state] max_memory_bytes is {bytes} bytes; it must be at least 8MiB, the least the store's in-memory tables, cache and recent records work with"
+            ),
+        )),
+        Ok(bytes) => Ok(bytes),
+        Err(why) => Err(Invalid::new(
+            written.span(),
+            format!("[state] max_memory_bytes is not a size such as \"32MiB\" or 33554432: {why}"),
+        )),
+    }
 }
 
 /// The least `[state] max_disk_bytes`: the tree's journal alone may take 64 MiB.

@@ -274,9 +274,14 @@ fn open_store(
             let login = RedisLogin::read_for(target, access, env)?;
             StateStore::Redis(RedisStore::open(target, &login, key_prefix, *timeout)?)
         }
-        StateConfig::Embedded { path, max_disk_bytes } => StateStore::Embedded(EmbeddedStore::open_with(
+        StateConfig::Embedded {
+            path,
+            max_disk_bytes,
+            max_memory_bytes,
+        } => StateStore::Embedded(EmbeddedStore::open_with(
             path,
             *max_disk_bytes,
+            *max_memory_bytes,
             metrics.state().clone(),
         )?),
     })

@@ -95,7 +95,7 @@ mod tables;
 mod writer;
 use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult, StateMeter};
 
-pub(crate) use crate::config::DEFAULT_MAX_DISK_BYTES;
+pub(crate) use crate::config::{DEFAULT_MAX_DISK_BYTES, DEFAULT_MAX_MEMORY_BYTES};
 
 /// How often the writer compares the tree's size with `[state] max_disk_bytes`.
 const BUDGET_EVERY: Duration = Duration::from_secs(5);
@@ -120,9 +120,6 @@ const LINGER: Duration = Duration::from_millis(20);
 const SWEEP_LIMIT: usize = 4096;
 /// How often the writer thread sweeps when the last sweep finished the job.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
-/// The tree's block cache (fjall's default is 32 MiB). Lookups are answered from the recent
-/// records and the key filter first; the cache serves the rest.
-const CACHE_BYTES: u64 = 16 * 1024 * 1024;
 /// The most the journal holds before the tree writes out its in-memory tables (fjall's default
 /// is 512 MiB): bounds the disk it takes and the replay after a crash.
 const JOURNAL_BYTES: u64 = 64 * 1024 * 1024;
@@ -131,9 +128,34 @@ const JOURNAL_BYTES: u64 = 64 * 1024 * 1024;
 const KEY_FILTER_BITS_LOG2: u32 = 24;
 /// The key filter's largest size: 2^29 bits (64 MiB), for about 33 million keys.
 const KEY_FILTER_MAX_BITS_LOG2: u32 = 29;
-/// The most encoded bytes of recent records kept in memory: some 20,000 answers, a few
-/// seconds of the load benchmark's and far more of an agent fleet's.
-const RECENT_BYTES: u64 = 16 * 1024 * 1024;
+
+/// How `[state] max_memory_bytes` is shared: half to the four keyspaces' in-memory tables (an
+/// eighth each; fjall's default is 64 MiB each), a quarter to the tree's block cache (fjall's
+/// default is 32 MiB) and a quarter to the recent records. At the default 32 MiB: 4 MiB
+/// tables, an 8 MiB cache and 8 MiB of recent records, some 10,000 answers (seconds of the load
+/// benchmark's, far more of an agent fleet's). Lookups are answered from the recent records and
+/// the key filter first; the cache serves the rest. The key filter is apart: its size follows
+/// the keys stored (2 MiB up to [`KEY_FILTER_MAX_BITS_LOG2`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct MemoryShares {
+    /// The largest one keyspace's in-memory table grows before it is written out.
+    pub(super) memtable: u64,
+    /// The tree's block cache.
+    pub(super) cache: u64,
+    /// The most encoded bytes of recent records kept in memory.
+    pub(super) recent: u64,
+}
+
+impl MemoryShares {
+    /// The shares of `max_memory_bytes`.
+    pub(super) const fn of(max_memory_bytes: u64) -> MemoryShares {
+        MemoryShares {
+            memtable: max_memory_bytes / 8,
+            cache: max_memory_bytes / 4,
+            recent: max_memory_bytes / 4,
+        }
+    }
+}
 
 /// The `embedded` backend: `<dir>/ledger/`, written by one thread that batches and syncs,
 /// read on the blocking pool, swept of expired entries every minute. One process at a time.
@@ -181,6 +203,8 @@ struct Tuning {
     disk_reserve: u64,
     /// What of `max_disk_bytes` is left to the journal: the tables get the rest.
     journal_allowance: u64,
+    /// `[state] max_memory_bytes`, shared out.
+    memory: MemoryShares,
 }
 
 const TUNING: Tuning = Tuning {
@@ -195,6 +219,7 @@ const TUNING: Tuning = Tuning {
     free_space: budget::statvfs_free,
     disk_reserve: budget::DISK_RESERVE,
     journal_allowance: JOURNAL_BYTES,
+    memory: MemoryShares::of(DEFAULT_MAX_MEMORY_BYTES),
 };
 
 /// What the writer thread is asked to do.
@@ -264,15 +289,21 @@ impl EmbeddedStore {
     /// [`EmbeddedStore::open_with`].
     #[cfg(test)]
     pub(crate) fn open(dir: &Path) -> Result<EmbeddedStore, StoreError> {
-        EmbeddedStore::open_with(dir, DEFAULT_MAX_DISK_BYTES, StateMeter::default())
+        EmbeddedStore::open_with(
+            dir,
+            DEFAULT_MAX_DISK_BYTES,
+            DEFAULT_MAX_MEMORY_BYTES,
+            StateMeter::default(),
+        )
     }
 
-    /// [`EmbeddedStore::open`] with `[state] max_disk_bytes` and the metrics its evictions and
-    /// refused writes are counted on. A directory already open in this process keeps the
-    /// budget and metrics it was opened with.
+    /// [`EmbeddedStore::open`] with `[state] max_disk_bytes` and `max_memory_bytes` and the
+    /// metrics its evictions and refused writes are counted on. A directory already open in
+    /// this process keeps the budgets and metrics it was opened with.
     pub(crate) fn open_with(
         dir: &Path,
         max_disk_bytes: u64,
+        max_memory_bytes: u64,
         meter: StateMeter,
     ) -> Result<EmbeddedStore, StoreError> {
         static OPEN: Mutex<BTreeMap<PathBuf, Weak<Inner>>> = Mutex::new(BTreeMap::new());
@@ -287,6 +318,7 @@ impl EmbeddedStore {
         }
         let tuning = Tuning {
             max_disk_bytes,
+            memory: MemoryShares::of(max_memory_bytes),
             ..TUNING
         };
         let store = EmbeddedStore::open_tuned(dir, tuning, meter)?;
@@ -318,11 +350,11 @@ impl EmbeddedStore {
             .with_compaction_filter_factories(Arc::new(move |name: &str| {
                 expiry::factory_for(name, &filter_floor)
             }))
-            .cache_size(CACHE_BYTES)
+            .cache_size(tuning.memory.cache)
             .max_journaling_size(JOURNAL_BYTES)
             .open()
             .map_err(|e| open_error(&path, e))?;
-        let keyspaces = Keyspaces::open(&db)?;
+        let keyspaces = Keyspaces::open(&db, tuning.memory.memtable)?;
         let budget = Arc::new(DiskBudget::new(path.clone(), floor.clone(), &tuning, meter));
         let store = Arc::new(Store { db, keyspaces, floor });
         let held: u64 = store
@@ -351,7 +383,7 @@ impl EmbeddedStore {
                 limiter: LocalRateLimiter::default(),
                 filters,
                 budget,
-                recent: Recent::new(RECENT_BYTES, (tuning.queue + MAX_BATCH) as u64),
+                recent: Recent::new(tuning.memory.recent, (tuning.queue + MAX_BATCH) as u64),
             }),
         })
     }

@@ -41,10 +41,6 @@ pub(super) const KIND_RESPONSE: u8 = 0;
 pub(super) const KIND_ITEM_BY_ID: u8 = 1;
 pub(super) const KIND_ITEM_BY_DIGEST: u8 = 2;
 
-/// The largest a keyspace's in-memory table grows before it is written out (fjall's default is
-/// 64 MiB, for each of the four).
-const MEMTABLE_BYTES: u64 = 8 * 1024 * 1024;
-
 /// The keyspaces, each by name, and where its rows hold their `expires_unix`.
 const KEYSPACES: [(&str, ExpiresAt); 4] = [
     ("responses", ExpiresAt::KeyStart),
@@ -109,11 +105,12 @@ pub(super) struct Keyspaces {
 }
 
 impl Keyspaces {
-    /// Opens (creating them if need be) the four keyspaces of `db`.
-    pub(super) fn open(db: &Database) -> Result<Keyspaces, StoreError> {
+    /// Opens (creating them if need be) the four keyspaces of `db`, each writing out its
+    /// in-memory table when it grows past `memtable_bytes`.
+    pub(super) fn open(db: &Database, memtable_bytes: u64) -> Result<Keyspaces, StoreError> {
         let open = |name: &str| {
             db.keyspace(name, || {
-                KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES)
+                KeyspaceCreateOptions::default().max_memtable_size(memtable_bytes)
             })
             .map_err(unavailable("open a keyspace"))
         };
