@@ -23,7 +23,7 @@ pub(crate) enum StateConfig {
         /// default 1 GiB.
         max_disk_bytes: u64,
         /// `max_memory_bytes`: the memory the store keeps for its in-memory tables, block
-        /// cache and recent records; default 32 MiB.
+        /// cache and recent records; default 16 MiB.
         max_memory_bytes: u64,
     },
     /// `backend = "redis"`: a Redis server, shared by every replica.
@@ -56,9 +56,9 @@ pub(super) const DEFAULT_STATE_PATH: &str = "replaygate-state";
 /// `[state] max_disk_bytes` when left out: 1 GiB, a small volume's worth (about 2 million
 /// records of a typical answer; docs/operations.md#records-are-never-forgotten-silently).
 pub(crate) const DEFAULT_MAX_DISK_BYTES: u64 = 1024 * 1024 * 1024;
-/// `[state] max_memory_bytes` when left out: 32 MiB, which keeps the default configuration's
+/// `[state] max_memory_bytes` when left out: 16 MiB, which keeps the default configuration's
 /// peak memory under load within 64 MiB (docs/benchmarks.md).
-pub(crate) const DEFAULT_MAX_MEMORY_BYTES: u64 = 32 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_MEMORY_BYTES: u64 = 16 * 1024 * 1024;
 /// `[state] key_prefix` when left out.
 pub(super) const DEFAULT_KEY_PREFIX: &str = "replaygate";
 /// `[state] timeout` when left out.

@@ -442,7 +442,7 @@ fn embedded_default_parses() {
         StateConfig::Embedded {
             path: state_dir,
             max_disk_bytes: 1 << 30,
-            max_memory_bytes: 32 << 20,
+            max_memory_bytes: 16 << 20,
         }
     );
 

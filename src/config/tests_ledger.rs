@@ -28,7 +28,7 @@ fn defaults() {
         StateConfig::Embedded {
             path: cwd.join("replaygate-state"),
             max_disk_bytes: 1 << 30,
-            max_memory_bytes: 32 << 20,
+            max_memory_bytes: 16 << 20,
         }
     );
     assert_eq!(defaults.state.backend(), "embedded");
@@ -124,7 +124,7 @@ fn relative_state_paths_are_taken_from_the_directory_of_the_file() {
     let embedded = |path: PathBuf| StateConfig::Embedded {
         path,
         max_disk_bytes: 1 << 30,
-        max_memory_bytes: 32 << 20,
+        max_memory_bytes: 16 << 20,
     };
     assert_eq!(load(""), embedded(base.join("replaygate-state")));
     assert_eq!(

@@ -291,7 +291,7 @@ mod tests {
         let budget = 2 * 1024 * 1024;
         let (store, meter) = store(dir.path(), budget, statvfs_free);
         record(&store, 0, 12_000).await;
-        // The tree writes its in-memory tables out at 4 MiB each (the default [state] max_memory_bytes); these records fit in them, so
+        // The tree writes its in-memory tables out at 2 MiB each (the default [state] max_memory_bytes); these records fit in them, so
         // they are written out here, as the tree would in time.
         for keyspace in store.inner.store.keyspaces.keyed() {
             keyspace.rotate_memtable_and_wait().unwrap();

@@ -131,8 +131,8 @@ const KEY_FILTER_MAX_BITS_LOG2: u32 = 29;
 
 /// How `[state] max_memory_bytes` is shared: half to the four keyspaces' in-memory tables (an
 /// eighth each; fjall's default is 64 MiB each), a quarter to the tree's block cache (fjall's
-/// default is 32 MiB) and a quarter to the recent records. At the default 32 MiB: 4 MiB
-/// tables, an 8 MiB cache and 8 MiB of recent records, some 10,000 answers (seconds of the load
+/// default is 32 MiB) and a quarter to the recent records. At the default 16 MiB: 2 MiB
+/// tables, a 4 MiB cache and 4 MiB of recent records, some 5,000 answers (a second of the load
 /// benchmark's, far more of an agent fleet's). Lookups are answered from the recent records and
 /// the key filter first; the cache serves the rest. The key filter is apart: its size follows
 /// the keys stored (2 MiB up to [`KEY_FILTER_MAX_BITS_LOG2`]).
