@@ -3,7 +3,7 @@
 //! workers, bounded by `[gate] judged_prefix_bytes`, least recently used leads evicted.
 //!
 //! Inputs are found by their lead ([`InputProbe::lead`]: the caller's context and the text of
-//! the first items), the most recent first among those with the same lead. An input is kept
+//! the first items), the longest that a body continues among those with the same lead. An input is kept
 //! from the second body with its lead on: a body whose lead was never seen (a single request,
 //! or a session's first turn) costs only its probe.
 
@@ -79,15 +79,14 @@ impl JudgedPrefixes {
         })
     }
 
-    /// The kept input that the probed `body` continues (the most recent of its lead that it
-    /// does), with where to read it from; else `None`, and the lead is noted as seen.
+    /// The kept input that the probed `body` continues (the longest of its lead that it does:
+    /// its text is hashed once, whatever the number kept), with where to read it from; else
+    /// `None`, and the lead is noted as seen.
     pub(crate) fn find(&self, probe: &InputProbe, body: &[u8]) -> Option<(Continued, Arc<Kept>)> {
         let found = self.leads.get(&probe.lead()).and_then(|lead| {
-            lead.kept.iter().find_map(|kept| {
-                probe
-                    .continues(body, &kept.input)
-                    .map(|continued| (continued, kept.clone()))
-            })
+            let inputs = lead.kept.iter().map(|kept| &kept.input);
+            let (index, continued) = probe.continues_one_of(body, inputs)?;
+            Some((continued, lead.kept[index].clone()))
         });
         if found.is_none() {
             self.seen.insert(probe.lead(), ());

@@ -3,12 +3,12 @@
 //!
 //! After the gate judges an input clean, the caller keeps a [`JudgedPrefix`]: what judging
 //! later items needs of those items (their ids, the schema work they took, the ledger keys
-//! they named and a hash of what the ledger said of them), under the key of those exact items
-//! in that exact context ([`InputScan::key`]). A later body whose `input` begins with the same
-//! items, byte for byte, in the same context, is read from the first new item on
+//! they named and a hash of what the ledger said of them), as a [`KeptInput`] known by its
+//! text (its length and a 128-bit hash of it) and filed under its [`InputProbe::lead`] (the
+//! caller's context and the first items' text). A later body whose `input` begins with the
+//! same text, byte for byte, in the same context, is read from the first new item on
 //! ([`crate::gate::parse_after_known`]) and only its new items are judged
-//! ([`Gate::judge_after`](crate::gate::Gate::judge_after)). Identity is by content: a 128-bit
-//! hash of each item's exact bytes, chained from a hash of the context.
+//! ([`Gate::judge_after`](crate::gate::Gate::judge_after)).
 //!
 //! The answer is never different from a full check. The incremental judgment gives a verdict
 //! only when it is clean; anything else (a finding, an id the new items share with the old, a
@@ -70,28 +70,52 @@ impl InputProbe {
     /// Whether the body continues `kept`: its text from the `[` of `input` to the end of the
     /// kept input's last item is the kept input's, byte for byte (by a 128-bit hash), and
     /// another item follows. A body identical to the kept one does not continue it (it is
-    /// judged whole). Checks the cheap things first: the length, the comma, the last item.
+    /// judged whole).
     pub fn continues(&self, body: &[u8], kept: &KeptInput) -> Option<Continued> {
-        let end = self.open.checked_add(kept.len)?;
-        if end > body.len() || !structure::continues_after(body, end) {
-            return None;
-        }
-        if xxh3_128(&body[self.open + kept.tail_from..end]) != kept.tail {
-            return None;
-        }
+        self.continues_one_of(body, [kept])
+            .map(|(_, continued)| continued)
+    }
+
+    /// Of `kept`, the longest input the body continues (as [`InputProbe::continues`] tells;
+    /// of equally long ones, the first), by its position in `kept`. The body's text is hashed
+    /// once, in one pass up to the longest candidate's end, however many there are: a
+    /// candidate is one whose end lies in the body with a comma after it, and each distinct
+    /// end costs one digest.
+    pub fn continues_one_of<'k>(
+        &self,
+        body: &[u8],
+        kept: impl IntoIterator<Item = &'k KeptInput>,
+    ) -> Option<(usize, Continued)> {
+        let mut candidates: Vec<(usize, usize, &KeptInput)> = kept
+            .into_iter()
+            .enumerate()
+            .filter_map(|(index, kept)| {
+                let end = self.open.checked_add(kept.len)?;
+                (end <= body.len() && structure::continues_after(body, end)).then_some((end, index, kept))
+            })
+            .collect();
+        candidates.sort_unstable_by_key(|&(end, index, _)| (end, index));
         let mut region = Xxh3::new();
-        region.update(&body[self.open..end]);
-        if region.digest128() != kept.region {
-            return None;
+        let (mut hashed_to, mut digest) = (self.open, None);
+        let mut found: Option<(usize, usize, &KeptInput, Xxh3)> = None;
+        for (end, index, kept) in candidates {
+            if end != hashed_to || digest.is_none() {
+                region.update(&body[hashed_to..end]);
+                hashed_to = end;
+                digest = Some(region.digest128());
+            }
+            let longer = found.as_ref().is_none_or(|(at, ..)| *at < end);
+            if digest == Some(kept.region) && longer {
+                found = Some((end, index, kept, region.clone()));
+            }
         }
-        Some(Continued {
-            known: KnownItems {
-                open: self.open,
-                resume: end,
-                count: kept.prefix.items,
-            },
-            region,
-        })
+        let (end, index, kept, region) = found?;
+        let known = KnownItems {
+            open: self.open,
+            resume: end,
+            count: kept.prefix.items,
+        };
+        Some((index, Continued { known, region }))
     }
 
     /// What is kept of the body's whole input, judged clean (`prefix`, the gate's), read whole
@@ -122,8 +146,6 @@ impl InputProbe {
         };
         Some(KeptInput {
             len: last.end - self.open,
-            tail_from: last.start - self.open,
-            tail: xxh3_128(&body[last]),
             region: region.digest128(),
             decisive: decisive(request),
             prefix,
@@ -154,14 +176,11 @@ impl Continued {
     }
 }
 
-/// An input judged clean, as kept: its text's length from the `[` of `input` and hash, the
-/// hash of its last item, what else decided its verdict, and what the gate needs.
+/// An input judged clean, as kept: its text's length from the `[` of `input` and hash, what
+/// else decided its verdict, and what the gate needs.
 #[derive(Debug)]
 pub struct KeptInput {
     len: usize,
-    /// Where its last item starts, from the `[`.
-    tail_from: usize,
-    tail: u128,
     region: u128,
     /// A hash of what the gate read besides the items (`model`, `tools`, `previous_response_id`,
     /// `conversation`).
@@ -441,6 +460,66 @@ mod tests {
             .unwrap()
             .continues(fewer.as_bytes(), &kept)
             .is_none());
+    }
+
+    #[test]
+    fn of_many_inputs_under_one_lead_the_longest_one_the_body_continues_is_taken() {
+        // One session's turns, and another session's of the same length and lead that differ
+        // in one old item's text: the longest of this session's is found, whatever the order.
+        let turn = |session: &str, outputs: usize| {
+            let items: Vec<String> = (0..outputs)
+                .map(|n| {
+                    format!(
+                        r#"{{"type":"function_call","call_id":"c{n}","name":"f","arguments":"{{}}"}},{{"type":"function_call_output","call_id":"c{n}","output":"{session}"}}"#
+                    )
+                })
+                .collect();
+            format!(
+                r#"{{"model":"m","tools":[{{"type":"function","name":"f"}}],"input":[{{"role":"user","content":"a"}},{{"role":"user","content":"b"}},{}]}}"#,
+                items.join(",")
+            )
+        };
+        let bare = |outputs: usize, session: &str| -> KeptInput {
+            let body = turn(session, outputs);
+            let request = parse_noting_spans(body.as_bytes(), ItemsAt::Input).unwrap();
+            let (_, prefix) = Gate::default()
+                .judge_keeping(
+                    &request,
+                    &Target::provider(&ProviderProfile::own_namespace("openai")),
+                    None,
+                )
+                .unwrap();
+            InputProbe::of(body.as_bytes(), 1)
+                .unwrap()
+                .keep(body.as_bytes(), None, &request, prefix.unwrap())
+                .unwrap()
+        };
+        let next = turn("x", 5);
+        let probe = InputProbe::of(next.as_bytes(), 1).unwrap();
+        let kept = [
+            bare(3, "y"),
+            bare(2, "x"),
+            bare(4, "y"),
+            bare(3, "x"),
+            bare(5, "x"),
+            bare(1, "x"),
+        ];
+        assert_eq!(
+            probe.lead(),
+            InputProbe::of(turn("y", 2).as_bytes(), 1).unwrap().lead()
+        );
+        let (index, continued) = probe.continues_one_of(next.as_bytes(), &kept).unwrap();
+        // bare(5, "x") is the body's own input, which it does not continue.
+        assert_eq!((index, continued.known().count), (3, 8));
+        let (index, _) = probe
+            .continues_one_of(next.as_bytes(), kept.iter().rev())
+            .unwrap();
+        assert_eq!(index, 2, "the same input, counted from the other end");
+        assert!(probe.continues_one_of(next.as_bytes(), &kept[..1]).is_none());
+        assert!(probe.continues_one_of(next.as_bytes(), []).is_none());
+        // What it found is what `continues` finds of that input alone.
+        let alone = probe.continues(next.as_bytes(), &kept[3]).unwrap();
+        assert_eq!(alone.known(), continued.known());
     }
 
     #[test]
