@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use serde_json::Value;
 
-use super::provenance::{item_record_from_value, link_reasoning, Owner, StoredItem};
+use super::provenance::{item_record_from_value, link_reasoning, names_one_item, Owner, StoredItem};
 use super::{
     parse_after_known, parse_noting_spans, Gate, InputProbe, ItemsAt, LedgerQuery, Policy, Provenance,
     ProviderProfile, Target, Verdict,
@@ -14,7 +14,7 @@ use super::{
 
 /// What the ledger would know of `body`'s items had `owner` produced every one, in order, as
 /// one answer (an item right after a reasoning item recorded as following it): each with an
-/// `id` by its id, each reasoning or compaction item with a blob by its blob. Empty for a
+/// `id` that names one item by its id, each reasoning or compaction item with a blob by its blob. Empty for a
 /// body that is not JSON.
 #[doc(hidden)]
 pub fn recorded_as_sent(body: &str, owner: &str) -> Provenance {
@@ -43,7 +43,9 @@ pub fn recorded_as_sent(body: &str, owner: &str) -> Provenance {
         if stored.record.has_encrypted_content {
             provenance.encrypted.insert(stored.record.digest, stored.clone());
         }
-        if let Some(id) = stored.record.id.clone() {
+        // The ledger is asked only about ids that name one item, and indexes only those: it
+        // can know nothing by a shorter id.
+        if let Some(id) = stored.record.id.clone().filter(|id| names_one_item(id)) {
             provenance.items.insert(id, stored);
         }
     }

@@ -166,6 +166,22 @@ proptest! {
     }
 }
 
+/// Found by the `judged_prefix` fuzz target: a reasoning item whose id is too short to name one
+/// item (8 bytes), recorded as the provider's then and another's now. The ledger is never asked
+/// about such an id and indexes none, so what it is taken to know has none either; with one,
+/// the whole check found a `foreign_item_reference` that no query would have fetched.
+#[test]
+fn ids_too_short_to_name_one_item_are_known_to_no_ledger() {
+    let body = r#"{"model":"gpt-5","input":[{"role":"user","content":"weather?"},{"type":"reasoning","id":"FYhMr36L","summary":[]},{"role":"assistant","content":[{"type":"output_text","text":"done"}],"id":"msg_250adea4b65abf0bba5e9de4d92e441067df24a781e9825ddd"},{"role":"user","content":"And in Tokyo?"}],"store":false}"#;
+    let own = recorded(body, "openai");
+    let foreign = recorded(body, "elsewhere");
+    assert!(!foreign.items.contains_key("FYhMr36L"));
+    for provider in providers() {
+        let mut outcome = Outcome::default();
+        agree_as_facts_change(body, &provider, Some(&own), Some(&foreign), &mut outcome);
+    }
+}
+
 #[test]
 fn what_the_ledger_says_now_of_the_old_items_counts_not_what_it_said_then() {
     let steps: Vec<Step> = (0..6)
