@@ -101,3 +101,28 @@ auth = { bearer_env = "REPLAYGATE_TEST_UNSET_KEY" }
     };
     assert!(status.success(), "serve exited with {status}");
 }
+
+/// The binary's allocator gives freed pages back within 200 ms from its background thread
+/// (docs/operations.md, "The allocator"): the defaults built into it from `.cargo/config.toml`
+/// and the `background_threads` feature, which the default configuration's memory relies on.
+#[test]
+fn the_allocator_gives_freed_memory_back_soon() {
+    let output = Command::new(env!("CARGO_BIN_EXE_replaygate"))
+        .arg("--version")
+        .env("_RJEM_MALLOC_CONF", "stats_print:true")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let stats =
+        String::from_utf8_lossy(&output.stderr).into_owned() + &String::from_utf8_lossy(&output.stdout);
+    for setting in [
+        "opt.background_thread: true",
+        "opt.dirty_decay_ms: 200",
+        "opt.muzzy_decay_ms: 0",
+    ] {
+        assert!(
+            stats.contains(setting),
+            "{setting} not in the allocator's settings:\n{stats}"
+        );
+    }
+}
