@@ -353,15 +353,12 @@ impl Context {
             (Some(_), ItemsAt::Input) if reuse => InputProbe::of(&body, self.context),
             _ => None,
         };
-        let judged = self.state.judged.as_ref();
-        let keep = probe
+        let lookup = probe
             .as_ref()
-            .zip(judged)
-            .is_some_and(|(probe, judged)| judged.keeps(probe));
-        let found = probe
-            .as_ref()
-            .zip(judged)
-            .and_then(|(probe, judged)| judged.find(probe, &body));
+            .zip(self.state.judged.as_ref())
+            .map(|(probe, judged)| judged.look_up(probe, &body));
+        let keep = lookup.as_ref().is_some_and(|lookup| lookup.keep);
+        let found = lookup.and_then(|lookup| lookup.found);
         // A body that does not read after the known items (any error among the rest included),
         // or that has other tools or another model than they were judged with, is read whole,
         // so that it gets the whole reading's answer.

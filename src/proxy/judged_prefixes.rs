@@ -32,6 +32,15 @@ pub(crate) struct Kept {
     pub(crate) call_ids: CallIds,
 }
 
+/// What a probed body finds among the kept inputs ([`JudgedPrefixes::look_up`]).
+#[derive(Debug)]
+pub(crate) struct Lookup {
+    /// The kept input it continues, and where to read it from.
+    pub(crate) found: Option<(Continued, Arc<Kept>)>,
+    /// Whether its own input is kept once judged clean.
+    pub(crate) keep: bool,
+}
+
 /// The inputs kept under one lead, the most recent first.
 #[derive(Debug, Default)]
 struct Lead {
@@ -79,23 +88,36 @@ impl JudgedPrefixes {
         })
     }
 
-    /// The kept input that the probed `body` continues (the longest of its lead that it does:
-    /// its text is hashed once, whatever the number kept), with where to read it from; else
-    /// `None`, and the lead is noted as seen.
-    pub(crate) fn find(&self, probe: &InputProbe, body: &[u8]) -> Option<(Continued, Arc<Kept>)> {
-        let found = self.leads.get(&probe.lead()).and_then(|lead| {
+    /// What the probed `body` finds, with one lookup of its lead: the kept input it continues
+    /// (the longest of its lead that it does: its text is hashed once, whatever the number
+    /// kept) with where to read it from, and whether its own input is to be kept (its lead was
+    /// seen before). A lead not found is noted as seen.
+    pub(crate) fn look_up(&self, probe: &InputProbe, body: &[u8]) -> Lookup {
+        let lead = self.leads.get(&probe.lead());
+        let found = lead.as_ref().and_then(|lead| {
             let inputs = lead.kept.iter().map(|kept| &kept.input);
             let (index, continued) = probe.continues_one_of(body, inputs)?;
             Some((continued, lead.kept[index].clone()))
         });
-        if found.is_none() {
+        let seen = self.seen.get(&probe.lead()).is_some();
+        if found.is_none() && !seen {
             self.seen.insert(probe.lead(), ());
         }
-        found
+        Lookup {
+            keep: seen || lead.is_some(),
+            found,
+        }
+    }
+
+    /// [`JudgedPrefixes::look_up`]'s kept input alone.
+    #[cfg(test)]
+    fn find(&self, probe: &InputProbe, body: &[u8]) -> Option<(Continued, Arc<Kept>)> {
+        self.look_up(probe, body).found
     }
 
     /// Whether an input with this lead would be kept: a body with it was seen before.
-    pub(crate) fn keeps(&self, probe: &InputProbe) -> bool {
+    #[cfg(test)]
+    fn keeps(&self, probe: &InputProbe) -> bool {
         self.seen.get(&probe.lead()).is_some() || self.leads.get(&probe.lead()).is_some()
     }
 
