@@ -166,12 +166,16 @@ struct Read {
     probe: Option<InputProbe>,
     /// Whether its input is kept once judged clean: its lead was seen before.
     keep: bool,
-    /// The input judged before that it was read after (its items not read again), and where
-    /// it was read from.
-    known: Option<Arc<Kept>>,
-    continued: Option<Continued>,
+    /// The input judged before that it was read after (its items not read again).
+    known: Option<Known>,
     /// What the ledger is asked about it.
     query: Option<LedgerQuery>,
+}
+
+/// An input judged before that a body was read after, and where the body was read from.
+struct Known {
+    kept: Arc<Kept>,
+    continued: Continued,
 }
 
 impl Read {
@@ -240,7 +244,7 @@ impl Context {
             let after_known = read
                 .known
                 .as_ref()
-                .map(|known| known.input.prefix().query_after(read.request()));
+                .map(|known| known.kept.input.prefix().query_after(read.request()));
             let query = match after_known {
                 Some(Some(query)) => query,
                 // The query cannot be told from the new items: the body is read whole.
@@ -373,9 +377,9 @@ impl Context {
             alike.then_some((read, kept, continued))
         });
         let spans = self.remembers || probe.is_some();
-        let (body, known, continued) = match after_known {
-            Some((read, kept, continued)) => (read, Some(kept), Some(continued)),
-            None => (self.parse_whole(body, spans)?, None, None),
+        let (body, known) = match after_known {
+            Some((read, kept, continued)) => (read, Some(Known { kept, continued })),
+            None => (self.parse_whole(body, spans)?, None),
         };
         let request = body.borrow_dependent();
         let asker = &self.asker;
@@ -394,7 +398,6 @@ impl Context {
             keep: keep || known.is_some(),
             probe,
             known,
-            continued,
             query: None,
         })
     }
@@ -419,7 +422,6 @@ impl Context {
             probe: read.probe.clone(),
             keep: read.keep,
             known: None,
-            continued: None,
             query: read.query.clone(),
         })
     }
@@ -450,7 +452,7 @@ impl Context {
         let (verdict, kept) = match &read.known {
             Some(known) => match state
                 .gate
-                .judge_after(request, &target, known.input.prefix(), query)?
+                .judge_after(request, &target, known.kept.input.prefix(), query)?
             {
                 Some(judged) => judged,
                 // Only the whole body's judgment can tell.
@@ -461,13 +463,13 @@ impl Context {
         let judged_before = read
             .known
             .as_ref()
-            .map_or(0, |known| known.input.prefix().items());
+            .map_or(0, |known| known.kept.input.prefix().items());
         state.metrics.count_items(request.items().len(), judged_before);
         let input_call_ids = match (self.remembers, &read.known) {
             (false, _) => CallIds::default(),
             (true, None) => input_call_ids(request),
             (true, Some(known)) => {
-                let mut ids = known.call_ids.clone();
+                let mut ids = known.kept.call_ids.clone();
                 input_call_ids(request).iter().for_each(|id| ids.push(id));
                 ids
             }
@@ -480,7 +482,12 @@ impl Context {
             .filter(|_| read.keep && (facts.is_none() || query.is_some()));
         if let Some(((judged, probe), prefix)) = judged_prefixes.zip(read.probe.as_ref()).zip(kept) {
             let body = read.body.borrow_owner();
-            if let Some(input) = probe.keep(body, read.continued.as_ref(), request, prefix) {
+            if let Some(input) = probe.keep(
+                body,
+                read.known.as_ref().map(|known| &known.continued),
+                request,
+                prefix,
+            ) {
                 let call_ids = input_call_ids.clone();
                 judged.keep(probe, Kept { input, call_ids });
             }
