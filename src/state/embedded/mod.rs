@@ -715,6 +715,22 @@ mod tests {
         stored
     }
 
+    /// `[state] max_memory_bytes` reaches the store: a quarter of it for the recent records,
+    /// the rest shared as docs/operations.md says.
+    #[test]
+    fn the_memory_budget_is_shared_out_to_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            EmbeddedStore::open_with(dir.path(), DEFAULT_MAX_DISK_BYTES, 8 << 20, StateMeter::default())
+                .unwrap();
+        assert_eq!(store.inner.recent.budget(), 2 << 20);
+        let shares = MemoryShares::of(DEFAULT_MAX_MEMORY_BYTES);
+        assert_eq!(
+            (shares.memtable, shares.cache, shares.recent),
+            (2 << 20, 4 << 20, 4 << 20)
+        );
+    }
+
     fn tuned(dir: &Path, queue: usize, sweep_limit: usize, sweep_every: Duration) -> EmbeddedStore {
         let tuning = Tuning {
             queue,

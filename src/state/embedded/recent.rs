@@ -82,6 +82,12 @@ impl Recent {
         }
     }
 
+    /// The most encoded bytes it holds.
+    #[cfg(test)]
+    pub(super) fn budget(&self) -> u64 {
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).budget
+    }
+
     /// Remembers `response`, whose encoding is `encoded` bytes long, under `keys` (its
     /// [`record_keys`]); the oldest responses go until the whole is within the budget again.
     pub(super) fn remember(&self, response: Arc<StoredResponse>, encoded: usize, keys: Arc<[StoreKey]>) {
