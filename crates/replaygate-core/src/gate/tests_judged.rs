@@ -182,19 +182,26 @@ fn ids_too_short_to_name_one_item_are_known_to_no_ledger() {
     }
 }
 
+/// `rounds` rounds of a user message, a reasoning item with its blob and an answered call with
+/// valid arguments, each followed by `then`.
+fn clean_rounds(rounds: usize, then: &[Step]) -> Vec<Step> {
+    let round = [
+        Step::User,
+        Step::Reasoning { blob: true },
+        Step::Call {
+            args_ok: true,
+            answered: true,
+        },
+    ];
+    (0..rounds)
+        .flat_map(|_| round.iter().chain(then).cloned())
+        .collect()
+}
+
 #[test]
 fn what_the_ledger_says_now_of_the_old_items_counts_not_what_it_said_then() {
-    let steps: Vec<Step> = (0..6)
-        .flat_map(|_| {
-            [
-                Step::User,
-                Step::Reasoning { blob: true },
-                Step::Call {
-                    args_ok: true,
-                    answered: true,
-                },
-            ]
-        })
+    let steps: Vec<Step> = clean_rounds(6, &[])
+        .into_iter()
         .chain([Step::User, Step::Assistant])
         .collect();
     let body = session(&steps);
@@ -218,19 +225,7 @@ fn what_the_ledger_says_now_of_the_old_items_counts_not_what_it_said_then() {
 
 #[test]
 fn a_clean_growing_session_is_judged_after_its_prefix_at_every_turn() {
-    let steps: Vec<Step> = (0..12)
-        .flat_map(|_| {
-            [
-                Step::User,
-                Step::Reasoning { blob: true },
-                Step::Call {
-                    args_ok: true,
-                    answered: true,
-                },
-                Step::Assistant,
-            ]
-        })
-        .collect();
+    let steps = clean_rounds(12, &[Step::Assistant]);
     let body = session(&steps);
     for provider in providers() {
         let mut outcome = Outcome::default();
