@@ -3,31 +3,11 @@
 //! get what a whole check gives: the same 200 with the bytes forwarded as sent, the same 422
 //! with the same violations at the same positions.
 
-use std::net::SocketAddr;
-use std::time::Duration;
-
 use serde_json::{json, Value};
 
+use crate::support::metrics::counter;
 use crate::support::proxy::{one_provider, Proxy};
 use crate::support::upstream::Upstream;
-
-/// The value of the counter `name` (a `_total` sample without labels) on the admin listener.
-async fn counter(admin: SocketAddr, name: &str) -> u64 {
-    let text = tokio::time::timeout(
-        Duration::from_secs(10),
-        reqwest::get(format!("http://{admin}/metrics")),
-    )
-    .await
-    .expect("metrics within 10 s")
-    .unwrap()
-    .text()
-    .await
-    .unwrap();
-    text.lines()
-        .find_map(|line| line.strip_prefix(&format!("{name} ")))
-        .and_then(|value| value.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{name} in {text}"))
-}
 
 fn tools() -> Value {
     json!([{"type": "function", "name": "read_file", "parameters": {"type": "object",

@@ -15,6 +15,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use super::teams::key_entry;
+use crate::support::metrics::counter;
 use crate::support::proxy::Proxy;
 use crate::support::upstream::{json_response, sse_response, UpBody, Upstream};
 
@@ -721,18 +722,7 @@ async fn a_history_one_team_had_judged_is_judged_again_item_by_item_for_another(
         );
     }
     items.push(json!({"role": "user", "content": "And tomorrow?"}));
-    let judged_before = || async {
-        let text = reqwest::get(format!("http://{admin}/metrics"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        text.lines()
-            .find_map(|line| line.strip_prefix("replaygate_gate_items_judged_before_total "))
-            .map(|value| value.trim().parse::<u64>().unwrap())
-            .unwrap()
-    };
+    let judged_before = || counter(admin, "replaygate_gate_items_judged_before_total");
     let forwarded = setup.forwarded();
     let beta = turn(&setup.proxy, BETA, "openai", body(&items)).await;
     assert_eq!(refusal(&beta).0, 422);

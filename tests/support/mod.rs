@@ -8,6 +8,7 @@ pub mod cli;
 pub mod closed_port;
 pub mod log_capture;
 pub mod memory;
+pub mod metrics;
 pub mod minting_provider;
 pub mod pki;
 pub mod proxy;
