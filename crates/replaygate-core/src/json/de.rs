@@ -78,27 +78,21 @@ where
 impl<'de> Reader<'de> {
     /// Reads the array at the reader's position (its `[` next) with `visitor`.
     fn visit_array<V: Visitor<'de>>(&mut self, visitor: V) -> Result<V::Value> {
-        self.descend()?;
-        self.pos += 1;
-        let value = visitor.visit_seq(Elements {
-            reader: self,
-            first: true,
-        });
-        self.ascend();
-        let value = value?;
-        self.end_container(b']', "EOF while parsing a list")
-            .map(|()| value)
+        self.visit_elements(self.pos + 1, true, visitor)
     }
 
     /// [`Reader::visit_array`] from `resume` on: the elements before it are not read, and
     /// the next thing read is the `,` or `]` after them.
     fn visit_array_from<V: Visitor<'de>>(&mut self, resume: usize, visitor: V) -> Result<V::Value> {
+        self.visit_elements(resume, false, visitor)
+    }
+
+    /// Reads an array's elements from `from` (just after its `[` when `first`, else just after
+    /// an element) to its `]` with `visitor`.
+    fn visit_elements<V: Visitor<'de>>(&mut self, from: usize, first: bool, visitor: V) -> Result<V::Value> {
         self.descend()?;
-        self.pos = resume;
-        let value = visitor.visit_seq(Elements {
-            reader: self,
-            first: false,
-        });
+        self.pos = from;
+        let value = visitor.visit_seq(Elements { reader: self, first });
         self.ascend();
         let value = value?;
         self.end_container(b']', "EOF while parsing a list")
