@@ -181,15 +181,15 @@ async fn names_that_read_as_gated_members_elsewhere_are_refused_before_any_provi
         ),
         (
             r#"{"model":"gpt-5","input":[{"Type":"bedrock:trace","type":"message","role":"user","content":"hi"}]}"#,
-            "input[0]",
+            "input[0].type",
         ),
         (
             r#"{"model":"gpt-5","input":[{"type\u0000":"bedrock:trace","role":"user","content":"hi"}]}"#,
-            "input[0]",
+            "input[0].type",
         ),
         (
             r#"{"model":"gpt-5","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}","\u017ftatus":"in_progress"}]}"#,
-            "input[0]",
+            "input[0].status",
         ),
         (
             r#"{"model":"gpt-5","tools":[{"type":"function","name":"f","Parameters":{"type":"object"}}],"input":"hi"}"#,

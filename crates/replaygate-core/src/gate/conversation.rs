@@ -1,12 +1,17 @@
 //! A request's `conversation` member, read as the gate reads any member ([`Field`]), with one
 //! more form: an object naming the conversation by its `id`.
+//!
+//! The object's `id` is read as a provider reads it (docs/security.md#one-strict-reading): a
+//! second `id`, or a member that reads as `id` to a case-insensitive reader (`ID`, `Id`), is
+//! refused, since a provider built on Python's, JavaScript's or Go's JSON keeps the last one
+//! and would act on another conversation than the one looked up.
 
 use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use crate::json::{Field, FieldVisitor, JsonKind};
+use crate::json::{misspelling_of, Field, FieldVisitor, JsonKind, Misspelling};
 
 /// A request's `conversation`: a string id, or an object whose string `id` names it (read as
 /// [`Field::Str`] of that id); any other value, or an object without a string `id`, by its kind.
@@ -70,11 +75,19 @@ impl<'de> Visitor<'de> for ConversationVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut id = None;
+        let mut id: Option<Field<'de>> = None;
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            match (key.as_ref(), &id) {
-                ("id", None) => id = Some(map.next_value::<Field<'de>>()?),
-                _ => {
+            match key.as_ref() {
+                "id" if id.is_some() => {
+                    return Err(de::Error::custom(
+                        "duplicate member `id` in `conversation`: a provider may read either one",
+                    ))
+                }
+                "id" => id = Some(map.next_value::<Field<'de>>()?),
+                other => {
+                    if let Some(gated) = misspelling_of(other, &["id"]) {
+                        return Err(Misspelling::new(other, gated).into_error());
+                    }
                     map.next_value::<IgnoredAny>()?;
                 }
             }

@@ -1,5 +1,6 @@
 //! Reading one `input` item: the members the rules look at, and what kind of item it is.
 
+use std::cell::Cell;
 use std::fmt;
 
 use serde_json::value::RawValue;
@@ -326,6 +327,9 @@ pub struct PushItem<'v, 'a> {
     pub items: &'v mut Vec<Item<'a>>,
     /// Where the item's member names (and its content parts) are recorded.
     pub shape: &'v mut Shape<'a>,
+    /// Set to the member at fault when the item is refused for a repeated member, or one that
+    /// reads as a member the gate reads to a case-insensitive reader.
+    pub fault: &'v Cell<Option<&'static str>>,
 }
 
 impl<'de: 'a, 'a> DeserializeSeed<'de> for PushItem<'_, 'a> {
@@ -344,7 +348,7 @@ impl<'de: 'a, 'a> Visitor<'de> for PushItem<'_, 'a> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
-        let (members, at) = read_members(map, self.shape)?;
+        let (members, at) = read_members(map, self.shape, self.fault)?;
         let item = members.into_item(at).map_err(de::Error::custom)?;
         self.items.push(item);
         Ok(())
@@ -362,16 +366,20 @@ impl<'de> Visitor<'de> for ItemVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
         let mut shape = Shape::default();
-        let (members, at) = read_members(map, &mut shape)?;
+        let (members, at) = read_members(map, &mut shape, &Cell::new(None))?;
         members.into_item(at).map_err(de::Error::custom)
     }
 }
 
 /// Reads an item's members, recording every member's name in `shape` in the order written
 /// (the item's range there is returned with them).
+///
+/// A member written twice, or one that reads as a kept member to a case-insensitive reader,
+/// is refused, and `fault` names it.
 fn read_members<'de: 'a, 'a, A: MapAccess<'de>>(
     mut map: A,
     shape: &mut Shape<'a>,
+    fault: &Cell<Option<&'static str>>,
 ) -> Result<(Members<'a>, std::ops::Range<u32>), A::Error> {
     let mut m = Members::default();
     let start = shape.item_members.len() as u32;
@@ -379,6 +387,12 @@ fn read_members<'de: 'a, 'a, A: MapAccess<'de>>(
         let mut value = MemberValue::InItem;
         let key = Key::from_name(&name);
         let mut known = key.known_name();
+        match &key {
+            Key::Misspelled(name) => fault.set(Some(name.gated)),
+            Key::Other => {}
+            _ if m.present & known.bit() != 0 => fault.set(Some(known.as_str())),
+            _ => {}
+        }
         match key {
             Key::Type => read_kept(&mut map, &mut m.kind, known, &mut m.present)?,
             Key::Id => read_kept(&mut map, &mut m.id, known, &mut m.present)?,

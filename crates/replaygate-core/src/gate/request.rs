@@ -225,6 +225,8 @@ enum Place {
     Member(&'static str),
     Input(ItemsAt),
     InputItem(ItemsAt, usize),
+    /// A member of an item: a repeated or re-cased member the gate reads.
+    InputMember(ItemsAt, usize, &'static str),
     Tools,
     Tool(usize),
 }
@@ -236,6 +238,7 @@ impl fmt::Display for Place {
             Place::Member(name) => f.write_str(name),
             Place::Input(at) => f.write_str(at.member()),
             Place::InputItem(at, i) => write!(f, "{}[{i}]", at.member()),
+            Place::InputMember(at, i, member) => write!(f, "{}[{i}].{member}", at.member()),
             Place::Tools => f.write_str("tools"),
             Place::Tool(i) => write!(f, "tools[{i}]"),
         }
@@ -585,7 +588,12 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
                 }
                 Key::Conversation => {
                     self.place.set(Place::Member("conversation"));
-                    read_once(&mut map, &mut conversation, "conversation")?;
+                    if conversation.is_some() {
+                        return Err(de::Error::custom("duplicate member `conversation`"));
+                    }
+                    // What the object's reading refuses is its `id` (a repeated or re-cased one).
+                    self.place.set(Place::Member("conversation.id"));
+                    conversation = Some(map.next_value()?);
                 }
                 Key::Misspelled(name) => {
                     self.place.set(Place::Member(name.gated));
@@ -692,15 +700,22 @@ impl<'de> Visitor<'de> for InputSeed<'_, 'de> {
         self.shape.item_members.reserve(items.capacity() * 4);
         loop {
             self.place.set(Place::InputItem(self.at, items.len()));
+            let fault = Cell::new(None);
             let item = PushItem {
                 items: &mut items,
                 shape: &mut *self.shape,
+                fault: &fault,
             };
             // With `note_spans`, each item's place in the body is noted as it is read.
             let read = match self.note_spans {
-                true => seq.next_element_seed(json::Spanned(item))?,
-                false => seq.next_element_seed(item)?,
+                true => seq.next_element_seed(json::Spanned(item)),
+                false => seq.next_element_seed(item),
             };
+            let read = read.inspect_err(|_| {
+                if let Some(member) = fault.get() {
+                    self.place.set(Place::InputMember(self.at, items.len(), member));
+                }
+            })?;
             if read.is_none() {
                 break;
             }
@@ -967,13 +982,51 @@ mod tests {
             (br#"{"previous_Response_id":"resp_1"}"#, "previous_response_id"),
             (
                 br#"{"input":[{"role":"user","content":"a"},{"Type":"x:y","role":"user","content":"b"}]}"#,
-                "input[1]",
+                "input[1].type",
             ),
             (br#"{"tools":[{"type":"function","Name":"f"}]}"#, "tools[0]"),
             (br#"{"tools":[{"type\u0000":"function","name":"f"}]}"#, "tools[0]"),
         ] {
             let err = parse(body).unwrap_err();
             assert_eq!((err.code(), err.param()), ("invalid_input", Some(param)), "{err}");
+        }
+    }
+
+    #[test]
+    fn an_id_is_read_once_wherever_the_gate_reads_one() {
+        for (body, param) in [
+            (&br#"{"conversation":{"id":"conv_b","id":"conv_a"}}"#[..], "conversation.id"),
+            (br#"{"conversation":{"id":"conv_b","ID":"conv_a"}}"#, "conversation.id"),
+            (br#"{"conversation":{"Id":"conv_a","id":"conv_b"}}"#, "conversation.id"),
+            (br#"{"conversation":{"id":"conv_b","id":"conv_a"}}"#, "conversation.id"),
+            (br#"{"conversation":{"id":"a","id":"b","id":"c"}}"#, "conversation.id"),
+            (br#"{"conversation":"conv_a","conversation":"conv_b"}"#, "conversation"),
+            (br#"{"previous_response_id":"resp_b","previous_response_id":"resp_a"}"#, "previous_response_id"),
+            (br#"{"previous_response_id":"resp_b","previous_response_id":"resp_a"}"#, "previous_response_id"),
+            (br#"{"input":[{"type":"item_reference","id":"a","id":"b"}]}"#, "input[0].id"),
+            (br#"{"input":[{"id":"a","ID":"b"}]}"#, "input[0].id"),
+            (br#"{"input":[{"type":"item_reference","id":"a","id":"b"}]}"#, "input[0].id"),
+            (
+                br#"{"input":[{"type":"reasoning","summary":[],"encrypted_content":"a","Encrypted_Content":"b"}]}"#,
+                "input[0].encrypted_content",
+            ),
+            (
+                br#"{"input":[{"role":"user","content":"a"},{"type":"reasoning","id":"r","id":null,"summary":[]}]}"#,
+                "input[1].id",
+            ),
+        ] {
+            let err = parse(body).unwrap_err();
+            assert_eq!((err.code(), err.param()), ("invalid_input", Some(param)), "{err}");
+        }
+        // One `id`, spelt with escapes, is `id`; other members of the object are not read.
+        let request = parse(br#"{"conversation":{"id":"conv_a","Topic":"x","topic":"y"}}"#).unwrap();
+        assert_eq!(request.conversation.as_str(), Some("conv_a"));
+        for other in [
+            &br#"{"conversation":["conv_a"]}"#[..],
+            br#"{"conversation":{"id":null}}"#,
+        ] {
+            let request = parse(other).unwrap();
+            assert!(request.conversation.as_str().is_none());
         }
     }
 
