@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use foldhash::fast::RandomState;
 
 use super::Ledger;
-use crate::gate::{ChainFacts, ConversationFacts, LedgerQuery, Provenance, StateAccess};
+use crate::gate::{ChainFacts, ConversationFacts, LedgerQuery, Provenance, StateAccess, MAX_QUERY_KEYS};
 use crate::ledger::{StoredItem, StoredResponse};
 use crate::metrics::{LedgerOp, LedgerResult};
 use crate::state::{StateStore, StoreError};
@@ -38,7 +38,7 @@ impl Ledger {
     /// the previous response or a kept reasoning item, when there are any.
     async fn look_up(&self, query: &LedgerQuery) -> Result<Provenance, StoreError> {
         let FirstLookups {
-            by_id,
+            mut by_id,
             by_digest,
             previous,
             conversation,
@@ -49,6 +49,13 @@ impl Ledger {
             false => FirstLookups::in_turn(&self.store, query).await?,
         };
         let mut facts = Provenance::default();
+        // The short ids were asked after the others, in the same lookups.
+        let short = by_id.split_off(query.item_ids.len().min(by_id.len()));
+        for (id, item) in query.short_ids.iter().zip(short) {
+            if item.is_some() {
+                facts.short_ids.insert(id.clone());
+            }
+        }
         for (id, item) in query.item_ids.iter().zip(by_id) {
             if let Some(item) = item {
                 facts.items.insert(id.clone(), item);
@@ -247,18 +254,34 @@ impl FirstLookups {
     }
 }
 
+/// The items of `query` by id: its [`item_ids`](LedgerQuery::item_ids), then its
+/// [`short_ids`](LedgerQuery::short_ids), in that order. Every id is asked about, at most
+/// [`MAX_QUERY_KEYS`] in one call to the store.
 async fn by_id(store: &StateStore, query: &LedgerQuery) -> Result<Vec<Option<StoredItem>>, StoreError> {
-    match query.item_ids.is_empty() {
-        true => Ok(Vec::new()),
-        false => store.items_by_id(&query.item_ids).await,
+    if query.short_ids.is_empty() {
+        return in_calls(&query.item_ids, |ids| store.items_by_id(ids)).await;
     }
+    let ids: Vec<String> = query.item_ids.iter().chain(&query.short_ids).cloned().collect();
+    in_calls(&ids, |ids| store.items_by_id(ids)).await
 }
 
+/// The items of `query` by digest, at most [`MAX_QUERY_KEYS`] in one call to the store.
 async fn by_digest(store: &StateStore, query: &LedgerQuery) -> Result<Vec<Option<StoredItem>>, StoreError> {
-    match query.digests.is_empty() {
-        true => Ok(Vec::new()),
-        false => store.items_by_digest(&query.digests).await,
+    in_calls(&query.digests, |digests| store.items_by_digest(digests)).await
+}
+
+/// `keys` looked up by `lookup`, at most [`MAX_QUERY_KEYS`] a call, the answers in the order
+/// of the keys: no key is left unasked, however many a body names.
+async fn in_calls<'k, K, F, Fut>(keys: &'k [K], lookup: F) -> Result<Vec<Option<StoredItem>>, StoreError>
+where
+    F: Fn(&'k [K]) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<Option<StoredItem>>, StoreError>>,
+{
+    let mut found = Vec::with_capacity(keys.len());
+    for chunk in keys.chunks(MAX_QUERY_KEYS) {
+        found.extend(lookup(chunk).await?);
     }
+    Ok(found)
 }
 
 async fn response(store: &StateStore, id: Option<&str>) -> Result<Option<StoredResponse>, StoreError> {

@@ -260,6 +260,8 @@ pub struct JudgedPrefix {
     query_ids_elsewhere: usize,
     /// The digests the ledger was asked about.
     query_digests: Vec<[u8; 32]>,
+    /// The ids too short to name one item that the ledger was asked whether it knows.
+    query_short_ids: Vec<String>,
     /// A hash of what the ledger said about those keys.
     facts: u128,
 }
@@ -276,6 +278,7 @@ impl JudgedPrefix {
             + self.ids.capacity() * 24
             + self.query_ids.iter().map(|id| id.len() + 24).sum::<usize>()
             + self.query_digests.len() * 32
+            + self.query_short_ids.iter().map(|id| id.len() + 24).sum::<usize>()
     }
 
     /// The schema work the judgment of these items took.
@@ -290,8 +293,8 @@ impl JudgedPrefix {
 
     /// The ledger query of a body read after these items ([`ParsedRequest::known_items`]):
     /// what [`LedgerQuery::of`] gives for the whole body. `None` when it cannot be told from
-    /// the new items alone (one of them has an id of these items, or the keys pass the cap);
-    /// the caller then reads the whole body.
+    /// the new items alone (one of them has an id of these items); the caller then reads the
+    /// whole body.
     pub fn query_after(&self, request: &ParsedRequest<'_>) -> Option<LedgerQuery> {
         if request
             .items()
@@ -304,10 +307,6 @@ impl JudgedPrefix {
         let (old_elsewhere, old_other) = self.query_ids.split_at(self.query_ids_elsewhere);
         let (new_elsewhere, new_other) = new.item_ids.split_at(new.item_ids_elsewhere);
         let keys = self.query_ids.len() + new.item_ids.len();
-        let digests = self.query_digests.len() + new.digests.len();
-        if keys >= super::MAX_QUERY_KEYS || digests >= super::MAX_QUERY_KEYS {
-            return None;
-        }
         let mut item_ids = Vec::with_capacity(keys);
         item_ids.extend_from_slice(old_elsewhere);
         item_ids.extend_from_slice(new_elsewhere);
@@ -317,17 +316,27 @@ impl JudgedPrefix {
         let mut query_digests = self.query_digests.clone();
         let old: HashSet<&[u8; 32], RandomState> = self.query_digests.iter().collect();
         query_digests.extend(new.digests.iter().filter(|d| !old.contains(d)));
+        // No new item has a kept item's id, so the short ones are new too.
+        let mut short_ids = self.query_short_ids.clone();
+        short_ids.extend_from_slice(&new.short_ids);
         Some(LedgerQuery {
             item_ids,
             item_ids_elsewhere: old_elsewhere.len() + new_elsewhere.len(),
             digests: query_digests,
+            short_ids,
             ..new
         })
     }
 
     /// Whether the ledger says now about these items' keys what it said when they were judged.
     pub(crate) fn same_facts(&self, provenance: Option<&Provenance>) -> bool {
-        self.facts == facts_hash(&self.query_ids, &self.query_digests, provenance)
+        self.facts
+            == facts_hash(
+                &self.query_ids,
+                &self.query_short_ids,
+                &self.query_digests,
+                provenance,
+            )
     }
 }
 
@@ -378,15 +387,16 @@ pub(crate) fn keep(
             .filter_map(Item::id)
             .map(|id| xxh3_128(id.as_bytes())),
     );
-    let (query_ids, query_ids_elsewhere, query_digests) = match query {
+    let (query_ids, query_ids_elsewhere, query_digests, query_short_ids) = match query {
         Some(query) => (
             query.item_ids.clone(),
             query.item_ids_elsewhere,
             query.digests.clone(),
+            query.short_ids.clone(),
         ),
         None => Default::default(),
     };
-    let facts = facts_hash(&query_ids, &query_digests, provenance);
+    let facts = facts_hash(&query_ids, &query_short_ids, &query_digests, provenance);
     Some(JudgedPrefix {
         items: request.known_items() + items.len(),
         ids,
@@ -394,18 +404,28 @@ pub(crate) fn keep(
         query_ids,
         query_ids_elsewhere,
         query_digests,
+        query_short_ids,
         facts,
     })
 }
 
-/// A hash of what `provenance` says about `ids` and `digests` (the ledger's records of them,
-/// or that it has none).
-fn facts_hash(ids: &[String], digests: &[[u8; 32]], provenance: Option<&Provenance>) -> u128 {
+/// A hash of what `provenance` says about `ids`, `short_ids` and `digests` (the ledger's
+/// records of them, or that it has none).
+fn facts_hash(
+    ids: &[String],
+    short_ids: &[String],
+    digests: &[[u8; 32]],
+    provenance: Option<&Provenance>,
+) -> u128 {
     let mut hasher = Xxh3::new();
     if let Some(provenance) = provenance {
         for id in ids {
             id.hash(&mut hasher);
             provenance.items.get(id).hash(&mut hasher);
+        }
+        for id in short_ids {
+            id.hash(&mut hasher);
+            provenance.short_ids.contains(id).hash(&mut hasher);
         }
         for digest in digests {
             digest.hash(&mut hasher);

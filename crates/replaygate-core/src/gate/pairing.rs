@@ -160,9 +160,8 @@ pub(crate) fn for_each_answer(items: &[Item<'_>], mut answered: impl FnMut(usize
     }
 }
 
-/// The call ids of the outputs among `items` that answer no call earlier in them, once each,
-/// at most `limit`.
-pub(crate) fn unpaired_call_ids(items: &[Item<'_>], limit: usize) -> Vec<String> {
+/// The call ids of the outputs among `items` that answer no call earlier in them, once each.
+pub(crate) fn unpaired_call_ids(items: &[Item<'_>]) -> Vec<String> {
     let mut answered = vec![false; items.len()];
     for_each_answer(items, |output, _| answered[output] = true);
     let mut seen = HashSet::with_hasher(RandomState::default());
@@ -172,7 +171,6 @@ pub(crate) fn unpaired_call_ids(items: &[Item<'_>], limit: usize) -> Vec<String>
         .filter(|(item, answered)| !answered && item.pairing() == Pairing::Output)
         .filter_map(|(item, _)| item.call_id())
         .filter(|call_id| seen.insert(*call_id))
-        .take(limit)
         .map(str::to_owned)
         .collect()
 }

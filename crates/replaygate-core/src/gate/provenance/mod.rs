@@ -48,9 +48,10 @@ pub use record::{
     StoredItem, MAX_ID_BYTES, MIN_ITEM_ID_BYTES,
 };
 
-/// The most item ids, and the most digests, one [`LedgerQuery`] asks about. Past it the rest
-/// stay unknown (never a violation); reasoning, compaction and item_reference ids are listed
-/// first, so the cap only ever drops ids that `item_tampered` alone would look at.
+/// The most keys (item ids, or digests) one call to the ledger's store asks about. A request
+/// that names more is looked up in as many calls as it takes: every id and digest of a body is
+/// asked about, and the body's size (at most [`MAX_ITEMS`](super::request::MAX_ITEMS) items)
+/// bounds how many there are.
 pub const MAX_QUERY_KEYS: usize = 4096;
 
 /// The keys the ledger's store is asked about for one request.
@@ -60,18 +61,23 @@ pub struct LedgerQuery {
     pub previous_response_id: Option<String>,
     /// The string `id` of the items, once each, reasoning, compaction and item_reference ids
     /// first, then the others in input order; ids longer than [`MAX_ID_BYTES`] (never recorded)
-    /// are left out, and at most [`MAX_QUERY_KEYS`] are listed.
+    /// or too short to name one item ([`names_one_item`]) are left out.
     pub item_ids: Vec<String>,
     /// How many of [`item_ids`](Self::item_ids), the first, are reasoning, compaction and
     /// item_reference ids.
     pub item_ids_elsewhere: usize,
     /// For every `reasoning` or `compaction` item with a non-null `encrypted_content`, the
     /// ledger digest of the item ([`item_digest`]): what the ledger recorded for the same blob.
-    /// Once each, at most [`MAX_QUERY_KEYS`].
+    /// Once each.
     pub digests: Vec<[u8; 32]>,
+    /// The ids of reasoning, compaction and item_reference items too short to name one item
+    /// ([`names_one_item`]; a provider that numbers items per response), once each: asked about
+    /// only to tell whether the ledger knows them at all (`unknown_state`), never judged by
+    /// whose they are.
+    pub short_ids: Vec<String>,
     /// With a `previous_response_id`: the `call_id` of every output that answers no call in
-    /// `input`, once each (at most [`MAX_QUERY_KEYS`]). The chain must hold their calls, so
-    /// a walk of it may stop once it has found them all.
+    /// `input`, once each. The chain must hold their calls, so a walk of it may stop once it
+    /// has found them all.
     pub unpaired_call_ids: Vec<String>,
     /// The id of the request's `conversation`, when the ledger could have recorded it.
     pub conversation: Option<String>,
@@ -90,21 +96,22 @@ impl LedgerQuery {
         let mut seen = HashSet::with_capacity_and_hasher(items.len(), RandomState::default());
         let mut item_ids = Vec::new();
         let mut item_ids_elsewhere = 0;
+        let mut short_ids = Vec::new();
         for resolved_elsewhere in [true, false] {
             if !resolved_elsewhere {
                 item_ids_elsewhere = item_ids.len();
             }
             for item in items {
-                if item_ids.len() == MAX_QUERY_KEYS {
-                    break;
-                }
                 if is_resolved_elsewhere(item) != resolved_elsewhere {
                     continue;
                 }
-                if let Some(id) = item.id().filter(|id| recordable(id) && names_one_item(id)) {
-                    if seen.insert(id) {
-                        item_ids.push(id.to_owned());
-                    }
+                let Some(id) = item.id().filter(|id| recordable(id)) else {
+                    continue;
+                };
+                match names_one_item(id) {
+                    true if seen.insert(id) => item_ids.push(id.to_owned()),
+                    false if resolved_elsewhere && seen.insert(id) => short_ids.push(id.to_owned()),
+                    _ => {}
                 }
             }
         }
@@ -115,15 +122,12 @@ impl LedgerQuery {
             .filter(|item| carries_blobs(item))
             .filter_map(blob_digest)
         {
-            if digests.len() == MAX_QUERY_KEYS {
-                break;
-            }
             if seen.insert(digest) {
                 digests.push(digest);
             }
         }
         let unpaired_call_ids = match previous_response_id {
-            Some(_) => unpaired_call_ids(items, MAX_QUERY_KEYS),
+            Some(_) => unpaired_call_ids(items),
             None => Vec::new(),
         };
         let conversation = request
@@ -136,6 +140,7 @@ impl LedgerQuery {
             item_ids,
             item_ids_elsewhere,
             digests,
+            short_ids,
             unpaired_call_ids,
             conversation,
         }
@@ -146,12 +151,14 @@ impl LedgerQuery {
         self.previous_response_id.is_none()
             && self.item_ids.is_empty()
             && self.digests.is_empty()
+            && self.short_ids.is_empty()
             && self.conversation.is_none()
     }
 }
 
 /// What the ledger knows of one request: the facts the proxy found for a [`LedgerQuery`].
-/// Anything missing is unknown, and unknown provenance is never a violation.
+/// Anything missing is unknown: never a violation of the provenance rules, and with teams
+/// (unless allowed) the reason `unknown_state` (docs/reasons.md#unknown_state).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Provenance {
     /// The response `previous_response_id` names, when the ledger recorded it.
@@ -169,6 +176,8 @@ pub struct Provenance {
     ///
     /// [`ItemRecord::preceded_by`]: record::ItemRecord::preceded_by
     pub reasoning_texts: HashMap<String, String, RandomState>,
+    /// The ids of [`LedgerQuery::short_ids`] the ledger holds a record of (whosever it is).
+    pub short_ids: HashSet<String, RandomState>,
 }
 
 impl Provenance {
@@ -399,14 +408,19 @@ mod tests {
     }
 
     #[test]
-    fn item_ids_stop_at_the_cap() {
+    fn every_id_is_asked_about_however_many_there_are() {
         let items: Vec<String> = (0..MAX_QUERY_KEYS + 10)
             .map(|i| format!(r#"{{"type":"message","id":"msg_{i:016}","role":"user","content":"a"}}"#))
             .chain([r#"{"type":"item_reference","id":"late_ref_0123456789"}"#.to_owned()])
+            .chain(
+                (0..MAX_QUERY_KEYS + 10)
+                    .map(|i| format!(r#"{{"type":"reasoning","summary":[],"encrypted_content":"blob{i}"}}"#)),
+            )
             .collect();
         let q = query(&format!(r#"{{"input":[{}]}}"#, items.join(",")));
-        assert_eq!(q.item_ids.len(), MAX_QUERY_KEYS);
+        assert_eq!(q.item_ids.len(), MAX_QUERY_KEYS + 11);
         assert_eq!(q.item_ids[0], "late_ref_0123456789", "references come first");
+        assert_eq!(q.digests.len(), MAX_QUERY_KEYS + 10);
     }
 
     #[test]
@@ -415,6 +429,11 @@ mod tests {
             r#"{"input":[{"type":"item_reference","id":"msg_0"},{"type":"reasoning","id":"rs_0","summary":[]}]}"#,
         );
         assert!(q.item_ids.is_empty(), "{q:?}");
+        assert_eq!(
+            q.short_ids,
+            ["msg_0", "rs_0"],
+            "asked only whether they are known"
+        );
     }
 
     #[test]
