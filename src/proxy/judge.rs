@@ -22,6 +22,7 @@ use super::ledger::carry::{self, Carried};
 use super::snapshot::Snapshot;
 use super::state::ProxyState;
 use super::teams::Team;
+use crate::config::UnknownOwner;
 use crate::error::ApiError;
 use crate::gate::{
     self, Continued, InputProbe, ItemsAt, LedgerQuery, Provenance, StateAccess, Target, Verdict,
@@ -222,6 +223,14 @@ impl Context {
             remembers: state.ledger.is_some() || asker.earlier_turns.is_some(),
             context: judged_context(asker, received),
         }
+    }
+
+    /// Whether state the ledger does not know is refused for the asker: with teams and the
+    /// ledger on, unless `[ledger] unknown_owner = "allow"`.
+    fn denies_unknown_state(&self) -> bool {
+        self.asker.team.is_some()
+            && self.state.ledger.is_some()
+            && self.asker.snapshot.unknown_owner == UnknownOwner::Deny
     }
 
     /// The first pass: reads the body, and decides it at once when it names nothing to look
@@ -434,11 +443,16 @@ impl Context {
         let provider = snapshot.provider(&read.provider)?;
         let policy = snapshot.policy_of(asker.team.as_deref());
         let mut target = Target::new(&provider.profile, policy).with_work_budget(work);
-        if let Some(provenance) = facts {
+        // With teams, state the ledger does not know is refused (docs/reasons.md#unknown_state),
+        // also in a body that asked the ledger nothing (its ids too long to be recorded): it is
+        // judged with the ledger knowing nothing.
+        let deny_unknown = self.denies_unknown_state();
+        let no_facts = Provenance::default();
+        if let Some(provenance) = facts.or(deny_unknown.then_some(&no_facts)) {
             target = target.with_provenance(provenance);
         }
         if let Some(access) = asker.access() {
-            target = target.with_access(access);
+            target = target.with_access(access).with_unknown_state_denied(deny_unknown);
         }
         // The gate reads no configuration: it is told whether sessions are carried, so that
         // `foreign_previous_response` says how to go on (a loaded configuration carries
@@ -518,7 +532,7 @@ impl Context {
 /// the ledger knows a whole chain and that source only part of it).
 async fn ask(state: &ProxyState, asker: &Asker, query: &LedgerQuery) -> Result<Arc<Provenance>, ApiError> {
     let mut known = match state.ledger.is_some() && !query.is_empty() {
-        true => ask_ledger(state, query).await?,
+        true => ask_ledger(state, asker, query).await?,
         false => Arc::new(Provenance::default()),
     };
     let remembered_chain = asker
@@ -536,14 +550,25 @@ async fn ask(state: &ProxyState, asker: &Asker, query: &LedgerQuery) -> Result<A
 }
 
 /// The ledger's facts for `query`; when the store fails, none (`on_unavailable = "allow"`) or
-/// a 503.
-async fn ask_ledger(state: &ProxyState, query: &LedgerQuery) -> Result<Arc<Provenance>, ApiError> {
+/// a 503. A team's request is never judged without the ledger while unknown state is denied:
+/// everything it names would pass for unknown, so it gets the 503 whatever `on_unavailable`
+/// says (docs/ledger.md#when-the-store-is-unavailable).
+async fn ask_ledger(
+    state: &ProxyState,
+    asker: &Asker,
+    query: &LedgerQuery,
+) -> Result<Arc<Provenance>, ApiError> {
     let ledger = state.ledger.as_ref().expect("only a ledger is asked");
     match ledger.provenance(query).await {
         Ok(facts) => Ok(Arc::new(facts)),
-        Err(error) => ledger
-            .unavailable(&error)
-            .map(|()| Arc::new(Provenance::default())),
+        Err(error) => {
+            let allowed = ledger.unavailable(&error);
+            let denies_unknown = asker.team.is_some() && asker.snapshot.unknown_owner == UnknownOwner::Deny;
+            match (allowed, denies_unknown) {
+                (Ok(()), true) => Err(ApiError::LedgerUnavailable(error.to_string())),
+                (allowed, _) => allowed.map(|()| Arc::new(Provenance::default())),
+            }
+        }
     }
 }
 

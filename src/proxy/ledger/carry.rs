@@ -90,5 +90,19 @@ fn rewrite(
     let rewritten = carried_body(body, &turns?, provider).ok()?;
     let mut carried_facts = facts.clone();
     carried_facts.previous = None;
+    // The chain's items are the ledger's own records: the blobs a carried body keeps (its
+    // target's own reasoning and compaction items, their ids cut) are known by digest.
+    for response in chain {
+        for record in response
+            .items
+            .iter()
+            .filter(|record| record.has_encrypted_content)
+        {
+            carried_facts
+                .encrypted
+                .entry(record.digest)
+                .or_insert_with(|| response.stored_item(record));
+        }
+    }
     Some((Bytes::from(rewritten), Arc::new(carried_facts)))
 }

@@ -222,6 +222,9 @@ pub struct Target<'a> {
     /// gate is then one whose chain could not be carried, and `foreign_previous_response`
     /// says so; otherwise its message names the setting. Told by the proxy, never read here.
     pub carry_sessions: bool,
+    /// With teams and provenance: whether state the ledger holds no record of is judged
+    /// (`unknown_state`); the proxy's `[ledger] unknown_owner = "deny"`. Told by the proxy.
+    pub deny_unknown_state: bool,
 }
 
 /// The policy of a [`Target`] built without one.
@@ -242,6 +245,7 @@ impl<'a> Target<'a> {
             provenance: None,
             access: None,
             carry_sessions: false,
+            deny_unknown_state: false,
         }
     }
 
@@ -266,6 +270,15 @@ impl<'a> Target<'a> {
     pub fn with_access(self, access: &'a StateAccess) -> Self {
         Self {
             access: Some(access),
+            ..self
+        }
+    }
+
+    /// The same target, told whether state the ledger does not know is refused for a team
+    /// ([`Target::deny_unknown_state`]).
+    pub fn with_unknown_state_denied(self, deny_unknown_state: bool) -> Self {
+        Self {
+            deny_unknown_state,
             ..self
         }
     }

@@ -66,11 +66,15 @@ pub enum Reason {
     /// An item sent back by an `id` the ledger recorded as directly preceded by a reasoning
     /// item of the same response, without that reasoning item before it in `input`.
     ReasoningMissing,
+    /// With teams: the request names stored state the ledger holds no record of (so no team
+    /// can be told to own it): `previous_response_id`, `conversation`, an `item_reference`,
+    /// an `encrypted_content` blob, or a reasoning item sent by `id` alone.
+    UnknownState,
 }
 
 impl Reason {
     /// Every reason, in the order of docs/reasons.md.
-    pub const ALL: [Reason; 24] = [
+    pub const ALL: [Reason; 25] = [
         Reason::Namespaced,
         Reason::Status,
         Reason::ArgumentsType,
@@ -95,6 +99,7 @@ impl Reason {
         Reason::DuplicateItemId,
         Reason::ReasoningOrphaned,
         Reason::ReasoningMissing,
+        Reason::UnknownState,
     ];
 
     /// The reason called `code` on the wire.
@@ -159,6 +164,7 @@ impl Reason {
             Reason::DuplicateItemId => "duplicate_item_id",
             Reason::ReasoningOrphaned => "reasoning_orphaned",
             Reason::ReasoningMissing => "reasoning_missing",
+            Reason::UnknownState => "unknown_state",
         }
     }
 

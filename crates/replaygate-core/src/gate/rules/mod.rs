@@ -50,8 +50,11 @@ mod tests_cross_team;
 mod tests_precedence;
 #[cfg(test)]
 mod tests_provenance;
+#[cfg(test)]
+mod tests_unknown_state;
 mod tools;
 mod unanswered;
+mod unknown_state;
 
 use super::item::{Item, ItemClass};
 use super::judged::{JudgedPrefix, Tail};
@@ -65,6 +68,7 @@ use cross_team::CrossTeam;
 use function_call::CallContext;
 use provenance::ProvenanceRules;
 use tools::ToolIndex;
+use unknown_state::UnknownState;
 
 /// A rule's finding about one item, before it is tied to the item's position.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -222,6 +226,10 @@ fn judge_items(
         .provenance
         .zip(target.access)
         .map(|(provenance, access)| CrossTeam::new(provenance, access));
+    let unknown_state = target
+        .provenance
+        .filter(|_| target.access.is_some() && target.deny_unknown_state)
+        .map(UnknownState::new);
     let previous_foreign_team = cross_team.as_ref().is_some_and(CrossTeam::previous_is_foreign);
     // Another team's chain is neither judged nor paired with: its calls are not this team's.
     let stored_calls = target
@@ -253,27 +261,35 @@ fn judge_items(
             });
         }
     }
-    for (member, message) in cross_team.iter().flat_map(|rules| rules.members(request)) {
+    let member_findings = cross_team
+        .iter()
+        .flat_map(|rules| rules.members(request))
+        .map(|(member, message)| (Reason::CrossTeamState, member, message))
+        .chain(
+            unknown_state
+                .iter()
+                .flat_map(|rules| rules.members(request))
+                .map(|(member, message)| (Reason::UnknownState, member, message)),
+        );
+    for (reason, member, message) in member_findings {
         // No item to strip: `strip` acts as `reject` on these members.
-        let action = match policy.action(Reason::CrossTeamState) {
+        let action = match policy.action(reason) {
             Action::Strip => Action::Reject,
             action => action,
         };
-        verdict.push_with(Reason::CrossTeamState, action, None, policy.max_listed, || {
-            Violation {
-                index: None,
-                item_type: match member {
-                    "previous_response_id" => "response".to_owned(),
-                    _ => member.to_owned(),
-                },
-                id: None,
-                call_id: None,
-                reason: Reason::CrossTeamState,
-                action,
-                param: member.to_owned(),
-                pointer: None,
-                message,
-            }
+        verdict.push_with(reason, action, None, policy.max_listed, || Violation {
+            index: None,
+            item_type: match member {
+                "previous_response_id" => "response".to_owned(),
+                _ => member.to_owned(),
+            },
+            id: None,
+            call_id: None,
+            reason,
+            action,
+            param: member.to_owned(),
+            pointer: None,
+            message,
         });
     }
     if let Some((id, message)) = provenance
@@ -331,10 +347,14 @@ fn judge_items(
             | ItemClass::Compaction
             | ItemClass::ItemReference => paired,
         };
-        // Another team's item is refused for that alone, whatever else it holds.
+        // Another team's item is refused for that alone, whatever else it holds; then state
+        // that no team can be told to own.
         let finding = match cross_team.as_ref().and_then(|rules| rules.check(item)) {
             Some(crossed) => Some(crossed),
-            None => finding.or_else(|| provenance.as_ref()?.check(index, item)),
+            None => match unknown_state.as_ref().and_then(|rules| rules.check(item)) {
+                Some(unknown) => Some(unknown),
+                None => finding.or_else(|| provenance.as_ref()?.check(index, item)),
+            },
         };
         // An item the rules refuse or strip gets no shape check (docs/item-profiles.md#precedence);
         // one only monitored still does, so a member its provider refuses is not sent.
