@@ -50,5 +50,6 @@ mod teams;
 mod teams_reload;
 mod telemetry;
 mod tls_upstream;
+mod trust;
 mod upstream_faults;
 mod websocket;

@@ -19,14 +19,14 @@ use crate::support::metrics::counter;
 use crate::support::proxy::Proxy;
 use crate::support::upstream::{json_response, sse_response, UpBody, Upstream};
 
-const ALPHA: &str = "rg-alpha-test-key";
-const BETA: &str = "rg-beta-test-key";
+pub(super) const ALPHA: &str = "rg-alpha-test-key";
+pub(super) const BETA: &str = "rg-beta-test-key";
 const GAMMA: &str = "rg-gamma-test-key";
 
 /// A provider named `name` that mints new ids on every answer: `/responses` gets a reasoning
 /// item, a call and a message (JSON, or events with `"stream": true`); `POST /conversations`
 /// a new conversation; any other path a small JSON object naming the path.
-async fn provider(name: &'static str) -> Upstream {
+pub(super) async fn provider(name: &'static str) -> Upstream {
     let counter = Arc::new(AtomicU64::new(0));
     Upstream::start(move |request| {
         let n = counter.fetch_add(1, Ordering::Relaxed) + 1;
@@ -73,10 +73,14 @@ fn json_answer(body: Value) -> Response<UpBody> {
 fn events(response: Value) -> Response<UpBody> {
     let (sender, answer) = sse_response();
     tokio::spawn(async move {
-        let frames = [
-            json!({"type": "response.created", "response": {"id": response["id"], "status": "in_progress", "output": []}}),
-            json!({"type": "response.completed", "response": response}),
-        ];
+        // As providers stream: each output item in its own event, then the whole response.
+        let created = json!({"type": "response.created", "response": {"id": response["id"], "status": "in_progress", "output": []}});
+        let items = response["output"].as_array().cloned().unwrap_or_default();
+        let done = items.into_iter().enumerate().map(
+            |(index, item)| json!({"type": "response.output_item.done", "output_index": index, "item": item}),
+        );
+        let completed = json!({"type": "response.completed", "response": response});
+        let frames: Vec<Value> = std::iter::once(created).chain(done).chain([completed]).collect();
         for frame in frames {
             let event = format!("event: {}\ndata: {frame}\n\n", frame["type"].as_str().unwrap());
             if sender.send(Bytes::from(event)).await.is_err() {
@@ -89,7 +93,7 @@ fn events(response: Value) -> Response<UpBody> {
 
 /// Three teams on `openai` and `bedrock`, the ledger in memory storing items and carrying
 /// sessions; `grants` is each team's `share_state_with` line (or nothing), `extra` more text.
-fn config(openai: &Upstream, bedrock: &Upstream, grants: [&str; 3], extra: &str) -> String {
+pub(super) fn config(openai: &Upstream, bedrock: &Upstream, grants: [&str; 3], extra: &str) -> String {
     let [alpha, beta, gamma] = grants;
     format!(
         r#"default_provider = "openai"
@@ -123,13 +127,13 @@ keys = ["{gamma_key}"]
     )
 }
 
-struct Setup {
-    openai: Upstream,
-    bedrock: Upstream,
-    proxy: Proxy,
+pub(super) struct Setup {
+    pub(super) openai: Upstream,
+    pub(super) bedrock: Upstream,
+    pub(super) proxy: Proxy,
 }
 
-async fn setup(grants: [&str; 3], extra: &str) -> Setup {
+pub(super) async fn setup(grants: [&str; 3], extra: &str) -> Setup {
     let openai = provider("openai").await;
     let bedrock = provider("bedrock").await;
     let proxy = Proxy::start(&config(&openai, &bedrock, grants, extra), &[]).await;
@@ -142,17 +146,17 @@ async fn setup(grants: [&str; 3], extra: &str) -> Setup {
 
 impl Setup {
     /// How many requests the providers received in all.
-    fn forwarded(&self) -> usize {
+    pub(super) fn forwarded(&self) -> usize {
         self.openai.received().len() + self.bedrock.received().len()
     }
 }
 
-struct Answer {
-    status: u16,
-    body: Value,
+pub(super) struct Answer {
+    pub(super) status: u16,
+    pub(super) body: Value,
 }
 
-async fn send(proxy: &Proxy, method: &str, key: &str, path: &str, body: Option<Value>) -> Answer {
+pub(super) async fn send(proxy: &Proxy, method: &str, key: &str, path: &str, body: Option<Value>) -> Answer {
     let client = reqwest::Client::new();
     let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
     let mut request = client
@@ -179,7 +183,7 @@ async fn send(proxy: &Proxy, method: &str, key: &str, path: &str, body: Option<V
     Answer { status, body }
 }
 
-async fn turn(proxy: &Proxy, key: &str, provider: &str, body: Value) -> Answer {
+pub(super) async fn turn(proxy: &Proxy, key: &str, provider: &str, body: Value) -> Answer {
     send(
         proxy,
         "POST",
@@ -190,13 +194,13 @@ async fn turn(proxy: &Proxy, key: &str, provider: &str, body: Value) -> Answer {
     .await
 }
 
-fn first_turn(stream: bool) -> Value {
+pub(super) fn first_turn(stream: bool) -> Value {
     json!({"model": "m1", "stream": stream, "input": "Weather in Paris?",
            "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]})
 }
 
 /// The refusal's `(code, param)`.
-fn refusal(answer: &Answer) -> (u16, String, String) {
+pub(super) fn refusal(answer: &Answer) -> (u16, String, String) {
     let error = &answer.body["error"];
     (
         answer.status,
