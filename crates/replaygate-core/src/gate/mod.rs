@@ -46,6 +46,8 @@ pub mod strip;
 #[cfg(test)]
 mod tests_judged;
 #[cfg(test)]
+mod tests_member_props;
+#[cfg(test)]
 mod tests_repair_props;
 mod text_set;
 mod tool_rules;
