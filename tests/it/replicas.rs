@@ -117,7 +117,9 @@ struct Answer {
 
 impl Deployment {
     async fn start() -> Deployment {
-        let redis = SentinelSet::start("rg-replicas");
+        // The replica takes writes of its own, so the test can make it lack a record the master
+        // acknowledged (what Redis's asynchronous replication may lose in a failover).
+        let redis = SentinelSet::start_with_replica("rg-replicas", &["--replica-read-only", "no"]);
         let openai = minting_provider::start(OPENAI.name).await;
         let bedrock = minting_provider::start(BEDROCK.name).await;
         let dir = tempfile::tempdir().unwrap();
@@ -439,8 +441,20 @@ async fn three_replicas_carry_one_session_through_a_replica_kill_and_a_failover(
     assert_eq!(alpha.turn(&deployment, OPENAI).await, 0);
     another_team_cannot_continue(&deployment, &alpha).await;
 
+    // A record acknowledged before the master dies that the replica never got: alpha's turn is
+    // answered (its record written to the master), and the replica is made to lack it.
+    let mut lost = Session::new("alpha", ALPHA);
+    assert_eq!(lost.turn(&deployment, OPENAI).await, 0);
+
     // The Redis master dies: turns get 503 until the Sentinel has promoted the replica.
-    replica_holds(&deployment, &[&alpha, &beta]);
+    replica_holds(&deployment, &[&alpha, &beta, &lost]);
+    let lost_id = lost.last.as_ref().unwrap().id.clone();
+    let removed: u64 = query(
+        deployment.redis.replica.port(),
+        ::redis::cmd("DEL").arg(format!("replaygate:v1:resp:{lost_id}")),
+    )
+    .unwrap();
+    assert_eq!(removed, 1, "the replica held the record before it was taken off");
     deployment.redis.kill_master();
     let killed_at = Instant::now();
     let refused = alpha.turn(&deployment, BEDROCK).await;
@@ -456,6 +470,7 @@ async fn three_replicas_carry_one_session_through_a_replica_kill_and_a_failover(
         Some(deployment.redis.replica.port()),
         "the sentinel names the promoted replica"
     );
+    the_lost_record_is_unknown_state(&deployment, &lost_id).await;
 
     assert_eq!(alpha.turns, 6);
     let served = deployment.balancer.served();
@@ -465,6 +480,24 @@ async fn three_replicas_carry_one_session_through_a_replica_kill_and_a_failover(
     );
     deployment.replicas_alive();
     no_body_mixes_the_teams(&deployment);
+}
+
+/// Continuing the response whose record the failover lost is refused for its own team too
+/// (`unknown_state`): whose it is cannot be told any more, so it is never forwarded.
+async fn the_lost_record_is_unknown_state(deployment: &Deployment, lost_id: &str) {
+    let before = deployment.forwarded();
+    for key in [ALPHA, BETA] {
+        let body = json!({"model": OPENAI.model, "previous_response_id": lost_id, "input": "go on"});
+        let answer = deployment.post(key, &body).await;
+        assert_eq!(answer.status, 422, "{}", answer.body);
+        assert_eq!(answer.body["error"]["code"], "unknown_state", "{}", answer.body);
+        assert_eq!(answer.body["error"]["param"], "previous_response_id");
+    }
+    assert_eq!(
+        deployment.forwarded(),
+        before,
+        "a lost record's continuation was forwarded"
+    );
 }
 
 /// No provider ever received a body holding both teams' turns.

@@ -26,10 +26,19 @@ impl SentinelSet {
     /// Starts the three, and waits (20 s at most) until the Sentinel knows the replica, so a
     /// failover has somewhere to go.
     pub fn start(name: &str) -> SentinelSet {
+        Self::start_with_replica(name, &[])
+    }
+
+    /// [`SentinelSet::start`], the replica started with `replica_args` too (e.g.
+    /// `--replica-read-only no`, so a test can take a record off the replica alone, as an
+    /// asynchronous copy that had not caught up would lack it).
+    pub fn start_with_replica(name: &str, replica_args: &[&str]) -> SentinelSet {
         let dir = tempfile::tempdir().unwrap();
         let master = RedisServer::start();
         let master_port = master.port().to_string();
-        let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master_port], None);
+        let mut args = vec!["--replicaof", "127.0.0.1", &master_port];
+        args.extend_from_slice(replica_args);
+        let replica = RedisServer::start_with(&args, None);
         let sentinel = start_sentinel(dir.path(), name, master.port());
         let set = SentinelSet {
             master: Some(master),
