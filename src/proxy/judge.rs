@@ -540,7 +540,9 @@ async fn ask(state: &ProxyState, asker: &Asker, query: &LedgerQuery) -> Result<A
         .as_ref()
         .zip(query.previous_response_id.as_deref())
         .and_then(|(turns, id)| turns.chain(id));
-    if let Some(chain) = remembered_chain {
+    if let Some(mut chain) = remembered_chain {
+        // Produced on the asker's own socket, so for the asker's team.
+        chain.team = asker.team.as_ref().map(|team| team.name.clone());
         let ledger_whole = known.previous.as_ref().is_some_and(|previous| previous.complete);
         if chain.complete || !ledger_whole {
             Arc::make_mut(&mut known).previous = Some(chain);

@@ -176,7 +176,8 @@ pub struct Provenance {
     ///
     /// [`ItemRecord::preceded_by`]: record::ItemRecord::preceded_by
     pub reasoning_texts: HashMap<String, String, RandomState>,
-    /// The ids of [`LedgerQuery::short_ids`] the ledger holds a record of (whosever it is).
+    /// The ids of [`LedgerQuery::short_ids`] the ledger holds a team's record of (whichever
+    /// team's).
     pub short_ids: HashSet<String, RandomState>,
 }
 

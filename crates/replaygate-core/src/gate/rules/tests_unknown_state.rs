@@ -201,3 +201,29 @@ fn monitor_names_unknown_state_without_refusing_and_strip_cuts_only_items() {
         ]
     );
 }
+
+#[test]
+fn state_recorded_for_no_team_before_teams_is_unknown_as_on_the_object_routes() {
+    let body = body_of(&[REFERENCE]);
+    let mut provenance = Provenance::default();
+    let mut anonymous = stored(MESSAGE);
+    anonymous.team = None;
+    provenance
+        .items
+        .insert("msg_a_0123456789ab".to_owned(), anonymous);
+    assert_eq!(unknown(&judge(&body, &provenance, Some(&alpha()), true)).len(), 1);
+    let previous = r#"{"model":"m1","previous_response_id":"resp_a","input":"hi"}"#;
+    let provenance = Provenance {
+        previous: Some(ChainFacts {
+            owner: owner(),
+            call_ids: Vec::new(),
+            complete: true,
+            team: None,
+        }),
+        ..Provenance::default()
+    };
+    assert_eq!(
+        unknown(&judge(previous, &provenance, Some(&alpha()), true)).len(),
+        1
+    );
+}

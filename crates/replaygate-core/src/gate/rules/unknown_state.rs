@@ -1,6 +1,7 @@
 //! `unknown_state` (docs/reasons.md#unknown_state): with teams, stored state a request names
-//! that the ledger holds no record of. Whose such state is cannot be told, so it is refused
-//! rather than let through for every team. Run only when the target carries what the ledger
+//! that the ledger holds no team's record of (never recorded, recorded for no team before teams
+//! were configured, expired or lost). Whose such state is cannot be told, so it is refused
+//! rather than let through for every team, as the object routes answer 404 for it. Run only when the target carries what the ledger
 //! knows ([`Provenance`]), the caller's access (teams) and the proxy's word that unknown state
 //! is denied (`[ledger] unknown_owner = "deny"`).
 //!
@@ -16,8 +17,8 @@ use crate::gate::request::ParsedRequest;
 use crate::gate::verdict::Reason;
 
 /// How an operator lets unknown state through, named in every message.
-const HOW_TO_ALLOW: &str = "state this gateway did not see created (before teams, before replaygate, \
-     or expired from the ledger) can be allowed with [ledger] unknown_owner = \"allow\"";
+const HOW_TO_ALLOW: &str = "state made elsewhere, before teams, or expired from the ledger can be \
+     allowed with [ledger] unknown_owner = \"allow\"";
 
 /// The check for one request and ledger answer.
 #[derive(Debug)]
@@ -35,20 +36,20 @@ impl<'p> UnknownState<'p> {
     /// `previous_response_id` and `conversation`, each with its message.
     pub(super) fn members(&self, request: &ParsedRequest<'_>) -> Vec<(&'static str, String)> {
         let mut found = Vec::new();
-        if request.previous_response_id.as_str().is_some() && self.provenance.previous.is_none() {
+        if request.previous_response_id.as_str().is_some() && !self.previous_is_owned() {
             found.push((
                 "previous_response_id",
                 format!(
-                    "previous_response_id names a response the ledger holds no record of, so no \
+                    "previous_response_id names a response the ledger holds no team's record of, so no \
                      team can be told to own it; {HOW_TO_ALLOW}"
                 ),
             ));
         }
-        if request.conversation.as_str().is_some() && self.provenance.conversation.is_none() {
+        if request.conversation.as_str().is_some() && !self.conversation_is_owned() {
             found.push((
                 "conversation",
                 format!(
-                    "conversation names a conversation the ledger holds no record of, so no team \
+                    "conversation names a conversation the ledger holds no team's record of, so no team \
                      can be told to own it; {HOW_TO_ALLOW}"
                 ),
             ));
@@ -64,7 +65,7 @@ impl<'p> UnknownState<'p> {
                 (!self.knows_id(id)).then(|| {
                     finding(
                         Param::Member("id"),
-                        "the item_reference names an item the ledger holds no record of",
+                        "the item_reference names an item the ledger holds no team's record of",
                     )
                 })
             }
@@ -72,11 +73,12 @@ impl<'p> UnknownState<'p> {
                 let blob = item.encrypted_content.filter(|blob| blob.get() != "null");
                 if blob.is_some() {
                     let known = blob_digest(item)
-                        .is_some_and(|digest| self.provenance.encrypted.contains_key(&digest));
+                        .and_then(|digest| self.provenance.encrypted.get(&digest))
+                        .is_some_and(|stored| stored.team.is_some());
                     return (!known).then(|| {
                         finding(
                             Param::Member("encrypted_content"),
-                            "the item's encrypted_content is not one the ledger recorded from a provider",
+                            "the item's encrypted_content is not one the ledger recorded for a team",
                         )
                     });
                 }
@@ -96,9 +98,22 @@ impl<'p> UnknownState<'p> {
         }
     }
 
-    /// Whether the ledger holds a record of an item with this `id`.
+    /// Whether the ledger holds a team's record of an item with this `id`.
     fn knows_id(&self, id: &str) -> bool {
-        self.provenance.items.contains_key(id) || self.provenance.short_ids.contains(id)
+        let recorded = self.provenance.items.get(id);
+        recorded.is_some_and(|stored| stored.team.is_some()) || self.provenance.short_ids.contains(id)
+    }
+
+    /// Whether the ledger (or the socket that made it) holds `previous_response_id` for a team.
+    fn previous_is_owned(&self) -> bool {
+        let previous = self.provenance.previous.as_ref();
+        previous.is_some_and(|previous| previous.team.is_some())
+    }
+
+    /// Whether the ledger holds the request's conversation for a team.
+    fn conversation_is_owned(&self) -> bool {
+        let conversation = self.provenance.conversation.as_ref();
+        conversation.is_some_and(|conversation| conversation.team.is_some())
     }
 }
 
