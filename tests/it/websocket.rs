@@ -1075,3 +1075,45 @@ async fn a_call_sent_back_on_a_socket_without_its_reasoning_item_is_refused_or_g
         Some(&create(&[user, &reasoning, &call, &output]))
     );
 }
+
+#[tokio::test]
+async fn with_teams_a_socket_continues_its_own_turns_and_unknown_state_gets_an_error_event() {
+    use crate::teams::{key_entry, PAY_KEY};
+
+    let provider = FakeProvider::start(Behaviour::Turns).await;
+    let extra = format!(
+        "[state]\nbackend = \"memory\"\n[ledger]\nenabled = true\n[teams.payments]\nkeys = [\"{}\"]\n",
+        key_entry(PAY_KEY)
+    );
+    let proxy = proxy(&provider, &extra).await;
+    let mut request = format!("ws://{}/v1/responses", proxy.addr)
+        .into_client_request()
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("authorization", format!("Bearer {PAY_KEY}").parse().unwrap());
+    let stream = TcpStream::connect(proxy.addr).await.unwrap();
+    let (mut client, _) = tokio_tungstenite::client_async(request, stream).await.unwrap();
+    // resp_1 is made with `store: false` on this socket: its continuation is the team's own.
+    assert_eq!(turn(&mut client, &create("weather?")).await, turn_events(1));
+    assert_eq!(
+        turn(&mut client, &continuation("resp_1", "call_1")).await,
+        turn_events(2)
+    );
+    // A response neither the socket nor the ledger knows: refused on the socket, which stays.
+    for message in [
+        continuation("resp_never_seen", "call_1"),
+        json!({"type": "response.create", "model": "gpt-5",
+               "input": [{"type": "item_reference", "id": "msg_never_seen_0123456789"}]})
+        .to_string(),
+    ] {
+        client.send(Message::text(message)).await.unwrap();
+        let event = next_json(&mut client).await;
+        assert_eq!(
+            (event["status"].as_u64(), event["error"]["code"].as_str()),
+            (Some(422), Some("unknown_state")),
+            "{event}"
+        );
+    }
+    assert_eq!(provider.texts().len(), 2, "no refused message was forwarded");
+}
