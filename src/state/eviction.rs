@@ -1,8 +1,9 @@
 //! What Redis may forget before a record's time: its `maxmemory-policy`. Every key replaygate
 //! writes has a TTL, so `volatile-*` policies may evict them as surely as `allkeys-*` ones; only
 //! `noeviction` keeps them (and refuses writes at `maxmemory` instead, which replaygate treats
-//! as an unavailable store). An evicted record reads as unknown provenance, which is not a
-//! violation: the gate lets through what it would have refused.
+//! as an unavailable store). An evicted record reads as unknown provenance: without teams the
+//! gate lets through what it would have refused; with teams its owner is refused too
+//! (`unknown_state`).
 
 use super::StateStore;
 use crate::metrics::StateMeter;
@@ -66,8 +67,8 @@ pub async fn report_memory_policy(store: &StateStore, meter: &StateMeter) -> Opt
         tracing::warn!(
             policy = policy.name().unwrap_or_default(),
             "redis may evict replaygate's records before their time (maxmemory-policy evicts keys with a TTL, \
-             as every ledger key has): a forgotten record reads as unknown provenance, which the gate lets \
-             through; set maxmemory-policy noeviction (docs/operations.md, Records are never forgotten silently)"
+             as every ledger key has): a forgotten record reads as unknown provenance (let through without \
+             teams, refused as unknown_state with them); set maxmemory-policy noeviction (docs/operations.md, Records are never forgotten silently)"
         );
     }
     if let MemoryPolicy::Unknown(why) = &policy {

@@ -14,7 +14,7 @@ impl Ledger {
     /// The facts the store holds for `query`: the items it names by id, the encrypted blobs
     /// by digest, and the `previous_response_id` chain (its owner, and the calls recorded in
     /// it, walked back at most `max_chain` responses). Ids the store never saw are simply
-    /// absent: unknown provenance is not a violation. Counted as a `lookup`: `ok` when the
+    /// absent: unknown provenance is judged by the gate (docs/reasons.md#unknown_state). Counted as a `lookup`: `ok` when the
     /// store knew any of them, `miss` when it knew none, `error` when it could not answer.
     pub(crate) async fn provenance(&self, query: &LedgerQuery) -> Result<Provenance, StoreError> {
         let looked_up = self.look_up(query).await;

@@ -31,8 +31,9 @@
 //! Durability: a batch is visible to every read when it commits, and its journal entry is
 //! handed to the OS then (fjall writes its journal buffer out with each batch); it is written
 //! to disk (an fdatasync of the journal) at most [`DURABLE_EVERY`] after the first batch not
-//! yet written, with every sweep, and when the store closes. A record is provenance the proxy
-//! could do without (unknown provenance is never a violation), so a process that dies loses
+//! yet written, with every sweep, and when the store closes. A record lost reads as unknown
+//! provenance (never a violation without teams; `unknown_state` with them), so a process that
+//! dies loses
 //! only the records queued and not yet committed (up to [`LINGER`] of them), and a machine that
 //! goes down also the last [`DURABLE_EVERY`] of commits, and nothing else: a batch is atomic,
 //! and recovery replays the journal up to the last whole batch.

@@ -3,7 +3,8 @@
 //! The gate stays pure: the proxy takes the [`LedgerQuery`] of a request, looks its keys up in
 //! its store, and hands what the store knows to the gate as a [`Provenance`] (see
 //! [`Target::with_provenance`](super::Target::with_provenance)). Whatever the store does not
-//! know is simply left out: unknown provenance is never a violation.
+//! know is simply left out: unknown provenance is never a violation of the provenance rules
+//! (with teams it is `unknown_state`, docs/reasons.md#unknown_state).
 //!
 //! ```
 //! use replaygate_core::gate::provenance::{item_record_from_value, Owner, StoredItem};
