@@ -277,3 +277,34 @@ async fn setup_with(grants: [&str; 3], extra: &str) -> Setup {
         proxy,
     }
 }
+
+#[tokio::test]
+async fn while_the_store_is_down_a_teams_request_naming_state_is_never_judged_without_it() {
+    let openai = provider("openai").await;
+    let port = crate::support::closed_port::closed_port();
+    let text = |unknown_owner: &str| {
+        format!(
+            "default_provider = \"openai\"\n[state]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\ntimeout = \"200ms\"\n\
+             [ledger]\non_unavailable = \"allow\"\nunknown_owner = \"{unknown_owner}\"\n\
+             [providers.openai]\nbase_url = \"{}\"\nauth = \"none\"\n[teams.alpha]\nkeys = [\"{}\"]\n",
+            openai.base_url(),
+            super::teams::key_entry(ALPHA),
+        )
+    };
+    let named = json!({"model": "m1", "previous_response_id": "resp_openai_1", "input": "next"});
+    // Everything it names would pass for unknown: 503, whatever on_unavailable says.
+    let proxy = Proxy::start(&text("deny"), &[]).await;
+    assert_eq!(turn(&proxy, ALPHA, "openai", first_turn(false)).await.status, 200);
+    assert_eq!(
+        refusal(&turn(&proxy, ALPHA, "openai", named.clone()).await),
+        (503, "ledger_unavailable".into(), String::new())
+    );
+    assert_eq!(
+        openai.received().len(),
+        1,
+        "the refused continuation was not forwarded"
+    );
+    // With unknown state allowed, on_unavailable = "allow" lets it through as before.
+    let proxy = Proxy::start(&text("allow"), &[]).await;
+    assert_eq!(turn(&proxy, ALPHA, "openai", named).await.status, 200);
+}
