@@ -83,7 +83,7 @@ async fn a_repeated_or_re_cased_id_never_hides_another_teams_conversation() {
     // Every place an id is read refuses a second one the same way.
     for (body, param) in [
         (
-            format!(r#"{{"model":"m1","previous_response_id":"resp_b","Previous_Response_Id":"resp_a","input":"hi"}}"#),
+            r#"{"model":"m1","previous_response_id":"resp_b","Previous_Response_Id":"resp_a","input":"hi"}"#.to_owned(),
             "previous_response_id",
         ),
         (
