@@ -116,7 +116,7 @@ impl JsonStream {
         self.held.len() + self.key.len() + self.kept.bytes
     }
 
-    /// Why the answer records nothing, once that is known.
+    /// Why the answer's items are not recorded, once that is known.
     pub(crate) fn failed(&self) -> Option<Unrecorded> {
         self.failed
     }

@@ -733,7 +733,7 @@ impl Sink for EventSink<'_> {
             .get_or_insert_with(|| Box::new(EventStream::new(limits)));
         large.feed(bytes);
         if large.failed() {
-            // Not JSON: its end would record nothing, so the tap stops now.
+            // Not JSON: its end would record no item, so the tap stops now.
             self.outcome = Err(Unrecorded::Unreadable);
         }
     }
