@@ -483,8 +483,8 @@ async fn a_stream_that_broke_after_its_response_was_created_is_its_teams() {
 }
 
 /// A WebSocket provider: each `response.create` is answered `response.created`, then, for
-/// input `incomplete`, one item and `response.incomplete`; for any other, nothing more (the
-/// turn stays open).
+/// input `incomplete`, one item and `response.incomplete`; for `unreadable`, an item the ledger
+/// cannot read and `response.completed`; for any other, nothing more (the turn stays open).
 async fn ws_provider() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message;
@@ -511,6 +511,11 @@ async fn ws_provider() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
                     events.push(json!({"type": "response.incomplete",
                                        "response": {"id": id, "status": "incomplete", "output": [item]}}));
                 }
+                if message["input"] == "unreadable" {
+                    events.push(json!({"type": "response.output_item.done", "output_index": 0, "item": 5}));
+                    events.push(json!({"type": "response.completed",
+                                       "response": {"id": id, "status": "completed", "output": [5]}}));
+                }
                 for event in events {
                     let _ = socket.send(Message::text(event.to_string())).await;
                 }
@@ -521,7 +526,7 @@ async fn ws_provider() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
 }
 
 #[tokio::test]
-async fn a_websocket_turn_that_ended_incomplete_or_was_left_open_is_its_teams() {
+async fn a_websocket_turn_that_was_unreadable_ended_incomplete_or_was_left_open_is_its_teams() {
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     use tokio_tungstenite::tungstenite::Message;
@@ -537,10 +542,12 @@ async fn a_websocket_turn_that_ended_incomplete_or_was_left_open_is_its_teams() 
     let stream = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
     let mut alpha = tokio_tungstenite::client_async(request, stream).await.unwrap().0;
     let limit = Duration::from_secs(10);
-    for (input, last) in [
+    let turns = [
+        ("unreadable", "response.completed"),
         ("incomplete", "response.incomplete"),
         ("hang", "response.created"),
-    ] {
+    ];
+    for (input, last) in turns {
         let create = json!({"type": "response.create", "model": "m1", "input": input});
         alpha.send(Message::text(create.to_string())).await.unwrap();
         loop {
@@ -555,15 +562,16 @@ async fn a_websocket_turn_that_ended_incomplete_or_was_left_open_is_its_teams() 
             }
         }
     }
-    // The incomplete turn is recorded at its end; the open one when the socket ends.
+    // The unreadable turn is recorded by its id at its end (and the turns after it are read
+    // apart from it), the incomplete one with its item; the open one when the socket ends.
     alpha.close(None).await.unwrap();
-    for id in ["resp_ws_1", "resp_ws_2"] {
+    for id in ["resp_ws_1", "resp_ws_2", "resp_ws_3"] {
         until_recorded(&proxy, id).await;
         let other = send(&proxy, "GET", BETA, &format!("/openai/v1/responses/{id}"), None).await;
         assert_eq!(other.refusal(), (404, "not_found", ""), "{id}");
     }
     // The incomplete turn's item is alpha's.
-    let call = &incomplete_items(1)[1];
+    let call = &incomplete_items(2)[1];
     let output = json!({"type": "function_call_output", "call_id": call["call_id"], "output": "sunny"});
     let replay = json!({"model": "m1", "input": [call, output]});
     assert_eq!(turn(&proxy, BETA, replay).await.refusal().1, "cross_team_state");
