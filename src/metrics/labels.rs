@@ -150,11 +150,11 @@ pub(crate) enum LedgerResult {
     Miss,
     /// The store failed or did not answer in time.
     Error,
-    /// An answer that was to be recorded and was not: it broke, its client left, or the tap
-    /// could not vouch for it.
+    /// An answer that was to be recorded and was not: it named no response id (it broke, its
+    /// client left, or it could not be read before naming one).
     Dropped,
-    /// An answer not recorded because a part of it passed the tap's caps (one output item over
-    /// 32 MiB, or one event over 1 MiB).
+    /// An answer one of whose output items passed the tap's 32 MiB cap: only its response id
+    /// is recorded (that record is counted too, when written).
     TooLarge,
 }
 

@@ -46,6 +46,7 @@ mod serve_signals;
 mod sigv4;
 mod state_full;
 mod team_state;
+mod team_unfinished;
 mod teams;
 mod teams_reload;
 mod telemetry;

@@ -105,10 +105,12 @@ impl Ledger {
     /// The owner of response `first` (already read) and the calls of its chain. The walk stops once every call
     /// id in `wanted` was found (most continuations answer the previous response's calls),
     /// or at the chain's start; a chain cut short (a response expired or never recorded, or
-    /// `max_chain` reached) is reported as incomplete, so the gate does not judge pairing on it.
+    /// `max_chain` reached) or one that reaches a response whose calls are not known whole (an
+    /// owner-only record, or one of a response that did not complete) is reported as
+    /// incomplete, so the gate does not judge pairing on it.
     async fn chain_facts(&self, first: StoredResponse, wanted: &[String]) -> Result<ChainFacts, StoreError> {
-        if first.owner_only {
-            // Whose it is, and nothing of its calls: pairing is not judged on it.
+        if !first.knows_its_calls() {
+            // Whose it is, and not all of its calls: pairing is not judged on it.
             return Ok(ChainFacts {
                 owner: first.owner,
                 call_ids: Vec::new(),
@@ -137,7 +139,7 @@ impl Ledger {
                 break;
             }
             match self.store.response(&id).await? {
-                Some(response) if response.owner_only => {
+                Some(response) if !response.knows_its_calls() => {
                     complete = false;
                     break;
                 }

@@ -2,12 +2,15 @@
 //! as it arrives, reads it with a [`Tap`], and writes the record before the answer's last bytes
 //! go out, so the client's next turn always finds it (docs/ledger.md).
 //!
-//! The record is ready when an event stream's `response.completed` has arrived, when a JSON
-//! answer has delivered the bytes its `Content-Length` announced, or else at the end of the
-//! body. The frame that made it ready (or the end of the body) is held while the write runs,
-//! at most the ledger's write timeout; nothing before it is delayed. An answer that breaks,
-//! that the client drops, or that the tap cannot vouch for records nothing and is passed on
-//! unchanged.
+//! The record is ready when an event stream's terminal event (`response.completed`, or one of a
+//! response that did not complete) has arrived, when a JSON answer has delivered the bytes its
+//! `Content-Length` announced, or else at the end of the body. The frame that made it ready (or
+//! the end of the body) is held while the write runs, at most the ledger's write timeout;
+//! nothing before it is delayed. What is written is what the tap's end says ([`Ended`]): the
+//! answer's items (those read whole of a response that did not complete), else its response's
+//! id alone, for its team. An answer that breaks, or that its client drops, before its record
+//! was written leaves the same, read as far as it came; that write runs on a task of its own,
+//! so nothing waits for it. Only an answer that named no response id records nothing.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -23,7 +26,7 @@ use super::Ledger;
 use crate::error::ApiError;
 use crate::gate::{DeclaredTools, Gate, OutputCall, ResponseViolation, Target};
 use crate::ledger::{
-    unfinished_response_id, AnswerKind, CallIds, Owner, StoredContent, StoredResponse, Tap, TapLimits, Tapped,
+    AnswerKind, CallIds, Ended, Owner, StoredContent, StoredResponse, Tap, TapLimits, Tapped,
 };
 use crate::metrics::{LedgerOp, LedgerResult, Meters};
 use crate::proxy::audit::{AuditLog, ResponseAuditLine};
@@ -150,7 +153,7 @@ impl RecordingBody {
     /// Whether what has arrived is the whole answer as far as the record is concerned.
     fn is_ready(&self) -> bool {
         match (&self.tap, self.kind) {
-            (Some((tap, _)), AnswerKind::EventStream) => tap.is_complete(),
+            (Some((tap, _)), AnswerKind::EventStream) => tap.has_ended(),
             (Some(_), AnswerKind::Json) => self.expected_len == Some(self.seen),
             (None, _) => false,
         }
@@ -161,31 +164,20 @@ impl RecordingBody {
     fn start_write(&mut self) -> Option<Write> {
         let (tap, recording) = self.tap.take()?;
         let too_large = tap.too_large();
-        let unfinished = tap.unfinished_response_id();
-        let Some(tapped) = tap.finish_kept() else {
-            if let Some(id) = unfinished {
-                let ledger = self.ledger.clone();
-                let stored = ledger.owner_only(id, recording);
-                return Some(Box::pin(async move { ledger.write(stored).await }));
-            }
-            if too_large {
-                // Never silent: replaying its items to another provider is not caught.
-                tracing::warn!(
-                    provider = %recording.provider,
-                    "answer not recorded: one of its output items is over the ledger's 32 MiB cap"
-                );
-                self.ledger.count(LedgerOp::Record, LedgerResult::TooLarge);
-            } else {
-                self.ledger.count(LedgerOp::Record, LedgerResult::Dropped);
-            }
-            return None;
-        };
-        let violations = recording.check_calls(&tapped);
-        recording.report(&tapped.record.id, &violations);
+        let stored = self
+            .ledger
+            .to_store(tap.end(), too_large, recording, CheckCalls::Yes)?;
         let ledger = self.ledger.clone();
-        let stored = ledger.stored(tapped, recording);
         Some(Box::pin(async move { ledger.write(stored).await }))
     }
+}
+
+/// Whether [`Ledger::to_store`] checks the produced calls of the items it is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CheckCalls {
+    Yes,
+    /// Checked already, or an answer that stopped before its end.
+    No,
 }
 
 impl Recording {
@@ -237,21 +229,100 @@ impl Ledger {
             .keep_items(recording.input_items.is_some())
     }
 
-    /// The record of a background response `id` not yet completed when it answered: who owns
-    /// it (so its team may poll, cancel or delete it through the object routes), nothing of its
-    /// output or its chain.
-    pub(crate) fn owner_only(&self, id: String, recording: Recording) -> StoredResponse {
+    /// What the store keeps of an answer to `recording`'s request that ended as `ended`
+    /// ([`Tap::end`]; `too_large` when the tap passed a cap): the record of its items, or of its
+    /// response's id alone, for its team and provider; `None` when it named no response id.
+    /// With [`CheckCalls::Yes`] the produced calls of its items are checked and what the check
+    /// flags reported. An answer over a cap is logged and counted as `too_large` (its record,
+    /// if any, is counted when written); one that records nothing as `dropped`.
+    pub(crate) fn to_store(
+        &self,
+        ended: Ended,
+        too_large: bool,
+        recording: Recording,
+        check: CheckCalls,
+    ) -> Option<StoredResponse> {
+        if too_large {
+            // Never silent: its items are unknown to the ledger, so their replay is not judged.
+            tracing::warn!(
+                provider = %recording.provider,
+                response_id = ended.id().unwrap_or("-"),
+                "an answer's items were not recorded, only its response id: one of its output \
+                 items is over the ledger's 32 MiB cap"
+            );
+            self.count(LedgerOp::Record, LedgerResult::TooLarge);
+        }
+        match ended {
+            Ended::Items(tapped) => {
+                if check == CheckCalls::Yes {
+                    let violations = recording.check_calls(&tapped);
+                    recording.report(&tapped.record.id, &violations);
+                }
+                Some(self.stored(tapped, recording))
+            }
+            Ended::IdOnly { id, model } => Some(self.owner_only(id, model, recording)),
+            Ended::Nothing => {
+                if !too_large {
+                    self.count(LedgerOp::Record, LedgerResult::Dropped);
+                }
+                None
+            }
+        }
+    }
+
+    /// Records what an answer that stopped before its end (it broke, or its client or socket
+    /// went away) left, as [`Ledger::to_store`] does, writing it on a task of its own: nothing
+    /// waits for it. Without a runtime to run it on (the process is ending) it is dropped.
+    pub(crate) fn record_in_background(
+        self: &Arc<Self>,
+        ended: Ended,
+        too_large: bool,
+        recording: Recording,
+    ) {
+        let Some(stored) = self.to_store(ended, too_large, recording, CheckCalls::No) else {
+            return;
+        };
+        let ledger = self.clone();
+        self.spawn_write(Box::pin(async move { ledger.write(stored).await }));
+    }
+
+    /// Runs a write on a task of its own (it counts itself), or counts it as dropped without
+    /// a runtime to run it on.
+    fn spawn_write(&self, write: Write) {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn(write)),
+            Err(_) => self.count(LedgerOp::Record, LedgerResult::Dropped),
+        }
+    }
+
+    /// The record of response `id` whose items are not recorded (a background response not
+    /// yet completed, one that ended with none read whole, or one whose items could not be
+    /// read): who owns it (so its team may continue it, and poll, cancel or delete it through
+    /// the object routes), nothing of its output or its chain. Its model is the request's, else
+    /// the answer's (`model`).
+    pub(crate) fn owner_only(
+        &self,
+        id: String,
+        model: Option<String>,
+        recording: Recording,
+    ) -> StoredResponse {
         let owner = Owner {
             provider: recording.provider,
-            model: recording.model,
+            model: recording.model.or(model),
         };
         let retention = self.settings.retention.as_secs();
         StoredResponse::owner_only(id, owner, recording.team, crate::state::now_unix(), retention)
     }
 
-    /// The stored form of an answer tapped for `recording`'s request.
+    /// The stored form of an answer tapped for `recording`'s request: of a response that did
+    /// not complete, marked [`StoredResponse::partial`].
     pub(crate) fn stored(&self, tapped: Tapped, recording: Recording) -> StoredResponse {
-        let Tapped { record, items, .. } = tapped;
+        let Tapped {
+            record,
+            items,
+            complete,
+            ..
+        } = tapped;
         // The model as the client named it, which it names again when it replays: a provider
         // may answer with a dated name (`gpt-5` as `gpt-5-2025-08-07`) for the same model.
         let owner = Owner {
@@ -267,6 +338,7 @@ impl Ledger {
             self.settings.retention.as_secs(),
         );
         stored.input_call_ids = recording.input_call_ids;
+        stored.partial = !complete;
         if let (Some(input), Some(output)) = (recording.input_items, items) {
             stored.content = Some(StoredContent { input, output });
         }
@@ -304,8 +376,8 @@ impl Body for RecordingBody {
                     return Poll::Ready(Some(Ok(frame)));
                 }
                 Some(Err(error)) => {
-                    // A broken answer is not recorded.
-                    this.give_up();
+                    // A broken answer records what it delivered.
+                    this.stop();
                     return Poll::Ready(Some(Err(error)));
                 }
                 None => {
@@ -329,19 +401,25 @@ impl Body for RecordingBody {
 }
 
 impl RecordingBody {
-    /// Records nothing of this answer, counting it as dropped if it was still to be recorded.
-    fn give_up(&mut self) {
-        if self.tap.take().is_some() || self.writing.take().is_some() {
-            self.ledger.count(LedgerOp::Record, LedgerResult::Dropped);
+    /// The answer stopped before its record was written: a write begun goes on, on a task of
+    /// its own; else what the tap read so far is recorded the same way.
+    fn stop(&mut self) {
+        if let Some((write, _)) = self.writing.take() {
+            self.ledger.spawn_write(write);
+            return;
+        }
+        if let Some((tap, recording)) = self.tap.take() {
+            let too_large = tap.too_large();
+            self.ledger.record_in_background(tap.end(), too_large, recording);
         }
     }
 }
 
 impl Drop for RecordingBody {
-    /// An answer whose client left before its end (or before its record was written) is
-    /// dropped from the ledger.
+    /// An answer whose client left before its end (or before its record was written) records
+    /// what it delivered, without holding anything up.
     fn drop(&mut self) {
-        self.give_up();
+        self.stop();
     }
 }
 
@@ -387,8 +465,9 @@ pub(crate) async fn record(
             });
         }
     };
-    if let Some(tapped) = ledger.tap(AnswerKind::Json, &recording).finish_whole(&bytes) {
-        let violations = recording.check_calls(&tapped);
+    let ended = ledger.tap(AnswerKind::Json, &recording).end_whole(&bytes);
+    if let Ended::Items(tapped) = &ended {
+        let violations = recording.check_calls(tapped);
         recording.report(&tapped.record.id, &violations);
         // At most `max_violations_listed` named, then `+N`, as the monitored header.
         let limit = recording.calls_check.as_ref().map_or(0, CallsCheck::max_listed);
@@ -402,11 +481,9 @@ pub(crate) async fn record(
         {
             parts.headers.insert(name, value);
         }
-        ledger.write(ledger.stored(tapped, recording)).await;
-    } else if let Some(id) = unfinished_response_id(&bytes) {
-        ledger.write(ledger.owner_only(id, recording)).await;
-    } else {
-        ledger.count(LedgerOp::Record, LedgerResult::Dropped);
+    }
+    if let Some(stored) = ledger.to_store(ended, false, recording, CheckCalls::No) {
+        ledger.write(stored).await;
     }
     Ok(Response::from_parts(parts, crate::proxy::body::full(bytes)))
 }

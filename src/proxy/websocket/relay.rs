@@ -33,8 +33,8 @@ use super::handshake::{open, UpstreamSocket};
 use super::message::{error_event, event_type, limit_reached_event, read_head, unsupported, Head};
 use super::turns::{Pending, SocketTurns};
 use crate::error::ApiError;
-use crate::ledger::{AnswerKind, Tap, TapLimits};
-use crate::metrics::{LedgerOp, LedgerResult};
+use crate::ledger::{AnswerKind, Ended, Tap, TapLimits};
+use crate::proxy::ledger::recording::CheckCalls;
 use crate::proxy::phases::{Decided, RequestContext};
 use crate::proxy::sockets::{SocketLimits, Stage};
 use crate::proxy::state::ProxyState;
@@ -131,6 +131,7 @@ impl Relay<'_, '_> {
                 }
             };
             if let Flow::Stop = flow {
+                self.record_unfinished();
                 return self.counts;
             }
         }
@@ -428,20 +429,27 @@ impl Relay<'_, '_> {
         }
     }
 
-    /// Reads a server event with the oldest turn still answering; at its end, remembers the
-    /// response and records it in the ledger before the event passes on.
+    /// Reads a server event with the oldest turn still answering; at its end (its terminal
+    /// event, read by the tap, or named by the event's type once the tap gave up), remembers
+    /// a completed response and records what the answer left in the ledger (its items, or its
+    /// response's id alone, for its team) before the event passes on.
     async fn read_event(&mut self, text: &str) {
         let Some(pending) = self.pending.front_mut() else {
             return;
         };
         pending.feed(text);
-        if !pending.tap.is_complete() {
-            if matches!(
-                event_type(text).as_deref(),
-                Some("response.failed" | "response.incomplete" | "error")
-            ) {
-                self.pending.pop_front();
-            }
+        let kind = event_type(text);
+        let terminal = matches!(
+            kind.as_deref(),
+            Some(
+                "response.completed"
+                    | "response.failed"
+                    | "response.incomplete"
+                    | "response.cancelled"
+                    | "error"
+            )
+        );
+        if !pending.tap.has_ended() && !terminal {
             return;
         }
         let Some(Pending {
@@ -453,17 +461,38 @@ impl Relay<'_, '_> {
         else {
             return;
         };
-        let Some(tapped) = tap.finish_kept() else {
-            if let (Some(ledger), Some(_)) = (&self.state.ledger, &recording) {
-                ledger.count(LedgerOp::Record, LedgerResult::Dropped);
+        let too_large = tap.too_large();
+        let ended = tap.end();
+        if let Ended::Items(tapped) = &ended {
+            // The socket's own chain knows the calls of completed turns alone.
+            if tapped.complete {
+                self.turns.remember(&turn, &tapped.record, stored);
             }
+        }
+        let (Some(ledger), Some(recording)) = (&self.state.ledger, recording) else {
             return;
         };
-        self.turns.remember(&turn, &tapped.record, stored);
-        if let (Some(ledger), Some(recording)) = (&self.state.ledger, recording) {
-            let violations = recording.check_calls(&tapped);
-            recording.report(&tapped.record.id, &violations);
-            ledger.write(ledger.stored(tapped, recording)).await;
+        // An error event before any response: the provider refused the message, and there is
+        // nothing to record.
+        if ended == Ended::Nothing && kind.as_deref() == Some("error") {
+            return;
+        }
+        if let Some(record) = ledger.to_store(ended, too_large, recording, CheckCalls::Yes) {
+            ledger.write(record).await;
+        }
+    }
+
+    /// The socket ends: what the turns still answering delivered is recorded, each on a task
+    /// of its own (their responses may live on at the provider).
+    fn record_unfinished(&mut self) {
+        let Some(ledger) = &self.state.ledger else {
+            return;
+        };
+        for Pending { tap, recording, .. } in self.pending.drain(..) {
+            if let Some(recording) = recording {
+                let too_large = tap.too_large();
+                ledger.record_in_background(tap.end(), too_large, recording);
+            }
         }
     }
 

@@ -249,9 +249,9 @@ mod tests {
         };
         pending.feed("{\"type\":\"response.created\",\n\"response\":{\"id\":\"resp_1\",\"model\":\"m\"}}");
         pending.feed(r#"{"type":"response.output_item.done","item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"f","arguments":"{}"}}"#);
-        assert!(!pending.tap.is_complete());
+        assert!(!pending.tap.has_ended());
         pending.feed(r#"{"type":"response.completed","response":{"id":"resp_1","model":"m"}}"#);
-        assert!(pending.tap.is_complete());
+        assert!(pending.tap.has_ended());
         let record = pending.tap.finish().unwrap();
         assert_eq!(record.id, "resp_1");
         assert_eq!(record.items[0].call_id.as_deref(), Some("call_1"));

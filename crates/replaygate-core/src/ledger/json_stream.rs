@@ -10,19 +10,20 @@
 //! The scanner follows only JSON's structure (strings, escapes, nesting); the text of each
 //! item and member it keeps is read by the same readers as a whole body, and the rest of the
 //! answer is held to JSON's grammar as it passes ([`JsonSyntax`]), so a malformed answer records
-//! nothing, as when it is read whole. A head reader leaves that check to the reader of the event
-//! it is part of.
+//! no item, as when it is read whole: at most the id it named before it could no longer be
+//! read. A head reader leaves that check to the reader of the event it is part of.
 
 use std::borrow::Cow;
 
+use super::ended::{checked_id, Ended};
 use super::json_syntax::JsonSyntax;
 use super::record::ItemRecord;
-use super::tap::{answer_record_streamed, Keep, Kept, TapLimits, Tapped};
+use super::tap::{answer_record_streamed, Keep, Kept, TapLimits};
 
 /// The most bytes a kept top-level member (`id`, `model`, `status`) may take as JSON.
 const MEMBER_CAP: usize = 1024;
 
-/// Why a streamed answer records nothing.
+/// Why a streamed answer's items are not recorded (its id alone may be).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Unrecorded {
     /// Not a response object, an item the ledger cannot read, or too many items.
@@ -115,7 +116,7 @@ impl JsonStream {
         self.held.len() + self.key.len() + self.kept.bytes
     }
 
-    /// Why the answer records nothing, once that is known.
+    /// Why the answer's items are not recorded, once that is known.
     pub(crate) fn failed(&self) -> Option<Unrecorded> {
         self.failed
     }
@@ -328,9 +329,16 @@ impl JsonStream {
     fn member_ended(&mut self) {
         let value = std::mem::take(&mut self.held);
         match self.member {
-            // A member written twice is not a response object the whole-body read accepts.
-            Member::Id if self.id.is_some() => self.fail(Unrecorded::Unreadable),
-            Member::Model if self.model.is_some() => self.fail(Unrecorded::Unreadable),
+            // A member written twice is not a response object the whole-body read accepts, and
+            // names no one response: neither value is kept.
+            Member::Id if self.id.is_some() => {
+                self.id = None;
+                self.fail(Unrecorded::Unreadable);
+            }
+            Member::Model if self.model.is_some() => {
+                self.model = None;
+                self.fail(Unrecorded::Unreadable);
+            }
             Member::Status if self.status.is_some() => self.fail(Unrecorded::Unreadable),
             Member::Id => self.id = Some(value),
             Member::Model => self.model = Some(value),
@@ -367,27 +375,47 @@ impl JsonStream {
         // The item's buffer goes; the next one grows its own.
     }
 
-    /// The answer's record, or why there is none.
-    pub(crate) fn finish(self) -> Result<Tapped, Unrecorded> {
-        if let Some(why) = self.failed {
-            return Err(why);
-        }
+    /// What the answer leaves to record: its items when it was read to its end as a response
+    /// object (see [`answer_record_streamed`]); else, when its `id` (and `model`) were read
+    /// before it could no longer be, that id alone; else nothing.
+    pub(crate) fn end(self) -> Ended {
         let json = self.syntax.as_ref().is_none_or(JsonSyntax::complete);
-        if !self.ended || !self.saw_output || !json {
-            return Err(Unrecorded::Unreadable);
+        if self.failed.is_some() || !self.ended || !json {
+            return self.id_only();
         }
-        let id = json_string(self.id)?;
-        let model = json_string(self.model)?;
-        let status = json_string(self.status)?;
+        let (Ok(id), Ok(model), Ok(status)) = (
+            json_string(self.id.clone()),
+            json_string(self.model.clone()),
+            json_string(self.status.clone()),
+        ) else {
+            return self.id_only();
+        };
+        let output = self.saw_output.then_some(self.items);
         answer_record_streamed(
             id.map(Cow::Owned),
             model.map(Cow::Owned),
             status.as_deref(),
-            self.items,
+            output,
             self.kept,
             self.keep,
         )
-        .ok_or(Unrecorded::Unreadable)
+    }
+
+    /// The answer's `id` alone, and its `model` (`None` when it is not one to record), as
+    /// far as they were read: [`Ended::IdOnly`], or [`Ended::Nothing`] without an id.
+    pub(crate) fn id_only(&self) -> Ended {
+        let Some(id) = json_string(self.id.clone())
+            .ok()
+            .flatten()
+            .and_then(|id| checked_id(id.into()))
+        else {
+            return Ended::Nothing;
+        };
+        let model = json_string(self.model.clone())
+            .ok()
+            .flatten()
+            .and_then(|model| checked_id(model.into()));
+        Ended::IdOnly { id, model }
     }
 
     /// The head of a response object read by a [`JsonStream::head`] reader, or why it
@@ -401,17 +429,17 @@ impl JsonStream {
         }
         let id = json_string(self.id)?;
         let model = json_string(self.model)?;
-        // Read only to hold it to what the whole read accepts: a string or null.
-        json_string(self.status)?;
-        Ok(Head { id, model })
+        let status = json_string(self.status)?;
+        Ok(Head { id, model, status })
     }
 }
 
-/// The `id` and `model` of a response object (`None`: absent or `null`).
+/// The `id`, `model` and `status` of a response object (`None`: absent or `null`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Head {
     pub(crate) id: Option<String>,
     pub(crate) model: Option<String>,
+    pub(crate) status: Option<String>,
 }
 
 /// A kept member's JSON text read as a string or `null` (`None` also when it was absent).

@@ -2,8 +2,10 @@
 //! as the bytes pass to the client.
 //!
 //! Pure and synchronous: no I/O, no async. The proxy feeds each chunk of an allowed answer to a
-//! [`Tap`] and, at the end, gets the [`ResponseRecord`] to store, or nothing when the answer is
-//! not one the ledger can vouch for (cut, failed, malformed or over a limit).
+//! [`Tap`] and, at the end, gets what to store ([`Ended`]): the [`ResponseRecord`] of its items
+//! (all of them, or those read whole of a response that did not complete), or the response's id
+//! alone when its items cannot be vouched for (over a limit, malformed, cut before any was
+//! read), or nothing when no response id was read.
 //!
 //! ```
 //! use replaygate_core::ledger::{AnswerKind, Tap, TapLimits};
@@ -17,13 +19,16 @@
 //! ```
 //!
 //! Layout: [`record`] is what is kept of an answer (each item's record and digest are the
-//! gate's facts, `gate::provenance`, which this module reads answers into), `sse` the event-stream framing, [`tap`] the incremental reader (`json_stream` and
-//! `event_stream` its readers of answers and events too large to hold whole, `json_syntax` the
-//! grammar check they share), [`stored`]
-//! what the store holds (`stored_json` its stored form, written directly), and [`carry`] the rewrite that carries a session to another provider.
+//! gate's facts, `gate::provenance`, which this module reads answers into), `sse` the
+//! event-stream framing, [`tap`] the incremental reader (`ended` what it leaves to record,
+//! `json_stream` and `event_stream` its readers of answers and events too large to hold whole,
+//! `json_syntax` the grammar check they share), [`stored`] what the store holds (`stored_json`
+//! its stored form, written directly), and [`carry`] the rewrite that carries a session to
+//! another provider.
 
 mod call_ids;
 pub mod carry;
+mod ended;
 mod event_stream;
 pub(crate) mod json_stream;
 mod json_syntax;
@@ -39,10 +44,11 @@ mod tests_tap;
 
 pub use call_ids::CallIds;
 pub use carry::{carried_body, input_items, CarriedTurn, CarryError};
+pub use ended::Ended;
 pub use record::{
     item_digest, item_record, item_record_from_value, link_reasoning, ItemRecord, ResponseRecord,
 };
 pub use stored::{Owner, StoredContent, StoredItem, StoredResponse};
-pub use tap::{unfinished_response_id, AnswerKind, Tap, TapLimits, Tapped};
+pub use tap::{AnswerKind, Tap, TapLimits, Tapped};
 
 pub use crate::gate::provenance::{names_one_item, MAX_ID_BYTES, MIN_ITEM_ID_BYTES};

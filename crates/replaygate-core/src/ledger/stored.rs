@@ -35,10 +35,18 @@ pub struct StoredResponse {
     /// items as JSON texts (a string `input` as one user message), to carry the session to
     /// another provider. `None` otherwise.
     pub content: Option<StoredContent>,
-    /// Recorded only for who owns it: a conversation, or a background response that was not
-    /// yet completed when it answered. It says nothing of its items or its chain.
+    /// Recorded only for who owns it: a conversation, a background response that was not yet
+    /// completed when it answered, or a response whose items could not be read (over the
+    /// tap's caps, unreadable, or none read whole of one that did not complete). It says
+    /// nothing of its items or its chain.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub owner_only: bool,
+    /// The response did not complete: it ended `incomplete`, `failed` or `cancelled`, or its
+    /// answer stopped before its end. `items` are those its answer delivered whole, each with
+    /// the digest a replay of it has; the provider may hold more, so the calls of its chain are
+    /// not known whole (continuation pairing is not judged on it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
 }
 
 /// The items of one turn, kept only with `store_items = true`.
@@ -74,10 +82,11 @@ impl StoredResponse {
             input_call_ids: CallIds::default(),
             content: None,
             owner_only: false,
+            partial: false,
         }
     }
 
-    /// A record of object `id` (a conversation, or a background response not yet completed)
+    /// A record of object `id` (a conversation, or a response whose items are not recorded)
     /// that says only who owns it: `owner`'s, for `team`, at `now_unix`, kept for
     /// `retention_secs`.
     pub fn owner_only(
@@ -155,6 +164,13 @@ impl StoredResponse {
             expires_unix: self.expires_unix,
             team: self.team.clone(),
         }
+    }
+
+    /// Whether the calls of this response are known whole: not an owner-only record, nor one
+    /// of a response that did not complete. A chain that reaches one that is not is not
+    /// complete for continuation pairing.
+    pub fn knows_its_calls(&self) -> bool {
+        !self.owner_only && !self.partial
     }
 
     /// Whether the store may forget this response at `now_unix`.
@@ -273,6 +289,24 @@ mod tests {
         let json = stored.to_json();
         let read: StoredResponse = serde_json::from_slice(&json).unwrap();
         assert_eq!(read, stored);
+    }
+
+    #[test]
+    fn a_partial_record_says_its_calls_are_not_known_whole_and_one_written_before_reads_whole() {
+        let mut stored = stored();
+        assert!(stored.knows_its_calls());
+        stored.partial = true;
+        assert!(!stored.knows_its_calls());
+        let read: StoredResponse = serde_json::from_slice(&stored.to_json()).unwrap();
+        assert_eq!(read, stored);
+        // A record written before `partial` was kept is one of a completed response.
+        stored.partial = false;
+        let json = String::from_utf8(stored.to_json()).unwrap();
+        assert!(!json.contains("partial"), "{json}");
+        let read: StoredResponse = serde_json::from_str(&json).unwrap();
+        assert!(!read.partial && read.knows_its_calls());
+        let owner_only = StoredResponse::owner_only("resp_2".into(), stored.owner.clone(), None, 0, 60);
+        assert!(!owner_only.knows_its_calls());
     }
 
     #[test]

@@ -55,6 +55,9 @@ impl StoredResponse {
         if self.owner_only {
             out.extend_from_slice(b",\"owner_only\":true");
         }
+        if self.partial {
+            out.extend_from_slice(b",\"partial\":true");
+        }
         out.push(b'}');
         out
     }
@@ -241,7 +244,7 @@ mod tests {
             proptest::collection::vec(item_record(), 0..4),
             proptest::collection::vec(text(), 0..4),
             content,
-            any::<bool>(),
+            (any::<bool>(), any::<bool>()),
         )
             .prop_map(
                 |(
@@ -250,7 +253,7 @@ mod tests {
                     items,
                     input_call_ids,
                     content,
-                    owner_only,
+                    (owner_only, partial),
                 )| {
                     StoredResponse {
                         id,
@@ -263,6 +266,7 @@ mod tests {
                         input_call_ids: input_call_ids.into_iter().collect(),
                         content,
                         owner_only,
+                        partial,
                     }
                 },
             )

@@ -1,35 +1,43 @@
 //! The tap: reads a provider's answer incrementally, as its chunks pass to the client, and
-//! says at the end what the ledger should record.
-//!
-//! What is recorded, and when nothing is:
+//! says at the end ([`Tap::end`]) what the ledger should record ([`Ended`]): the answer's output
+//! items, each read whole; the response's id alone, when its items cannot be read or it has
+//! none yet, so that its team still owns it; or nothing, when no response id was read.
 //!
 //! - JSON (`application/json`): the whole body, held up to [`TapLimits::max_json_bytes`], read
-//!   at [`Tap::finish`] as `{"id", "model", "status", "output": [items]}`. A larger body is read
-//!   as it streams instead (the `json_stream` module), holding one output item at a time, and
-//!   records the same. Nothing when the body is not such an object, has an output item over
-//!   [`TapLimits::max_item_bytes`] ([`Tap::too_large`] then says so), or has a `status` other
-//!   than `completed` (a `queued` background response has no output yet). A body without `status` (the `CompactResource`
-//!   of `/responses/compact`) is recorded.
+//!   at the end as `{"id", "model", "status", "output": [items]}`. A larger body is read as it
+//!   streams instead (the `json_stream` module), holding one output item at a time, and records
+//!   the same. By `status`: `completed`, or none (the `CompactResource` of
+//!   `/responses/compact`), every item; `incomplete`, `failed` or `cancelled`, the items it has
+//!   (each is whole in a JSON answer), or its id alone when it has none; `queued`,
+//!   `in_progress` or any other, its id alone (a background response has no final output
+//!   yet). A body that is not such an object, or is cut short, gives the id it named before
+//!   it could no longer be read, if any; an output item over [`TapLimits::max_item_bytes`]
+//!   likewise ([`Tap::too_large`] then says so).
 //! - Events (`text/event-stream`): each event's `data` is read as JSON when the event ends:
 //!   held whole up to [`TapLimits::max_event_bytes`], read as it streams past that (the
 //!   `event_stream` module: one item held at most, [`TapLimits::max_item_bytes`]), with the same
 //!   records and digests.
-//!   `response.created`, `response.queued`, `response.in_progress` and `response.completed`
+//!   `response.created`, `response.queued`, `response.in_progress` and the terminal events
 //!   give `response.id` and `response.model` (the last model named wins; two different ids
 //!   record nothing); `response.output_item.done` gives one item. The event's type is the
 //!   data's `type`, or else its `event:` field; data of `[DONE]`, empty data and events of
-//!   other types are ignored; data that is not a JSON object with a string `type` (when it has
-//!   one) records nothing. The answer is recorded only once a `response.completed` arrives
-//!   with an id seen; `response.failed`, `response.incomplete` or `error` first, or a stream
-//!   that ends before, record nothing. Events after the first terminal one are ignored. An
-//!   item over [`TapLimits::max_item_bytes`] records nothing ([`Tap::too_large`] says so).
+//!   other types are ignored. The first terminal event ends the answer (events after it are
+//!   ignored): `response.completed` of a `completed` response records every item; any other
+//!   (`response.incomplete`, `response.failed`, `response.cancelled`, `error`, or a
+//!   `response.completed` of a response with another `status`) records the items delivered
+//!   whole so far, as does a stream that stops before its terminal event (it ended, broke or
+//!   lost its client), or the id alone when none was. Data that is not a JSON object with a
+//!   string `type` (when it has one), or an item over [`TapLimits::max_item_bytes`]
+//!   ([`Tap::too_large`]), makes the tap give up on the items: the id read before, if any, is
+//!   what it records.
 //! - Either way: an item that is not an object with a string `type` (see
-//!   [`super::item_record`]), more than [`TapLimits::max_items`] items, or an id,
-//!   model, item type or `call_id` longer than [`MAX_ID_BYTES`] record nothing: a record,
-//!   when made, holds every output item. A `null` item is skipped.
+//!   [`super::item_record`]), more than [`TapLimits::max_items`] items, or an item type or
+//!   `call_id` longer than [`MAX_ID_BYTES`](super::MAX_ID_BYTES) leave the id alone to record:
+//!   a record of items, when made, holds every output item read. A `null` item is skipped. A
+//!   response id longer than that records nothing.
 //!
 //! Memory stays bounded by the limits whatever is fed; after giving up the tap holds nothing
-//! and ignores further chunks.
+//! but the id and ignores further chunks.
 //!
 //! Besides the record, a tap can keep, when asked ([`Tap::keep_calls`], [`Tap::keep_items`];
 //! both off by default), the [`OutputCall`] of each `function_call` output item (for the
@@ -44,11 +52,11 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::ended::{checked_id, Ended, Finish};
 use super::event_stream::EventStream;
 use super::json_stream::{Head, JsonStream, Unrecorded};
 use super::record::{item_record_from_value, ItemRecord, ResponseRecord};
 use super::sse::{push_capped, Framing, Sink};
-use super::MAX_ID_BYTES;
 use crate::gate::provenance::quick::{quick_item, ItemInPlace};
 use crate::gate::OutputCall;
 use crate::json::{Field, JsonKind, Reader, Text};
@@ -103,8 +111,8 @@ impl Default for TapLimits {
     }
 }
 
-/// Reads one answer as it streams. Feed it every chunk in order, then [`finish`](Tap::finish)
-/// (or [`finish_kept`](Tap::finish_kept) for what it was asked to keep).
+/// Reads one answer as it streams. Feed it every chunk in order, then [`end`](Tap::end) it
+/// (or [`finish_kept`](Tap::finish_kept) for its items alone).
 #[derive(Debug)]
 pub struct Tap {
     limits: TapLimits,
@@ -119,6 +127,11 @@ pub struct Tap {
 pub struct Tapped {
     /// What the ledger records.
     pub record: ResponseRecord,
+    /// Whether the response completed, so `record` holds every output item it has. `false`
+    /// for one that ended `incomplete`, `failed` or `cancelled` (or whose stream stopped
+    /// before its end): `record` holds the items its answer delivered whole, and the provider
+    /// may hold more.
+    pub complete: bool,
     /// With [`Tap::keep_calls`]: each `function_call` output item's call, in record order
     /// (output order for JSON, the order items finished for a stream). `None` when not asked
     /// for, or when the kept content passed its cap.
@@ -155,8 +168,9 @@ enum State {
     JsonStream(Box<JsonStream>),
     /// An event stream being read.
     Events(Box<Events>),
-    /// Nothing will be recorded.
-    GaveUp,
+    /// No item will be recorded: what follows is ignored. The response's id and model, when
+    /// they were read before, are ([`Ended::IdOnly`] at the end; else [`Ended::Nothing`]).
+    GaveUp(Ended),
 }
 
 #[derive(Debug)]
@@ -174,11 +188,14 @@ struct Facts {
     model: Option<String>,
     items: Vec<ItemRecord>,
     kept: Kept,
-    completed: bool,
+    /// Its terminal event was read: `Some(true)` a `response.completed` of a response
+    /// `completed`, `Some(false)` any other (`response.incomplete`, `.failed`, `.cancelled`,
+    /// `error`, or a `response.completed` of a response with another `status`).
+    ended: Option<bool>,
 }
 
-/// The answer cannot be recorded.
-struct GiveUp;
+/// No item of the answer can be recorded: its id alone, if it was read.
+struct GiveUp(Ended);
 
 impl Tap {
     /// A tap for an answer of `kind`.
@@ -217,7 +234,7 @@ impl Tap {
     /// makes the tap give up, and it then ignores what follows.
     pub fn feed(&mut self, chunk: &[u8]) {
         let fed = match &mut self.state {
-            State::GaveUp => return,
+            State::GaveUp(_) => return,
             State::Json(body) => {
                 if body.len() + chunk.len() > self.limits.max_json_bytes {
                     // Too large to hold whole: read on as it streams, from what came so far.
@@ -236,7 +253,7 @@ impl Tap {
                     None => Ok(()),
                     Some(why) => {
                         self.too_large = why == Unrecorded::ItemTooLarge;
-                        Err(GiveUp)
+                        Err(GiveUp(stream.id_only()))
                     }
                 }
             }
@@ -256,31 +273,33 @@ impl Tap {
                 framing.feed(chunk, &mut sink);
                 let outcome = sink.outcome;
                 self.too_large = outcome == Err(Unrecorded::ItemTooLarge);
-                outcome.map_err(|_| GiveUp)
+                outcome.map_err(|_| GiveUp(facts.id_only()))
             }
         };
-        if fed.is_err() {
-            self.state = State::GaveUp;
+        if let Err(GiveUp(known)) = fed {
+            self.state = State::GaveUp(known);
         }
     }
 
     /// Whether the tap gave up because a cap was passed: an output item read as it streams (of
     /// a JSON answer or an event too large to hold whole) over [`TapLimits::max_item_bytes`].
-    /// Such an answer is not recorded and should be reported.
+    /// Such an answer's items are not recorded (its id alone, when it was read), and it should
+    /// be reported.
     pub fn too_large(&self) -> bool {
         self.too_large
     }
 
-    /// Whether the tap may still record the answer (it has not given up).
+    /// Whether the tap may still record the answer's items (it has not given up).
     pub fn is_recording(&self) -> bool {
-        !matches!(self.state, State::GaveUp)
+        !matches!(self.state, State::GaveUp(_))
     }
 
-    /// Whether an event stream has delivered its `response.completed` event: what follows
-    /// cannot change the record, so it can be written before the rest passes on. Always
-    /// `false` for JSON answers, whose end only the byte count tells.
-    pub fn is_complete(&self) -> bool {
-        matches!(&self.state, State::Events(events) if events.facts.completed)
+    /// Whether an event stream has delivered its terminal event (`response.completed`,
+    /// `response.incomplete`, `response.failed`, `response.cancelled` or `error`): what
+    /// follows cannot change the record, so it can be written before the rest passes on.
+    /// Always `false` for JSON answers, whose end only the byte count tells.
+    pub fn has_ended(&self) -> bool {
+        matches!(&self.state, State::Events(events) if events.facts.ended.is_some())
     }
 
     /// Bytes of the answer held now: the JSON body so far, or the pending event of a stream
@@ -294,65 +313,86 @@ impl Tap {
                     + events.large.as_ref().map_or(0, |large| large.held_bytes())
                     + events.facts.kept.bytes
             }
-            State::GaveUp => 0,
+            State::GaveUp(_) => 0,
         }
     }
 
-    /// [`Tap::finish_kept`] of a JSON answer given whole, `body`, to a tap fed nothing yet:
-    /// read where it lies rather than copied into the tap first.
-    pub fn finish_whole(mut self, body: &[u8]) -> Option<Tapped> {
+    /// [`Tap::end`] of a JSON answer given whole, `body`, to a tap fed nothing yet: read where
+    /// it lies rather than copied into the tap first.
+    pub fn end_whole(mut self, body: &[u8]) -> Ended {
         match &self.state {
             State::Json(held) if held.is_empty() && body.len() <= self.limits.max_json_bytes => {
                 json_record(body, &self.limits, self.keep)
             }
             _ => {
                 self.feed(body);
-                self.finish_kept()
+                self.end()
             }
         }
     }
 
-    /// The record of the answer fed, or `None` when it cannot be recorded (see the module
-    /// documentation).
+    /// What the answer fed leaves to record (see the module documentation): its items, its
+    /// response's id alone, or nothing. Call it at the answer's end, or when it stopped before
+    /// (it broke, or its client went away): a stream's items read whole so far are then
+    /// recorded as those of a response that did not complete.
+    pub fn end(self) -> Ended {
+        let keep = self.keep;
+        match self.state {
+            State::GaveUp(known) => known,
+            State::Json(body) => json_record(&body, &self.limits, keep),
+            State::JsonStream(stream) => stream.end(),
+            State::Events(events) => events.facts.end(keep),
+        }
+    }
+
+    /// The record of the answer's items with what the tap was asked to keep ([`Ended::Items`]
+    /// of [`Tap::end`]), or `None` when they cannot be recorded.
+    pub fn finish_kept(self) -> Option<Tapped> {
+        self.end().items()
+    }
+
+    /// [`Tap::finish_kept`] of a JSON answer given whole ([`Tap::end_whole`]).
+    pub fn finish_whole(self, body: &[u8]) -> Option<Tapped> {
+        self.end_whole(body).items()
+    }
+
+    /// The record of the answer's items, or `None` when they cannot be recorded.
     pub fn finish(self) -> Option<ResponseRecord> {
         self.finish_kept().map(|tapped| tapped.record)
     }
+}
 
-    /// For a JSON answer held whole that is a response not yet completed, its `id` (see
-    /// [`unfinished_response_id`]).
-    pub fn unfinished_response_id(&self) -> Option<String> {
-        match &self.state {
-            State::Json(body) => unfinished_response_id(body),
-            _ => None,
+impl Facts {
+    /// What the events read leave to record: the items of a stream that delivered its
+    /// response's id (those read whole, of a response that did not complete unless its
+    /// `response.completed` said so); the id alone when no item was read whole of one that
+    /// did not complete; nothing without an id.
+    fn end(self, keep: Keep) -> Ended {
+        let Facts {
+            id,
+            model,
+            items,
+            kept,
+            ended,
+        } = self;
+        let Some(id) = id else {
+            return Ended::Nothing;
+        };
+        let complete = ended == Some(true);
+        if !complete && items.is_empty() {
+            return Ended::IdOnly { id, model };
         }
+        Ended::Items(kept.into_tapped(ResponseRecord { id, model, items }, keep, complete))
     }
 
-    /// The record of the answer fed with what the tap was asked to keep, or `None` when the
-    /// answer cannot be recorded.
-    pub fn finish_kept(self) -> Option<Tapped> {
-        let keep = self.keep;
-        match self.state {
-            State::GaveUp => None,
-            State::Json(body) => json_record(&body, &self.limits, keep),
-            State::JsonStream(stream) => stream.finish().ok(),
-            State::Events(events) => {
-                let Facts {
-                    id,
-                    model,
-                    items,
-                    kept,
-                    completed,
-                } = events.facts;
-                if !completed {
-                    return None;
-                }
-                let record = ResponseRecord {
-                    id: id?,
-                    model,
-                    items,
-                };
-                Some(kept.into_tapped(record, keep))
-            }
+    /// The response's id and model read so far, alone.
+    fn id_only(&self) -> Ended {
+        match &self.id {
+            Some(id) => Ended::IdOnly {
+                id: id.clone(),
+                model: self.model.clone(),
+            },
+            None => Ended::Nothing,
         }
     }
 }
@@ -407,10 +447,11 @@ impl Kept {
         Some(record)
     }
 
-    fn into_tapped(self, record: ResponseRecord, keep: Keep) -> Tapped {
+    fn into_tapped(self, record: ResponseRecord, keep: Keep, complete: bool) -> Tapped {
         let kept = !self.spilled;
         Tapped {
             record,
+            complete,
             calls: (keep.calls && kept).then_some(self.calls),
             items: (keep.items && kept).then_some(self.items),
         }
@@ -488,27 +529,26 @@ fn read_json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Option<T> {
     Reader::read(simdutf8::basic::from_utf8(bytes).ok()?).ok()
 }
 
-/// The record of a JSON answer, read in one pass when it can be.
-fn json_record(body: &[u8], limits: &TapLimits, keep: Keep) -> Option<Tapped> {
-    let text = simdutf8::basic::from_utf8(body).ok()?;
-    match json_record_in_place(text, limits, keep) {
-        Ok(tapped) => tapped,
-        Err(NotInPlace) => json_record_two_pass(body, limits, keep),
+/// What a JSON answer held whole leaves to record, read in one pass when it can be. A text
+/// that is not a response object the whole-body read takes (not JSON, cut short, a member of
+/// the wrong kind) is read as it would stream, for its id alone.
+fn json_record(body: &[u8], limits: &TapLimits, keep: Keep) -> Ended {
+    let in_place = match simdutf8::basic::from_utf8(body) {
+        Ok(text) => json_record_in_place(text, limits, keep).ok(),
+        Err(_) => None,
+    };
+    match in_place.or_else(|| json_record_two_pass(body, limits, keep)) {
+        Some(ended) => ended,
+        None => id_read_as_it_streams(body, limits),
     }
 }
 
-/// The `id` of a JSON answer that is a response not yet completed (`queued` or `in_progress`:
-/// a background response): the ledger records who owns it, though it has no output to record
-/// yet. `None` for anything else, or an id the ledger could not record.
-pub fn unfinished_response_id(body: &[u8]) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Head {
-        id: String,
-        status: Option<String>,
-    }
-    let head: Head = serde_json::from_slice(body).ok()?;
-    let unfinished = matches!(head.status.as_deref(), Some("queued" | "in_progress"));
-    (unfinished && !head.id.is_empty() && head.id.len() <= super::MAX_ID_BYTES).then_some(head.id)
+/// The id (and model) of a JSON answer no whole read takes, as far as reading it as it
+/// streams reads them: [`Ended::IdOnly`] or [`Ended::Nothing`], never its items.
+fn id_read_as_it_streams(body: &[u8], limits: &TapLimits) -> Ended {
+    let mut stream = JsonStream::new(*limits, Keep::default());
+    stream.feed(body);
+    stream.end().id_only()
 }
 
 /// The answer could not be read in one pass (an output item that is not an object or has a
@@ -519,7 +559,7 @@ struct NotInPlace;
 /// item stands, and its text (for the full read of an item the quick read is unsure of, and
 /// for `store_items`) is the span the reader noted. Where it answers, it answers as
 /// [`json_record_two_pass`] does.
-fn json_record_in_place(text: &str, limits: &TapLimits, keep: Keep) -> Result<Option<Tapped>, NotInPlace> {
+fn json_record_in_place(text: &str, limits: &TapLimits, keep: Keep) -> Result<Ended, NotInPlace> {
     let mut reader = Reader::new(text);
     let ResponseHead::<'_, ItemInPlace<'_>> {
         id,
@@ -531,7 +571,8 @@ fn json_record_in_place(text: &str, limits: &TapLimits, keep: Keep) -> Result<Op
         .map_err(|_| NotInPlace)?;
     let spans = reader.take_spans();
     let Some(output) = output else {
-        return Ok(None);
+        let none: Option<(usize, std::iter::Empty<_>)> = None;
+        return Ok(answer_record(id, model, status.as_deref(), none, limits, keep));
     };
     if spans.len() != output.len() {
         return Err(NotInPlace);
@@ -546,84 +587,123 @@ fn json_record_in_place(text: &str, limits: &TapLimits, keep: Keep) -> Result<Op
         id,
         model,
         status.as_deref(),
-        count,
-        items,
+        Some((count, items)),
         limits,
         keep,
     ))
 }
 
 /// [`json_record`] the two-pass way: the answer's head read with each output item as raw
-/// text, then each item read on its own.
-fn json_record_two_pass(body: &[u8], limits: &TapLimits, keep: Keep) -> Option<Tapped> {
+/// text, then each item read on its own. `None` when the head is not a response object.
+fn json_record_two_pass(body: &[u8], limits: &TapLimits, keep: Keep) -> Option<Ended> {
     let ResponseHead::<'_, RawItem<'_>> {
         id,
         model,
         status,
         output,
     } = read_json(body)?;
-    let output = output?;
-    let count = output.len();
-    let items = output
-        .into_iter()
-        .enumerate()
-        .filter_map(|(index, item)| Some((index, item?.get(), None)));
-    answer_record(id, model, status.as_deref(), count, items, limits, keep)
+    let output = output.map(|output| {
+        let count = output.len();
+        let items = output
+            .into_iter()
+            .enumerate()
+            .filter_map(|(index, item)| Some((index, item?.get(), None)));
+        (count, items)
+    });
+    Some(answer_record(id, model, status.as_deref(), output, limits, keep))
 }
 
-/// The record of a completed answer with this `id`, `model` and `status`, and `count` output
-/// items (`null` ones included), each given with its index, its JSON text and, when it was
-/// read in place, its members. `None` when the answer cannot be recorded.
-fn answer_record<'a>(
+/// What an answer with this `id`, `model` and `status` leaves to record, given its `output`:
+/// the count of its items (`null` ones included), and each item with its index, its JSON text
+/// and, when it was read in place, its members (`None`: no `output`).
+///
+/// Its items ([`Ended::Items`]) when its status is final ([`Finish`]) and every item could be
+/// read (and, for a response that did not complete, there is one); else its id alone, or
+/// nothing without an id to record.
+fn answer_record<'a, I>(
     id: Option<Cow<'_, str>>,
     model: Option<Cow<'_, str>>,
     status: Option<&str>,
-    count: usize,
-    items: impl Iterator<Item = (usize, &'a str, Option<ItemInPlace<'a>>)>,
+    output: Option<(usize, I)>,
     limits: &TapLimits,
     keep: Keep,
-) -> Option<Tapped> {
-    if status.is_some_and(|status| status != "completed") {
-        return None;
-    }
-    let id = checked_id(id?)?;
-    let model = match model {
-        Some(model) => Some(checked_id(model)?),
-        None => None,
+) -> Ended
+where
+    I: Iterator<Item = (usize, &'a str, Option<ItemInPlace<'a>>)>,
+{
+    let (id, model, complete) = match recordable(id, model, status) {
+        Ok(head) => head,
+        Err(known) => return without_items(known),
     };
-    if count > limits.max_items {
-        return None;
-    }
+    let Some((_, items)) = output.filter(|(count, _)| *count <= limits.max_items) else {
+        return Ended::IdOnly { id, model };
+    };
     let mut kept = Kept::default();
     let items = items
         .map(|(index, text, in_place)| kept.read_with(text, in_place, index, keep, limits.max_json_bytes))
-        .collect::<Option<Vec<_>>>()?;
-    Some(kept.into_tapped(ResponseRecord { id, model, items }, keep))
+        .collect::<Option<Vec<_>>>();
+    match items {
+        Some(items) if complete || !items.is_empty() => {
+            Ended::Items(kept.into_tapped(ResponseRecord { id, model, items }, keep, complete))
+        }
+        _ => Ended::IdOnly { id, model },
+    }
 }
 
-/// [`answer_record`] of an answer read as it streams, whose items are read already.
+/// [`answer_record`] of an answer read as it streams, whose items are read already
+/// (`None`: it had no `output`).
 pub(crate) fn answer_record_streamed(
     id: Option<Cow<'_, str>>,
     model: Option<Cow<'_, str>>,
     status: Option<&str>,
-    items: Vec<ItemRecord>,
+    items: Option<Vec<ItemRecord>>,
     kept: Kept,
     keep: Keep,
-) -> Option<Tapped> {
-    if status.is_some_and(|status| status != "completed") {
-        return None;
-    }
-    let id = checked_id(id?)?;
-    let model = match model {
-        Some(model) => Some(checked_id(model)?),
-        None => None,
+) -> Ended {
+    let (id, model, complete) = match recordable(id, model, status) {
+        Ok(head) => head,
+        Err(known) => return without_items(known),
     };
-    Some(kept.into_tapped(ResponseRecord { id, model, items }, keep))
+    match items {
+        Some(items) if complete || !items.is_empty() => {
+            Ended::Items(kept.into_tapped(ResponseRecord { id, model, items }, keep, complete))
+        }
+        _ => Ended::IdOnly { id, model },
+    }
 }
 
-/// An id (or model) to keep: not empty and at most [`MAX_ID_BYTES`].
-fn checked_id(id: Cow<'_, str>) -> Option<String> {
-    (!id.is_empty() && id.len() <= MAX_ID_BYTES).then(|| id.into_owned())
+/// The id and model of an answer whose items may be recorded, and whether it completed; or
+/// the id and model it leaves without its items (`None`: no id to record): a model that is not
+/// one to record, or a status that is not final, leaves the id alone.
+fn recordable(
+    id: Option<Cow<'_, str>>,
+    model: Option<Cow<'_, str>>,
+    status: Option<&str>,
+) -> Result<(String, Option<String>, bool), Option<Named>> {
+    let id = id.and_then(checked_id).ok_or(None)?;
+    let model = match model {
+        Some(model) => match checked_id(model) {
+            Some(model) => Some(model),
+            None => return Err(Some((id, None))),
+        },
+        None => None,
+    };
+    match Finish::of(status) {
+        Finish::Complete => Ok((id, model, true)),
+        Finish::Partial => Ok((id, model, false)),
+        Finish::IdOnly => Err(Some((id, model))),
+    }
+}
+
+/// A response's id and the model its answer named.
+type Named = (String, Option<String>);
+
+/// What an answer leaves without its items: its id alone, when it has one to record.
+fn without_items(known: Option<Named>) -> Ended {
+    match known {
+        Some((id, model)) => Ended::IdOnly { id, model },
+        None => Ended::Nothing,
+    }
 }
 
 /// Where the framing delivers a stream's events: each read into the facts, one too large to
@@ -644,7 +724,7 @@ impl Sink for EventSink<'_> {
     }
 
     fn data(&mut self, bytes: &[u8]) {
-        if self.outcome.is_err() || self.facts.completed {
+        if self.outcome.is_err() || self.facts.ended.is_some() {
             return;
         }
         let limits = *self.limits;
@@ -653,7 +733,7 @@ impl Sink for EventSink<'_> {
             .get_or_insert_with(|| Box::new(EventStream::new(limits)));
         large.feed(bytes);
         if large.failed() {
-            // Not JSON: its end would record nothing, so the tap stops now.
+            // Not JSON: its end would record no item, so the tap stops now.
             self.outcome = Err(Unrecorded::Unreadable);
         }
     }
@@ -696,7 +776,7 @@ impl Facts {
         limits: &TapLimits,
         keep: Keep,
     ) -> Result<(), Unrecorded> {
-        if self.completed || data.is_empty() || data == b"[DONE]" {
+        if self.ended.is_some() || data.is_empty() || data == b"[DONE]" {
             return Ok(());
         }
         let event: EventData<'_> = read_json(data).ok_or(Unrecorded::Unreadable)?;
@@ -717,7 +797,7 @@ impl Facts {
         limits: &TapLimits,
         keep: Keep,
     ) -> Result<(), Unrecorded> {
-        if self.completed {
+        if self.ended.is_some() {
             return Ok(());
         }
         let event = event.finish()?;
@@ -755,13 +835,25 @@ impl Facts {
             },
         };
         match kind {
-            "response.created" | "response.queued" | "response.in_progress" => self.read_response(response),
+            "response.created" | "response.queued" | "response.in_progress" => {
+                self.read_response(response).map(drop)
+            }
             "response.completed" => {
-                self.read_response(response)?;
-                self.completed = true;
+                let completed = self.read_response(response)?;
+                self.ended = Some(completed);
                 Ok(())
             }
-            "response.failed" | "response.incomplete" | "error" => Err(Unrecorded::Unreadable),
+            "response.incomplete" | "response.failed" | "response.cancelled" => {
+                if response.is_some() {
+                    self.read_response(response)?;
+                }
+                self.ended = Some(false);
+                Ok(())
+            }
+            "error" => {
+                self.ended = Some(false);
+                Ok(())
+            }
             "response.output_item.done" => {
                 let Some(item) = item else {
                     return Ok(());
@@ -783,31 +875,38 @@ impl Facts {
         }
     }
 
-    /// Takes the id and model of a response-state event's `response`.
-    fn read_response(&mut self, response: Option<EventResponse<'_>>) -> Result<(), Unrecorded> {
-        let (id, model) = match response.ok_or(Unrecorded::Unreadable)? {
+    /// Takes the id and model of a response-state event's `response`, and says whether its
+    /// `status` is `completed` (or absent). An id other than the one read before, or one not to
+    /// record, leaves the stream with no id: it names no one response.
+    fn read_response(&mut self, response: Option<EventResponse<'_>>) -> Result<bool, Unrecorded> {
+        let (id, model, status) = match response.ok_or(Unrecorded::Unreadable)? {
             EventResponse::Text(response) => {
                 let head: ResponseHead<'_, RawItem<'_>> =
                     Reader::read(response.get()).map_err(|_| Unrecorded::Unreadable)?;
-                (head.id, head.model)
+                (head.id, head.model, head.status)
             }
             EventResponse::Head(head) => {
                 let head = head?;
-                (head.id.map(Cow::Owned), head.model.map(Cow::Owned))
+                (
+                    head.id.map(Cow::Owned),
+                    head.model.map(Cow::Owned),
+                    head.status.map(Cow::Owned),
+                )
             }
         };
         if let Some(id) = id {
-            let id = checked_id(id).ok_or(Unrecorded::Unreadable)?;
-            match &self.id {
-                Some(known) if *known != id => return Err(Unrecorded::Unreadable),
-                Some(_) => {}
-                None => self.id = Some(id),
+            match checked_id(id) {
+                Some(id) if self.id.as_ref().is_none_or(|known| *known == id) => self.id = Some(id),
+                _ => {
+                    self.id = None;
+                    return Err(Unrecorded::Unreadable);
+                }
             }
         }
         if let Some(model) = model {
             self.model = Some(checked_id(model).ok_or(Unrecorded::Unreadable)?);
         }
-        Ok(())
+        Ok(Finish::of(status.as_deref()) == Finish::Complete)
     }
 }
 
@@ -858,7 +957,7 @@ mod tests {
         #[test]
         fn the_one_pass_read_records_what_the_two_pass_read_records(
             id in select(&[r#""resp_1""#, r#""""#, "7", ""][..]),
-            status in select(&[r#""completed""#, r#""incomplete""#, ""][..]),
+            status in select(&[r#""completed""#, r#""incomplete""#, r#""failed""#, r#""queued""#, "7", ""][..]),
             model in select(&[r#""gpt-5""#, "null", ""][..]),
             items in proptest::option::of(prop::collection::vec(select(ITEMS), 0..6)),
             calls in any::<bool>(),
@@ -870,12 +969,25 @@ mod tests {
             let limits = TapLimits { max_items, max_json_bytes, ..TapLimits::default() };
             let keep = Keep { calls, items: kept_items };
             let two_pass = json_record_two_pass(text.as_bytes(), &limits, keep);
-            let readable = id != "7" && items.iter().flatten().all(|item| item.starts_with('{') && !item.contains(r#""content":"a","content""#));
+            let readable = id != "7" && status != "7" && items.iter().flatten().all(|item| item.starts_with('{') && !item.contains(r#""content":"a","content""#));
             match json_record_in_place(&text, &limits, keep) {
-                Ok(one_pass) => prop_assert_eq!(&one_pass, &two_pass, "{}", text),
+                Ok(one_pass) => prop_assert_eq!(Some(&one_pass), two_pass.as_ref(), "{}", text),
                 Err(NotInPlace) => prop_assert!(!readable, "{}", text),
             }
-            prop_assert_eq!(json_record(text.as_bytes(), &limits, keep), two_pass);
+            let whole = json_record(text.as_bytes(), &limits, keep);
+            match two_pass {
+                Some(two_pass) => prop_assert_eq!(&whole, &two_pass),
+                // Not a response object: its id alone, at most.
+                None => prop_assert!(whole.clone().items().is_none(), "{}", text),
+            }
+            // Items are recorded for a final status only, and for one that did not complete
+            // only when there are some; an id is recorded whenever it is one.
+            if let Ended::Items(tapped) = &whole {
+                prop_assert!(matches!(status, r#""completed""# | ""  | r#""incomplete""# | r#""failed""#));
+                prop_assert_eq!(tapped.complete, matches!(status, r#""completed""# | ""));
+                prop_assert!(tapped.complete || !tapped.record.items.is_empty());
+            }
+            prop_assert_eq!(whole.id().is_some(), id == r#""resp_1""#, "{}", text);
         }
 
         /// The answer read as it streams, cut anywhere, records what the whole-body read
@@ -883,7 +995,7 @@ mod tests {
         #[test]
         fn the_streamed_read_records_what_the_whole_body_read_records(
             id in select(&[r#""resp_1""#, r#""""#, "7", ""][..]),
-            status in select(&[r#""completed""#, r#""incomplete""#, ""][..]),
+            status in select(&[r#""completed""#, r#""incomplete""#, r#""failed""#, r#""queued""#, "7", ""][..]),
             model in select(&[r#""gpt-5""#, "null", ""][..]),
             items in proptest::option::of(prop::collection::vec(select(ITEMS), 0..6)),
             calls in any::<bool>(),
@@ -895,7 +1007,7 @@ mod tests {
             let text = answer(id, status, model, items.as_deref());
             let limits = TapLimits { max_items, max_json_bytes, ..TapLimits::default() };
             let keep = Keep { calls, items: kept_items };
-            let whole = json_record_two_pass(text.as_bytes(), &limits, keep);
+            let whole = json_record(text.as_bytes(), &limits, keep);
             let mut cuts: Vec<usize> = cuts.iter().map(|cut| cut.index(text.len() + 1)).collect();
             cuts.push(0);
             cuts.push(text.len());
@@ -904,7 +1016,7 @@ mod tests {
             for pair in cuts.windows(2) {
                 stream.feed(&text.as_bytes()[pair[0]..pair[1]]);
             }
-            prop_assert_eq!(stream.finish().ok(), whole, "{}", text);
+            prop_assert_eq!(stream.end(), whole, "{}", text);
         }
     }
 
@@ -935,13 +1047,14 @@ mod tests {
             ..TapLimits::default()
         };
         let whole = json_record(text.as_bytes(), &small, Keep::default())
+            .items()
             .unwrap()
             .record;
         assert_eq!(record, whole);
         assert_eq!(record.items[0].id.as_deref(), Some("rs_big"));
         assert!(record.items[0].has_encrypted_content);
 
-        // One item over its cap records nothing, and the tap says why.
+        // One item over its cap records no item, only the id read before it; the tap says why.
         let limits = TapLimits {
             max_item_bytes: 1 << 20,
             ..TapLimits::default()
@@ -951,6 +1064,12 @@ mod tests {
             tap.feed(chunk);
         }
         assert!(tap.too_large() && !tap.is_recording());
-        assert_eq!(tap.finish(), None);
+        assert_eq!(
+            tap.end(),
+            Ended::IdOnly {
+                id: "resp_big".into(),
+                model: Some("gpt-5".into())
+            }
+        );
     }
 }

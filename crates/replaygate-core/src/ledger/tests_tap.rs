@@ -2,7 +2,7 @@
 
 use proptest::prelude::*;
 
-use super::{item_record, AnswerKind, ResponseRecord, Tap, TapLimits, Tapped, MAX_ID_BYTES};
+use super::{item_record, AnswerKind, Ended, ResponseRecord, Tap, TapLimits, Tapped, MAX_ID_BYTES};
 use crate::gate::{Gate, OutputCall, ProviderProfile, Reason, Target};
 use crate::json::{Field, JsonKind, Text};
 
@@ -69,6 +69,41 @@ fn sse(stream: &str) -> Option<ResponseRecord> {
     tap(AnswerKind::EventStream, &[stream.as_bytes()])
 }
 
+/// What the tap leaves to record of `chunks`.
+fn ended(kind: AnswerKind, limits: TapLimits, chunks: &[&[u8]]) -> Ended {
+    let mut tap = Tap::new(kind, limits);
+    for chunk in chunks {
+        tap.feed(chunk);
+    }
+    tap.end()
+}
+
+fn ended_sse(stream: &str) -> Ended {
+    ended(
+        AnswerKind::EventStream,
+        TapLimits::default(),
+        &[stream.as_bytes()],
+    )
+}
+
+fn ended_json(answer: &str) -> Ended {
+    ended(AnswerKind::Json, TapLimits::default(), &[answer.as_bytes()])
+}
+
+/// The id alone, and the model.
+fn id_only(id: &str, model: Option<&str>) -> Ended {
+    Ended::IdOnly {
+        id: id.to_owned(),
+        model: model.map(str::to_owned),
+    }
+}
+
+/// The items of `ended`, and whether it completed.
+fn items_of(ended: Ended) -> (ResponseRecord, bool) {
+    let tapped = ended.items().expect("its items are recorded");
+    (tapped.record, tapped.complete)
+}
+
 #[test]
 fn content_types_name_the_kind() {
     assert_eq!(
@@ -103,17 +138,79 @@ fn a_json_answer_in_chunks_is_recorded() {
 }
 
 #[test]
-fn json_answers_that_are_not_completed_responses_are_not_recorded() {
+fn json_answers_whose_items_cannot_be_read_record_their_id_alone() {
     let answer = json_answer();
-    let queued = answer.replace(
-        r#""status":"completed","output""#,
-        r#""status":"queued","output""#,
+    for status in ["queued", "in_progress", "requires_action"] {
+        let unfinished = answer.replace(
+            r#""status":"completed","output""#,
+            &format!(r#""status":"{status}","output""#),
+        );
+        assert_eq!(tap(AnswerKind::Json, &[unfinished.as_bytes()]), None);
+        assert_eq!(
+            ended_json(&unfinished),
+            id_only("resp_1", Some("gpt-5")),
+            "{status}"
+        );
+    }
+    assert_eq!(
+        ended_json(r#"{"id":"resp_1","output":[1]}"#),
+        id_only("resp_1", None)
     );
-    assert_eq!(tap(AnswerKind::Json, &[queued.as_bytes()]), None);
-    assert_eq!(tap(AnswerKind::Json, &[br#"{"error":{"message":"no"}}"#]), None);
-    assert_eq!(tap(AnswerKind::Json, &[br#"{"id":"resp_1","output":[1]}"#]), None);
-    assert_eq!(tap(AnswerKind::Json, &[br#"{"id":"resp_1","output":[]"#]), None);
-    assert_eq!(tap(AnswerKind::Json, &[br#"{"id":"","output":[]}"#]), None);
+    assert_eq!(
+        ended_json(r#"{"id":"resp_1","status":"queued"}"#),
+        id_only("resp_1", None)
+    );
+    // Cut short: the id read before the cut.
+    assert_eq!(
+        ended_json(r#"{"id":"resp_1","output":[]"#),
+        id_only("resp_1", None)
+    );
+    assert_eq!(
+        ended_json(&answer[..answer.len() / 2]),
+        id_only("resp_1", Some("gpt-5"))
+    );
+    // A model not to record is not kept with the id.
+    let long_model = answer.replace(
+        r#""model":"gpt-5""#,
+        &format!(r#""model":"{}""#, "m".repeat(MAX_ID_BYTES + 1)),
+    );
+    assert_eq!(ended_json(&long_model), id_only("resp_1", None));
+    // No id to record: nothing.
+    assert_eq!(ended_json(r#"{"error":{"message":"no"}}"#), Ended::Nothing);
+    assert_eq!(ended_json(r#"{"id":"","output":[]}"#), Ended::Nothing);
+    assert_eq!(ended_json(r#"{"id":7,"output":[]}"#), Ended::Nothing);
+    assert_eq!(ended_json(r#"[{"id":"resp_1"}]"#), Ended::Nothing);
+    assert_eq!(ended_json(r#"{"output":[],"status":"failed"}"#), Ended::Nothing);
+}
+
+#[test]
+fn json_answers_that_did_not_complete_record_the_items_they_have() {
+    let answer = json_answer();
+    for status in ["incomplete", "failed", "cancelled"] {
+        let partial = answer.replace(
+            r#""status":"completed","output""#,
+            &format!(r#""status":"{status}","output""#),
+        );
+        // Every item, with the digests a completed answer's have, but not complete: the
+        // calls of its chain are not judged on it.
+        assert_eq!(items_of(ended_json(&partial)), (expected(), false), "{status}");
+        let limits = TapLimits {
+            max_json_bytes: 50,
+            ..TapLimits::default()
+        };
+        assert_eq!(
+            ended(AnswerKind::Json, limits, &[partial.as_bytes()]),
+            ended_json(&partial),
+            "{status}, read as it streams"
+        );
+        // With no item: its id alone.
+        let empty = format!(r#"{{"id":"resp_1","status":"{status}","output":[null]}}"#);
+        assert_eq!(ended_json(&empty), id_only("resp_1", None), "{status}");
+    }
+    assert_eq!(items_of(ended_json(&answer)), (expected(), true));
+    // A completed answer with no item is recorded whole.
+    let (record, complete) = items_of(ended_json(r#"{"id":"resp_1","status":"completed","output":[]}"#));
+    assert!(complete && record.items.is_empty());
 }
 
 #[test]
@@ -243,31 +340,95 @@ fn crlf_and_cr_line_ends_are_read() {
 }
 
 #[test]
-fn a_stream_cut_before_completion_records_nothing() {
+fn a_stream_cut_before_completion_records_the_items_read_whole_as_not_completed() {
     let stream = sse_answer("\n");
     let completed = stream.find("event: response.completed").unwrap();
-    // Cut inside the completed event, and just before its blank line.
-    assert_eq!(sse(&stream[..completed + 40]), None);
-    assert_eq!(sse(&stream[..stream.len() - 1]), None);
-    assert_eq!(sse(&stream[..completed]), None);
+    // Cut inside the completed event, just before its blank line, and before it: the three
+    // items ended, the response did not (as far as the stream said).
+    for cut in [completed + 40, stream.len() - 1, completed] {
+        let (record, complete) = items_of(ended_sse(&stream[..cut]));
+        assert_eq!((record, complete), (expected(), false), "cut at {cut}");
+    }
+    // Cut inside the second item's event: the first one alone.
+    let second = stream.find("event: response.output_item.done").unwrap();
+    let third = stream[second + 1..]
+        .find("event: response.output_item.done")
+        .unwrap()
+        + second
+        + 1;
+    let (record, complete) = items_of(ended_sse(&stream[..third + 30]));
+    assert_eq!(record.items, expected().items[..1]);
+    assert!(!complete);
+    // Cut after `response.created`, before any item ended: its id alone.
+    let added = stream.find("event: response.output_item.added").unwrap();
+    assert_eq!(ended_sse(&stream[..added]), id_only("resp_1", Some("gpt-5")));
+    // Cut before any id: nothing.
+    assert_eq!(ended_sse(&stream[..30]), Ended::Nothing);
+    assert_eq!(ended_sse(""), Ended::Nothing);
 }
 
 #[test]
-fn a_stream_without_response_completed_records_nothing() {
+fn a_stream_that_ends_incomplete_failed_or_cancelled_records_what_it_delivered() {
     let stream = sse_answer("\n");
     let completed = stream.find("event: response.completed").unwrap();
+    let before = &stream[..completed];
+    let terminal = |data: &str| format!("{before}data: {data}\n\n");
+    let endings = [
+        r#"{"type":"response.failed","response":{"id":"resp_1","status":"failed","error":{"code":"server_error"}}}"#,
+        r#"{"type":"response.incomplete","response":{"id":"resp_1","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}}"#,
+        r#"{"type":"response.cancelled","response":{"id":"resp_1","status":"cancelled"}}"#,
+        r#"{"type":"response.completed","response":{"id":"resp_1","status":"cancelled"}}"#,
+        r#"{"type":"response.incomplete"}"#,
+        r#"{"type":"error","code":"server_error","message":"x"}"#,
+    ];
+    for data in endings {
+        let stream = terminal(data);
+        let mut tap = Tap::new(AnswerKind::EventStream, TapLimits::default());
+        tap.feed(stream.as_bytes());
+        assert!(tap.has_ended(), "{data}");
+        // Its items are those of the completed stream, digests included: replaying them is
+        // no tampering.
+        assert_eq!(items_of(tap.end()), (expected(), false), "{data}");
+        // What follows the terminal event is not read.
+        let after = format!("{stream}data: {{\"type\":\"response.output_item.done\",\"item\":5}}\n\n");
+        assert_eq!(items_of(ended_sse(&after)), (expected(), false), "{data}");
+    }
+    // Failed before any item ended: its id alone.
+    let head = r#"{"id":"resp_2","model":"gpt-5","status":"in_progress"}"#;
     let failed = format!(
-        "{}data: {{\"type\":\"response.failed\",\"response\":{{\"id\":\"resp_1\"}}}}\n\n",
-        &stream[..completed]
+        "data: {{\"type\":\"response.created\",\"response\":{head}}}\n\n\
+         data: {{\"type\":\"response.failed\",\"response\":{{\"id\":\"resp_2\",\"status\":\"failed\"}}}}\n\n"
     );
-    assert_eq!(sse(&failed), None);
-    let incomplete = failed.replace("response.failed", "response.incomplete");
-    assert_eq!(sse(&incomplete), None);
-    let error = format!(
-        "{}data: {{\"type\":\"error\",\"code\":\"x\"}}\n\n",
-        &stream[..completed]
+    assert_eq!(ended_sse(&failed), id_only("resp_2", Some("gpt-5")));
+    // A failure naming another response names no one response.
+    let other = failed.replace(
+        r#"{"id":"resp_2","status":"failed"}"#,
+        r#"{"id":"resp_3","status":"failed"}"#,
     );
-    assert_eq!(sse(&error), None);
+    assert_ne!(other, failed);
+    assert_eq!(ended_sse(&other), Ended::Nothing);
+    // An error with no response id read before: nothing.
+    assert_eq!(
+        ended_sse("data: {\"type\":\"error\",\"code\":\"x\"}\n\n"),
+        Ended::Nothing
+    );
+}
+
+#[test]
+fn a_stream_whose_rest_cannot_be_read_records_its_id_alone() {
+    let stream = sse_answer("\n");
+    let completed = stream.find("event: response.completed").unwrap();
+    let (before, after) = stream.split_at(completed);
+    for bad in [
+        "data: {\"type\":\"response.output_item.done\",\n\n",
+        "data: {\"type\":\"response.output_item.done\",\"item\":[1]}\n\n",
+        "data: {\"type\":\"response.output_item.done\",\"item\":{\"id\":\"no_type\"}}\n\n",
+    ] {
+        let mut tap = Tap::new(AnswerKind::EventStream, TapLimits::default());
+        tap.feed(format!("{before}{bad}{after}").as_bytes());
+        assert!(!tap.is_recording() && !tap.too_large() && !tap.has_ended());
+        assert_eq!(tap.end(), id_only("resp_1", Some("gpt-5")), "{bad}");
+    }
 }
 
 #[test]
@@ -308,7 +469,19 @@ fn two_response_ids_record_nothing() {
         r#"{"type":"response.completed","response":{"id":"resp_1""#,
         r#"{"type":"response.completed","response":{"id":"resp_2""#,
     );
-    assert_eq!(sse(&stream), None);
+    assert_eq!(ended_sse(&stream), Ended::Nothing);
+    // Nor do two in one JSON answer, whichever a reader would keep.
+    let twice = json_answer().replacen(r#""id":"resp_1","#, r#""id":"resp_1","id":"resp_2","#, 1);
+    assert_eq!(ended_json(&twice), Ended::Nothing);
+    let limits = TapLimits {
+        max_json_bytes: 10,
+        ..TapLimits::default()
+    };
+    assert_eq!(
+        ended(AnswerKind::Json, limits, &[twice.as_bytes()]),
+        Ended::Nothing,
+        "read as it streams"
+    );
 }
 
 #[test]
@@ -354,6 +527,22 @@ fn too_many_items_record_nothing() {
         tap_with(AnswerKind::Json, limits(3), &[answer.as_bytes()]),
         Some(expected())
     );
+    // Over the cap, the id alone: of a stream, a JSON answer held whole, one read as it streams.
+    let over = [
+        ended(AnswerKind::EventStream, limits(2), &[stream.as_bytes()]),
+        ended(AnswerKind::Json, limits(2), &[answer.as_bytes()]),
+        ended(
+            AnswerKind::Json,
+            TapLimits {
+                max_json_bytes: 10,
+                ..limits(2)
+            },
+            &[answer.as_bytes()],
+        ),
+    ];
+    for ended in over {
+        assert_eq!(ended, id_only("resp_1", Some("gpt-5")));
+    }
 }
 
 #[test]
@@ -653,16 +842,13 @@ fn a_stream_is_complete_once_its_completed_event_has_arrived() {
     let completed_at = stream.find("event: response.completed").unwrap();
     let mut tap = Tap::new(AnswerKind::EventStream, TapLimits::default());
     tap.feed(&stream.as_bytes()[..completed_at]);
-    assert!(!tap.is_complete());
+    assert!(!tap.has_ended());
     tap.feed(&stream.as_bytes()[completed_at..]);
-    assert!(tap.is_complete());
+    assert!(tap.has_ended());
     assert_eq!(tap.finish(), Some(expected()));
     let mut json = Tap::new(AnswerKind::Json, TapLimits::default());
     json.feed(json_answer().as_bytes());
-    assert!(
-        !json.is_complete(),
-        "only the byte count tells a JSON answer's end"
-    );
+    assert!(!json.has_ended(), "only the byte count tells a JSON answer's end");
 }
 
 /// An OpenAI stream whose reasoning item carries `blob` as its `encrypted_content`, with a
@@ -709,7 +895,7 @@ fn a_stream_of_any_size_is_recorded_as_it_streams() {
     // One item at a time; the completed event's 12 MiB repeat of the output is not held.
     assert!(max_held <= (10 << 20) + 1024, "{max_held}");
     assert!(max_held_completing <= 1024, "{max_held_completing}");
-    assert!(tap.is_complete() && !tap.too_large());
+    assert!(tap.has_ended() && !tap.too_large());
     let record = tap.finish().expect("recorded");
     assert_eq!(record.id, "resp_big");
     assert_eq!(record.items[0].id.as_deref(), Some("rs_big"));
@@ -742,7 +928,11 @@ fn an_item_over_its_cap_in_a_large_event_is_too_large() {
         assert!(tap.held_bytes() <= 50_000 + 1024, "{}", tap.held_bytes());
     }
     assert!(!tap.is_recording() && tap.too_large());
-    assert_eq!((tap.held_bytes(), tap.finish()), (0, None));
+    // Its items are not recorded, its id is: the response stays its team's.
+    assert_eq!(
+        (tap.held_bytes(), tap.end()),
+        (0, id_only("resp_big", Some("gpt-5")))
+    );
 
     // An item in an event whose item is not read is skipped, whatever its size.
     let added = stream.replace("response.output_item.done", "response.output_item.other");
@@ -959,9 +1149,20 @@ proptest! {
         let streamed = TapLimits { max_event_bytes: cap, ..limits };
         let fed = tap_kept(AnswerKind::EventStream, streamed, calls, kept_items, &chunks);
         prop_assert_eq!(&fed, &whole, "{}", stream);
-        let recordable = items.iter().all(|(_, ok)| *ok)
-            && items.iter().filter(|(text, _)| *text != "null").count() <= max_items
-            && (matches!(ending, "completed" | "done") || ending == "duplicate" && items.is_empty());
+        let ended_whole = ended(AnswerKind::EventStream, limits, &[bytes]);
+        let ended_fed = ended(AnswerKind::EventStream, streamed, &chunks);
+        prop_assert_eq!(&ended_fed, &ended_whole, "{}", stream);
+        // Items are recorded when each could be read: all of a completed stream; of one that
+        // failed or was cut, those read whole, when there is one. Otherwise its id alone.
+        let read = items.iter().filter(|(text, _)| *text != "null").count();
+        let readable = items.iter().all(|(_, ok)| *ok) && read <= max_items;
+        let recordable = readable
+            && (matches!(ending, "completed" | "done")
+                || ending == "duplicate" && items.is_empty()
+                || matches!(ending, "failed" | "cut") && read > 0);
         prop_assert_eq!(whole.is_some(), recordable, "{}", stream);
+        let complete = matches!(ending, "completed" | "done" | "duplicate");
+        prop_assert_eq!(whole.map(|tapped| tapped.complete), recordable.then_some(complete));
+        prop_assert_eq!(ended_whole.id(), Some("resp_1"), "{}", stream);
     }
 }
