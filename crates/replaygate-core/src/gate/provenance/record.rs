@@ -23,7 +23,8 @@ pub fn names_one_item(id: &str) -> bool {
 }
 
 /// The longest response id, model, item id, item type or `call_id` the ledger records, in
-/// bytes. An answer with a longer one is not recorded at all.
+/// bytes. An answer whose response id is longer is not recorded; one with a longer item id,
+/// model, item type or `call_id` is recorded by its response id alone.
 pub const MAX_ID_BYTES: usize = 256;
 
 /// Who produced a recorded response or item: the provider it was routed to and the model
