@@ -52,3 +52,4 @@ mod telemetry;
 mod tls_upstream;
 mod upstream_faults;
 mod websocket;
+mod websocket_trust;

@@ -62,7 +62,7 @@ pub struct Head {
     pub store: Option<bool>,
     /// `previous_response_id`, when it is a string.
     pub previous_response_id: Option<String>,
-    /// The members that name stored state ([`NAMING`]), in the order written.
+    /// The members that name stored state (`response_id`, ...), in the order written.
     pub names: Vec<Named>,
     /// Why the message is refused as it stands: a member of [`READ`] repeated, or spelt so
     /// that a lenient reader takes it for one (the first such member).
@@ -72,7 +72,7 @@ pub struct Head {
 /// A member of a client message that names stored state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Named {
-    /// The member's name (one of [`NAMING`]).
+    /// The member's name (`response_id`, `item_id`, ...).
     pub member: &'static str,
     /// Its value.
     pub value: NamedValue,
