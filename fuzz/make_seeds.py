@@ -196,6 +196,13 @@ def ws_seeds():
         {"type": "response.cancel", "Type": "response.create"},
     ]
     texts = [json.dumps(event, separators=(",", ":")).encode() for event in events]
+    # Members the relay reads, repeated, re-cased or escaped, and ids that are not strings.
+    texts += [
+        rb'{"type":"response.cancel","response_id":"resp_1","response_id":"resp_2"}',
+        rb'{"type":"response.cancel","response_id":"resp_1","Response_Id":"resp_2","\u0072esponse_id":null}',
+        rb'{"type":"conversation.item.delete","item_id":7,"previous_item_id":{"id":"x"},"conversation_id":"c"}',
+        rb'{"type":"response.create","store":false,"STORE":true,"previous_response_id":"a","previous_response_id":"b"}',
+    ]
     close = client_frame(0x88, (1000).to_bytes(2, "big") + b"bye")
     roomy = (1 << 16) - 1
     limits = lambda most, cap, others=0, chunk=0: most.to_bytes(2, "little") + cap.to_bytes(2, "little") + bytes([others, chunk])

@@ -11,8 +11,12 @@
 //!   no data, and everything is given back when it is dropped;
 //! - a message's head names another event type only for a plain JSON object whose one `type`
 //!   is that string (not `response.create`), with no member read as a misspelt `type`; its
-//!   `store` and `previous_response_id` are the object's own; and the refusal of that type is
-//!   a well-formed error event. Text that is not JSON (nor UTF-8) has an empty head.
+//!   `store`, `previous_response_id` and the members naming state are the object's own; and the
+//!   refusal of that type is a well-formed error event. Text that is not JSON (nor UTF-8) has
+//!   an empty head;
+//! - a head is refused exactly when a member the relay reads is repeated or another member
+//!   reads as one to a lenient reader (names compared unescaped), naming the first such
+//!   member; a refused head names no other event type.
 //!
 //! Input: `max_message` (2 bytes, little-endian), the budget's cap (2 bytes), the share of the
 //! cap other sockets hold (1 byte, in 255ths), the most a read returns (1 byte, 0: all that is
@@ -28,8 +32,10 @@ use std::task::{Context, Poll};
 use libfuzzer_sys::fuzz_target;
 use replaygate::gate::misspelling_of;
 use replaygate::proxy::budget::{BufferBudget, Reservation};
-use replaygate::proxy::websocket::fuzzing::{read_head, unsupported_event, ClientFrames, ClientRead, Head};
-use serde::de::IgnoredAny;
+use replaygate::proxy::websocket::fuzzing::{
+    read_head, unsupported_event, ClientFrames, ClientRead, Head, NamedValue, READ,
+};
+use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 use tokio::io::{AsyncRead, ReadBuf};
 
@@ -86,6 +92,32 @@ fn check_head(message: &[u8]) {
         assert_eq!(head, Head::default(), "a head for what is not a JSON object");
         return;
     };
+    // serde_json's object keeps one of two members of a name: the names come in order from a
+    // reading of their own.
+    let names = names_of(message);
+    let first_fault = names.iter().enumerate().find_map(|(at, name)| {
+        match READ.iter().find(|read| **read == name.as_str()) {
+            Some(read) => names[..at].contains(name).then_some(*read),
+            None => misspelling_of(name, READ),
+        }
+    });
+    assert_eq!(
+        head.refusal.as_ref().map(|refusal| refusal.param),
+        first_fault,
+        "the refusal of {names:?}"
+    );
+    if head.refusal.is_some() {
+        assert_eq!(head.other_type, None, "a refused head names an event");
+        return;
+    }
+    for named in &head.names {
+        let value = object.get(named.member).expect("a named member is the object's");
+        match &named.value {
+            NamedValue::Id(id) => assert_eq!(value.as_str(), Some(id.as_str())),
+            NamedValue::Null => assert!(value.is_null()),
+            NamedValue::Other(_) => assert!(!value.is_string() && !value.is_null()),
+        }
+    }
     if let Some(kind) = &head.other_type {
         assert_eq!(object.get("type").and_then(Value::as_str), Some(kind.as_str()));
         for key in object.keys() {
@@ -111,6 +143,27 @@ fn check_head(message: &[u8]) {
             Some(previous.as_str())
         );
     }
+}
+
+/// The member names of a JSON object, unescaped, in order, repeats included.
+fn names_of(message: &[u8]) -> Vec<String> {
+    struct Names;
+    impl<'de> Visitor<'de> for Names {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<String>, A::Error> {
+            let mut names = Vec::new();
+            while let Some((name, IgnoredAny)) = map.next_entry::<String, IgnoredAny>()? {
+                names.push(name);
+            }
+            Ok(names)
+        }
+    }
+    serde_json::Deserializer::from_slice(message)
+        .deserialize_map(Names)
+        .expect("a JSON object reads")
 }
 
 fuzz_target!(|data: &[u8]| {

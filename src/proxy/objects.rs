@@ -4,6 +4,8 @@
 //! forwarded only when the ledger records the id for the caller's team or for a team that
 //! shares its state with it; otherwise the answer is 404 `not_found`, the same for another
 //! team's id as for one never seen, so the answer tells nothing of other teams' objects.
+//! WebSocket events that name a response, conversation or item get the same check
+//! (docs/websocket.md).
 
 use std::sync::Arc;
 
@@ -14,10 +16,14 @@ use crate::error::ApiError;
 use crate::ledger::MAX_ID_BYTES;
 use crate::metrics::{LedgerOp, LedgerResult};
 
-/// A stored object an upstream path names.
+/// The `kind` of an [`ObjectRef`] naming an output item.
+pub(crate) const ITEM: &str = "item";
+
+/// A stored object an upstream path (or a WebSocket event) names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ObjectRef<'p> {
-    /// What it is: `response` or `conversation`.
+    /// What it is: `response` or `conversation` (named by a path), or `item` (named by a
+    /// WebSocket event only; the ledger knows it by its response's record).
     pub(crate) kind: &'static str,
     /// Its id, as the path writes it.
     pub(crate) id: &'p str,
@@ -56,7 +62,7 @@ pub(crate) async fn authorize(
     unknown_owner: UnknownOwner,
 ) -> Result<(), ApiError> {
     let owner = match ledger {
-        Some(ledger) if object.id.len() <= MAX_ID_BYTES => owner_of(&ledger, object.id).await?,
+        Some(ledger) if object.id.len() <= MAX_ID_BYTES => owner_of(&ledger, object).await?,
         _ => None,
     };
     let allowed = match owner {
@@ -69,17 +75,30 @@ pub(crate) async fn authorize(
     }
 }
 
-/// The team the ledger recorded `id` for; `None` when it holds none (never recorded, expired,
-/// recorded for no team) or, under `on_unavailable = "allow"`, cannot answer.
-async fn owner_of(ledger: &Ledger, id: &str) -> Result<Option<String>, ApiError> {
-    match ledger.store.response(id).await {
+/// The team the ledger recorded `object` for; `None` when it holds none (never recorded,
+/// expired, recorded for no team) or, under `on_unavailable = "allow"`, cannot answer.
+async fn owner_of(ledger: &Ledger, object: ObjectRef<'_>) -> Result<Option<String>, ApiError> {
+    // `Some(team)`: recorded, for `team`.
+    let recorded = match object.kind {
+        ITEM => ledger
+            .store
+            .items_by_id(&[object.id.to_owned()])
+            .await
+            .map(|items| items.into_iter().flatten().next().map(|item| item.team)),
+        _ => ledger
+            .store
+            .response(object.id)
+            .await
+            .map(|recorded| recorded.map(|recorded| recorded.team)),
+    };
+    match recorded {
         Ok(recorded) => {
             let result = match &recorded {
                 Some(_) => LedgerResult::Ok,
                 None => LedgerResult::Miss,
             };
             ledger.count(LedgerOp::Lookup, result);
-            Ok(recorded.and_then(|recorded| recorded.team))
+            Ok(recorded.flatten())
         }
         Err(error) => {
             ledger.count(LedgerOp::Lookup, LedgerResult::Error);

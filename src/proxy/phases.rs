@@ -172,10 +172,17 @@ impl<'r> RequestContext<'r> {
     /// an id the ledger records for the caller's team or a team sharing with it (404
     /// `not_found` otherwise, as for an unknown id); see [`super::objects`].
     pub(super) async fn authorize_object(&self, route: &PathRoute<'_>) -> Result<(), ApiError> {
+        match objects::object_of(route.upstream_path) {
+            Some(object) => self.authorize_named(object).await,
+            None => Ok(()),
+        }
+    }
+
+    /// With teams: `object` (named by a path, or by a WebSocket event) may be reached only when
+    /// the ledger records it for the caller's team or a team sharing with it (404 `not_found`
+    /// otherwise); see [`super::objects`].
+    pub(super) async fn authorize_named(&self, object: objects::ObjectRef<'_>) -> Result<(), ApiError> {
         let Some(team) = self.team.clone() else {
-            return Ok(());
-        };
-        let Some(object) = objects::object_of(route.upstream_path) else {
             return Ok(());
         };
         let ledger = self.state.ledger.clone();

@@ -54,3 +54,4 @@ mod tls_upstream;
 mod trust;
 mod upstream_faults;
 mod websocket;
+mod websocket_trust;

@@ -14,7 +14,7 @@ use super::frames::{ClientReader, ReadError};
 use super::message::{error_event, unsupported};
 use crate::proxy::budget::{BufferBudget, Reservation};
 
-pub use super::message::Head;
+pub use super::message::{Head, Named, NamedValue, Refusal, READ};
 
 /// One read of a client's side, as the relay sees it.
 #[derive(Debug)]
@@ -83,8 +83,9 @@ impl<R: AsyncRead + Unpin> ClientFrames<R> {
     }
 }
 
-/// Reads a client message's head (its other event type, `store`, `previous_response_id`) as
-/// the relay does before judging it.
+/// Reads a client message's head (its other event type, `store`, `previous_response_id`, the
+/// members naming stored state, and the refusal of a repeated or misspelt member) as the relay
+/// does before judging it.
 pub fn read_head(message: &[u8]) -> Head {
     super::message::read_head(message)
 }

@@ -30,7 +30,7 @@ use tokio_tungstenite::WebSocketStream;
 
 use super::frames::{ClientReader, ClientWriter, Incoming, ReadError};
 use super::handshake::{open, UpstreamSocket};
-use super::message::{error_event, event_type, limit_reached_event, read_head, unsupported, Head};
+use super::message::{error_event, event_type, limit_reached_event, read_head, unsupported, Head, Named};
 use super::turns::{Pending, SocketTurns};
 use crate::error::ApiError;
 use crate::ledger::{AnswerKind, Ended, Tap, TapLimits};
@@ -268,46 +268,21 @@ impl Relay<'_, '_> {
     }
 
     /// A client text (or binary) message: judged and forwarded or refused, or an event of
-    /// another type, forwarded unjudged when the socket accepts its type and refused otherwise.
+    /// another type, forwarded unjudged when the socket accepts its type (and its team may
+    /// reach the state it names) and refused otherwise. A message whose head repeats or
+    /// misspells a member the relay reads is refused before anything else.
     async fn client_data(&mut self, bytes: Bytes, text: bool) -> Flow {
         self.counts.messages_in += 1;
         let head = read_head(&bytes);
+        if let Some(refusal) = &head.refusal {
+            return self.refuse_message(&head, refusal.error()).await;
+        }
         if let Some(kind) = &head.other_type {
-            if !self.limits.client_events.iter().any(|accepted| accepted == kind) {
-                return self.refuse(&unsupported(kind)).await;
-            }
-            if self.upstream.is_none() {
-                let error = ApiError::BadUpgrade(
-                    "send a response.create first: it chooses the provider this socket goes to".to_owned(),
-                );
-                return self.refuse(&error).await;
-            }
-            let message = match text {
-                true => Utf8Bytes::try_from(bytes).map(Message::Text),
-                false => Ok(Message::Binary(bytes)),
-            };
-            return match message {
-                Ok(message) => self.forward(message).await,
-                Err(_) => Flow::Go,
-            };
+            return self.client_event(kind, &head, bytes, text).await;
         }
         let decided = match self.judge(bytes, &head).await {
             Ok(decided) => decided,
-            Err(error) => {
-                // A refused continuation evicts the unstored response it named.
-                let refused_for_itself =
-                    error.status().is_client_error() && error.status() != http::StatusCode::TOO_MANY_REQUESTS;
-                if let Some(previous) = head
-                    .previous_response_id
-                    .as_deref()
-                    .filter(|_| refused_for_itself)
-                {
-                    if self.turns.evict_unstored(previous) {
-                        tracing::info!("a refused continuation evicted the unstored response it named");
-                    }
-                }
-                return self.refuse(&error).await;
-            }
+            Err(error) => return self.refuse_message(&head, error).await,
         };
         if self.upstream.is_none() {
             let query = self.upgrade.uri.query();
@@ -347,6 +322,55 @@ impl Relay<'_, '_> {
         }
         self.counts.forwarded += 1;
         self.forward(message).await
+    }
+
+    /// An event of another type than `response.create`: refused unless the socket accepts its
+    /// type; then each id it names must be a string (or `null`), and, with teams, name state
+    /// the team may reach, as the state's HTTP route would check it (404 `not_found` for
+    /// another team's or, under `unknown_owner = "deny"`, an unknown one). Forwarded unchanged.
+    async fn client_event(&mut self, kind: &str, head: &Head, bytes: Bytes, text: bool) -> Flow {
+        if !self.limits.client_events.iter().any(|accepted| accepted == kind) {
+            return self.refuse(&unsupported(kind)).await;
+        }
+        if let Some(refusal) = head.names.iter().find_map(|named| named.unreadable(kind)) {
+            return self.refuse(&refusal.error()).await;
+        }
+        if self.upstream.is_none() {
+            let error = ApiError::BadUpgrade(
+                "send a response.create first: it chooses the provider this socket goes to".to_owned(),
+            );
+            return self.refuse(&error).await;
+        }
+        for object in head.names.iter().filter_map(Named::object) {
+            if let Err(error) = self.cx.authorize_named(object).await {
+                return self.refuse(&error).await;
+            }
+        }
+        let message = match text {
+            true => Utf8Bytes::try_from(bytes).map(Message::Text),
+            false => Ok(Message::Binary(bytes)),
+        };
+        match message {
+            Ok(message) => self.forward(message).await,
+            Err(_) => Flow::Go,
+        }
+    }
+
+    /// Refuses a message that was to be judged; a refused continuation evicts the unstored
+    /// response it named.
+    async fn refuse_message(&mut self, head: &Head, error: ApiError) -> Flow {
+        let refused_for_itself =
+            error.status().is_client_error() && error.status() != http::StatusCode::TOO_MANY_REQUESTS;
+        if let Some(previous) = head
+            .previous_response_id
+            .as_deref()
+            .filter(|_| refused_for_itself)
+        {
+            if self.turns.evict_unstored(previous) {
+                tracing::info!("a refused continuation evicted the unstored response it named");
+            }
+        }
+        self.refuse(&error).await
     }
 
     /// Sends a client message on to the provider, a large one in fragments; a provider that
