@@ -370,14 +370,14 @@ impl Context {
         // A body that does not read after the known items (any error among the rest included),
         // or that has other tools or another model than they were judged with, is read whole,
         // so that it gets the whole reading's answer.
-        let after_known = found.and_then(|(continued, kept)| {
+        let after_known = found.and_then(|(mut continued, kept)| {
             let items = continued.known();
             let read = ReadBody::try_new(body.clone(), |body| {
                 gate::parse_after_known(body, at, true, items)
             })
             .ok()?;
             let request = read.borrow_dependent();
-            let alike = request.known_items() == items.count && kept.input.decides_alike(request);
+            let alike = request.known_items() == items.count && continued.decides_alike(request);
             alike.then_some((read, kept, continued))
         });
         let spans = self.remembers || probe.is_some();

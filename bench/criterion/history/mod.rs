@@ -591,11 +591,11 @@ pub fn judge_next_turn(
 ) -> replaygate::gate::Verdict {
     use replaygate::gate::{parse_after_known, InputProbe, ItemsAt};
     let probe = InputProbe::of(body, 0, &judge_key()).expect("the body is probed");
-    let continued = probe
+    let mut continued = probe
         .continues(body, previous)
         .expect("the previous turn goes on");
     let request = parse_after_known(body, ItemsAt::Input, true, continued.known()).expect("the body reads");
-    assert!(previous.decides_alike(&request));
+    assert!(continued.decides_alike(&request));
     let (verdict, prefix) = gate
         .judge_after(&request, target, previous.prefix(), None)
         .expect("within the budget")

@@ -119,7 +119,14 @@ impl InputProbe {
             resume: end,
             count: kept.prefix.items,
         };
-        Some((index, Continued { known, region }))
+        let continued = Continued {
+            known,
+            region,
+            key: self.key.clone(),
+            decisive: kept.decisive,
+            alike: false,
+        };
+        Some((index, continued))
     }
 
     /// What is kept of the body's whole input, judged clean (`prefix`, the gate's), read whole
@@ -137,6 +144,11 @@ impl InputProbe {
         if last.start < self.open || last.end > body.len() || prefix.key != self.key {
             return None;
         }
+        // A body found to decide alike has the kept input's: not hashed again.
+        let decisive = match continued {
+            Some(continued) if continued.alike => continued.decisive,
+            _ => decisive(&self.key, request),
+        };
         let region = match continued {
             Some(continued) => {
                 let mut region = continued.region.clone();
@@ -152,7 +164,7 @@ impl InputProbe {
         Some(KeptInput {
             len: last.end - self.open,
             region: digest(&region),
-            decisive: decisive(&self.key, request),
+            decisive,
             prefix,
         })
     }
@@ -164,6 +176,11 @@ impl InputProbe {
 pub struct Continued {
     known: KnownItems,
     region: blake3::Hasher,
+    key: JudgeKey,
+    /// The kept input's hash of what else decided its verdict, and whether the body was found
+    /// to have the same ([`Continued::decides_alike`]).
+    decisive: u128,
+    alike: bool,
 }
 
 impl std::fmt::Debug for Continued {
@@ -178,6 +195,14 @@ impl Continued {
     /// The items [`crate::gate::parse_after_known`] passes over.
     pub fn known(&self) -> KnownItems {
         self.known
+    }
+
+    /// Whether `request` (the body read after the kept input) has what the kept input was
+    /// judged with besides its items, as [`KeptInput::decides_alike`] tells; noted, so that
+    /// keeping the body's input ([`InputProbe::keep`]) does not hash them again.
+    pub fn decides_alike(&mut self, request: &ParsedRequest<'_>) -> bool {
+        self.alike = decisive(&self.key, request) == self.decisive;
+        self.alike
     }
 }
 
@@ -439,7 +464,7 @@ fn facts_hash(key: &JudgeKey, ids: &[String], digests: &[[u8; 32]], provenance: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::{parse_noting_spans, Gate, ProviderProfile, Target};
+    use crate::gate::{parse_after_known, parse_noting_spans, Gate, ProviderProfile, Target};
 
     fn key() -> JudgeKey {
         JudgeKey::from_bytes([7; 32])
@@ -615,7 +640,27 @@ mod tests {
         ] {
             let request = parse_noting_spans(other.as_bytes(), ItemsAt::Input).unwrap();
             assert!(!kept.decides_alike(&request), "{other}");
+            // Its next turn continues the kept input's text, is found not to decide alike, and
+            // what is kept of it is hashed for its own model and tools.
+            let next = other.replace(r#""x"}]"#, r#""x"},{"role":"user","content":"b"}]"#);
+            let probe = InputProbe::of(next.as_bytes(), 7, &key()).unwrap();
+            let mut continued = probe.continues(next.as_bytes(), &kept).unwrap();
+            let after = parse_after_known(next.as_bytes(), ItemsAt::Input, true, continued.known()).unwrap();
+            assert!(!continued.decides_alike(&after), "{next}");
+            let own = probe
+                .keep(next.as_bytes(), Some(&continued), &after, kept.prefix().clone())
+                .unwrap();
+            assert!(!own.decides_alike(&same) && own.decides_alike(&after), "{next}");
         }
+        let next = TURN.replace(r#""x"}]"#, r#""x"},{"role":"user","content":"b"}]"#);
+        let probe = InputProbe::of(next.as_bytes(), 7, &key()).unwrap();
+        let mut continued = probe.continues(next.as_bytes(), &kept).unwrap();
+        let after = parse_after_known(next.as_bytes(), ItemsAt::Input, true, continued.known()).unwrap();
+        assert!(continued.decides_alike(&after));
+        let own = probe
+            .keep(next.as_bytes(), Some(&continued), &after, kept.prefix().clone())
+            .unwrap();
+        assert!(own.decides_alike(&same));
     }
 
     #[test]

@@ -140,13 +140,17 @@ pub fn judged_after_prefixes_as_whole(
         let kept = earlier_probe
             .keep(earlier.as_bytes(), None, &earlier_request, prefix)
             .expect("a clean input with its spans is kept");
-        let continued = probe
+        let mut continued = probe
             .continues(body.as_bytes(), &kept)
             .expect("a body goes on from each of its prefixes");
         let after = parse_after_known(body.as_bytes(), ItemsAt::Input, true, continued.known())
             .expect("the rest of a body that reads whole reads");
         assert_eq!(after.known_items(), count);
         assert!(kept.decides_alike(&after), "the same model and tools");
+        assert!(
+            continued.decides_alike(&after),
+            "as the body that continues it tells"
+        );
         let known = kept.prefix();
         let query = match facts {
             Some(_) => match known.query_after(&after) {
