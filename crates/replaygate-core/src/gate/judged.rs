@@ -241,44 +241,45 @@ impl KeptInput {
     }
 }
 
-/// A keyed hash of what the gate reads of a request besides its items.
+/// A keyed hash of what the gate reads of a request besides its items. The text is gathered
+/// first and hashed in one piece: a piece of several KiB (the tools' parameters, mostly) is
+/// hashed several chunks at a time, many small ones one block after another.
 fn decisive(key: &JudgeKey, request: &ParsedRequest<'_>) -> u128 {
-    fn field(hasher: &mut blake3::Hasher, field: &Field<'_>) {
+    fn field(text: &mut Vec<u8>, field: &Field<'_>) {
         match field {
-            Field::Absent => {
-                hasher.update(&[0]);
+            Field::Absent => text.push(0),
+            Field::Str(value) => {
+                text.push(1);
+                text_bytes(text, Some(value.as_ref()));
             }
-            Field::Str(text) => {
-                hasher.update(&[1]);
-                text_bytes(hasher, Some(text.as_ref()));
-            }
-            Field::Other(kind) => {
-                hasher.update(&[2, *kind as u8]);
-            }
+            Field::Other(kind) => text.extend_from_slice(&[2, *kind as u8]),
         }
     }
-    fn text_bytes(hasher: &mut blake3::Hasher, text: Option<&str>) {
-        match text {
-            Some(text) => {
-                hasher.update(&(text.len() as u64).to_le_bytes());
-                hasher.update(text.as_bytes());
+    fn text_bytes(text: &mut Vec<u8>, value: Option<&str>) {
+        match value {
+            Some(value) => {
+                text.extend_from_slice(&(value.len() as u64).to_le_bytes());
+                text.extend_from_slice(value.as_bytes());
             }
-            None => {
-                hasher.update(&u64::MAX.to_le_bytes());
-            }
+            None => text.extend_from_slice(&u64::MAX.to_le_bytes()),
         }
     }
-    let mut hasher = key.hasher();
-    field(&mut hasher, &request.model);
-    field(&mut hasher, &request.previous_response_id);
-    field(&mut hasher, &request.conversation);
-    hasher.update(&(request.tools.len() as u64).to_le_bytes());
+    let parameters: usize = request
+        .tools
+        .iter()
+        .map(|tool| tool.parameters.map_or(0, str::len))
+        .sum();
+    let mut text = Vec::with_capacity(parameters + 64 * (request.tools.len() + 4));
+    field(&mut text, &request.model);
+    field(&mut text, &request.previous_response_id);
+    field(&mut text, &request.conversation);
+    text.extend_from_slice(&(request.tools.len() as u64).to_le_bytes());
     for tool in &request.tools {
-        field(&mut hasher, &tool.kind);
-        field(&mut hasher, &tool.name);
-        text_bytes(&mut hasher, tool.parameters);
+        field(&mut text, &tool.kind);
+        field(&mut text, &tool.name);
+        text_bytes(&mut text, tool.parameters);
     }
-    digest(&hasher)
+    key.digest(&text)
 }
 
 /// What the gate keeps of an input it judged clean, for a later body that begins with it.
