@@ -25,7 +25,7 @@ use super::teams::Team;
 use crate::config::UnknownOwner;
 use crate::error::ApiError;
 use crate::gate::{
-    self, Continued, InputProbe, ItemsAt, LedgerQuery, Provenance, StateAccess, Target, Verdict,
+    self, Continued, InputProbe, ItemsAt, JudgeKey, LedgerQuery, Provenance, StateAccess, Target, Verdict,
 };
 use crate::ledger::CallIds;
 
@@ -140,7 +140,8 @@ struct Context {
     /// the ids a request names are looked up, and its calls and tools kept for its answer.
     remembers: bool,
     /// What else decides a verdict besides the body (the configuration, the team, the path's
-    /// provider prefix), hashed into the key of the inputs judged before.
+    /// provider prefix), hashed (keyed) into the lead of the inputs judged before; 0 when none
+    /// are kept.
     context: u128,
 }
 
@@ -221,7 +222,10 @@ impl Context {
             at: received.at,
             budget: asker.snapshot.policy_of(asker.team.as_deref()).work_budget,
             remembers: state.ledger.is_some() || asker.earlier_turns.is_some(),
-            context: judged_context(asker, received),
+            context: state
+                .judged
+                .as_ref()
+                .map_or(0, |judged| judged_context(judged.key(), asker, received)),
         }
     }
 
@@ -363,7 +367,7 @@ impl Context {
     fn read_now(&self, body: Bytes, charset: Result<(), ApiError>, reuse: bool) -> Result<Read, ApiError> {
         let at = self.at;
         let probe = match (&self.state.judged, at) {
-            (Some(_), ItemsAt::Input) if reuse => InputProbe::of(&body, self.context),
+            (Some(judged), ItemsAt::Input) if reuse => InputProbe::of(&body, self.context, judged.key()),
             _ => None,
         };
         let lookup = probe
@@ -375,14 +379,14 @@ impl Context {
         // A body that does not read after the known items (any error among the rest included),
         // or that has other tools or another model than they were judged with, is read whole,
         // so that it gets the whole reading's answer.
-        let after_known = found.and_then(|(continued, kept)| {
+        let after_known = found.and_then(|(mut continued, kept)| {
             let items = continued.known();
             let read = ReadBody::try_new(body.clone(), |body| {
                 gate::parse_after_known(body, at, true, items)
             })
             .ok()?;
             let request = read.borrow_dependent();
-            let alike = request.known_items() == items.count && kept.input.decides_alike(request);
+            let alike = request.known_items() == items.count && continued.decides_alike(request);
             alike.then_some((read, kept, continued))
         });
         let spans = self.remembers || probe.is_some();
@@ -472,7 +476,10 @@ impl Context {
                 // Only the whole body's judgment can tell.
                 None => return self.decide_now(&self.read_whole(read)?, facts, work),
             },
-            None => state.gate.judge_keeping(request, &target, query)?,
+            None => match &state.judged {
+                Some(judged) => state.gate.judge_keeping(request, &target, query, judged.key())?,
+                None => (state.gate.judge(request, &target)?, None),
+            },
         };
         let judged_before = read
             .known
@@ -575,25 +582,14 @@ async fn ask_ledger(
 }
 
 /// What decides a verdict besides the body: the configuration's generation, the team and the
-/// path's provider prefix (docs/incremental-judging.md#identity).
-fn judged_context(asker: &Asker, received: &Received<'_>) -> u128 {
-    let mut context = xxhash_rust::xxh3::Xxh3::new();
-    context.update(&asker.snapshot.generation.to_le_bytes());
-    for part in [
-        asker.team.as_ref().map(|team| team.name.as_str()),
-        received.prefix,
-    ] {
-        match part {
-            Some(text) => {
-                context.update(&[1]);
-                context.update(&(text.len() as u64).to_le_bytes());
-                context.update(text.as_bytes());
-            }
-            None => context.update(&[0]),
-        }
-    }
-    context.update(received.at.member().as_bytes());
-    context.digest128()
+/// path's provider prefix (docs/incremental-judging.md#identity), hashed under `key`.
+fn judged_context(key: &JudgeKey, asker: &Asker, received: &Received<'_>) -> u128 {
+    key.context(&[
+        Some(&asker.snapshot.generation.to_le_bytes()),
+        asker.team.as_ref().map(|team| team.name.as_bytes()),
+        received.prefix.map(str::as_bytes),
+        Some(received.at.member().as_bytes()),
+    ])
 }
 
 /// The `call_id`s of the calls among a request's items.

@@ -6,13 +6,17 @@
 //! the first items), the longest that a body continues among those with the same lead. An input is kept
 //! from the second body with its lead on: a body whose lead was never seen (a single request,
 //! or a session's first turn) costs only its probe.
+//!
+//! Every hash that finds an input is keyed by a [`JudgeKey`] drawn from the system's random
+//! source when the cache is made (once per process), which never leaves it: not logged, not
+//! in `Debug`, not written anywhere.
 
 use std::sync::Arc;
 
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 
-use crate::gate::{Continued, InputProbe, KeptInput};
+use crate::gate::{Continued, InputProbe, JudgeKey, KeptInput};
 use crate::ledger::CallIds;
 
 /// The most inputs kept under one lead (sessions that begin alike: one agent's instructions
@@ -47,10 +51,11 @@ struct Lead {
     kept: Vec<Arc<Kept>>,
 }
 
-/// The kept inputs by lead, and the leads seen.
+/// The kept inputs by lead, the leads seen, and the key they are found by.
 pub(crate) struct JudgedPrefixes {
     leads: Cache<u128, Arc<Lead>, Footprint>,
     seen: Cache<u128, ()>,
+    key: JudgeKey,
 }
 
 impl std::fmt::Debug for JudgedPrefixes {
@@ -80,12 +85,30 @@ impl Weighter<u128, Arc<Lead>> for Footprint {
 const TYPICAL_ENTRY_BYTES: u64 = 4096;
 
 impl JudgedPrefixes {
-    /// A cache of at most `bytes`; `None` when it is 0 (every body judged whole).
+    /// A cache of at most `bytes`, with a key of its own drawn now; `None` when `bytes` is 0, or
+    /// no key could be drawn (every body judged whole).
     pub(crate) fn new(bytes: u64) -> Option<JudgedPrefixes> {
-        (bytes > 0).then(|| JudgedPrefixes {
+        if bytes == 0 {
+            return None;
+        }
+        let key = match draw_key() {
+            Ok(key) => key,
+            Err(error) => {
+                tracing::warn!(%error, "no random key for the inputs judged before: every body is judged whole");
+                return None;
+            }
+        };
+        Some(JudgedPrefixes {
             leads: Cache::with_weighter((bytes / TYPICAL_ENTRY_BYTES).max(16) as usize, bytes, Footprint),
             seen: Cache::new(SEEN_LEADS),
+            key,
         })
+    }
+
+    /// The key the inputs kept here are hashed with: a body is probed ([`InputProbe::of`]),
+    /// and its input judged and kept ([`crate::gate::Gate::judge_keeping`]), under it.
+    pub(crate) fn key(&self) -> &JudgeKey {
+        &self.key
     }
 
     /// What the probed `body` finds, with one lookup of its lead: the kept input it continues
@@ -150,6 +173,13 @@ impl JudgedPrefixes {
     }
 }
 
+/// A key of 32 bytes from the system's random source.
+fn draw_key() -> Result<JudgeKey, getrandom::Error> {
+    let mut bytes = [0; 32];
+    getrandom::fill(&mut bytes)?;
+    Ok(JudgeKey::from_bytes(bytes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,13 +206,14 @@ mod tests {
         )
     }
 
-    fn judged(gate: &Gate, text: &str) -> (InputProbe, Kept) {
+    /// `text` judged and kept as the proxy keeps it in `kept`.
+    fn judged(gate: &Gate, kept: &JudgedPrefixes, text: &str) -> (InputProbe, Kept) {
         let provider = ProviderProfile::own_namespace("openai");
         let request = parse_noting_spans(text.as_bytes(), ItemsAt::Input).unwrap();
         let (_, prefix) = gate
-            .judge_keeping(&request, &Target::provider(&provider), None)
+            .judge_keeping(&request, &Target::provider(&provider), None, kept.key())
             .unwrap();
-        let probe = InputProbe::of(text.as_bytes(), 0).unwrap();
+        let probe = InputProbe::of(text.as_bytes(), 0, kept.key()).unwrap();
         let input = probe
             .keep(
                 text.as_bytes(),
@@ -203,11 +234,11 @@ mod tests {
         let gate = Gate::default();
         let kept = JudgedPrefixes::new(64 * 1024).unwrap();
         let next = body(0, 5);
-        let probe = InputProbe::of(next.as_bytes(), 0).unwrap();
+        let probe = InputProbe::of(next.as_bytes(), 0, kept.key()).unwrap();
         assert!(kept.find(&probe, next.as_bytes()).is_none());
         assert!(kept.keeps(&probe), "seen once, kept from the next body on");
         for turn in [2, 3] {
-            let (probe, entry) = judged(&gate, &body(0, turn));
+            let (probe, entry) = judged(&gate, &kept, &body(0, turn));
             kept.keep(&probe, entry);
         }
         let (continued, found) = kept.find(&probe, next.as_bytes()).unwrap();
@@ -215,10 +246,13 @@ mod tests {
         // Another session's body finds nothing of this one's.
         let other = body(1, 5);
         assert!(kept
-            .find(&InputProbe::of(other.as_bytes(), 0).unwrap(), other.as_bytes())
+            .find(
+                &InputProbe::of(other.as_bytes(), 0, kept.key()).unwrap(),
+                other.as_bytes()
+            )
             .is_none());
         for session in 0..2000 {
-            let (probe, entry) = judged(&gate, &body(session, 2));
+            let (probe, entry) = judged(&gate, &kept, &body(session, 2));
             kept.keep(&probe, entry);
         }
         assert!(kept.weight() <= 64 * 1024, "{kept:?}");
@@ -230,20 +264,50 @@ mod tests {
         let gate = Gate::default();
         let kept = JudgedPrefixes::new(1 << 20).unwrap();
         let same_start = |turn: usize| body(7, turn);
-        let (probe, first) = judged(&gate, &same_start(1));
+        let (probe, first) = judged(&gate, &kept, &same_start(1));
         kept.keep(&probe, first);
-        let (_, again) = judged(&gate, &same_start(1));
+        let (_, again) = judged(&gate, &kept, &same_start(1));
         kept.keep(&probe, again);
         assert_eq!(
             kept.leads.get(&probe.lead()).unwrap().kept.len(),
             1,
             "an input sent twice is kept once"
         );
-        let (_, longer) = judged(&gate, &same_start(2));
+        let (_, longer) = judged(&gate, &kept, &same_start(2));
         kept.keep(&probe, longer);
         let next = same_start(3);
         let (_, found) = kept.find(&probe, next.as_bytes()).unwrap();
         assert_eq!(found.input.prefix().items(), 6, "the most recent, longest input");
+    }
+
+    #[test]
+    fn two_caches_draw_two_keys_and_neither_finds_what_the_other_kept() {
+        let gate = Gate::default();
+        let (one, other) = (
+            JudgedPrefixes::new(1 << 20).unwrap(),
+            JudgedPrefixes::new(1 << 20).unwrap(),
+        );
+        assert_ne!(one.key(), other.key());
+        let next = body(3, 4);
+        for kept in [&one, &other] {
+            let (probe, entry) = judged(&gate, kept, &body(3, 2));
+            kept.keep(&probe, entry);
+        }
+        for (kept, elsewhere) in [(&one, &other), (&other, &one)] {
+            let own = InputProbe::of(next.as_bytes(), 0, kept.key()).unwrap();
+            assert!(kept.find(&own, next.as_bytes()).is_some());
+            // The same body probed under the other cache's key is not found here: another lead,
+            // and another digest of the same text.
+            let foreign = InputProbe::of(next.as_bytes(), 0, elsewhere.key()).unwrap();
+            assert_ne!(own.lead(), foreign.lead());
+            assert!(kept.find(&foreign, next.as_bytes()).is_none());
+            let (_, found) = elsewhere.find(&foreign, next.as_bytes()).unwrap();
+            assert!(own.continues(next.as_bytes(), &found.input).is_none());
+        }
+        // What is written of a cache names no key.
+        let shown = format!("{one:?} {:?}", one.key());
+        assert!(shown.starts_with("JudgedPrefixes { leads: 1, bytes: "), "{shown}");
+        assert!(shown.ends_with(" JudgeKey(..)"), "{shown}");
     }
 
     #[test]

@@ -550,6 +550,12 @@ pub fn body(target: usize, seed: u64) -> Vec<u8> {
     serde_json::to_vec(&body).expect("a Value serializes")
 }
 
+/// The key kept inputs are hashed with: the proxy draws one per process, a benchmark takes a
+/// fixed one (the hash costs the same under any key).
+pub fn judge_key() -> replaygate::gate::JudgeKey {
+    replaygate::gate::JudgeKey::from_bytes([0x5a; 32])
+}
+
 /// The kept input of a history's previous turn: the body cut at the last item boundary that
 /// leaves at least one item new and whose earlier part judges clean and kept (as the proxy
 /// keeps it). The next turn is then `body` itself.
@@ -566,8 +572,8 @@ pub fn kept_previous_turn(
         let mut earlier = body[..spans[count - 1].end].to_vec();
         earlier.extend_from_slice(&body[end..]);
         let request = parse_noting_spans(&earlier, ItemsAt::Input).expect("a prefix reads");
-        if let Ok((_, Some(prefix))) = gate.judge_keeping(&request, target, None) {
-            let probe = InputProbe::of(&earlier, 0).expect("the prefix is probed");
+        if let Ok((_, Some(prefix))) = gate.judge_keeping(&request, target, None, &judge_key()) {
+            let probe = InputProbe::of(&earlier, 0, &judge_key()).expect("the prefix is probed");
             return probe.keep(&earlier, None, &request, prefix).expect("kept");
         }
     }
@@ -584,12 +590,12 @@ pub fn judge_next_turn(
     previous: &replaygate::gate::KeptInput,
 ) -> replaygate::gate::Verdict {
     use replaygate::gate::{parse_after_known, InputProbe, ItemsAt};
-    let probe = InputProbe::of(body, 0).expect("the body is probed");
-    let continued = probe
+    let probe = InputProbe::of(body, 0, &judge_key()).expect("the body is probed");
+    let mut continued = probe
         .continues(body, previous)
         .expect("the previous turn goes on");
     let request = parse_after_known(body, ItemsAt::Input, true, continued.known()).expect("the body reads");
-    assert!(previous.decides_alike(&request));
+    assert!(continued.decides_alike(&request));
     let (verdict, prefix) = gate
         .judge_after(&request, target, previous.prefix(), None)
         .expect("within the budget")

@@ -4,8 +4,9 @@
 //! After the gate judges an input clean, the caller keeps a [`JudgedPrefix`]: what judging
 //! later items needs of those items (their ids, the schema work they took, the ledger keys
 //! they named and a hash of what the ledger said of them), as a [`KeptInput`] known by its
-//! text (its length and a 128-bit hash of it) and filed under its [`InputProbe::lead`] (the
-//! caller's context and the first items' text). A later body whose `input` begins with the
+//! text (its length and a 128-bit keyed hash of it) and filed under its [`InputProbe::lead`]
+//! (the caller's context and the first items' text). Every hash over the body's text is keyed
+//! by the caller's [`JudgeKey`] (`judged_key.rs`). A later body whose `input` begins with the
 //! same text, byte for byte, in the same context, is read from the first new item on
 //! ([`crate::gate::parse_after_known`]) and only its new items are judged
 //! ([`Gate::judge_after`](crate::gate::Gate::judge_after)).
@@ -21,9 +22,9 @@ use std::collections::HashSet;
 use std::hash::Hash;
 
 use foldhash::fast::RandomState;
-use xxhash_rust::xxh3::{xxh3_128, Xxh3};
 
 use super::item::{Item, ItemClass};
+use super::judged_key::{digest, JudgeKey, KeyedWriter};
 use super::provenance::{LedgerQuery, Provenance};
 use super::request::{ItemsAt, KnownItems, ParsedRequest};
 use super::verdict::Verdict;
@@ -40,25 +41,28 @@ const LEAD_ITEMS: usize = 2;
 pub struct InputProbe {
     /// Where the items array opens (its `[`).
     open: usize,
-    /// A hash of the caller's context and the text of the leading items.
+    /// A keyed hash of the caller's context and the text of the leading items.
     lead: u128,
+    /// What every hash of the body is keyed with.
+    key: JudgeKey,
 }
 
 impl InputProbe {
     /// Probes `body` (a `/responses` body: items in `input`) in a context the caller names by
-    /// `context` (what else decides a verdict: the configuration, the team, the route). `None`
-    /// when its `input` does not begin with two objects, or a member name before `input` has an
-    /// escape: such a body is judged whole.
-    pub fn of(body: &[u8], context: u128) -> Option<InputProbe> {
+    /// `context` (what else decides a verdict: the configuration, the team, the route), its
+    /// text hashed under `key`. `None` when its `input` does not begin with two objects, or a
+    /// member name before `input` has an escape: such a body is judged whole.
+    pub fn of(body: &[u8], context: u128, key: &JudgeKey) -> Option<InputProbe> {
         let open = structure::member_value(body, b"input")?;
         let leading = structure::leading_objects(body, open, LEAD_ITEMS)?;
         let end = leading.last()?.end;
-        let mut lead = Xxh3::new();
+        let mut lead = key.hasher();
         lead.update(&context.to_le_bytes());
         lead.update(&body[open..end]);
         Some(InputProbe {
             open,
-            lead: lead.digest128(),
+            lead: digest(&lead),
+            key: key.clone(),
         })
     }
 
@@ -68,7 +72,7 @@ impl InputProbe {
     }
 
     /// Whether the body continues `kept`: its text from the `[` of `input` to the end of the
-    /// kept input's last item is the kept input's, byte for byte (by a 128-bit hash), and
+    /// kept input's last item is the kept input's, byte for byte (by a 128-bit keyed hash), and
     /// another item follows. A body identical to the kept one does not continue it (it is
     /// judged whole).
     pub fn continues(&self, body: &[u8], kept: &KeptInput) -> Option<Continued> {
@@ -95,17 +99,17 @@ impl InputProbe {
             })
             .collect();
         candidates.sort_unstable_by_key(|&(end, index, _)| (end, index));
-        let mut region = Xxh3::new();
-        let (mut hashed_to, mut digest) = (self.open, None);
-        let mut found: Option<(usize, usize, &KeptInput, Xxh3)> = None;
+        let mut region = self.key.hasher();
+        let (mut hashed_to, mut hashed) = (self.open, None);
+        let mut found: Option<(usize, usize, &KeptInput, blake3::Hasher)> = None;
         for (end, index, kept) in candidates {
-            if end != hashed_to || digest.is_none() {
+            if end != hashed_to || hashed.is_none() {
                 region.update(&body[hashed_to..end]);
                 hashed_to = end;
-                digest = Some(region.digest128());
+                hashed = Some(digest(&region));
             }
             let longer = found.as_ref().is_none_or(|(at, ..)| *at < end);
-            if digest == Some(kept.region) && longer {
+            if hashed == Some(kept.region) && longer {
                 found = Some((end, index, kept, region.clone()));
             }
         }
@@ -115,12 +119,20 @@ impl InputProbe {
             resume: end,
             count: kept.prefix.items,
         };
-        Some((index, Continued { known, region }))
+        let continued = Continued {
+            known,
+            region,
+            key: self.key.clone(),
+            decisive: kept.decisive,
+            alike: false,
+        };
+        Some((index, continued))
     }
 
     /// What is kept of the body's whole input, judged clean (`prefix`, the gate's), read whole
     /// or after `continued`: `request` is its reading, which noted where its items lie. `None`
-    /// when it did not note them, or it has no item after the known ones.
+    /// when it did not note them, it has no item after the known ones, or `prefix` was kept
+    /// under another key than the probe's.
     pub fn keep(
         &self,
         body: &[u8],
@@ -129,9 +141,14 @@ impl InputProbe {
         prefix: JudgedPrefix,
     ) -> Option<KeptInput> {
         let last = request.item_spans()?.last()?.clone();
-        if last.start < self.open || last.end > body.len() {
+        if last.start < self.open || last.end > body.len() || prefix.key != self.key {
             return None;
         }
+        // A body found to decide alike has the kept input's: not hashed again.
+        let decisive = match continued {
+            Some(continued) if continued.alike => continued.decisive,
+            _ => decisive(&self.key, request),
+        };
         let region = match continued {
             Some(continued) => {
                 let mut region = continued.region.clone();
@@ -139,26 +156,31 @@ impl InputProbe {
                 region
             }
             None => {
-                let mut region = Xxh3::new();
+                let mut region = self.key.hasher();
                 region.update(&body[self.open..last.end]);
                 region
             }
         };
         Some(KeptInput {
             len: last.end - self.open,
-            region: region.digest128(),
-            decisive: decisive(request),
+            region: digest(&region),
+            decisive,
             prefix,
         })
     }
 }
 
-/// A body found to continue a kept input: where to read it from, and the hash of its text so
-/// far (to go on with when its own input is kept).
+/// A body found to continue a kept input: where to read it from, and the keyed hash of its
+/// text so far (to go on with when its own input is kept).
 #[derive(Clone)]
 pub struct Continued {
     known: KnownItems,
-    region: Xxh3,
+    region: blake3::Hasher,
+    key: JudgeKey,
+    /// The kept input's hash of what else decided its verdict, and whether the body was found
+    /// to have the same ([`Continued::decides_alike`]).
+    decisive: u128,
+    alike: bool,
 }
 
 impl std::fmt::Debug for Continued {
@@ -174,16 +196,24 @@ impl Continued {
     pub fn known(&self) -> KnownItems {
         self.known
     }
+
+    /// Whether `request` (the body read after the kept input) has what the kept input was
+    /// judged with besides its items, as [`KeptInput::decides_alike`] tells; noted, so that
+    /// keeping the body's input ([`InputProbe::keep`]) does not hash them again.
+    pub fn decides_alike(&mut self, request: &ParsedRequest<'_>) -> bool {
+        self.alike = decisive(&self.key, request) == self.decisive;
+        self.alike
+    }
 }
 
-/// An input judged clean, as kept: its text's length from the `[` of `input` and hash, what
-/// else decided its verdict, and what the gate needs.
+/// An input judged clean, as kept: its text's length from the `[` of `input` and keyed hash,
+/// what else decided its verdict, and what the gate needs.
 #[derive(Debug)]
 pub struct KeptInput {
     len: usize,
     region: u128,
-    /// A hash of what the gate read besides the items (`model`, `tools`, `previous_response_id`,
-    /// `conversation`).
+    /// A keyed hash of what the gate read besides the items (`model`, `tools`,
+    /// `previous_response_id`, `conversation`).
     decisive: u128,
     prefix: JudgedPrefix,
 }
@@ -197,7 +227,7 @@ impl KeptInput {
     /// Whether `request` (read after these items) has what they were judged with besides the
     /// items: the same model, tools, `previous_response_id` and `conversation`.
     pub fn decides_alike(&self, request: &ParsedRequest<'_>) -> bool {
-        decisive(request) == self.decisive
+        decisive(&self.prefix.key, request) == self.decisive
     }
 
     /// Whether `other` is the same input (a body sent twice).
@@ -211,46 +241,55 @@ impl KeptInput {
     }
 }
 
-/// A hash of what the gate reads of a request besides its items.
-fn decisive(request: &ParsedRequest<'_>) -> u128 {
-    fn field(hasher: &mut Xxh3, field: &Field<'_>) {
+/// A keyed hash of what the gate reads of a request besides its items. The text is gathered
+/// first and hashed in one piece: a piece of several KiB (the tools' parameters, mostly) is
+/// hashed several chunks at a time, many small ones one block after another.
+fn decisive(key: &JudgeKey, request: &ParsedRequest<'_>) -> u128 {
+    fn field(text: &mut Vec<u8>, field: &Field<'_>) {
         match field {
-            Field::Absent => hasher.update(&[0]),
-            Field::Str(text) => {
-                hasher.update(&[1]);
-                text_bytes(hasher, Some(text.as_ref()));
+            Field::Absent => text.push(0),
+            Field::Str(value) => {
+                text.push(1);
+                text_bytes(text, Some(value.as_ref()));
             }
-            Field::Other(kind) => hasher.update(&[2, *kind as u8]),
+            Field::Other(kind) => text.extend_from_slice(&[2, *kind as u8]),
         }
     }
-    fn text_bytes(hasher: &mut Xxh3, text: Option<&str>) {
-        match text {
-            Some(text) => {
-                hasher.update(&(text.len() as u64).to_le_bytes());
-                hasher.update(text.as_bytes());
+    fn text_bytes(text: &mut Vec<u8>, value: Option<&str>) {
+        match value {
+            Some(value) => {
+                text.extend_from_slice(&(value.len() as u64).to_le_bytes());
+                text.extend_from_slice(value.as_bytes());
             }
-            None => hasher.update(&u64::MAX.to_le_bytes()),
+            None => text.extend_from_slice(&u64::MAX.to_le_bytes()),
         }
     }
-    let mut hasher = Xxh3::new();
-    field(&mut hasher, &request.model);
-    field(&mut hasher, &request.previous_response_id);
-    field(&mut hasher, &request.conversation);
-    hasher.update(&(request.tools.len() as u64).to_le_bytes());
+    let parameters: usize = request
+        .tools
+        .iter()
+        .map(|tool| tool.parameters.map_or(0, str::len))
+        .sum();
+    let mut text = Vec::with_capacity(parameters + 64 * (request.tools.len() + 4));
+    field(&mut text, &request.model);
+    field(&mut text, &request.previous_response_id);
+    field(&mut text, &request.conversation);
+    text.extend_from_slice(&(request.tools.len() as u64).to_le_bytes());
     for tool in &request.tools {
-        field(&mut hasher, &tool.kind);
-        field(&mut hasher, &tool.name);
-        text_bytes(&mut hasher, tool.parameters);
+        field(&mut text, &tool.kind);
+        field(&mut text, &tool.name);
+        text_bytes(&mut text, tool.parameters);
     }
-    hasher.digest128()
+    key.digest(&text)
 }
 
 /// What the gate keeps of an input it judged clean, for a later body that begins with it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct JudgedPrefix {
+    /// What its hashes are keyed with.
+    key: JudgeKey,
     /// How many items.
     items: usize,
-    /// The 128-bit hash of each string `id` among them.
+    /// The 128-bit keyed hash of each string `id` among them.
     ids: HashSet<u128, RandomState>,
     /// The schema work their judgment took.
     work: u64,
@@ -262,11 +301,16 @@ pub struct JudgedPrefix {
     query_digests: Vec<[u8; 32]>,
     /// The ids too short to name one item that the ledger was asked whether it knows.
     query_short_ids: Vec<String>,
-    /// A hash of what the ledger said about those keys.
+    /// A keyed hash of what the ledger said about those keys.
     facts: u128,
 }
 
 impl JudgedPrefix {
+    /// What its hashes are keyed with.
+    pub(crate) fn key(&self) -> &JudgeKey {
+        &self.key
+    }
+
     /// How many items it covers.
     pub fn items(&self) -> usize {
         self.items
@@ -288,7 +332,7 @@ impl JudgedPrefix {
 
     /// Whether one of these items has the string `id`.
     pub(crate) fn has_id(&self, id: &str) -> bool {
-        self.ids.contains(&xxh3_128(id.as_bytes()))
+        self.ids.contains(&self.key.digest(id.as_bytes()))
     }
 
     /// The ledger query of a body read after these items ([`ParsedRequest::known_items`]):
@@ -332,6 +376,7 @@ impl JudgedPrefix {
     pub(crate) fn same_facts(&self, provenance: Option<&Provenance>) -> bool {
         self.facts
             == facts_hash(
+                &self.key,
                 &self.query_ids,
                 &self.query_short_ids,
                 &self.query_digests,
@@ -350,11 +395,12 @@ pub(crate) struct Tail {
 }
 
 /// The [`JudgedPrefix`] of `request`'s whole input, judged clean (`verdict`) after `known`
-/// (`None`: judged whole), with `query` the ledger was asked and `provenance` what it said.
-/// `None` when a later body could not be judged after it: the verdict is not clean, a call is
-/// left open, the last item is a reasoning item, an item is an `item_reference`, or the request
-/// continues stored state.
+/// (`None`: judged whole), with `query` the ledger was asked and `provenance` what it said,
+/// its hashes keyed with `key` (`known`'s, when there is one). `None` when a later body could
+/// not be judged after it: the verdict is not clean, a call is left open, the last item is a
+/// reasoning item, an item is an `item_reference`, or the request continues stored state.
 pub(crate) fn keep(
+    key: &JudgeKey,
     request: &ParsedRequest<'_>,
     known: Option<&JudgedPrefix>,
     verdict: &Verdict,
@@ -377,6 +423,7 @@ pub(crate) fn keep(
         || request.at != ItemsAt::Input
         || request.continues_stored_state()
         || request.known_items() != known.map_or(0, |known| known.items)
+        || known.is_some_and(|known| known.key != *key)
     {
         return None;
     }
@@ -385,7 +432,7 @@ pub(crate) fn keep(
         items
             .iter()
             .filter_map(Item::id)
-            .map(|id| xxh3_128(id.as_bytes())),
+            .map(|id| key.digest(id.as_bytes())),
     );
     let (query_ids, query_ids_elsewhere, query_digests, query_short_ids) = match query {
         Some(query) => (
@@ -396,8 +443,9 @@ pub(crate) fn keep(
         ),
         None => Default::default(),
     };
-    let facts = facts_hash(&query_ids, &query_short_ids, &query_digests, provenance);
+    let facts = facts_hash(key, &query_ids, &query_short_ids, &query_digests, provenance);
     Some(JudgedPrefix {
+        key: key.clone(),
         items: request.known_items() + items.len(),
         ids,
         work: tail.work,
@@ -409,15 +457,16 @@ pub(crate) fn keep(
     })
 }
 
-/// A hash of what `provenance` says about `ids`, `short_ids` and `digests` (the ledger's
+/// A keyed hash of what `provenance` says about `ids`, `short_ids` and `digests` (the ledger's
 /// records of them, or that it has none).
 fn facts_hash(
+    key: &JudgeKey,
     ids: &[String],
     short_ids: &[String],
     digests: &[[u8; 32]],
     provenance: Option<&Provenance>,
 ) -> u128 {
-    let mut hasher = Xxh3::new();
+    let mut hasher = KeyedWriter::new(key);
     if let Some(provenance) = provenance {
         for id in ids {
             id.hash(&mut hasher);
@@ -432,22 +481,30 @@ fn facts_hash(
             provenance.encrypted.get(digest).hash(&mut hasher);
         }
     }
-    hasher.digest128()
+    hasher.digest()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::{parse_noting_spans, Gate, ProviderProfile, Target};
+    use crate::gate::{parse_after_known, parse_noting_spans, Gate, ProviderProfile, Target};
+
+    fn key() -> JudgeKey {
+        JudgeKey::from_bytes([7; 32])
+    }
 
     const TURN: &str = r#"{"model":"m","tools":[{"type":"function","name":"f"}],"input":[{"role":"user","content":"a"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}, {"type":"function_call_output","call_id":"c","output":"x"}]}"#;
 
     fn kept(body: &str, context: u128) -> KeptInput {
-        let probe = InputProbe::of(body.as_bytes(), context).unwrap();
+        kept_under(body, context, &key())
+    }
+
+    fn kept_under(body: &str, context: u128, key: &JudgeKey) -> KeptInput {
+        let probe = InputProbe::of(body.as_bytes(), context, key).unwrap();
         let request = parse_noting_spans(body.as_bytes(), ItemsAt::Input).unwrap();
         let provider = ProviderProfile::own_namespace("openai");
         let (_, prefix) = Gate::default()
-            .judge_keeping(&request, &Target::provider(&provider), None)
+            .judge_keeping(&request, &Target::provider(&provider), None, key)
             .unwrap();
         probe
             .keep(body.as_bytes(), None, &request, prefix.unwrap())
@@ -458,25 +515,31 @@ mod tests {
     fn a_body_that_re_sends_an_input_and_goes_on_continues_it() {
         let kept = kept(TURN, 7);
         let next = TURN.replace(r#""x"}]"#, r#""x"} , {"role":"user","content":"b"}]"#);
-        let probe = InputProbe::of(next.as_bytes(), 7).unwrap();
-        assert_eq!(probe.lead(), InputProbe::of(TURN.as_bytes(), 7).unwrap().lead());
+        let probe = InputProbe::of(next.as_bytes(), 7, &key()).unwrap();
+        assert_eq!(
+            probe.lead(),
+            InputProbe::of(TURN.as_bytes(), 7, &key()).unwrap().lead()
+        );
         let continued = probe.continues(next.as_bytes(), &kept).unwrap();
         assert_eq!(continued.known().count, 3);
         assert_eq!(&next.as_bytes()[continued.known().resume..][..3], b" , ");
         // The same body again does not continue it; another context has another lead; a byte
         // changed in an old item, or an item fewer, does not continue it.
-        assert!(InputProbe::of(TURN.as_bytes(), 7)
+        assert!(InputProbe::of(TURN.as_bytes(), 7, &key())
             .unwrap()
             .continues(TURN.as_bytes(), &kept)
             .is_none());
-        assert_ne!(InputProbe::of(next.as_bytes(), 8).unwrap().lead(), probe.lead());
+        assert_ne!(
+            InputProbe::of(next.as_bytes(), 8, &key()).unwrap().lead(),
+            probe.lead()
+        );
         let changed = next.replace(r#""output":"x""#, r#""output":"y""#);
-        assert!(InputProbe::of(changed.as_bytes(), 7)
+        assert!(InputProbe::of(changed.as_bytes(), 7, &key())
             .unwrap()
             .continues(changed.as_bytes(), &kept)
             .is_none());
         let fewer = r#"{"model":"m","tools":[{"type":"function","name":"f"}],"input":[{"role":"user","content":"a"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}, {"role":"user","content":"b"}]}"#;
-        assert!(InputProbe::of(fewer.as_bytes(), 7)
+        assert!(InputProbe::of(fewer.as_bytes(), 7, &key())
             .unwrap()
             .continues(fewer.as_bytes(), &kept)
             .is_none());
@@ -507,15 +570,16 @@ mod tests {
                     &request,
                     &Target::provider(&ProviderProfile::own_namespace("openai")),
                     None,
+                    &key(),
                 )
                 .unwrap();
-            InputProbe::of(body.as_bytes(), 1)
+            InputProbe::of(body.as_bytes(), 1, &key())
                 .unwrap()
                 .keep(body.as_bytes(), None, &request, prefix.unwrap())
                 .unwrap()
         };
         let next = turn("x", 5);
-        let probe = InputProbe::of(next.as_bytes(), 1).unwrap();
+        let probe = InputProbe::of(next.as_bytes(), 1, &key()).unwrap();
         let kept = [
             bare(3, "y"),
             bare(2, "x"),
@@ -526,7 +590,7 @@ mod tests {
         ];
         assert_eq!(
             probe.lead(),
-            InputProbe::of(turn("y", 2).as_bytes(), 1).unwrap().lead()
+            InputProbe::of(turn("y", 2).as_bytes(), 1, &key()).unwrap().lead()
         );
         let (index, continued) = probe.continues_one_of(next.as_bytes(), &kept).unwrap();
         // bare(5, "x") is the body's own input, which it does not continue.
@@ -540,6 +604,48 @@ mod tests {
         // What it found is what `continues` finds of that input alone.
         let alone = probe.continues(next.as_bytes(), &kept[3]).unwrap();
         assert_eq!(alone.known(), continued.known());
+    }
+
+    #[test]
+    fn under_another_key_the_same_input_has_another_identity_and_is_not_found() {
+        let turn = TURN.replace(r#""call_id":"c","#, r#""id":"fc_1","call_id":"c","#);
+        let next = turn.replace(r#""x"}]"#, r#""x"},{"role":"user","content":"b"}]"#);
+        let other_key = JudgeKey::from_bytes([8; 32]);
+        let (one, other) = (kept(&turn, 7), kept_under(&turn, 7, &other_key));
+        assert!(one.same_as(&kept(&turn, 7)));
+        assert!(!one.same_as(&other), "the same text, another region digest");
+        assert_ne!(one.decisive, other.decisive);
+        assert_ne!(one.prefix.ids, other.prefix.ids);
+        assert!(one.prefix.has_id("fc_1") && other.prefix.has_id("fc_1"));
+        assert_ne!(one.prefix.facts, other.prefix.facts);
+        // A body probed under the other key has another lead, and does not continue the input
+        // kept under the first, though its text does.
+        let probe = InputProbe::of(next.as_bytes(), 7, &other_key).unwrap();
+        assert_ne!(
+            probe.lead(),
+            InputProbe::of(next.as_bytes(), 7, &key()).unwrap().lead()
+        );
+        assert!(probe.continues(next.as_bytes(), &one).is_none());
+        assert!(probe.continues(next.as_bytes(), &other).is_some());
+        assert!(InputProbe::of(next.as_bytes(), 7, &key())
+            .unwrap()
+            .continues(next.as_bytes(), &one)
+            .is_some());
+        // What was judged under one key is not kept under a probe of another.
+        let request = parse_noting_spans(turn.as_bytes(), ItemsAt::Input).unwrap();
+        let provider = ProviderProfile::own_namespace("openai");
+        let (_, prefix) = Gate::default()
+            .judge_keeping(&request, &Target::provider(&provider), None, &other_key)
+            .unwrap();
+        let probe = InputProbe::of(turn.as_bytes(), 7, &key()).unwrap();
+        assert!(probe
+            .keep(turn.as_bytes(), None, &request, prefix.unwrap())
+            .is_none());
+        // Nothing written of them shows the key.
+        for shown in [format!("{one:?}"), format!("{probe:?}")] {
+            assert!(shown.contains("key: JudgeKey(..)"), "{shown}");
+            assert!(!shown.contains("7, 7, 7"), "{shown}");
+        }
     }
 
     #[test]
@@ -557,7 +663,27 @@ mod tests {
         ] {
             let request = parse_noting_spans(other.as_bytes(), ItemsAt::Input).unwrap();
             assert!(!kept.decides_alike(&request), "{other}");
+            // Its next turn continues the kept input's text, is found not to decide alike, and
+            // what is kept of it is hashed for its own model and tools.
+            let next = other.replace(r#""x"}]"#, r#""x"},{"role":"user","content":"b"}]"#);
+            let probe = InputProbe::of(next.as_bytes(), 7, &key()).unwrap();
+            let mut continued = probe.continues(next.as_bytes(), &kept).unwrap();
+            let after = parse_after_known(next.as_bytes(), ItemsAt::Input, true, continued.known()).unwrap();
+            assert!(!continued.decides_alike(&after), "{next}");
+            let own = probe
+                .keep(next.as_bytes(), Some(&continued), &after, kept.prefix().clone())
+                .unwrap();
+            assert!(!own.decides_alike(&same) && own.decides_alike(&after), "{next}");
         }
+        let next = TURN.replace(r#""x"}]"#, r#""x"},{"role":"user","content":"b"}]"#);
+        let probe = InputProbe::of(next.as_bytes(), 7, &key()).unwrap();
+        let mut continued = probe.continues(next.as_bytes(), &kept).unwrap();
+        let after = parse_after_known(next.as_bytes(), ItemsAt::Input, true, continued.known()).unwrap();
+        assert!(continued.decides_alike(&after));
+        let own = probe
+            .keep(next.as_bytes(), Some(&continued), &after, kept.prefix().clone())
+            .unwrap();
+        assert!(own.decides_alike(&same));
     }
 
     #[test]
@@ -569,8 +695,8 @@ mod tests {
             r#"{"in\u0070ut":[{},{}]}"#,
             r#"{"a\"":1,"input":[{},{}]}"#,
         ] {
-            assert!(InputProbe::of(body.as_bytes(), 0).is_none(), "{body}");
+            assert!(InputProbe::of(body.as_bytes(), 0, &key()).is_none(), "{body}");
         }
-        assert!(InputProbe::of(br#"{"input":[{},{},"x"]}"#, 0).is_some());
+        assert!(InputProbe::of(br#"{"input":[{},{},"x"]}"#, 0, &key()).is_some());
     }
 }

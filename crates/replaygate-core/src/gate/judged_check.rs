@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use super::provenance::{item_record_from_value, link_reasoning, names_one_item, Owner, StoredItem};
 use super::{
-    parse_after_known, parse_noting_spans, Gate, InputProbe, ItemsAt, LedgerQuery, Policy, Provenance,
-    ProviderProfile, Target, Verdict,
+    parse_after_known, parse_noting_spans, Gate, InputProbe, ItemsAt, JudgeKey, LedgerQuery, Policy,
+    Provenance, ProviderProfile, Target, Verdict,
 };
 
 /// What the ledger would know of `body`'s items had `owner` produced every one, in order, as
@@ -100,11 +100,13 @@ pub fn judged_after_prefixes_as_whole(
     facts: Option<&Provenance>,
 ) -> usize {
     let gate = Gate::default();
+    // A fixed key: the check is of what is judged, the same under any key.
+    let key = JudgeKey::from_bytes([0x5a; 32]);
     let (target, earlier_target) = (
         with_facts(provider, policy, facts),
         with_facts(provider, policy, earlier_facts),
     );
-    let Some(probe) = InputProbe::of(body.as_bytes(), 1) else {
+    let Some(probe) = InputProbe::of(body.as_bytes(), 1, &key) else {
         return 0;
     };
     let Ok(whole) = parse_noting_spans(body.as_bytes(), ItemsAt::Input) else {
@@ -114,14 +116,14 @@ pub fn judged_after_prefixes_as_whole(
         return 0;
     };
     let whole_query = facts.map(|_| LedgerQuery::of(&whole));
-    let Ok((expected, kept_whole)) = gate.judge_keeping(&whole, &target, whole_query.as_ref()) else {
+    let Ok((expected, kept_whole)) = gate.judge_keeping(&whole, &target, whole_query.as_ref(), &key) else {
         return 0;
     };
     let kept_whole = kept_whole.and_then(|prefix| probe.keep(body.as_bytes(), None, &whole, prefix));
     let mut incremental = 0;
     for count in 2..spans.len() {
         let earlier = cut(body, &spans, count);
-        let earlier_probe = InputProbe::of(earlier.as_bytes(), 1).expect("a prefix of a probed body");
+        let earlier_probe = InputProbe::of(earlier.as_bytes(), 1, &key).expect("a prefix of a probed body");
         assert_eq!(
             earlier_probe.lead(),
             probe.lead(),
@@ -130,7 +132,7 @@ pub fn judged_after_prefixes_as_whole(
         let earlier_request = parse_noting_spans(earlier.as_bytes(), ItemsAt::Input).expect("a prefix reads");
         let earlier_query = earlier_facts.map(|_| LedgerQuery::of(&earlier_request));
         let Ok((_, Some(prefix))) =
-            gate.judge_keeping(&earlier_request, &earlier_target, earlier_query.as_ref())
+            gate.judge_keeping(&earlier_request, &earlier_target, earlier_query.as_ref(), &key)
         else {
             continue;
         };
@@ -138,13 +140,17 @@ pub fn judged_after_prefixes_as_whole(
         let kept = earlier_probe
             .keep(earlier.as_bytes(), None, &earlier_request, prefix)
             .expect("a clean input with its spans is kept");
-        let continued = probe
+        let mut continued = probe
             .continues(body.as_bytes(), &kept)
             .expect("a body goes on from each of its prefixes");
         let after = parse_after_known(body.as_bytes(), ItemsAt::Input, true, continued.known())
             .expect("the rest of a body that reads whole reads");
         assert_eq!(after.known_items(), count);
         assert!(kept.decides_alike(&after), "the same model and tools");
+        assert!(
+            continued.decides_alike(&after),
+            "as the body that continues it tells"
+        );
         let known = kept.prefix();
         let query = match facts {
             Some(_) => match known.query_after(&after) {

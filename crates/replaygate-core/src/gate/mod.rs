@@ -32,6 +32,7 @@ pub mod item_pattern;
 pub mod item_profile;
 pub mod judged;
 mod judged_check;
+mod judged_key;
 mod name_table;
 pub mod output;
 mod pairing;
@@ -59,6 +60,7 @@ pub use item_profile::{ItemProfile, ProfileError};
 pub use judged::{Continued, InputProbe, JudgedPrefix, KeptInput};
 #[doc(hidden)]
 pub use judged_check::{judged_after_prefixes_as_whole, recorded_as_sent};
+pub use judged_key::JudgeKey;
 pub use output::{OutputCall, ResponseViolation};
 pub use profile::{EncryptedScope, Policy, ProviderProfile, Target, DEFAULT_WORK_BUDGET};
 pub use provenance::{ChainFacts, ConversationFacts, LedgerQuery, Provenance, MAX_QUERY_KEYS};
@@ -100,15 +102,17 @@ impl Gate {
     /// [`Gate::judge`], and what a later body that begins with this one's items needs to be
     /// judged after them ([`JudgedPrefix`], docs/incremental-judging.md): `None` unless the
     /// verdict is clean and such a body could be. `query` is what the ledger was asked for
-    /// this request (`None`: not asked), and the target carries what it said.
+    /// this request (`None`: not asked), and the target carries what it said; what is kept is
+    /// hashed under `key` (the one the body is probed with, [`InputProbe::of`]).
     pub fn judge_keeping(
         &self,
         request: &ParsedRequest<'_>,
         target: &Target<'_>,
         query: Option<&LedgerQuery>,
+        key: &JudgeKey,
     ) -> Result<(Verdict, Option<JudgedPrefix>), WorkExceeded> {
         let (verdict, tail) = rules::judge_whole(request, target, &self.schemas)?;
-        let kept = judged::keep(request, None, &verdict, &tail, query, target.provenance);
+        let kept = judged::keep(key, request, None, &verdict, &tail, query, target.provenance);
         Ok((verdict, kept))
     }
 
@@ -127,7 +131,15 @@ impl Gate {
         let Some((verdict, tail)) = rules::judge_after(request, target, &self.schemas, known)? else {
             return Ok(None);
         };
-        let kept = judged::keep(request, Some(known), &verdict, &tail, query, target.provenance);
+        let kept = judged::keep(
+            known.key(),
+            request,
+            Some(known),
+            &verdict,
+            &tail,
+            query,
+            target.provenance,
+        );
         Ok(Some((verdict, kept)))
     }
 
