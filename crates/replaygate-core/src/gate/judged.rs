@@ -22,6 +22,7 @@ use std::collections::HashSet;
 use std::hash::Hash;
 
 use foldhash::fast::RandomState;
+use xxhash_rust::xxh3::xxh3_64;
 
 use super::item::{Item, ItemClass};
 use super::judged_key::{digest, JudgeKey, KeyedWriter};
@@ -83,8 +84,10 @@ impl InputProbe {
     /// Of `kept`, the longest input the body continues (as [`InputProbe::continues`] tells;
     /// of equally long ones, the first), by its position in `kept`. The body's text is hashed
     /// once, in one pass up to the longest candidate's end, however many there are: a
-    /// candidate is one whose end lies in the body with a comma after it, and each distinct
-    /// end costs one digest.
+    /// candidate is one whose end lies in the body with a comma after it and whose last item
+    /// the body has there (by a quick unkeyed hash, which only passes over inputs the body
+    /// cannot continue). The hash's state is kept at each candidate's end and finished from the
+    /// longest end down, until one matches: usually one digest, however many are kept.
     pub fn continues_one_of<'k>(
         &self,
         body: &[u8],
@@ -95,25 +98,33 @@ impl InputProbe {
             .enumerate()
             .filter_map(|(index, kept)| {
                 let end = self.open.checked_add(kept.len)?;
-                (end <= body.len() && structure::continues_after(body, end)).then_some((end, index, kept))
+                let last = end.checked_sub(kept.last.len)?;
+                let plausible = end <= body.len()
+                    && last >= self.open
+                    && structure::continues_after(body, end)
+                    && xxh3_64(&body[last..end]) == kept.last.hash;
+                plausible.then_some((end, index, kept))
             })
             .collect();
         candidates.sort_unstable_by_key(|&(end, index, _)| (end, index));
+        // The state at each distinct end, in order.
+        let mut states: Vec<(usize, blake3::Hasher)> = Vec::new();
         let mut region = self.key.hasher();
-        let (mut hashed_to, mut hashed) = (self.open, None);
-        let mut found: Option<(usize, usize, &KeptInput, blake3::Hasher)> = None;
-        for (end, index, kept) in candidates {
-            if end != hashed_to || hashed.is_none() {
+        let mut hashed_to = self.open;
+        for &(end, ..) in &candidates {
+            if states.last().is_none_or(|(at, _)| *at != end) {
                 region.update(&body[hashed_to..end]);
                 hashed_to = end;
-                hashed = Some(digest(&region));
-            }
-            let longer = found.as_ref().is_none_or(|(at, ..)| *at < end);
-            if hashed == Some(kept.region) && longer {
-                found = Some((end, index, kept, region.clone()));
+                states.push((end, region.clone()));
             }
         }
-        let (end, index, kept, region) = found?;
+        let (index, kept, end, region) = states.into_iter().rev().find_map(|(end, state)| {
+            let hashed = digest(&state);
+            let (_, index, kept) = candidates
+                .iter()
+                .find(|(at, _, kept)| *at == end && kept.region == hashed)?;
+            Some((*index, *kept, end, state))
+        })?;
         let known = KnownItems {
             open: self.open,
             resume: end,
@@ -164,6 +175,10 @@ impl InputProbe {
         Some(KeptInput {
             len: last.end - self.open,
             region: digest(&region),
+            last: LastItem {
+                len: last.end - last.start,
+                hash: xxh3_64(&body[last.clone()]),
+            },
             decisive,
             prefix,
         })
@@ -212,10 +227,21 @@ impl Continued {
 pub struct KeptInput {
     len: usize,
     region: u128,
+    /// Its last item, to pass over quickly the inputs a body cannot continue.
+    last: LastItem,
     /// A keyed hash of what the gate read besides the items (`model`, `tools`,
     /// `previous_response_id`, `conversation`).
     decisive: u128,
     prefix: JudgedPrefix,
+}
+
+/// The length of a kept input's last item, and an unkeyed hash of its text: a body that does
+/// not have the same text where the input's last item ended cannot continue it. Only a filter:
+/// a body that passes it is then held to the input's keyed digest.
+#[derive(Debug, Clone, Copy)]
+struct LastItem {
+    len: usize,
+    hash: u64,
 }
 
 impl KeptInput {
@@ -516,6 +542,16 @@ mod tests {
             .unwrap()
             .continues(changed.as_bytes(), &kept)
             .is_none());
+        // A byte changed before the last item, which is the same where it was: the keyed digest
+        // of the whole text tells.
+        let earlier = next.replace(r#""content":"a""#, r#""content":"z""#);
+        let probe = InputProbe::of(earlier.as_bytes(), 7, &key()).unwrap();
+        assert!(probe.continues(earlier.as_bytes(), &kept).is_none());
+        let last = kept.len - kept.last.len;
+        assert_eq!(
+            xxh3_64(&earlier.as_bytes()[probe.open + last..probe.open + kept.len]),
+            kept.last.hash
+        );
         let fewer = r#"{"model":"m","tools":[{"type":"function","name":"f"}],"input":[{"role":"user","content":"a"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}, {"role":"user","content":"b"}]}"#;
         assert!(InputProbe::of(fewer.as_bytes(), 7, &key())
             .unwrap()
