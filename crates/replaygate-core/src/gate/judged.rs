@@ -108,7 +108,7 @@ impl InputProbe {
             .collect();
         candidates.sort_unstable_by_key(|&(end, index, _)| (end, index));
         // The state at each distinct end, in order.
-        let mut states: Vec<(usize, blake3::Hasher)> = Vec::new();
+        let mut states: Vec<(usize, blake3::Hasher)> = Vec::with_capacity(candidates.len());
         let mut region = self.key.hasher();
         let mut hashed_to = self.open;
         for &(end, ..) in &candidates {
@@ -123,7 +123,7 @@ impl InputProbe {
             let (_, index, kept) = candidates
                 .iter()
                 .find(|(at, _, kept)| *at == end && kept.region == hashed)?;
-            Some((*index, *kept, end, state))
+            Some((*index, *kept, end, Box::new(state)))
         })?;
         let known = KnownItems {
             open: self.open,
@@ -162,7 +162,7 @@ impl InputProbe {
         };
         let region = match continued {
             Some(continued) => {
-                let mut region = continued.region.clone();
+                let mut region = (*continued.region).clone();
                 region.update(body.get(continued.known.resume..last.end)?);
                 region
             }
@@ -190,7 +190,8 @@ impl InputProbe {
 #[derive(Clone)]
 pub struct Continued {
     known: KnownItems,
-    region: blake3::Hasher,
+    /// Boxed: the hasher's state is some 2 KiB, and a request's future that holds it moves.
+    region: Box<blake3::Hasher>,
     key: JudgeKey,
     /// The kept input's hash of what else decided its verdict, and whether the body was found
     /// to have the same ([`Continued::decides_alike`]).
