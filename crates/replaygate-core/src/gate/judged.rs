@@ -22,6 +22,7 @@ use std::collections::HashSet;
 use std::hash::Hash;
 
 use foldhash::fast::RandomState;
+use xxhash_rust::xxh3::Xxh3;
 
 use super::item::{Item, ItemClass};
 use super::judged_key::{digest, JudgeKey, KeyedWriter};
@@ -81,10 +82,13 @@ impl InputProbe {
     }
 
     /// Of `kept`, the longest input the body continues (as [`InputProbe::continues`] tells;
-    /// of equally long ones, the first), by its position in `kept`. The body's text is hashed
-    /// once, in one pass up to the longest candidate's end, however many there are: a
-    /// candidate is one whose end lies in the body with a comma after it, and each distinct
-    /// end costs one digest.
+    /// of equally long ones, the first), by its position in `kept`. A candidate is one whose
+    /// end lies in the body with a comma after it. The body's text is hashed once with a quick
+    /// unkeyed hash, up to the longest candidate's end, with one digest at each distinct end:
+    /// an input whose quick digest differs is passed over (a filter only, it cannot take one).
+    /// Then the keyed hash, up to the longest end the quick one passed, decides; should it
+    /// refuse that end, every end the quick hash passed is finished, in one more pass. So a
+    /// body costs one keyed pass and digest, two at most, however many inputs are kept.
     pub fn continues_one_of<'k>(
         &self,
         body: &[u8],
@@ -99,21 +103,54 @@ impl InputProbe {
             })
             .collect();
         candidates.sort_unstable_by_key(|&(end, index, _)| (end, index));
-        let mut region = self.key.hasher();
+        // The ends the quick hash passes, with its state there.
+        let mut passed: Vec<(usize, Xxh3)> = Vec::new();
+        let mut quick = Xxh3::new();
         let (mut hashed_to, mut hashed) = (self.open, None);
-        let mut found: Option<(usize, usize, &KeptInput, blake3::Hasher)> = None;
-        for (end, index, kept) in candidates {
+        for &(end, _, kept) in &candidates {
             if end != hashed_to || hashed.is_none() {
-                region.update(&body[hashed_to..end]);
+                quick.update(&body[hashed_to..end]);
                 hashed_to = end;
-                hashed = Some(digest(&region));
+                hashed = Some(quick.digest());
             }
-            let longer = found.as_ref().is_none_or(|(at, ..)| *at < end);
-            if hashed == Some(kept.region) && longer {
-                found = Some((end, index, kept, region.clone()));
+            if hashed == Some(kept.quick) && passed.last().is_none_or(|(at, _)| *at != end) {
+                passed.push((end, quick.clone()));
             }
         }
-        let (end, index, kept, region) = found?;
+        // The first candidate at `end` whose keyed digest is `keyed`'s.
+        let found_at = |end: usize, keyed: &blake3::Hasher| {
+            let hashed = digest(keyed);
+            candidates
+                .iter()
+                .find(|(at, _, kept)| *at == end && kept.region == hashed)
+                .map(|&(_, index, kept)| (index, kept))
+        };
+        let (longest, _) = passed.last()?;
+        let mut keyed = self.key.hasher();
+        keyed.update(&body[self.open..*longest]);
+        let (index, kept, end, keyed, quick) = match found_at(*longest, &keyed) {
+            Some((index, kept)) => {
+                let (end, quick) = passed.pop()?;
+                (index, kept, end, keyed, quick)
+            }
+            None => {
+                // An unkeyed match the keyed hash refuses (made on purpose, or by a chance of
+                // 2^-64): the other ends, in one more pass, the longest first.
+                passed.pop();
+                let mut keyed = self.key.hasher();
+                let mut hashed_to = self.open;
+                let mut states = Vec::with_capacity(passed.len());
+                for (end, quick) in passed {
+                    keyed.update(&body[hashed_to..end]);
+                    hashed_to = end;
+                    states.push((end, keyed.clone(), quick));
+                }
+                states.into_iter().rev().find_map(|(end, keyed, quick)| {
+                    let (index, kept) = found_at(end, &keyed)?;
+                    Some((index, kept, end, keyed, quick))
+                })?
+            }
+        };
         let known = KnownItems {
             open: self.open,
             resume: end,
@@ -121,7 +158,7 @@ impl InputProbe {
         };
         let continued = Continued {
             known,
-            region,
+            region: Box::new(Region { keyed, quick }),
             key: self.key.clone(),
             decisive: kept.decisive,
             alike: false,
@@ -151,22 +188,41 @@ impl InputProbe {
         };
         let region = match continued {
             Some(continued) => {
-                let mut region = continued.region.clone();
+                let mut region = (*continued.region).clone();
                 region.update(body.get(continued.known.resume..last.end)?);
                 region
             }
             None => {
-                let mut region = self.key.hasher();
+                let mut region = Region {
+                    keyed: self.key.hasher(),
+                    quick: Xxh3::new(),
+                };
                 region.update(&body[self.open..last.end]);
                 region
             }
         };
         Some(KeptInput {
             len: last.end - self.open,
-            region: digest(&region),
+            region: digest(&region.keyed),
+            quick: region.quick.digest(),
             decisive,
             prefix,
         })
+    }
+}
+
+/// The two hashes of a text from the `[` of `input` on: the keyed one that decides, and a
+/// quick unkeyed one that passes over, first, the kept inputs a body cannot continue.
+#[derive(Clone)]
+struct Region {
+    keyed: blake3::Hasher,
+    quick: Xxh3,
+}
+
+impl Region {
+    fn update(&mut self, text: &[u8]) {
+        self.keyed.update(text);
+        self.quick.update(text);
     }
 }
 
@@ -175,7 +231,8 @@ impl InputProbe {
 #[derive(Clone)]
 pub struct Continued {
     known: KnownItems,
-    region: blake3::Hasher,
+    /// Boxed: the hashers' state is some 2.5 KiB, and a request's future that holds it moves.
+    region: Box<Region>,
     key: JudgeKey,
     /// The kept input's hash of what else decided its verdict, and whether the body was found
     /// to have the same ([`Continued::decides_alike`]).
@@ -212,6 +269,8 @@ impl Continued {
 pub struct KeptInput {
     len: usize,
     region: u128,
+    /// The quick unkeyed hash of the same text: only a filter.
+    quick: u64,
     /// A keyed hash of what the gate read besides the items (`model`, `tools`,
     /// `previous_response_id`, `conversation`).
     decisive: u128,
@@ -538,6 +597,15 @@ mod tests {
             .unwrap()
             .continues(changed.as_bytes(), &kept)
             .is_none());
+        // A byte changed before the last item, which is the same where it was: the keyed digest
+        // of the whole text tells.
+        let earlier = next.replace(r#""content":"a""#, r#""content":"z""#);
+        let probe = InputProbe::of(earlier.as_bytes(), 7, &key()).unwrap();
+        assert!(probe.continues(earlier.as_bytes(), &kept).is_none());
+        assert_ne!(
+            xxhash_rust::xxh3::xxh3_64(&earlier.as_bytes()[probe.open..probe.open + kept.len]),
+            kept.quick
+        );
         let fewer = r#"{"model":"m","tools":[{"type":"function","name":"f"}],"input":[{"role":"user","content":"a"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}, {"role":"user","content":"b"}]}"#;
         assert!(InputProbe::of(fewer.as_bytes(), 7, &key())
             .unwrap()
@@ -603,6 +671,30 @@ mod tests {
         assert!(probe.continues_one_of(next.as_bytes(), []).is_none());
         // What it found is what `continues` finds of that input alone.
         let alone = probe.continues(next.as_bytes(), &kept[3]).unwrap();
+        assert_eq!(alone.known(), continued.known());
+    }
+
+    #[test]
+    fn an_unkeyed_match_the_keyed_digest_refuses_is_not_taken() {
+        // The body continues `kept` (three items), and has a fourth item as long as the last
+        // of `forged`, an input of other text whose quick digest is made the body's there (as
+        // a crafted XXH3 collision would be).
+        let kept = kept(TURN, 7);
+        let next = TURN.replace(
+            r#""x"}]"#,
+            r#""x"},{"role":"user","content":"b"},{"role":"user","content":"c"}]"#,
+        );
+        let other = TURN.replace(r#""x"}]"#, r#""x"},{"role":"user","content":"B"}]"#);
+        let mut forged = kept_under(&other, 7, &key());
+        let probe = InputProbe::of(next.as_bytes(), 7, &key()).unwrap();
+        let end = probe.open + forged.len;
+        assert_eq!(&next.as_bytes()[end..end + 1], b",");
+        forged.quick = xxhash_rust::xxh3::xxh3_64(&next.as_bytes()[probe.open..end]);
+        assert!(probe.continues(next.as_bytes(), &forged).is_none());
+        // The shorter input the body does continue is found in the second pass.
+        let (index, continued) = probe.continues_one_of(next.as_bytes(), [&forged, &kept]).unwrap();
+        assert_eq!((index, continued.known().count), (1, 3));
+        let alone = probe.continues(next.as_bytes(), &kept).unwrap();
         assert_eq!(alone.known(), continued.known());
     }
 
