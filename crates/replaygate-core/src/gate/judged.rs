@@ -5,10 +5,11 @@
 //! later items needs of those items (their ids, the schema work they took, the ledger keys
 //! they named and a hash of what the ledger said of them), as a [`KeptInput`] known by its
 //! text (its length and a 128-bit keyed hash of it) and filed under its [`InputProbe::lead`]
-//! (the caller's context and the first items' text). Every hash over the body's text is keyed
-//! by the caller's [`JudgeKey`] (`judged_key.rs`). A later body whose `input` begins with the
-//! same text, byte for byte, in the same context, is read from the first new item on
-//! ([`crate::gate::parse_after_known`]) and only its new items are judged
+//! (the caller's context and the first items' text). Every hash that decides whether a body's
+//! text is passed over is keyed by the caller's [`JudgeKey`] (`judged_key.rs`); the one unkeyed
+//! hash, of a kept input's last item, only passes over inputs quickly. A later body whose
+//! `input` begins with the same text, byte for byte, in the same context, is read from the
+//! first new item on ([`crate::gate::parse_after_known`]) and only its new items are judged
 //! ([`Gate::judge_after`](crate::gate::Gate::judge_after)).
 //!
 //! The answer is never different from a full check. The incremental judgment gives a verdict
