@@ -5,10 +5,11 @@
 //! later items needs of those items (their ids, the schema work they took, the ledger keys
 //! they named and a hash of what the ledger said of them), as a [`KeptInput`] known by its
 //! text (its length and a 128-bit keyed hash of it) and filed under its [`InputProbe::lead`]
-//! (the caller's context and the first items' text). Every hash over the body's text is keyed
-//! by the caller's [`JudgeKey`] (`judged_key.rs`). A later body whose `input` begins with the
-//! same text, byte for byte, in the same context, is read from the first new item on
-//! ([`crate::gate::parse_after_known`]) and only its new items are judged
+//! (the caller's context and the first items' text). Every hash that decides whether a body's
+//! text is passed over is keyed by the caller's [`JudgeKey`] (`judged_key.rs`); the one unkeyed
+//! hash, of a kept input's last item, only passes over inputs quickly. A later body whose
+//! `input` begins with the same text, byte for byte, in the same context, is read from the
+//! first new item on ([`crate::gate::parse_after_known`]) and only its new items are judged
 //! ([`Gate::judge_after`](crate::gate::Gate::judge_after)).
 //!
 //! The answer is never different from a full check. The incremental judgment gives a verdict
@@ -22,7 +23,7 @@ use std::collections::HashSet;
 use std::hash::Hash;
 
 use foldhash::fast::RandomState;
-use xxhash_rust::xxh3::Xxh3;
+use xxhash_rust::xxh3::xxh3_64;
 
 use super::item::{Item, ItemClass};
 use super::judged_key::{digest, JudgeKey, KeyedWriter};
@@ -83,12 +84,12 @@ impl InputProbe {
 
     /// Of `kept`, the longest input the body continues (as [`InputProbe::continues`] tells;
     /// of equally long ones, the first), by its position in `kept`. A candidate is one whose
-    /// end lies in the body with a comma after it. The body's text is hashed once with a quick
-    /// unkeyed hash, up to the longest candidate's end, with one digest at each distinct end:
-    /// an input whose quick digest differs is passed over (a filter only, it cannot take one).
-    /// Then the keyed hash, up to the longest end the quick one passed, decides; should it
-    /// refuse that end, every end the quick hash passed is finished, in one more pass. So a
-    /// body costs one keyed pass and digest, two at most, however many inputs are kept.
+    /// end lies in the body with a comma after it, and whose last item the body seems to have
+    /// there (its length, and a quick unkeyed hash of its first and last 64 bytes: a filter
+    /// only, which can pass over an input the body cannot continue, never take one). The keyed
+    /// hash then decides, in one pass up to the longest candidate's end; should it refuse that
+    /// end, every other candidate end is finished, longest first, in one more pass. So a body
+    /// costs one keyed pass and digest, two passes at most, however many inputs are kept.
     pub fn continues_one_of<'k>(
         &self,
         body: &[u8],
@@ -99,24 +100,15 @@ impl InputProbe {
             .enumerate()
             .filter_map(|(index, kept)| {
                 let end = self.open.checked_add(kept.len)?;
-                (end <= body.len() && structure::continues_after(body, end)).then_some((end, index, kept))
+                let last = end.checked_sub(kept.last.len)?;
+                let plausible = end <= body.len()
+                    && last > self.open
+                    && structure::continues_after(body, end)
+                    && LastItem::of(&body[last..end]) == kept.last;
+                plausible.then_some((end, index, kept))
             })
             .collect();
         candidates.sort_unstable_by_key(|&(end, index, _)| (end, index));
-        // The ends the quick hash passes, with its state there.
-        let mut passed: Vec<(usize, Xxh3)> = Vec::new();
-        let mut quick = Xxh3::new();
-        let (mut hashed_to, mut hashed) = (self.open, None);
-        for &(end, _, kept) in &candidates {
-            if end != hashed_to || hashed.is_none() {
-                quick.update(&body[hashed_to..end]);
-                hashed_to = end;
-                hashed = Some(quick.digest());
-            }
-            if hashed == Some(kept.quick) && passed.last().is_none_or(|(at, _)| *at != end) {
-                passed.push((end, quick.clone()));
-            }
-        }
         // The first candidate at `end` whose keyed digest is `keyed`'s.
         let found_at = |end: usize, keyed: &blake3::Hasher| {
             let hashed = digest(keyed);
@@ -125,29 +117,29 @@ impl InputProbe {
                 .find(|(at, _, kept)| *at == end && kept.region == hashed)
                 .map(|&(_, index, kept)| (index, kept))
         };
-        let (longest, _) = passed.last()?;
+        let (longest, ..) = *candidates.last()?;
         let mut keyed = self.key.hasher();
-        keyed.update(&body[self.open..*longest]);
-        let (index, kept, end, keyed, quick) = match found_at(*longest, &keyed) {
-            Some((index, kept)) => {
-                let (end, quick) = passed.pop()?;
-                (index, kept, end, keyed, quick)
-            }
+        keyed.update(&body[self.open..longest]);
+        let (index, kept, end, keyed) = match found_at(longest, &keyed) {
+            Some((index, kept)) => (index, kept, longest, keyed),
             None => {
-                // An unkeyed match the keyed hash refuses (made on purpose, or by a chance of
-                // 2^-64): the other ends, in one more pass, the longest first.
-                passed.pop();
+                // A candidate the filter let through and the keyed digest refuses (one that
+                // goes on differently, or one made to pass the filter): the shorter ends, in
+                // one more pass, the longest first.
+                let mut ends: Vec<usize> = candidates.iter().map(|&(end, ..)| end).collect();
+                ends.dedup();
+                ends.pop();
                 let mut keyed = self.key.hasher();
                 let mut hashed_to = self.open;
-                let mut states = Vec::with_capacity(passed.len());
-                for (end, quick) in passed {
+                let mut states = Vec::with_capacity(ends.len());
+                for end in ends {
                     keyed.update(&body[hashed_to..end]);
                     hashed_to = end;
-                    states.push((end, keyed.clone(), quick));
+                    states.push((end, keyed.clone()));
                 }
-                states.into_iter().rev().find_map(|(end, keyed, quick)| {
+                states.into_iter().rev().find_map(|(end, keyed)| {
                     let (index, kept) = found_at(end, &keyed)?;
-                    Some((index, kept, end, keyed, quick))
+                    Some((index, kept, end, keyed))
                 })?
             }
         };
@@ -158,7 +150,7 @@ impl InputProbe {
         };
         let continued = Continued {
             known,
-            region: Box::new(Region { keyed, quick }),
+            region: Box::new(keyed),
             key: self.key.clone(),
             decisive: kept.decisive,
             alike: false,
@@ -178,7 +170,7 @@ impl InputProbe {
         prefix: JudgedPrefix,
     ) -> Option<KeptInput> {
         let last = request.item_spans()?.last()?.clone();
-        if last.start < self.open || last.end > body.len() || prefix.key != self.key {
+        if last.start <= self.open || last.end > body.len() || prefix.key != self.key {
             return None;
         }
         // A body found to decide alike has the kept input's: not hashed again.
@@ -193,36 +185,49 @@ impl InputProbe {
                 region
             }
             None => {
-                let mut region = Region {
-                    keyed: self.key.hasher(),
-                    quick: Xxh3::new(),
-                };
+                let mut region = self.key.hasher();
                 region.update(&body[self.open..last.end]);
                 region
             }
         };
         Some(KeptInput {
             len: last.end - self.open,
-            region: digest(&region.keyed),
-            quick: region.quick.digest(),
+            region: digest(&region),
+            last: LastItem::of(&body[last]),
             decisive,
             prefix,
         })
     }
 }
 
-/// The two hashes of a text from the `[` of `input` on: the keyed one that decides, and a
-/// quick unkeyed one that passes over, first, the kept inputs a body cannot continue.
-#[derive(Clone)]
-struct Region {
-    keyed: blake3::Hasher,
-    quick: Xxh3,
+/// A kept input's last item, as a filter: its length, and a quick unkeyed hash of its first
+/// and last 64 bytes (where an item's ids and the end of its text are). A body that does not
+/// have the same where the input's last item ended cannot continue it; one that does is then
+/// held to the input's keyed digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LastItem {
+    len: usize,
+    hash: u64,
 }
 
-impl Region {
-    fn update(&mut self, text: &[u8]) {
-        self.keyed.update(text);
-        self.quick.update(text);
+impl LastItem {
+    /// How many bytes of each end are hashed.
+    const EDGE: usize = 64;
+
+    fn of(item: &[u8]) -> LastItem {
+        let hash = match item.len() <= 2 * Self::EDGE {
+            true => xxh3_64(item),
+            false => {
+                let mut edges = [0; 2 * Self::EDGE];
+                edges[..Self::EDGE].copy_from_slice(&item[..Self::EDGE]);
+                edges[Self::EDGE..].copy_from_slice(&item[item.len() - Self::EDGE..]);
+                xxh3_64(&edges)
+            }
+        };
+        LastItem {
+            len: item.len(),
+            hash,
+        }
     }
 }
 
@@ -231,8 +236,8 @@ impl Region {
 #[derive(Clone)]
 pub struct Continued {
     known: KnownItems,
-    /// Boxed: the hashers' state is some 2.5 KiB, and a request's future that holds it moves.
-    region: Box<Region>,
+    /// Boxed: the hasher's state is some 2 KiB, and a request's future that holds it moves.
+    region: Box<blake3::Hasher>,
     key: JudgeKey,
     /// The kept input's hash of what else decided its verdict, and whether the body was found
     /// to have the same ([`Continued::decides_alike`]).
@@ -269,8 +274,8 @@ impl Continued {
 pub struct KeptInput {
     len: usize,
     region: u128,
-    /// The quick unkeyed hash of the same text: only a filter.
-    quick: u64,
+    /// Its last item, to pass over quickly the inputs a body cannot continue.
+    last: LastItem,
     /// A keyed hash of what the gate read besides the items (`model`, `tools`,
     /// `previous_response_id`, `conversation`).
     decisive: u128,
@@ -602,9 +607,10 @@ mod tests {
         let earlier = next.replace(r#""content":"a""#, r#""content":"z""#);
         let probe = InputProbe::of(earlier.as_bytes(), 7, &key()).unwrap();
         assert!(probe.continues(earlier.as_bytes(), &kept).is_none());
-        assert_ne!(
-            xxhash_rust::xxh3::xxh3_64(&earlier.as_bytes()[probe.open..probe.open + kept.len]),
-            kept.quick
+        let last = probe.open + kept.len - kept.last.len;
+        assert_eq!(
+            LastItem::of(&earlier.as_bytes()[last..probe.open + kept.len]),
+            kept.last
         );
         let fewer = r#"{"model":"m","tools":[{"type":"function","name":"f"}],"input":[{"role":"user","content":"a"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}, {"role":"user","content":"b"}]}"#;
         assert!(InputProbe::of(fewer.as_bytes(), 7, &key())
@@ -677,8 +683,8 @@ mod tests {
     #[test]
     fn an_unkeyed_match_the_keyed_digest_refuses_is_not_taken() {
         // The body continues `kept` (three items), and has a fourth item as long as the last
-        // of `forged`, an input of other text whose quick digest is made the body's there (as
-        // a crafted XXH3 collision would be).
+        // of `forged`, an input of other text whose filter is made the body's there (as a
+        // crafted XXH3 collision would be).
         let kept = kept(TURN, 7);
         let next = TURN.replace(
             r#""x"}]"#,
@@ -689,7 +695,9 @@ mod tests {
         let probe = InputProbe::of(next.as_bytes(), 7, &key()).unwrap();
         let end = probe.open + forged.len;
         assert_eq!(&next.as_bytes()[end..end + 1], b",");
-        forged.quick = xxhash_rust::xxh3::xxh3_64(&next.as_bytes()[probe.open..end]);
+        let item = end - forged.last.len;
+        assert_ne!(LastItem::of(&next.as_bytes()[item..end]), forged.last);
+        forged.last = LastItem::of(&next.as_bytes()[item..end]);
         assert!(probe.continues(next.as_bytes(), &forged).is_none());
         // The shorter input the body does continue is found in the second pass.
         let (index, continued) = probe.continues_one_of(next.as_bytes(), [&forged, &kept]).unwrap();
