@@ -50,6 +50,7 @@ pub struct Metrics {
     rate_limit_unavailable: Counter,
     items_judged: Counter,
     items_judged_before: Counter,
+    ledger_keys_asked: Counter,
     config_reloads: Family<ResultLabels, Counter>,
     bytes_out: Family<ProviderLabels, Counter>,
     client_gone: Family<TeamLabels, Counter>,
@@ -87,6 +88,7 @@ impl Metrics {
             rate_limit_unavailable: Counter::default(),
             items_judged: Counter::default(),
             items_judged_before: Counter::default(),
+            ledger_keys_asked: Counter::default(),
             config_reloads: Family::default(),
             bytes_out: Family::default(),
             client_gone: Family::default(),
@@ -164,6 +166,11 @@ impl Metrics {
             self.items_judged_before.clone(),
         );
         registry.register(
+            "replaygate_ledger_keys_asked",
+            "Item ids and blob digests the ledger's store was asked about (a turn read after an input judged before asks only about its new items': docs/incremental-judging.md#the-ledger)",
+            self.ledger_keys_asked.clone(),
+        );
+        registry.register(
             "replaygate_config_reloads",
             "Configuration reloads, by result",
             self.config_reloads.clone(),
@@ -229,6 +236,17 @@ impl Metrics {
     pub(crate) fn count_items(&self, judged: usize, judged_before: usize) {
         self.items_judged.inc_by(judged as u64);
         self.items_judged_before.inc_by(judged_before as u64);
+    }
+
+    /// Counts `keys` the ledger's store was asked about for one request.
+    pub(crate) fn count_ledger_keys(&self, keys: usize) {
+        self.ledger_keys_asked.inc_by(keys as u64);
+    }
+
+    /// How many items were passed over as judged before, so far (the tests').
+    #[cfg(test)]
+    pub(crate) fn items_judged_before(&self) -> u64 {
+        self.items_judged_before.get()
     }
 
     /// The counter of team requests whose rate could not be counted.

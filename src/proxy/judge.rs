@@ -32,6 +32,9 @@ use crate::ledger::CallIds;
 /// Bodies up to this size are read and decided on the worker (parsing 64 KiB takes some 50 µs).
 const INLINE_BODY_BYTES: usize = 64 * 1024;
 
+/// The facts of a request judged with the ledger knowing nothing.
+static NO_FACTS: std::sync::LazyLock<Provenance> = std::sync::LazyLock::new(Provenance::default);
+
 /// The schema work a decision may do on the worker before it is made on the blocking pool:
 /// well under a millisecond, and far more than a turn of an agent loop needs.
 const INLINE_WORK: u64 = 20_000;
@@ -170,8 +173,11 @@ struct Read {
     keep: bool,
     /// The input judged before that it was read after (its items not read again).
     known: Option<Known>,
-    /// What the ledger is asked about it.
+    /// What the ledger is asked about it: with a known input, only what its new items name and
+    /// the keys the ledger did not know then (docs/incremental-judging.md#the-ledger).
     query: Option<LedgerQuery>,
+    /// The ledger's loss epoch before it was asked, kept with the input's facts.
+    ledger_epoch: u64,
 }
 
 /// An input judged before that a body was read after, and where the body was read from.
@@ -254,13 +260,18 @@ impl Context {
         // Asked only when earlier turns are remembered: building the query pairs the items and
         // copies their ids, work a proxy with the ledger off has no use for.
         if self.remembers {
-            let after_known = read
-                .known
-                .as_ref()
-                .map(|known| known.kept.input.prefix().query_after(read.request()));
+            let after_known = read.known.as_ref().map(|known| {
+                let prefix = known.kept.input.prefix();
+                // The kept facts hold while no record they relied on expired and the store
+                // lost nothing since they were read (docs/incremental-judging.md#the-ledger).
+                let hold = known.kept.ledger_epoch == read.ledger_epoch
+                    && prefix.facts().holds_at(crate::state::now_unix());
+                hold.then(|| prefix.query_after(read.request())).flatten()
+            });
             let query = match after_known {
                 Some(Some(query)) => query,
-                // The query cannot be told from the new items: the body is read whole.
+                // The query cannot be told from the new items, or the kept facts may no longer
+                // be the ledger's: the body is read whole.
                 Some(None) => {
                     read = self.read_whole(&read)?;
                     LedgerQuery::of(read.request())
@@ -412,6 +423,7 @@ impl Context {
             probe,
             known,
             query: None,
+            ledger_epoch: self.ledger_epoch(),
         })
     }
 
@@ -427,22 +439,82 @@ impl Context {
     }
 
     /// `read`'s body read whole, where it was read after an input judged before: what it is
-    /// judged as when its new items alone cannot tell the verdict. Its provider and query stay.
+    /// judged as when its new items alone cannot tell the verdict. Its provider stays; its
+    /// query, when it had one, is the whole body's.
     fn read_whole(&self, read: &Read) -> Result<Read, ApiError> {
+        let body = self.parse_whole(read.body.borrow_owner().clone(), true)?;
+        let query = read
+            .query
+            .as_ref()
+            .map(|_| LedgerQuery::of(body.borrow_dependent()));
         Ok(Read {
-            body: self.parse_whole(read.body.borrow_owner().clone(), true)?,
+            body,
             provider: read.provider.clone(),
             probe: read.probe.clone(),
             keep: read.keep,
             known: None,
-            query: read.query.clone(),
+            query,
+            ledger_epoch: read.ledger_epoch,
         })
     }
 
-    /// Judges a read request with what the ledger said, and cuts out what the policy strips.
+    /// The ledger's loss epoch now (0 without the ledger).
+    fn ledger_epoch(&self) -> u64 {
+        self.state
+            .ledger
+            .as_ref()
+            .map_or(0, |ledger| ledger.store.loss_epoch())
+    }
+
+    /// Judges a read request with what the ledger said, and cuts out what the policy strips:
+    /// read after an input judged before, its new items, when they alone tell the verdict; else
+    /// (a step of its own, never a second pass of this one) the whole body, with the whole
+    /// body's facts told from the ledger's answer and the kept ones.
     fn decide_now(&self, read: &Read, facts: Option<&Provenance>, work: u64) -> Result<Judged, ApiError> {
-        let (state, asker) = (&self.state, &self.asker);
+        let Some(known) = &read.known else {
+            return self.judge_whole(read, facts, work);
+        };
+        let prefix = known.kept.input.prefix();
+        // With the ledger, the new items are judged with its answer about them and the kept
+        // records of the blobs they share with the old items (docs/incremental-judging.md).
+        let after = self
+            .remembers
+            .then(|| prefix.answer_after(read.request(), facts.cloned().unwrap_or_default()));
+        let target = self.target(read, after.as_ref(), work)?;
+        let query = read.query.as_ref();
+        if let Some((verdict, kept)) = self
+            .state
+            .gate
+            .judge_after(read.request(), &target, prefix, query)?
+        {
+            return self.conclude(read, facts, verdict, kept);
+        }
+        let whole_facts = after.map(|after| prefix.whole_answer(after));
+        self.judge_whole(&self.read_whole(read)?, whole_facts.as_ref(), work)
+    }
+
+    /// Judges the whole of a read request.
+    fn judge_whole(&self, read: &Read, facts: Option<&Provenance>, work: u64) -> Result<Judged, ApiError> {
+        let state = &self.state;
         let request = read.request();
+        let target = self.target(read, facts, work)?;
+        let query = read.query.as_ref();
+        let (verdict, kept) = match &state.judged {
+            Some(judged) => state.gate.judge_keeping(request, &target, query, judged.key())?,
+            None => (state.gate.judge(request, &target)?, None),
+        };
+        self.conclude(read, facts, verdict, kept)
+    }
+
+    /// What a read request is judged for: its provider, the asker's policy and access, `facts`
+    /// and the work budget.
+    fn target<'a>(
+        &'a self,
+        read: &Read,
+        facts: Option<&'a Provenance>,
+        work: u64,
+    ) -> Result<Target<'a>, ApiError> {
+        let asker = &self.asker;
         let snapshot = &asker.snapshot;
         let provider = snapshot.provider(&read.provider)?;
         let policy = snapshot.policy_of(asker.team.as_deref());
@@ -451,8 +523,7 @@ impl Context {
         // also in a body that asked the ledger nothing (its ids too long to be recorded): it is
         // judged with the ledger knowing nothing.
         let deny_unknown = self.denies_unknown_state();
-        let no_facts = Provenance::default();
-        if let Some(provenance) = facts.or(deny_unknown.then_some(&no_facts)) {
+        if let Some(provenance) = facts.or(deny_unknown.then_some(&*NO_FACTS)) {
             target = target.with_provenance(provenance);
         }
         if let Some(access) = asker.access() {
@@ -461,26 +532,27 @@ impl Context {
         // The gate reads no configuration: it is told whether sessions are carried, so that
         // `foreign_previous_response` says how to go on (a loaded configuration carries
         // sessions only with `store_items`).
-        let carries = state
+        let carries = self
+            .state
             .ledger
             .as_ref()
             .is_some_and(|ledger| ledger.settings.carry_sessions);
-        let target = target.with_carry_sessions(carries);
+        Ok(target.with_carry_sessions(carries))
+    }
+
+    /// The judgment of a read request from its verdict: its input kept when judged clean (and
+    /// read once more, not kept, when `facts` are not the ledger's answer to its query), what
+    /// the policy strips cut out.
+    fn conclude(
+        &self,
+        read: &Read,
+        facts: Option<&Provenance>,
+        verdict: Verdict,
+        kept: Option<gate::JudgedPrefix>,
+    ) -> Result<Judged, ApiError> {
+        let state = &self.state;
+        let request = read.request();
         let query = read.query.as_ref();
-        let (verdict, kept) = match &read.known {
-            Some(known) => match state
-                .gate
-                .judge_after(request, &target, known.kept.input.prefix(), query)?
-            {
-                Some(judged) => judged,
-                // Only the whole body's judgment can tell.
-                None => return self.decide_now(&self.read_whole(read)?, facts, work),
-            },
-            None => match &state.judged {
-                Some(judged) => state.gate.judge_keeping(request, &target, query, judged.key())?,
-                None => (state.gate.judge(request, &target)?, None),
-            },
-        };
         let judged_before = read
             .known
             .as_ref()
@@ -510,7 +582,15 @@ impl Context {
                 prefix,
             ) {
                 let call_ids = input_call_ids.clone();
-                judged.keep(probe, Kept { input, call_ids });
+                let ledger_epoch = read.ledger_epoch;
+                judged.keep(
+                    probe,
+                    Kept {
+                        input,
+                        call_ids,
+                        ledger_epoch,
+                    },
+                );
             }
         }
         // A refused request is not forwarded, so nothing is cut from it.
@@ -568,6 +648,9 @@ async fn ask_ledger(
     query: &LedgerQuery,
 ) -> Result<Arc<Provenance>, ApiError> {
     let ledger = state.ledger.as_ref().expect("only a ledger is asked");
+    state
+        .metrics
+        .count_ledger_keys(query.item_ids.len() + query.digests.len() + query.short_ids.len());
     match ledger.provenance(query).await {
         Ok(facts) => Ok(Arc::new(facts)),
         Err(error) => {
@@ -791,5 +874,61 @@ mod tests {
         let whole: Arc<dyn EarlierTurns> = one_chain("resp_openai_1", "bedrock", true);
         let judged = judged_with(&state, "bedrock", &body, Some(whole)).await;
         assert_eq!(reasons(&judged), Vec::<String>::new());
+    }
+
+    /// `items` recorded as the output of response `id` by `provider`.
+    async fn record(state: &ProxyState, id: &str, provider: &str, items: &[serde_json::Value]) {
+        let record = ResponseRecord {
+            id: id.into(),
+            model: Some("gpt-5".into()),
+            items: items
+                .iter()
+                .filter_map(crate::gate::provenance::item_record_from_value)
+                .collect(),
+        };
+        let owner = Owner {
+            provider: provider.into(),
+            model: Some("gpt-5".into()),
+        };
+        let stored = StoredResponse::new(record, owner, None, None, crate::state::now_unix(), 3600);
+        state.store.put_response(&stored).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn kept_facts_hold_only_while_the_store_loses_no_record() {
+        let state = state_with_a_recorded_answer().await;
+        let reasoning = serde_json::json!({"type": "reasoning", "id": "rs_0123456789abcdef",
+            "summary": [], "encrypted_content": "gAAAA-the-blob"});
+        record(&state, "resp_a", "openai", std::slice::from_ref(&reasoning)).await;
+        let mut items = vec![
+            serde_json::json!({"role": "developer", "content": "be brief"}),
+            serde_json::json!({"role": "user", "content": "go"}),
+            reasoning,
+        ];
+        fn turn(items: &mut Vec<serde_json::Value>, n: usize) -> Bytes {
+            items.push(serde_json::json!({"role": "user", "content": format!("turn {n}")}));
+            Bytes::from(serde_json::json!({"model": "gpt-5", "input": items}).to_string())
+        }
+        let before = |state: &ProxyState| state.metrics.items_judged_before();
+        // Judged whole twice (the lead seen, then the input kept), then after the kept input,
+        // with what the ledger said of the blob kept: openai's, so allowed.
+        for n in 0..3 {
+            let judged = judged(&state, "openai", &turn(&mut items, n)).await;
+            assert_eq!(reasons(&judged), Vec::<String>::new(), "turn {n}");
+        }
+        assert!(before(&state) > 0, "the third turn was read after the second");
+        // The record is lost (its response written again without it), and the blob recorded
+        // since as another provider's: the kept facts no longer hold, and the body is judged
+        // whole, as the ledger says now.
+        record(&state, "resp_a", "openai", &[]).await;
+        let digest = crate::gate::provenance::item_record_from_value(&items[2])
+            .unwrap()
+            .digest;
+        assert!(state.store.items_by_digest(&[digest]).await.unwrap()[0].is_none());
+        record(&state, "resp_b", "bedrock", &items[2..3]).await;
+        let judged_before = before(&state);
+        let judged = judged(&state, "openai", &turn(&mut items, 3)).await;
+        assert_eq!(reasons(&judged), ["foreign_encrypted_content"]);
+        assert_eq!(before(&state), judged_before, "judged whole");
     }
 }

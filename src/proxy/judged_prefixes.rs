@@ -34,6 +34,9 @@ pub(crate) struct Kept {
     /// The `call_id`s of the calls among its items (what the ledger records of a request's
     /// input).
     pub(crate) call_ids: CallIds,
+    /// The ledger's loss epoch when the facts kept with it were read: they hold only while it
+    /// stays the same (docs/incremental-judging.md#the-ledger).
+    pub(crate) ledger_epoch: u64,
 }
 
 /// What a probed body finds among the kept inputs ([`JudgedPrefixes::look_up`]).
@@ -225,6 +228,7 @@ mod tests {
         let kept = Kept {
             input,
             call_ids: CallIds::default(),
+            ledger_epoch: 0,
         };
         (probe, kept)
     }

@@ -63,6 +63,7 @@ pub async fn report_memory_policy(store: &StateStore, meter: &StateMeter) -> Opt
         }
     };
     let may_evict = policy.may_evict();
+    redis.note_memory_policy(may_evict);
     if meter.policy(policy.name(), may_evict) {
         tracing::warn!(
             policy = policy.name().unwrap_or_default(),

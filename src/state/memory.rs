@@ -1,5 +1,6 @@
 //! The `memory` backend: maps in this process, each write sweeping out what has expired.
 
+use super::loss_epoch::LossEpoch;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::num::NonZeroU32;
@@ -16,6 +17,8 @@ use crate::ledger::{StoredItem, StoredResponse};
 pub struct MemoryStore {
     maps: Arc<Mutex<Maps>>,
     limiter: Arc<LocalRateLimiter>,
+    /// Moved when a response is written again (the items it no longer holds go).
+    losses: LossEpoch,
 }
 
 /// The records, each held once: the item indexes point into the response that holds the item.
@@ -45,6 +48,11 @@ impl ItemAt {
 }
 
 impl MemoryStore {
+    /// The loss epoch ([`StateStore::loss_epoch`](super::StateStore::loss_epoch)).
+    pub(super) fn loss_epoch(&self) -> u64 {
+        self.losses.current()
+    }
+
     /// The tests' [`MemoryStore::record_response`] of a borrowed response.
     #[cfg(test)]
     pub(super) fn put_response(&self, response: &StoredResponse) -> Result<(), StoreError> {
@@ -71,7 +79,11 @@ impl MemoryStore {
         let expires = response.expires_unix;
         match maps.responses.insert(response.id.clone(), response.clone()) {
             // Written again: the items it no longer holds go with the older record.
-            Some(older) => maps.forget_items(&older),
+            Some(older) => {
+                if maps.forget_items(&older) {
+                    self.losses.bump();
+                }
+            }
             None => maps.expiring.push(Reverse((expires, response.id.clone()))),
         }
         Ok(())
@@ -139,19 +151,23 @@ impl Maps {
     }
 
     /// Removes the index entries that lead to `response` (not those a later record of an
-    /// item has taken).
-    fn forget_items(&mut self, response: &Arc<StoredResponse>) {
+    /// item has taken); whether it removed any.
+    fn forget_items(&mut self, response: &Arc<StoredResponse>) -> bool {
         let held_here = |at: Option<&ItemAt>| at.is_some_and(|at| Arc::ptr_eq(&at.response, response));
+        let mut removed = false;
         for id in response.item_ids() {
             if held_here(self.by_id.get(id)) {
                 self.by_id.remove(id);
+                removed = true;
             }
         }
         for digest in response.item_digests() {
             if held_here(self.by_digest.get(digest)) {
                 self.by_digest.remove(digest);
+                removed = true;
             }
         }
+        removed
     }
 }
 

@@ -19,6 +19,7 @@ mod eviction;
 #[cfg(test)]
 mod footprint;
 mod key_filter;
+mod loss_epoch;
 mod memory;
 mod rate_limit;
 mod redis;
@@ -193,6 +194,17 @@ impl StateStore {
         match self {
             StateStore::Embedded(store) => Some(store.disk_usage().await),
             _ => None,
+        }
+    }
+
+    /// The backend's loss epoch (docs/incremental-judging.md#the-ledger): it changes whenever
+    /// records may have been lost before their expiry, so facts read from the store under one
+    /// epoch still hold while it stays the same (and their records have not expired).
+    pub(crate) fn loss_epoch(&self) -> u64 {
+        match self {
+            StateStore::Memory(memory) => memory.loss_epoch(),
+            StateStore::Redis(redis) => redis.loss_epoch(),
+            StateStore::Embedded(embedded) => embedded.loss_epoch(),
         }
     }
 

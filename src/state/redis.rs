@@ -26,6 +26,9 @@
 //! failure, so a store built while Redis is down answers `Unavailable` until Redis is back,
 //! then works, with no new store.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::loss_epoch::LossEpoch;
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
@@ -66,6 +69,12 @@ struct Inner {
     connecting: tokio::sync::Mutex<()>,
     /// Whether the last write was refused for memory (an `OOM` reply).
     health: WriteHealth,
+    /// Moved by every failed call and every new connection: a server that failed over, or
+    /// restarted, may not hold what the last one did (docs/incremental-judging.md#the-ledger).
+    losses: LossEpoch,
+    /// Whether the server's `maxmemory-policy` was last read as `noeviction`: otherwise a record
+    /// may be evicted at any time, unseen.
+    keeps_records: AtomicBool,
 }
 
 struct Current {
@@ -124,6 +133,8 @@ impl RedisStore {
                 current: Mutex::new(None),
                 connecting: tokio::sync::Mutex::new(()),
                 health: WriteHealth::default(),
+                losses: LossEpoch::default(),
+                keeps_records: AtomicBool::new(false),
             }),
         })
     }
@@ -132,6 +143,22 @@ impl RedisStore {
     #[cfg(test)]
     pub(crate) fn timeout(&self) -> Duration {
         self.inner.timeout
+    }
+
+    /// The loss epoch ([`StateStore::loss_epoch`](super::StateStore::loss_epoch)): a new one at
+    /// every call unless the server was last known not to evict (`noeviction`).
+    pub(super) fn loss_epoch(&self) -> u64 {
+        if !self.inner.keeps_records.load(Ordering::Acquire) {
+            self.inner.losses.bump();
+        }
+        self.inner.losses.current()
+    }
+
+    /// Notes the server's memory policy as read: whether it may evict records.
+    pub(super) fn note_memory_policy(&self, may_evict: Option<bool>) {
+        self.inner
+            .keeps_records
+            .store(may_evict == Some(false), Ordering::Release);
     }
 
     pub(super) async fn put_response(&self, response: &StoredResponse) -> Result<(), StoreError> {
@@ -354,6 +381,9 @@ impl RedisStore {
             }
         };
         let outcome = tokio::time::timeout(self.inner.timeout, attempt).await;
+        if !matches!(outcome, Ok(Ok(_))) {
+            self.inner.losses.bump();
+        }
         match outcome {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(err)) => {
@@ -417,6 +447,7 @@ impl RedisStore {
             return Ok(None);
         };
         let conn = lazy?;
+        self.inner.losses.bump();
         let generation = next_generation();
         *current = Some(Current {
             conn: conn.clone(),
@@ -427,6 +458,7 @@ impl RedisStore {
 
     /// Keeps `conn` as the connection in use.
     fn keep(&self, conn: Conn) -> (Conn, u64) {
+        self.inner.losses.bump();
         let mut current = self.inner.current.lock().unwrap_or_else(|e| e.into_inner());
         let generation = next_generation();
         *current = Some(Current {

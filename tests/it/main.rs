@@ -21,6 +21,7 @@ mod head_errors;
 mod item_profiles;
 mod item_profiles_cli;
 mod item_profiles_sdk;
+mod judged_ledger;
 mod judged_prefixes;
 mod ledger;
 mod limits;

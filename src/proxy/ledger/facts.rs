@@ -52,8 +52,8 @@ impl Ledger {
         // The short ids were asked after the others, in the same lookups.
         let short = by_id.split_off(query.item_ids.len().min(by_id.len()));
         for (id, item) in query.short_ids.iter().zip(short) {
-            if item.is_some_and(|item| item.team.is_some()) {
-                facts.short_ids.insert(id.clone());
+            if let Some(item) = item.filter(|item| item.team.is_some()) {
+                facts.short_ids.insert(id.clone(), item.expires_unix);
             }
         }
         for (id, item) in query.item_ids.iter().zip(by_id) {

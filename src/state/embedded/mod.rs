@@ -67,6 +67,7 @@
 //!
 //! [fjall]: https://fjall-rs.github.io
 
+use super::loss_epoch::LossEpoch;
 use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::num::NonZeroU32;
@@ -180,6 +181,9 @@ struct Inner {
     budget: Arc<DiskBudget>,
     /// What this process committed lately.
     recent: Recent,
+    /// Moved when records may be gone before their expiry: evicted for the disk budget, a
+    /// batch that lookups saw and that did not commit, a response written again.
+    losses: LossEpoch,
 }
 
 /// Knobs the tests turn down.
@@ -370,10 +374,19 @@ impl EmbeddedStore {
         let filters = Arc::new(Filters::new(filter, loaded, max_bits));
         let (queue, requests) = mpsc::sync_channel(tuning.queue);
         let (writer_store, writer_filters, writer_budget) = (store.clone(), filters.clone(), budget.clone());
+        let losses = LossEpoch::default();
+        let writer_losses = losses.clone();
         let writer = std::thread::Builder::new()
             .name("ledger-writer".into())
             .spawn(move || {
-                writer::write_loop(&writer_store, &writer_filters, &writer_budget, &requests, tuning)
+                writer::write_loop(
+                    &writer_store,
+                    &writer_filters,
+                    &writer_budget,
+                    &requests,
+                    tuning,
+                    &writer_losses,
+                )
             })
             .map_err(unavailable("cannot start the ledger writer"))?;
         Ok(EmbeddedStore {
@@ -385,8 +398,14 @@ impl EmbeddedStore {
                 filters,
                 budget,
                 recent: Recent::new(tuning.memory.recent, (tuning.queue + MAX_BATCH) as u64),
+                losses,
             }),
         })
+    }
+
+    /// The loss epoch ([`StateStore::loss_epoch`](super::StateStore::loss_epoch)).
+    pub(super) fn loss_epoch(&self) -> u64 {
+        self.inner.losses.current()
     }
 
     /// Writes `response` and waits for the commit (the tests' write; the ledger queues).

@@ -226,6 +226,9 @@ pub(super) struct Tables<'k> {
     response_ids: Pending<'k, 16>,
     item_ids: Pending<'k, 16>,
     item_digests: Pending<'k, 16>,
+    /// Whether a response written again in this batch no longer holds some item its older
+    /// record did (docs/incremental-judging.md#the-ledger).
+    dropped_items: bool,
 }
 
 impl<'k> Tables<'k> {
@@ -236,6 +239,7 @@ impl<'k> Tables<'k> {
             response_ids: Pending::new(&keyspaces.response_ids),
             item_ids: Pending::new(&keyspaces.item_ids),
             item_digests: Pending::new(&keyspaces.item_digests),
+            dropped_items: false,
         }
     }
 
@@ -271,6 +275,10 @@ impl<'k> Tables<'k> {
             let old = self.responses.get(&old_at)?;
             self.responses.remove(old_at);
             if let Some(old) = old.and_then(|row| serde_json::from_slice::<StoredResponse>(&row).ok()) {
+                self.dropped_items |= old.item_ids().any(|id| !response.item_ids().any(|new| new == id))
+                    || old
+                        .item_digests()
+                        .any(|digest| !response.item_digests().any(|new| new == digest));
                 self.unindex(&old)?;
             }
         }
@@ -304,6 +312,12 @@ impl<'k> Tables<'k> {
             self.responses.remove(*row_at);
         }
         Ok(due.len())
+    }
+
+    /// Whether a response written again in this batch no longer holds some item its older
+    /// record did: a record lookups may have found is gone.
+    pub(super) fn dropped_items(&self) -> bool {
+        self.dropped_items
     }
 
     /// Removes the index rows of `response`'s items that point at it (an item recorded since

@@ -12,6 +12,7 @@ use super::filters::Filters;
 use super::tables::{Store, Tables};
 use super::{write_failed, Command, Record, Tuning, MAX_BATCH};
 use crate::state::key_filter::KeyFilter;
+use crate::state::loss_epoch::LossEpoch;
 use crate::state::{now_unix, StoreError};
 
 /// The writer thread: batches puts, runs sweeps, keeps the tree within its disk budget, ends
@@ -22,6 +23,7 @@ pub(super) fn write_loop(
     budget: &DiskBudget,
     requests: &Receiver<Command>,
     tuning: Tuning,
+    losses: &LossEpoch,
 ) {
     // The thread filling a grown key filter, if one is.
     let mut filler: Option<JoinHandle<()>> = None;
@@ -73,7 +75,7 @@ pub(super) fn write_loop(
             let bytes: usize = puts.iter().map(|(record, _)| record.json.len()).sum();
             let result = budget
                 .room_for(bytes as u64)
-                .and_then(|()| write_batch(store, puts.iter().map(|(record, _)| record)))
+                .and_then(|()| write_batch(store, puts.iter().map(|(record, _)| record), losses))
                 .and_then(|()| match durable {
                     true => persist(store),
                     false => Ok(()),
@@ -86,7 +88,11 @@ pub(super) fn write_loop(
             match &result {
                 Ok(()) if durable => durable_by = None,
                 Ok(()) => {}
-                Err(e) => tracing::warn!(error = %e, records = puts.len(), "ledger write failed"),
+                Err(e) => {
+                    // Lookups found these records from the moment they were queued.
+                    losses.bump();
+                    tracing::warn!(error = %e, records = puts.len(), "ledger write failed")
+                }
             }
             for (_, ack) in puts {
                 ack.send(&result);
@@ -105,8 +111,12 @@ pub(super) fn write_loop(
             durable_by = None;
         }
         if Instant::now() >= next_budget {
-            if let Err(e) = budget.enforce(store, &tuning) {
-                tracing::warn!(error = %e, "keeping the ledger within [state] max_disk_bytes failed");
+            match budget.enforce(store, &tuning) {
+                Ok(0) => {}
+                Ok(_) => losses.bump(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "keeping the ledger within [state] max_disk_bytes failed")
+                }
             }
             next_budget = Instant::now() + tuning.budget_every;
         }
@@ -146,10 +156,17 @@ fn persist(store: &Store) -> Result<(), StoreError> {
 }
 
 /// Commits every record of a batch at once.
-fn write_batch<'a>(store: &Store, batch: impl Iterator<Item = &'a Record>) -> Result<(), StoreError> {
+fn write_batch<'a>(
+    store: &Store,
+    batch: impl Iterator<Item = &'a Record>,
+    losses: &LossEpoch,
+) -> Result<(), StoreError> {
     let mut tables = Tables::new(&store.keyspaces);
     for record in batch {
         tables.put(&record.response, &record.json, record.new)?;
+    }
+    if tables.dropped_items() {
+        losses.bump();
     }
     tables.commit(&store.db)
 }

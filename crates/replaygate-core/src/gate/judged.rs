@@ -20,14 +20,15 @@
 //! it cannot: no call among them is unanswered and none is a reasoning item last.
 
 use std::collections::HashSet;
-use std::hash::Hash;
+use std::sync::Arc;
 
 use foldhash::fast::RandomState;
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::item::{Item, ItemClass};
-use super::judged_key::{digest, JudgeKey, KeyedWriter};
-use super::provenance::{LedgerQuery, Provenance};
+use super::judged_facts::KeptFacts;
+use super::judged_key::{digest, JudgeKey};
+use super::provenance::{blob_digest, carries_blobs, LedgerQuery, Provenance};
 use super::request::{ItemsAt, KnownItems, ParsedRequest};
 use super::verdict::Verdict;
 use crate::json::structure;
@@ -357,16 +358,8 @@ pub struct JudgedPrefix {
     ids: HashSet<u128, RandomState>,
     /// The schema work their judgment took.
     work: u64,
-    /// The ids the ledger was asked about, as [`LedgerQuery::item_ids`] lists them, and how
-    /// many of them (the first) are reasoning, compaction and item_reference ids.
-    query_ids: Vec<String>,
-    query_ids_elsewhere: usize,
-    /// The digests the ledger was asked about.
-    query_digests: Vec<[u8; 32]>,
-    /// The ids too short to name one item that the ledger was asked whether it knows.
-    query_short_ids: Vec<String>,
-    /// A keyed hash of what the ledger said about those keys.
-    facts: u128,
+    /// What the ledger said of the items' ids and blobs (docs/incremental-judging.md#the-ledger).
+    facts: Arc<KeptFacts>,
 }
 
 impl JudgedPrefix {
@@ -382,11 +375,7 @@ impl JudgedPrefix {
 
     /// Roughly the memory it holds, in bytes (what a cache of them weighs).
     pub fn footprint(&self) -> usize {
-        std::mem::size_of::<Self>()
-            + self.ids.capacity() * 24
-            + self.query_ids.iter().map(|id| id.len() + 24).sum::<usize>()
-            + self.query_digests.len() * 32
-            + self.query_short_ids.iter().map(|id| id.len() + 24).sum::<usize>()
+        std::mem::size_of::<Self>() + self.ids.capacity() * 24 + self.facts.footprint()
     }
 
     /// The schema work the judgment of these items took.
@@ -399,10 +388,16 @@ impl JudgedPrefix {
         self.ids.contains(&self.key.digest(id.as_bytes()))
     }
 
+    /// What the ledger said of these items' ids and blobs.
+    pub fn facts(&self) -> &KeptFacts {
+        &self.facts
+    }
+
     /// The ledger query of a body read after these items ([`ParsedRequest::known_items`]):
-    /// what [`LedgerQuery::of`] gives for the whole body. `None` when it cannot be told from
-    /// the new items alone (one of them has an id of these items); the caller then reads the
-    /// whole body.
+    /// the keys its new items name, and the keys of these items the ledger did not know (a
+    /// record may have been written since); what the ledger said of the others is kept
+    /// ([`JudgedPrefix::facts`]). `None` when one of the new items has an id of these items:
+    /// the caller then reads the whole body.
     pub fn query_after(&self, request: &ParsedRequest<'_>) -> Option<LedgerQuery> {
         if request
             .items()
@@ -412,40 +407,59 @@ impl JudgedPrefix {
             return None;
         }
         let new = LedgerQuery::of(request);
-        let (old_elsewhere, old_other) = self.query_ids.split_at(self.query_ids_elsewhere);
+        let unknown = self.facts.unknown();
         let (new_elsewhere, new_other) = new.item_ids.split_at(new.item_ids_elsewhere);
-        let keys = self.query_ids.len() + new.item_ids.len();
-        let mut item_ids = Vec::with_capacity(keys);
-        item_ids.extend_from_slice(old_elsewhere);
+        let mut item_ids =
+            Vec::with_capacity(unknown.ids_elsewhere.len() + unknown.ids_other.len() + new.item_ids.len());
+        item_ids.extend_from_slice(&unknown.ids_elsewhere);
         item_ids.extend_from_slice(new_elsewhere);
-        item_ids.extend_from_slice(old_other);
+        item_ids.extend_from_slice(&unknown.ids_other);
         item_ids.extend_from_slice(new_other);
-        // A blob digest is of the item's type and blob alone, so an old item's may repeat.
-        let mut query_digests = self.query_digests.clone();
-        let old: HashSet<&[u8; 32], RandomState> = self.query_digests.iter().collect();
-        query_digests.extend(new.digests.iter().filter(|d| !old.contains(d)));
+        // A blob digest is of the item's type and blob alone, so an old item's may repeat: one
+        // asked before is not asked again (a known one is taken from the kept facts).
+        let mut digests = unknown.digests.clone();
+        digests.extend(new.digests.iter().filter(|d| !self.facts.was_asked_digest(d)));
         // No new item has a kept item's id, so the short ones are new too.
-        let mut short_ids = self.query_short_ids.clone();
+        let mut short_ids = unknown.short_ids.clone();
         short_ids.extend_from_slice(&new.short_ids);
         Some(LedgerQuery {
             item_ids,
-            item_ids_elsewhere: old_elsewhere.len() + new_elsewhere.len(),
-            digests: query_digests,
+            item_ids_elsewhere: unknown.ids_elsewhere.len() + new_elsewhere.len(),
+            digests,
             short_ids,
             ..new
         })
     }
 
-    /// Whether the ledger says now about these items' keys what it said when they were judged.
-    pub(crate) fn same_facts(&self, provenance: Option<&Provenance>) -> bool {
-        self.facts
-            == facts_hash(
-                &self.key,
-                &self.query_ids,
-                &self.query_short_ids,
-                &self.query_digests,
-                provenance,
-            )
+    /// The ledger's `answer` to [`JudgedPrefix::query_after`], completed with the kept records
+    /// of the blobs that new items of `request` share with these items: what the new items are
+    /// judged with.
+    pub fn answer_after(&self, request: &ParsedRequest<'_>, mut answer: Provenance) -> Provenance {
+        for item in request.items().iter().filter(|item| carries_blobs(item)) {
+            let Some(digest) = blob_digest(item) else {
+                continue;
+            };
+            if answer.encrypted.contains_key(&digest) {
+                continue;
+            }
+            if let Some(stored) = self.facts.record_of_digest(&digest) {
+                answer.encrypted.insert(digest, stored.clone());
+            }
+        }
+        answer
+    }
+
+    /// The ledger's answer to the whole body's query, told from `answer` (to
+    /// [`JudgedPrefix::query_after`]) and the kept facts, while they hold: what the whole body
+    /// is judged with when the new items alone cannot tell its verdict.
+    pub fn whole_answer(&self, answer: Provenance) -> Provenance {
+        self.facts.merged_into(answer)
+    }
+
+    /// Whether `answer` (to [`JudgedPrefix::query_after`]) agrees with the kept facts: every key
+    /// the ledger did not know, it still does not.
+    pub(crate) fn facts_agree(&self, answer: Option<&Provenance>) -> bool {
+        answer.is_none_or(|answer| self.facts.unknown_still_unknown(answer))
     }
 }
 
@@ -498,54 +512,18 @@ pub(crate) fn keep(
             .filter_map(Item::id)
             .map(|id| key.digest(id.as_bytes())),
     );
-    let (query_ids, query_ids_elsewhere, query_digests, query_short_ids) = match query {
-        Some(query) => (
-            query.item_ids.clone(),
-            query.item_ids_elsewhere,
-            query.digests.clone(),
-            query.short_ids.clone(),
-        ),
-        None => Default::default(),
-    };
-    let facts = facts_hash(key, &query_ids, &query_short_ids, &query_digests, provenance);
+    let facts = Arc::new(KeptFacts::after(
+        known.map(|known| &known.facts),
+        query,
+        provenance,
+    ));
     Some(JudgedPrefix {
         key: key.clone(),
         items: request.known_items() + items.len(),
         ids,
         work: tail.work,
-        query_ids,
-        query_ids_elsewhere,
-        query_digests,
-        query_short_ids,
         facts,
     })
-}
-
-/// A keyed hash of what `provenance` says about `ids`, `short_ids` and `digests` (the ledger's
-/// records of them, or that it has none).
-fn facts_hash(
-    key: &JudgeKey,
-    ids: &[String],
-    short_ids: &[String],
-    digests: &[[u8; 32]],
-    provenance: Option<&Provenance>,
-) -> u128 {
-    let mut hasher = KeyedWriter::new(key);
-    if let Some(provenance) = provenance {
-        for id in ids {
-            id.hash(&mut hasher);
-            provenance.items.get(id).hash(&mut hasher);
-        }
-        for id in short_ids {
-            id.hash(&mut hasher);
-            provenance.short_ids.contains(id).hash(&mut hasher);
-        }
-        for digest in digests {
-            digest.hash(&mut hasher);
-            provenance.encrypted.get(digest).hash(&mut hasher);
-        }
-    }
-    hasher.digest()
 }
 
 #[cfg(test)]
@@ -717,7 +695,6 @@ mod tests {
         assert_ne!(one.decisive, other.decisive);
         assert_ne!(one.prefix.ids, other.prefix.ids);
         assert!(one.prefix.has_id("fc_1") && other.prefix.has_id("fc_1"));
-        assert_ne!(one.prefix.facts, other.prefix.facts);
         // A body probed under the other key has another lead, and does not continue the input
         // kept under the first, though its text does.
         let probe = InputProbe::of(next.as_bytes(), 7, &other_key).unwrap();

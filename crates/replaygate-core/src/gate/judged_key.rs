@@ -66,52 +66,8 @@ fn cut(hash: blake3::Hash) -> u128 {
     u128::from_le_bytes(first)
 }
 
-/// A [`std::hash::Hasher`] over a keyed hasher, for what is hashed with `Hash` (a few bytes a
-/// write), gathered and fed in larger pieces.
-pub(crate) struct KeyedWriter {
-    hasher: blake3::Hasher,
-    pending: Vec<u8>,
-}
-
-/// How much is gathered before it is fed: pieces of several chunks are hashed several chunks
-/// at a time.
-const PENDING_BYTES: usize = 64 * 1024;
-
-impl KeyedWriter {
-    pub(crate) fn new(key: &JudgeKey) -> KeyedWriter {
-        KeyedWriter {
-            hasher: key.hasher(),
-            pending: Vec::new(),
-        }
-    }
-
-    /// The keyed 128-bit digest of everything written.
-    pub(crate) fn digest(mut self) -> u128 {
-        self.hasher.update(&self.pending);
-        digest(&self.hasher)
-    }
-}
-
-impl std::hash::Hasher for KeyedWriter {
-    fn write(&mut self, bytes: &[u8]) {
-        self.pending.extend_from_slice(bytes);
-        if self.pending.len() >= PENDING_BYTES {
-            self.hasher.update(&self.pending);
-            self.pending.clear();
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        let mut hasher = self.hasher.clone();
-        hasher.update(&self.pending);
-        digest(&hasher) as u64
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::hash::{Hash, Hasher};
-
     use super::*;
 
     #[test]
@@ -155,19 +111,5 @@ mod tests {
         hasher.update(&text[5_000..]);
         assert_eq!(early, key.digest(&text[..5_000]));
         assert_eq!(digest(&hasher), key.digest(&text));
-        // Written a few bytes at a time, past the gathered size, as `Hash` writes.
-        let mut writer = KeyedWriter::new(&key);
-        for piece in text.chunks(7) {
-            writer.write(piece);
-        }
-        let finish = writer.finish();
-        let whole = writer.digest();
-        assert_eq!(whole, key.digest(&text));
-        assert_eq!(finish, whole as u64);
-        let mut one = KeyedWriter::new(&key);
-        "id".hash(&mut one);
-        let mut other = KeyedWriter::new(&JudgeKey::from_bytes([4; 32]));
-        "id".hash(&mut other);
-        assert_ne!(one.digest(), other.digest());
     }
 }

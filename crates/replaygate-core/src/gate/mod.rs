@@ -32,6 +32,7 @@ pub mod item_pattern;
 pub mod item_profile;
 pub mod judged;
 mod judged_check;
+mod judged_facts;
 mod judged_key;
 mod name_table;
 pub mod output;
@@ -59,7 +60,10 @@ pub use access::StateAccess;
 pub use item_profile::{ItemProfile, ProfileError};
 pub use judged::{Continued, InputProbe, JudgedPrefix, KeptInput};
 #[doc(hidden)]
-pub use judged_check::{judged_after_prefixes_as_whole, recorded_as_sent};
+pub use judged_check::{
+    judged_after_prefixes_as_whole, recorded_as_sent, recorded_for, CheckedFor, LedgerChange,
+};
+pub use judged_facts::KeptFacts;
 pub use judged_key::JudgeKey;
 pub use output::{OutputCall, ResponseViolation};
 pub use profile::{EncryptedScope, Policy, ProviderProfile, Target, DEFAULT_WORK_BUDGET};

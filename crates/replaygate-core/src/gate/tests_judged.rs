@@ -7,9 +7,10 @@ use proptest::prelude::*;
 
 use super::rules::tests_corpus::corpus;
 use super::{
-    judged_after_prefixes_as_whole, recorded_as_sent as recorded, ItemProfile, ItemsAt, Policy, Provenance,
-    ProviderProfile,
+    judged_after_prefixes_as_whole, recorded_as_sent as recorded, recorded_for, CheckedFor, ItemProfile,
+    ItemsAt, LedgerChange, Policy, Provenance, ProviderProfile, StateAccess,
 };
+use crate::gate::provenance::StoredItem;
 
 /// How many cuts were judged after their prefix.
 #[derive(Debug, Default)]
@@ -18,18 +19,26 @@ struct Outcome {
 }
 
 fn agree(body: &str, provider: &ProviderProfile, facts: Option<&Provenance>, outcome: &mut Outcome) {
-    agree_as_facts_change(body, provider, facts, facts, outcome)
+    let unchanged = facts.map(|then| LedgerChange {
+        then,
+        written: &NOTHING,
+        lost: false,
+        now_unix: 1,
+    });
+    agree_as_ledger_changes(body, provider, unchanged.as_ref(), outcome)
 }
 
-fn agree_as_facts_change(
+static NOTHING: std::sync::LazyLock<Provenance> = std::sync::LazyLock::new(Provenance::default);
+
+fn agree_as_ledger_changes(
     body: &str,
     provider: &ProviderProfile,
-    earlier_facts: Option<&Provenance>,
-    facts: Option<&Provenance>,
+    ledger: Option<&LedgerChange<'_>>,
     outcome: &mut Outcome,
 ) {
+    let policy = Policy::default();
     outcome.incremental +=
-        judged_after_prefixes_as_whole(body, provider, &Policy::default(), earlier_facts, facts);
+        judged_after_prefixes_as_whole(body, &CheckedFor::provider(provider, &policy), ledger);
 }
 
 fn providers() -> Vec<ProviderProfile> {
@@ -84,6 +93,9 @@ enum Step {
     Namespaced,
     /// An item repeating an earlier item's id.
     RepeatedId,
+    /// A reasoning item by an id too short to name one item (a provider that numbers them per
+    /// response).
+    ShortReasoning,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -96,6 +108,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::StrayOutput),
         1 => Just(Step::Namespaced),
         1 => Just(Step::RepeatedId),
+        1 => Just(Step::ShortReasoning),
     ]
 }
 
@@ -136,6 +149,7 @@ fn session(steps: &[Step]) -> String {
                 r#"{{"type":"function_call_output","call_id":"nobody_{n}","output":"x"}}"#
             )),
             Step::Namespaced => items.push(format!(r#"{{"type":"openai:web_search_call","id":"{}"}}"#, id("ws"))),
+            Step::ShortReasoning => items.push(format!(r#"{{"type":"reasoning","id":"rs_{n}","summary":[]}}"#)),
             Step::RepeatedId => {
                 if let Some(earlier) = items.iter().find(|item: &&String| item.contains(r#""id":"msg_"#)).cloned() {
                     items.push(earlier.replace("ok ", "changed "));
@@ -178,7 +192,13 @@ fn ids_too_short_to_name_one_item_are_known_to_no_ledger() {
     assert!(!foreign.items.contains_key("FYhMr36L"));
     for provider in providers() {
         let mut outcome = Outcome::default();
-        agree_as_facts_change(body, &provider, Some(&own), Some(&foreign), &mut outcome);
+        let change = LedgerChange {
+            then: &own,
+            written: &foreign,
+            lost: true,
+            now_unix: 1,
+        };
+        agree_as_ledger_changes(body, &provider, Some(&change), &mut outcome);
     }
 }
 
@@ -208,18 +228,143 @@ fn what_the_ledger_says_now_of_the_old_items_counts_not_what_it_said_then() {
     for provider in providers() {
         let own = recorded(&body, provider.name());
         let foreign = recorded(&body, "elsewhere");
+        let expiring = recorded_for(&body, provider.name(), None, 5);
         let empty = Provenance::default();
-        // Recorded as its own then, as another provider's now (the whole body refused), and the
-        // other way round (allowed): the answer is the full check's either way.
-        for (then, now) in [
-            (&own, &foreign),
-            (&foreign, &own),
-            (&empty, &foreign),
-            (&own, &empty),
+        // Recorded as another provider's since (unknown then), lost and recorded again as
+        // another's (the whole body refused), expired since, and lost: the answer is the full
+        // check's every time.
+        for (then, written, lost, now_unix) in [
+            (&empty, &foreign, false, 1),
+            (&own, &foreign, true, 1),
+            (&foreign, &own, true, 1),
+            (&expiring, &empty, false, 5),
+            (&expiring, &foreign, false, 9),
+            (&own, &empty, true, 1),
         ] {
             let mut outcome = Outcome::default();
-            agree_as_facts_change(&body, &provider, Some(then), Some(now), &mut outcome);
+            let change = LedgerChange {
+                then,
+                written,
+                lost,
+                now_unix,
+            };
+            agree_as_ledger_changes(&body, &provider, Some(&change), &mut outcome);
         }
+    }
+}
+
+/// What becomes of one record of a generated session's ledger.
+#[derive(Debug, Clone)]
+struct Fate {
+    /// 0: never recorded, 1: recorded since the earlier turns, else recorded then.
+    when: u8,
+    /// Whose team: none, the asker's, one that granted it its state, a stranger.
+    team: u8,
+    /// Produced by the provider the body goes to, or another.
+    own_provider: bool,
+    /// When it expires: at 3, at 6, or never.
+    expires: u8,
+}
+
+fn fate() -> impl Strategy<Value = Fate> {
+    (0u8..4, 0u8..4, prop::bool::weighted(0.8), 0u8..3).prop_map(|(when, team, own_provider, expires)| Fate {
+        when,
+        team,
+        own_provider,
+        expires,
+    })
+}
+
+/// `body`'s records, each with its fate (in key order, the fates taken in turn): what the
+/// ledger held then, and what was written since.
+fn fated(body: &str, provider: &str, fates: &[Fate]) -> (Provenance, Provenance) {
+    let all = recorded_for(body, provider, Some("asker"), u64::MAX);
+    let (mut then, mut written) = (Provenance::default(), Provenance::default());
+    let mut turn = 0;
+    let mut next_fate = || {
+        turn += 1;
+        fates[turn % fates.len()].clone()
+    };
+    let shape = |stored: &StoredItem, fate: &Fate| StoredItem {
+        owner: crate::gate::provenance::Owner {
+            provider: match fate.own_provider {
+                true => provider.to_owned(),
+                false => "elsewhere".to_owned(),
+            },
+            model: stored.owner.model.clone(),
+        },
+        team: [None, Some("asker"), Some("granter"), Some("stranger")][fate.team as usize].map(str::to_owned),
+        expires_unix: [3, 6, u64::MAX][fate.expires as usize],
+        ..stored.clone()
+    };
+    let mut ids: Vec<_> = all.items.iter().collect();
+    ids.sort_by(|a, b| a.0.cmp(b.0));
+    for (id, stored) in ids {
+        let fate = next_fate();
+        let into = match fate.when {
+            0 => continue,
+            1 => &mut written,
+            _ => &mut then,
+        };
+        into.items.insert(id.clone(), shape(stored, &fate));
+    }
+    let mut digests: Vec<_> = all.encrypted.iter().collect();
+    digests.sort_by(|a, b| a.0.cmp(b.0));
+    for (digest, stored) in digests {
+        let fate = next_fate();
+        let into = match fate.when {
+            0 => continue,
+            1 => &mut written,
+            _ => &mut then,
+        };
+        into.encrypted.insert(*digest, shape(stored, &fate));
+    }
+    let mut short: Vec<_> = all.short_ids.keys().collect();
+    short.sort();
+    for id in short {
+        let fate = next_fate();
+        let into = match fate.when {
+            0 => continue,
+            1 => &mut written,
+            _ => &mut then,
+        };
+        into.short_ids
+            .insert(id.clone(), [3, 6, u64::MAX][fate.expires as usize]);
+    }
+    (then, written)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Random sessions, random records (whose, which provider's, when written, when they
+    /// expire, lost or not) and grants, with and without `unknown_state`: the answer after
+    /// every prefix is the full check's.
+    #[test]
+    fn generated_sessions_with_random_records_expiries_and_grants_get_the_full_checks_verdict(
+        steps in prop::collection::vec(step(), 2..20),
+        fates in prop::collection::vec(fate(), 1..32),
+        lost in prop::bool::weighted(0.2),
+        now_unix in 1u64..8,
+        granted in any::<bool>(),
+        deny_unknown_state in any::<bool>(),
+        provider in 0usize..3,
+    ) {
+        let body = session(&steps);
+        let provider = &providers()[provider];
+        let (then, written) = fated(&body, provider.name(), &fates);
+        let access = StateAccess::new("asker", granted.then(|| "granter".to_owned()));
+        let policy = Policy::default();
+        let asker = CheckedFor {
+            provider,
+            policy: &policy,
+            access: Some(&access),
+            deny_unknown_state,
+        };
+        let change = LedgerChange { then: &then, written: &written, lost, now_unix };
+        judged_after_prefixes_as_whole(&body, &asker, Some(&change));
+        // Without teams, the same records.
+        judged_after_prefixes_as_whole(&body, &CheckedFor::provider(provider, &policy), Some(&change));
     }
 }
 

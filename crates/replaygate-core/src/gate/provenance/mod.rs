@@ -178,8 +178,8 @@ pub struct Provenance {
     /// [`ItemRecord::preceded_by`]: record::ItemRecord::preceded_by
     pub reasoning_texts: HashMap<String, String, RandomState>,
     /// The ids of [`LedgerQuery::short_ids`] the ledger holds a team's record of (whichever
-    /// team's).
-    pub short_ids: HashSet<String, RandomState>,
+    /// team's), with the time that record expires (unix seconds).
+    pub short_ids: HashMap<String, u64, RandomState>,
 }
 
 impl Provenance {

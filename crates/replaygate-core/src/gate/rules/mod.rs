@@ -183,7 +183,7 @@ pub(crate) fn judge_after(
         || request.at != ItemsAt::Input
         || request.continues_stored_state()
         || shares_an_id
-        || !known.same_facts(target.provenance)
+        || !known.facts_agree(target.provenance)
     {
         return Ok(None);
     }

@@ -151,7 +151,7 @@ fn an_id_too_short_to_name_one_item_is_known_when_the_ledger_holds_any_record_of
     let body = body_of(&[r#"{"type":"reasoning","id":"rs_0","summary":[]}"#]);
     let mut provenance = Provenance::default();
     assert_eq!(unknown(&judge(&body, &provenance, Some(&alpha()), true)).len(), 1);
-    provenance.short_ids.insert("rs_0".to_owned());
+    provenance.short_ids.insert("rs_0".to_owned(), u64::MAX);
     assert_eq!(unknown(&judge(&body, &provenance, Some(&alpha()), true)), []);
 }
 

@@ -101,7 +101,7 @@ impl<'p> UnknownState<'p> {
     /// Whether the ledger holds a team's record of an item with this `id`.
     fn knows_id(&self, id: &str) -> bool {
         let recorded = self.provenance.items.get(id);
-        recorded.is_some_and(|stored| stored.team.is_some()) || self.provenance.short_ids.contains(id)
+        recorded.is_some_and(|stored| stored.team.is_some()) || self.provenance.short_ids.contains_key(id)
     }
 
     /// Whether the ledger (or the socket that made it) holds `previous_response_id` for a team.
