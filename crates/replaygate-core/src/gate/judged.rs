@@ -2,8 +2,8 @@
 //! again on every turn, so most of each body is items the gate judged one turn earlier.
 //!
 //! After the gate judges an input clean, the caller keeps a [`JudgedPrefix`]: what judging
-//! later items needs of those items (their ids, the schema work they took, the ledger keys
-//! they named and a hash of what the ledger said of them), as a [`KeptInput`] known by its
+//! later items needs of those items (their ids, the schema work they took, and what the ledger
+//! said of their keys: [`KeptFacts`], `judged_facts.rs`), as a [`KeptInput`] known by its
 //! text (its length and a 128-bit keyed hash of it) and filed under its [`InputProbe::lead`]
 //! (the caller's context and the first items' text). Every hash that decides whether a body's
 //! text is passed over is keyed by the caller's [`JudgeKey`] (`judged_key.rs`); the one unkeyed
@@ -14,7 +14,7 @@
 //!
 //! The answer is never different from a full check. The incremental judgment gives a verdict
 //! only when it is clean; anything else (a finding, an id the new items share with the old, a
-//! call left open, an `item_reference`, facts about the old items that changed in the ledger)
+//! call left open, an `item_reference`, a key of the old items the ledger now knows and did not)
 //! makes it give up, and the caller judges the whole body as before. So only what a clean
 //! verdict depends on is carried, and where it depends on the old items, they must be such that
 //! it cannot: no call among them is unanswered and none is a reasoning item last.
