@@ -1,16 +1,21 @@
 //! The ledger's tap on the answer path: a body that passes every frame of an allowed answer on
-//! as it arrives, reads it with a [`Tap`], and writes the record before the answer's last bytes
-//! go out, so the client's next turn always finds it (docs/ledger.md).
+//! as it arrives, reads it with a [`Tap`], and records the answer before its last bytes go
+//! out, so the client's next turn always finds it (docs/ledger.md#when-a-record-is-written).
 //!
 //! The record is ready when an event stream's terminal event (`response.completed`, or one of a
 //! response that did not complete) has arrived, when a JSON answer has delivered the bytes its
-//! `Content-Length` announced, or else at the end of the body. The frame that made it ready (or
-//! the end of the body) is held while the write runs, at most the ledger's write timeout;
-//! nothing before it is delayed. What is written is what the tap's end says ([`Ended`]): the
-//! answer's items (those read whole of a response that did not complete), else its response's
-//! id alone, for its team. An answer that breaks, or that its client drops, before its record
-//! was written leaves the same, read as far as it came; that write runs on a task of its own,
-//! so nothing waits for it. Only an answer that named no response id records nothing.
+//! `Content-Length` announced, or else at the end of the body. It is then handed to the store
+//! ([`Ledger::hand_over`]). A store of this process (memory, embedded) takes it at once: every
+//! lookup of this process finds it from then on, and the frame that made it ready passes on in
+//! the same poll, waiting for no commit (the embedded store's writer thread commits it with
+//! others in one batch, and counts it). For Redis, which other replicas read, that frame (or
+//! the end of the body) is held while the write runs, at most the ledger's write timeout, so
+//! the next turn finds the record on whichever replica it reaches; nothing before it is
+//! delayed. What is written is what the tap's end says ([`Ended`]): the answer's items (those
+//! read whole of a response that did not complete), else its response's id alone, for its
+//! team. An answer that breaks, or that its client drops, before its record was written leaves
+//! the same, read as far as it came: handed over at once, or for Redis written on a task of its
+//! own, so nothing waits for it. Only an answer that named no response id records nothing.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -159,14 +164,17 @@ impl RecordingBody {
         }
     }
 
-    /// Finishes the tap and starts writing its record, if there is one. The produced calls
-    /// are checked first; what the check flags is logged (the answer's head has gone out).
+    /// Finishes the tap and hands its record, if there is one, to the store: a store of this
+    /// process takes it at once ([`Ledger::hand_over`]); the write of one for Redis is returned,
+    /// for the answer's last bytes to wait on. The produced calls are checked first; what the
+    /// check flags is logged (the answer's head has gone out).
     fn start_write(&mut self) -> Option<Write> {
         let (tap, recording) = self.tap.take()?;
         let too_large = tap.too_large();
         let stored = self
             .ledger
             .to_store(tap.end(), too_large, recording, CheckCalls::Yes)?;
+        let stored = self.ledger.hand_over(stored)?;
         let ledger = self.ledger.clone();
         Some(Box::pin(async move { ledger.write(stored).await }))
     }
@@ -271,8 +279,9 @@ impl Ledger {
     }
 
     /// Records what an answer that stopped before its end (it broke, or its client or socket
-    /// went away) left, as [`Ledger::to_store`] does, writing it on a task of its own: nothing
-    /// waits for it. Without a runtime to run it on (the process is ending) it is dropped.
+    /// went away) left, as [`Ledger::to_store`] does: handed to a store of this process at
+    /// once, written to Redis on a task of its own; nothing waits for it. Without a runtime to
+    /// run a Redis write on (the process is ending) it is dropped.
     pub(crate) fn record_in_background(
         self: &Arc<Self>,
         ended: Ended,
@@ -280,6 +289,9 @@ impl Ledger {
         recording: Recording,
     ) {
         let Some(stored) = self.to_store(ended, too_large, recording, CheckCalls::No) else {
+            return;
+        };
+        let Some(stored) = self.hand_over(stored) else {
             return;
         };
         let ledger = self.clone();
@@ -487,3 +499,4 @@ pub(crate) async fn record(
     }
     Ok(Response::from_parts(parts, crate::proxy::body::full(bytes)))
 }
+
