@@ -342,6 +342,19 @@ impl EmbeddedStore {
         EmbeddedStore::open_tuned(dir, tuning, StateMeter::default())
     }
 
+    /// [`EmbeddedStore::open`], not shared, whose writer thread holds at most `queue` records
+    /// waiting and sleeps `linger` after each one arrives before it commits: the tests' slow
+    /// write (a commit ends no sooner than `linger` after its record was queued).
+    #[cfg(test)]
+    pub(crate) fn open_slow(dir: &Path, queue: usize, linger: Duration) -> Result<EmbeddedStore, StoreError> {
+        let tuning = Tuning {
+            queue,
+            linger,
+            ..TUNING
+        };
+        EmbeddedStore::open_tuned(dir, tuning, StateMeter::default())
+    }
+
     /// [`EmbeddedStore::open`] of an existing directory, not shared, with `tuning`.
     fn open_tuned(dir: &Path, tuning: Tuning, meter: StateMeter) -> Result<EmbeddedStore, StoreError> {
         let path = dir.join(TREE_DIR);
