@@ -696,7 +696,7 @@ fn writer_stopped() -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::{ItemRecord, Owner, ResponseRecord};
+    use crate::ledger::{ItemRecord, Owner, ResponseRecord, StoredContent};
     use std::time::Instant;
     use tables::Tables;
 
@@ -1366,6 +1366,47 @@ mod tests {
              {items_via_pool:?} (blocking pool, served from memory after the puts); the same \
              response read inline from the tree: {inline:?}"
         );
+    }
+
+    /// What handing a record over costs its caller (the answer's task, before the answer's last
+    /// frame passes on): a record of a typical answer (two items), and one with `store_items` of
+    /// a 256 KiB session's input (64 JSON texts of 4 KiB). Per record, p50 and p99.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "a measurement; run with --release --ignored --nocapture"]
+    async fn measure_hand_over() {
+        const RECORDS: usize = 2_000;
+        let text = format!(r#"{{"type":"message","role":"user","content":"{}"}}"#, "\\\"x\\\" ".repeat(680));
+        let kinds: [(&str, Option<StoredContent>); 2] = [
+            ("two items, no content", None),
+            (
+                "two items, store_items with 256 KiB of input",
+                Some(StoredContent {
+                    input: vec![text; 64],
+                    output: vec![r#"{"type":"message","content":"ok"}"#.to_owned()],
+                }),
+            ),
+        ];
+        for (name, content) in kinds {
+            let dir = tempfile::tempdir().unwrap();
+            let store = EmbeddedStore::open_tuned(dir.path(), TUNING, StateMeter::default()).unwrap();
+            let meter = LedgerMeter::new(&crate::metrics::Metrics::new());
+            let mut took = Vec::with_capacity(RECORDS);
+            for n in 0..RECORDS {
+                let mut stored = response(&format!("resp_{n}"), n as u8, 60);
+                stored.content = content.clone();
+                let start = Instant::now();
+                store.queue_response(stored, meter.clone()).unwrap();
+                took.push(start.elapsed());
+                // Paced as answers arrive, so the queue never fills.
+                if n % 64 == 63 {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+            committed(&meter, RECORDS as u64).await;
+            took.sort();
+            let at = |q: f64| took[((took.len() - 1) as f64 * q) as usize];
+            println!("hand-over, {name}: p50 {:?} p99 {:?} ({RECORDS} records)", at(0.5), at(0.99));
+        }
     }
 
     /// Reads one response inline in a loop (1 ms apart) until `stop`: p50, p99 and max.
