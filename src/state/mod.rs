@@ -67,6 +67,15 @@ pub(crate) enum Recorded {
     Queued,
 }
 
+/// What [`StateStore::hand_over`] did with a record.
+#[derive(Debug)]
+pub(crate) enum HandOver {
+    /// A store of this process took it (or refused it): lookups in this process find it from now on.
+    Taken(Result<Recorded, StoreError>),
+    /// A store other replicas read (Redis): the record, still to be written.
+    Remote(Box<StoredResponse>),
+}
+
 /// The state backend could not answer.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
@@ -114,22 +123,42 @@ impl StateStore {
     }
 
     /// Records a response and its index entries as the ledger records an answer: `Ok` once every later
-    /// lookup in this process will find the response. The embedded store answers as soon as
-    /// its writer thread has the record queued ([`Recorded::Queued`]): the commit goes on
-    /// without the caller, and the writer counts its outcome on `meter`. The others answer
-    /// once the write is done ([`Recorded::Written`]), and the caller counts it.
-    /// The response is taken, so the memory and embedded stores keep it without a copy.
+    /// lookup of every replica will find the response. A store of this process takes it at once
+    /// ([`StateStore::hand_over`]); Redis answers once the write is done ([`Recorded::Written`]),
+    /// and the caller counts it.
     pub(crate) async fn record_response(
         &self,
         response: StoredResponse,
         meter: &LedgerMeter,
     ) -> Result<Recorded, StoreError> {
         match self {
-            StateStore::Embedded(store) => store
-                .queue_response(response, meter.clone())
-                .map(|()| Recorded::Queued),
-            StateStore::Memory(store) => store.record_response(response).map(|()| Recorded::Written),
             StateStore::Redis(store) => store.put_response(&response).await.map(|()| Recorded::Written),
+            _ => match self.hand_over(response, meter) {
+                HandOver::Taken(taken) => taken,
+                HandOver::Remote(_) => unreachable!("only Redis gives a record back"),
+            },
+        }
+    }
+
+    /// Hands `response` to a store of this process without waiting for anything: once this
+    /// returns `Taken(Ok)`, every later lookup in this process finds it (docs/ledger.md). The
+    /// memory store writes it into its maps ([`Recorded::Written`]: the caller counts it); the
+    /// embedded store remembers it and queues it for its writer thread ([`Recorded::Queued`]:
+    /// the writer counts the commit on `meter`), or refuses it at once when the queue is full.
+    /// Redis, shared by replicas, gives it back ([`HandOver::Remote`]) for
+    /// [`StateStore::record_response`] to write. The response is taken, so the stores of this
+    /// process keep it without a copy.
+    pub(crate) fn hand_over(&self, response: StoredResponse, meter: &LedgerMeter) -> HandOver {
+        match self {
+            StateStore::Embedded(store) => HandOver::Taken(
+                store
+                    .queue_response(response, meter.clone())
+                    .map(|()| Recorded::Queued),
+            ),
+            StateStore::Memory(store) => {
+                HandOver::Taken(store.record_response(response).map(|()| Recorded::Written))
+            }
+            StateStore::Redis(_) => HandOver::Remote(Box::new(response)),
         }
     }
 

@@ -222,6 +222,55 @@ async fn a_previous_response_id_from_another_provider_is_refused_for_json_and_ev
     }
 }
 
+/// On the stores of this process the record is taken before the answer's last bytes pass on,
+/// and no commit is waited for (docs/ledger.md#when-a-record-is-written): the next turn, sent the
+/// moment the answer ended (on `embedded`, before the writer's batch commits), finds it, as a
+/// continuation and as a replayed item's provenance.
+#[tokio::test]
+async fn the_next_turn_finds_the_record_at_once_on_the_stores_of_this_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let embedded = format!("backend = \"embedded\"\npath = \"{}\"", dir.path().display());
+    for state in [r#"backend = "memory""#, embedded.as_str()] {
+        let openai = provider("openai", false).await;
+        let bedrock = provider("bedrock", false).await;
+        let proxy = Proxy::start(&config(&openai, &bedrock, state, "", ""), &[]).await;
+        for stream in [false, true] {
+            let turn1 = post(&proxy, "openai", first_turn("gpt-5", stream)).await;
+            assert_eq!(turn1.status, 200);
+            let continuation = json!({"model": "m", "previous_response_id": turn1.body["id"],
+                "input": [{"type": "function_call_output", "call_id": call_id_of(&turn1), "output": "sunny"}]});
+            let refused = post(&proxy, "bedrock", continuation.clone()).await;
+            assert_eq!(
+                code_of(&refused),
+                "foreign_previous_response",
+                "{state}, stream {stream}: {}",
+                refused.body
+            );
+            let mut replayed = output_of(&turn1);
+            replayed.push(
+                json!({"type": "function_call_output", "call_id": call_id_of(&turn1), "output": "sunny"}),
+            );
+            let refused = post(&proxy, "bedrock", json!({"model": "m", "input": replayed})).await;
+            assert_eq!(
+                code_of(&refused),
+                "foreign_encrypted_content",
+                "{state}, stream {stream}: {}",
+                refused.body
+            );
+            assert_eq!(
+                post(&proxy, "openai", continuation).await.status,
+                200,
+                "{state}, stream {stream}"
+            );
+        }
+        assert!(
+            bedrock.received().is_empty(),
+            "{state}: bedrock never saw a refused turn"
+        );
+        proxy.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn the_answer_passes_byte_for_byte_and_what_was_never_recorded_is_judged_as_before() {
     let s = setup("", "").await;

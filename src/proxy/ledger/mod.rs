@@ -10,12 +10,10 @@ pub(crate) mod recording;
 
 use std::time::Duration;
 
-use futures_util::FutureExt;
-
 use crate::error::ApiError;
 use crate::ledger::StoredResponse;
 use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult};
-use crate::state::{Recorded, StateStore, StoreError};
+use crate::state::{HandOver, Recorded, StateStore, StoreError};
 use crate::telemetry::LogEvery;
 
 /// The least time between two warnings of the same kind (a record not written, a lookup
@@ -71,32 +69,56 @@ impl Ledger {
         self.meter.count(op, result);
     }
 
-    /// Writes a record, within the write timeout; a failure is counted and logged (one line a
-    /// second, with how many were not logged since), never passed on (the answer it came from
-    /// goes on unchanged). A record the store queues ([`Recorded::Queued`]) is counted, and a
-    /// failed commit logged, by the store's writer.
+    /// Writes a record: to a store of this process at once ([`Ledger::hand_over`]), to Redis
+    /// within the write timeout. A failure is counted and logged (one line a second, with how
+    /// many were not logged since), never passed on (the answer it came from goes on
+    /// unchanged). A record the store queues ([`Recorded::Queued`]) is counted, and a failed
+    /// commit logged, by the store's writer.
     pub(crate) async fn write(&self, stored: StoredResponse) {
+        let Some(stored) = self.hand_over(stored) else {
+            return;
+        };
         // Named in the warning of a failed write; the store keeps the record itself.
         let (id, provider) = (stored.id.clone(), stored.owner.provider.clone());
-        let mut recording = std::pin::pin!(self.store.record_response(stored, &self.meter));
-        // The memory and embedded stores answer at once (the embedded one queues the record):
-        // a timer is armed only for a write that has to wait.
-        let outcome = match recording.as_mut().now_or_never() {
-            Some(done) => Ok(done),
-            None => tokio::time::timeout(self.settings.write_timeout, recording).await,
-        };
+        let recording = self.store.record_response(stored, &self.meter);
+        let outcome = tokio::time::timeout(self.settings.write_timeout, recording)
+            .await
+            .unwrap_or_else(|_| {
+                Err(StoreError::Unavailable(format!(
+                    "the write did not finish within {} ms",
+                    self.settings.write_timeout.as_millis()
+                )))
+            });
+        self.written(outcome, &id, &provider);
+    }
+
+    /// Hands a record to a store of this process (memory, embedded) and counts it as
+    /// [`Ledger::write`] does: every lookup of this process finds it from now on, and nothing
+    /// waits for a commit (docs/ledger.md#when-a-record-is-written). Returns `None` then; a
+    /// record for Redis, which other replicas read, comes back for [`Ledger::write`].
+    pub(crate) fn hand_over(&self, stored: StoredResponse) -> Option<StoredResponse> {
+        if self.store.is_remote() {
+            return Some(stored);
+        }
+        // Named in the warning of a refused record; the store keeps the record itself.
+        let (id, provider) = (stored.id.clone(), stored.owner.provider.clone());
+        match self.store.hand_over(stored, &self.meter) {
+            HandOver::Taken(outcome) => self.written(outcome, &id, &provider),
+            HandOver::Remote(stored) => return Some(*stored),
+        }
+        None
+    }
+
+    /// Counts how the write of record `id` (for `provider`) ended, and logs a failure.
+    fn written(&self, outcome: Result<Recorded, StoreError>, id: &str, provider: &str) {
         let error = match outcome {
-            Ok(Ok(Recorded::Written)) => {
+            Ok(Recorded::Written) => {
                 self.count(LedgerOp::Record, LedgerResult::Ok);
                 return;
             }
             // The store's writer counts the record once its commit ends.
-            Ok(Ok(Recorded::Queued)) => return,
-            Ok(Err(error)) => error,
-            Err(_) => StoreError::Unavailable(format!(
-                "the write did not finish within {} ms",
-                self.settings.write_timeout.as_millis()
-            )),
+            Ok(Recorded::Queued) => return,
+            Err(error) => error,
         };
         self.count(LedgerOp::Record, LedgerResult::Error);
         if matches!(error, StoreError::Full(_)) {

@@ -1,16 +1,21 @@
 //! The ledger's tap on the answer path: a body that passes every frame of an allowed answer on
-//! as it arrives, reads it with a [`Tap`], and writes the record before the answer's last bytes
-//! go out, so the client's next turn always finds it (docs/ledger.md).
+//! as it arrives, reads it with a [`Tap`], and records the answer before its last bytes go
+//! out, so the client's next turn always finds it (docs/ledger.md#when-a-record-is-written).
 //!
 //! The record is ready when an event stream's terminal event (`response.completed`, or one of a
 //! response that did not complete) has arrived, when a JSON answer has delivered the bytes its
-//! `Content-Length` announced, or else at the end of the body. The frame that made it ready (or
-//! the end of the body) is held while the write runs, at most the ledger's write timeout;
-//! nothing before it is delayed. What is written is what the tap's end says ([`Ended`]): the
-//! answer's items (those read whole of a response that did not complete), else its response's
-//! id alone, for its team. An answer that breaks, or that its client drops, before its record
-//! was written leaves the same, read as far as it came; that write runs on a task of its own,
-//! so nothing waits for it. Only an answer that named no response id records nothing.
+//! `Content-Length` announced, or else at the end of the body. It is then handed to the store
+//! ([`Ledger::hand_over`]). A store of this process (memory, embedded) takes it at once: every
+//! lookup of this process finds it from then on, and the frame that made it ready passes on in
+//! the same poll, waiting for no commit (the embedded store's writer thread commits it with
+//! others in one batch, and counts it). For Redis, which other replicas read, that frame (or
+//! the end of the body) is held while the write runs, at most the ledger's write timeout, so
+//! the next turn finds the record on whichever replica it reaches; nothing before it is
+//! delayed. What is written is what the tap's end says ([`Ended`]): the answer's items (those
+//! read whole of a response that did not complete), else its response's id alone, for its
+//! team. An answer that breaks, or that its client drops, before its record was written leaves
+//! the same, read as far as it came: handed over at once, or for Redis written on a task of its
+//! own, so nothing waits for it. Only an answer that named no response id records nothing.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -159,14 +164,17 @@ impl RecordingBody {
         }
     }
 
-    /// Finishes the tap and starts writing its record, if there is one. The produced calls
-    /// are checked first; what the check flags is logged (the answer's head has gone out).
+    /// Finishes the tap and hands its record, if there is one, to the store: a store of this
+    /// process takes it at once ([`Ledger::hand_over`]); the write of one for Redis is returned,
+    /// for the answer's last bytes to wait on. The produced calls are checked first; what the
+    /// check flags is logged (the answer's head has gone out).
     fn start_write(&mut self) -> Option<Write> {
         let (tap, recording) = self.tap.take()?;
         let too_large = tap.too_large();
         let stored = self
             .ledger
             .to_store(tap.end(), too_large, recording, CheckCalls::Yes)?;
+        let stored = self.ledger.hand_over(stored)?;
         let ledger = self.ledger.clone();
         Some(Box::pin(async move { ledger.write(stored).await }))
     }
@@ -271,8 +279,9 @@ impl Ledger {
     }
 
     /// Records what an answer that stopped before its end (it broke, or its client or socket
-    /// went away) left, as [`Ledger::to_store`] does, writing it on a task of its own: nothing
-    /// waits for it. Without a runtime to run it on (the process is ending) it is dropped.
+    /// went away) left, as [`Ledger::to_store`] does: handed to a store of this process at
+    /// once, written to Redis on a task of its own; nothing waits for it. Without a runtime to
+    /// run a Redis write on (the process is ending) it is dropped.
     pub(crate) fn record_in_background(
         self: &Arc<Self>,
         ended: Ended,
@@ -280,6 +289,9 @@ impl Ledger {
         recording: Recording,
     ) {
         let Some(stored) = self.to_store(ended, too_large, recording, CheckCalls::No) else {
+            return;
+        };
+        let Some(stored) = self.hand_over(stored) else {
             return;
         };
         let ledger = self.clone();
@@ -486,4 +498,257 @@ pub(crate) async fn record(
         ledger.write(stored).await;
     }
     Ok(Response::from_parts(parts, crate::proxy::body::full(bytes)))
+}
+
+/// The record of an answer on the stores of this process: taken before the answer's last frame
+/// passes on, which waits for no commit (docs/ledger.md#when-a-record-is-written).
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use http::HeaderValue;
+    use http_body_util::StreamBody;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::metrics::{LedgerMeter, Meters, Metrics};
+    use crate::proxy::ledger::LedgerSettings;
+    use crate::state::{EmbeddedStore, MemoryStore, StateStore};
+
+    /// How long the slow embedded writer waits before each commit.
+    const SLOW: Duration = Duration::from_secs(3);
+
+    fn ledger(store: StateStore) -> Arc<Ledger> {
+        let settings = LedgerSettings {
+            store_items: false,
+            carry_sessions: false,
+            retention: Duration::from_secs(3600),
+            allow_unavailable: false,
+            max_chain: 16,
+            write_timeout: Duration::from_secs(2),
+        };
+        Arc::new(Ledger::new(store, settings, LedgerMeter::new(&Metrics::new())))
+    }
+
+    /// An embedded store whose writer holds `queue` records waiting and commits each batch
+    /// [`SLOW`] after its first record arrived.
+    fn slow_embedded(dir: &tempfile::TempDir, queue: usize) -> StateStore {
+        StateStore::Embedded(EmbeddedStore::open_slow(dir.path(), queue, SLOW).unwrap())
+    }
+
+    fn recording() -> Recording {
+        let config = Config::from_toml(
+            "[providers.openai]\nbase_url = \"https://api.openai.com/v1\"\nauth = \"none\"\n",
+        )
+        .unwrap();
+        Recording {
+            provider: "openai".into(),
+            model: Some("gpt-5".into()),
+            team: None,
+            previous_response_id: None,
+            input_items: None,
+            input_call_ids: CallIds::default(),
+            request_id: "req_1".into(),
+            calls_check: None,
+            audit: None,
+            meters: Arc::new(Meters::resolve(&Arc::new(Metrics::new()), &config)),
+        }
+    }
+
+    fn item_id(n: u32) -> String {
+        format!("rs_0123456789abcdef_{n}")
+    }
+
+    fn response(n: u32) -> String {
+        format!(
+            r#"{{"id":"resp_{n}","object":"response","model":"gpt-5","status":"completed","output":[{{"type":"reasoning","id":"{}","summary":[],"encrypted_content":"enc-{n}"}}]}}"#,
+            item_id(n)
+        )
+    }
+
+    /// Answer `n` as the provider sends it, in frames, with its head: a JSON answer in two
+    /// halves, or an event stream of one event a frame.
+    fn answer(n: u32, kind: AnswerKind) -> (HeaderMap, Vec<Bytes>) {
+        let mut headers = HeaderMap::new();
+        let frames: Vec<Bytes> = match kind {
+            AnswerKind::Json => {
+                let body = response(n);
+                headers.insert(
+                    http::header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+                headers.insert(http::header::CONTENT_LENGTH, body.len().into());
+                let (first, last) = body.split_at(body.len() / 2);
+                vec![Bytes::from(first.to_owned()), Bytes::from(last.to_owned())]
+            }
+            AnswerKind::EventStream => {
+                headers.insert(
+                    http::header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/event-stream"),
+                );
+                let created = format!(
+                    r#"{{"type":"response.created","response":{{"id":"resp_{n}","model":"gpt-5","status":"in_progress","output":[]}}}}"#
+                );
+                let item =
+                    serde_json::from_str::<serde_json::Value>(&response(n)).unwrap()["output"][0].clone();
+                let done =
+                    serde_json::json!({"type": "response.output_item.done", "output_index": 0, "item": item});
+                let completed = format!(r#"{{"type":"response.completed","response":{}}}"#, response(n));
+                [
+                    ("response.created", created),
+                    ("response.output_item.done", done.to_string()),
+                    ("response.completed", completed),
+                ]
+                .into_iter()
+                .map(|(event, data)| Bytes::from(format!("event: {event}\ndata: {data}\n\n")))
+                .collect()
+            }
+        };
+        (headers, frames)
+    }
+
+    fn body(frames: Vec<Bytes>) -> ProxyBody {
+        let frames = frames
+            .into_iter()
+            .map(|data| Ok::<_, BoxError>(Frame::data(data)));
+        StreamBody::new(futures_util::stream::iter(frames)).boxed_unsync()
+    }
+
+    /// What the store answered when the answer's last frame had come out.
+    struct AtLastFrame {
+        /// From the start of the answer to its last frame.
+        took: Duration,
+        /// The owner of the response, and of its item, as a lookup found them.
+        response_owner: Option<String>,
+        item_owner: Option<String>,
+        /// Records counted as committed (`record` `ok`) then.
+        committed: u64,
+    }
+
+    /// Passes answer `n` of `kind` through the ledger's tap to its end, looking the record up
+    /// the moment the last frame has come out.
+    async fn pass(ledger: &Arc<Ledger>, n: u32, kind: AnswerKind) -> AtLastFrame {
+        let (headers, frames) = answer(n, kind);
+        let last = frames.len();
+        let started = Instant::now();
+        let mut tapped = RecordingBody::wrap(body(frames), &headers, ledger.clone(), recording());
+        let mut seen = None;
+        let mut count = 0;
+        while let Some(frame) = tapped.frame().await {
+            assert!(frame.unwrap().is_data());
+            count += 1;
+            if count < last {
+                continue;
+            }
+            let took = started.elapsed();
+            let found = ledger.store.response(&format!("resp_{n}")).await.unwrap();
+            let items = ledger.store.items_by_id(&[item_id(n)]).await.unwrap();
+            seen = Some(AtLastFrame {
+                took,
+                response_owner: found.map(|response| response.owner.provider),
+                item_owner: items[0].as_ref().map(|item| item.owner.provider.clone()),
+                committed: ledger.meter.get(LedgerOp::Record, LedgerResult::Ok),
+            });
+        }
+        seen.expect("the answer's last frame came out")
+    }
+
+    /// Waits until `ledger` has counted `records` records (`ok` and `error`).
+    async fn counted(ledger: &Ledger, records: u64) {
+        let deadline = Instant::now() + SLOW * 4;
+        loop {
+            let ok = ledger.meter.get(LedgerOp::Record, LedgerResult::Ok);
+            let error = ledger.meter.get(LedgerOp::Record, LedgerResult::Error);
+            if ok + error >= records {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{ok} + {error} of {records} records counted"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_slow_commit_holds_no_answers_last_frame_and_the_record_is_found_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = ledger(slow_embedded(&dir, 64));
+        for (n, kind) in [(1, AnswerKind::Json), (2, AnswerKind::EventStream)] {
+            let seen = pass(&ledger, n, kind).await;
+            assert!(
+                seen.took < SLOW / 3,
+                "{kind:?}: the last frame took {:?}",
+                seen.took
+            );
+            assert_eq!(seen.response_owner.as_deref(), Some("openai"), "{kind:?}");
+            assert_eq!(seen.item_owner.as_deref(), Some("openai"), "{kind:?}");
+            assert_eq!(seen.committed, 0, "{kind:?}: the commit had not ended");
+        }
+        // The writer commits both, and counts them, once its wait is over.
+        counted(&ledger, 2).await;
+        assert_eq!(ledger.meter.get(LedgerOp::Record, LedgerResult::Ok), 2);
+    }
+
+    #[tokio::test]
+    async fn the_memory_store_has_the_record_when_the_last_frame_comes_out() {
+        let ledger = ledger(StateStore::Memory(MemoryStore::default()));
+        for (n, kind) in [(1, AnswerKind::Json), (2, AnswerKind::EventStream)] {
+            let seen = pass(&ledger, n, kind).await;
+            assert_eq!(seen.response_owner.as_deref(), Some("openai"), "{kind:?}");
+            assert_eq!(seen.item_owner.as_deref(), Some("openai"), "{kind:?}");
+            assert_eq!(
+                seen.committed,
+                u64::from(n),
+                "{kind:?}: written as it was handed over"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_write_queue_is_counted_and_holds_no_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        // One record waiting at most; the writer sleeps after taking the first.
+        let ledger = ledger(slow_embedded(&dir, 1));
+        let mut answers = 0;
+        while ledger.meter.get(LedgerOp::Record, LedgerResult::Error) == 0 {
+            assert!(answers < 3, "the queue never filled");
+            answers += 1;
+            let seen = pass(&ledger, answers, AnswerKind::EventStream).await;
+            assert!(seen.took < SLOW / 3, "the last frame took {:?}", seen.took);
+        }
+        // The refused record is not kept, and never read as recorded.
+        let refused = ledger.store.response(&format!("resp_{answers}")).await.unwrap();
+        assert!(refused.is_none());
+        assert_eq!(ledger.meter.get(LedgerOp::Record, LedgerResult::Error), 1);
+        counted(&ledger, u64::from(answers)).await;
+        assert_eq!(
+            ledger.meter.get(LedgerOp::Record, LedgerResult::Ok),
+            u64::from(answers) - 1
+        );
+    }
+
+    #[tokio::test]
+    async fn an_answer_dropped_midway_is_recorded_before_the_drop_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = ledger(slow_embedded(&dir, 64));
+        let (headers, frames) = answer(7, AnswerKind::EventStream);
+        let mut tapped = RecordingBody::wrap(body(frames), &headers, ledger.clone(), recording());
+        // `response.created` and the item pass; the client goes away.
+        tapped.frame().await.unwrap().unwrap();
+        tapped.frame().await.unwrap().unwrap();
+        drop(tapped);
+        let found = ledger
+            .store
+            .response("resp_7")
+            .await
+            .unwrap()
+            .expect("recorded at once");
+        assert!(found.partial, "what it delivered, marked as not completed");
+        let items = ledger.store.items_by_id(&[item_id(7)]).await.unwrap();
+        assert_eq!(
+            items[0].as_ref().map(|item| item.response_id.as_str()),
+            Some("resp_7")
+        );
+    }
 }

@@ -16,8 +16,8 @@
 //!
 //! # Writes
 //!
-//! One writer thread makes every write. Callers hand it their encoded rows through a bounded
-//! queue ([`WRITE_QUEUE`]). A full queue fails at once with
+//! One writer thread makes every write. Callers hand it their records through a bounded queue
+//! ([`WRITE_QUEUE`]); it encodes them, so a caller (an answer's task) does not. A full queue fails at once with
 //! [`StoreError::Unavailable`]`("write queue full")`, which the ledger counts as a failed
 //! record. After a request arrives the thread sleeps [`LINGER`], so the requests behind it
 //! gather without waking it one by one, then puts every waiting record (up to [`MAX_BATCH`])
@@ -269,10 +269,9 @@ impl Ack {
     }
 }
 
-/// A response to write, and its JSON (encoded by the caller).
+/// A response to write (the writer encodes it, with its batch).
 struct Record {
     response: Arc<StoredResponse>,
-    json: Vec<u8>,
     /// Its keys ([`record_keys`]), which the writer adds to the key filters as it writes it
     /// (shared with the record's entry among the recent records).
     keys: Arc<[StoreKey]>,
@@ -341,6 +340,19 @@ impl EmbeddedStore {
         let tuning = Tuning {
             free_space,
             linger: Duration::ZERO,
+            ..TUNING
+        };
+        EmbeddedStore::open_tuned(dir, tuning, StateMeter::default())
+    }
+
+    /// [`EmbeddedStore::open`], not shared, whose writer thread holds at most `queue` records
+    /// waiting and sleeps `linger` after each one arrives before it commits: the tests' slow
+    /// write (a commit ends no sooner than `linger` after its record was queued).
+    #[cfg(test)]
+    pub(crate) fn open_slow(dir: &Path, queue: usize, linger: Duration) -> Result<EmbeddedStore, StoreError> {
+        let tuning = Tuning {
+            queue,
+            linger,
             ..TUNING
         };
         EmbeddedStore::open_tuned(dir, tuning, StateMeter::default())
@@ -433,15 +445,15 @@ impl EmbeddedStore {
         Ok(())
     }
 
-    /// Hands `response` to the writer thread; its keys are in the filter from now on. Returns
-    /// the size of its encoding, and its keys ([`record_keys`]).
+    /// Hands `response` to the writer thread, which encodes it with its batch, off the
+    /// caller's path; its keys are in the filter from now on. Returns the size its encoding is
+    /// reckoned at ([`StoredResponse::json_len_hint`]), and its keys ([`record_keys`]).
     fn enqueue_put(
         &self,
         response: Arc<StoredResponse>,
         ack: Ack,
     ) -> Result<(usize, Arc<[StoreKey]>), StoreError> {
-        let json = response.to_json();
-        let encoded = json.len();
+        let encoded = response.json_len_hint();
         let keys: Arc<[StoreKey]> = record_keys(&response).collect();
         // Asked before the keys go in. Two records of one response queued at once may both be
         // told "new"; the later then leaves the earlier's row behind, which a sweep drops.
@@ -450,7 +462,6 @@ impl EmbeddedStore {
         self.send(Command::Put {
             record: Record {
                 response,
-                json,
                 keys: Arc::clone(&keys),
                 new,
             },
@@ -702,7 +713,7 @@ fn writer_stopped() -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::{ItemRecord, Owner, ResponseRecord};
+    use crate::ledger::{ItemRecord, Owner, ResponseRecord, StoredContent};
     use std::time::Instant;
     use tables::Tables;
 
@@ -1372,6 +1383,60 @@ mod tests {
              {items_via_pool:?} (blocking pool, served from memory after the puts); the same \
              response read inline from the tree: {inline:?}"
         );
+    }
+
+    /// What handing a record over costs its caller (the answer's task, before the answer's last
+    /// frame passes on): a record of a typical answer (two items), and one with `store_items` of
+    /// a 256 KiB session's input (64 JSON texts of 4 KiB). Per record, p50 and p99.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "a measurement; run with --release --ignored --nocapture"]
+    async fn measure_hand_over() {
+        const RECORDS: usize = 2_000;
+        let text = format!(
+            r#"{{"type":"message","role":"user","content":"{}"}}"#,
+            "\\\"x\\\" ".repeat(680)
+        );
+        let kinds: [(&str, Option<StoredContent>); 2] = [
+            ("two items, no content", None),
+            (
+                "two items, store_items with 256 KiB of input",
+                Some(StoredContent {
+                    input: vec![text; 64],
+                    output: vec![r#"{"type":"message","content":"ok"}"#.to_owned()],
+                }),
+            ),
+        ];
+        for (name, content) in kinds {
+            let dir = tempfile::tempdir().unwrap();
+            let store = EmbeddedStore::open_tuned(dir.path(), TUNING, StateMeter::default()).unwrap();
+            let meter = LedgerMeter::new(&crate::metrics::Metrics::new());
+            let mut took = Vec::with_capacity(RECORDS);
+            let mut encoding = Vec::with_capacity(RECORDS);
+            for n in 0..RECORDS {
+                let mut stored = response(&format!("resp_{n}"), n as u8, 60);
+                stored.content = content.clone();
+                let start = Instant::now();
+                std::hint::black_box(stored.to_json());
+                encoding.push(start.elapsed());
+                let start = Instant::now();
+                store.queue_response(stored, meter.clone()).unwrap();
+                took.push(start.elapsed());
+                // Paced as answers arrive, so the queue never fills.
+                if n % 64 == 63 {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+            committed(&meter, RECORDS as u64).await;
+            took.sort();
+            encoding.sort();
+            let at = |took: &[Duration], q: f64| took[((took.len() - 1) as f64 * q) as usize];
+            println!(
+                "hand-over, {name}: p50 {:?} p99 {:?}; its encoding alone p50 {:?} ({RECORDS} records)",
+                at(&took, 0.5),
+                at(&took, 0.99),
+                at(&encoding, 0.5)
+            );
+        }
     }
 
     /// Reads one response inline in a loop (1 ms apart) until `stop`: p50, p99 and max.

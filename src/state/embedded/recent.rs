@@ -8,7 +8,7 @@
 //! rewrite must not put back the older record).
 //!
 //! Responses are held in the order they were remembered, each once, weighed by the size of its
-//! encoded form; the oldest go first once the weight is over the budget, and one looked up in
+//! encoded form (a queued record, which the writer encodes later, by the size reckoned for it); the oldest go first once the weight is over the budget, and one looked up in
 //! the older half moves to the newest end, so what keeps being read stays. One map leads from
 //! each key of a held response (its own, its items' ids and digests, as the tree's keyspaces key
 //! them) to the place of the newest response that holds it, so an item is read from its

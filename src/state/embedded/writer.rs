@@ -72,10 +72,17 @@ pub(super) fn write_loop(
             let now = Instant::now();
             let due = durable_by.get_or_insert(now + tuning.durable_every);
             let durable = *due <= now;
-            let bytes: usize = puts.iter().map(|(record, _)| record.json.len()).sum();
+            // Encoded here rather than by the callers: off the answers' path
+            // (docs/ledger.md#when-a-record-is-written).
+            let rows: Vec<Vec<u8>> = puts.iter().map(|(record, _)| record.response.to_json()).collect();
+            let bytes: usize = rows.iter().map(Vec::len).sum();
+            let batch = puts
+                .iter()
+                .zip(&rows)
+                .map(|((record, _), row)| (record, row.as_slice()));
             let result = budget
                 .room_for(bytes as u64)
-                .and_then(|()| write_batch(store, puts.iter().map(|(record, _)| record), losses))
+                .and_then(|()| write_batch(store, batch, losses))
                 .and_then(|()| match durable {
                     true => persist(store),
                     false => Ok(()),
@@ -155,15 +162,16 @@ fn persist(store: &Store) -> Result<(), StoreError> {
         .map_err(write_failed("write to disk"))
 }
 
-/// Commits every record of a batch at once.
+/// Commits every record of a batch, each with its encoding, at once; moves the loss epoch
+/// when a response written again no longer holds an item it did.
 fn write_batch<'a>(
     store: &Store,
-    batch: impl Iterator<Item = &'a Record>,
+    batch: impl Iterator<Item = (&'a Record, &'a [u8])>,
     losses: &LossEpoch,
 ) -> Result<(), StoreError> {
     let mut tables = Tables::new(&store.keyspaces);
-    for record in batch {
-        tables.put(&record.response, &record.json, record.new)?;
+    for (record, row) in batch {
+        tables.put(&record.response, row, record.new)?;
     }
     if tables.dropped_items() {
         losses.bump();

@@ -7,8 +7,9 @@ use super::record::ItemRecord;
 use super::stored::{Owner, StoredContent, StoredItem, StoredResponse};
 
 impl StoredResponse {
-    /// The response's stored form (its JSON).
-    pub fn to_json(&self) -> Vec<u8> {
+    /// About the length of [`StoredResponse::to_json`], without encoding it: its texts and the
+    /// room its fixed parts take (a text that needs escapes makes the encoding longer).
+    pub fn json_len_hint(&self) -> usize {
         let texts = self.id.len()
             + owner_len(&self.owner)
             + opt_len(&self.team)
@@ -16,7 +17,12 @@ impl StoredResponse {
             + self.items.iter().map(item_record_len).sum::<usize>()
             + self.input_call_ids.iter().map(|id| id.len() + 3).sum::<usize>()
             + self.content.as_ref().map_or(0, content_len);
-        let mut out = Vec::with_capacity(texts + 256);
+        texts + 256
+    }
+
+    /// The response's stored form (its JSON).
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.json_len_hint());
         out.extend_from_slice(b"{\"id\":");
         put_str(&mut out, &self.id);
         out.extend_from_slice(b",\"owner\":");
