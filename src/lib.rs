@@ -22,7 +22,7 @@ pub mod admin;
 pub mod check;
 pub mod cli;
 pub mod commands;
-pub use replaygate_core::{gate, json, ledger};
+pub use replaygate_core::{gate, json, ledger, usage};
 pub mod config;
 pub(crate) mod error;
 pub mod keys;

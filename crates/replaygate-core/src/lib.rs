@@ -4,11 +4,13 @@
 //! - [`gate`]: judges the `input` items of one Responses request body for one provider.
 //! - [`ledger`]: reads a provider's answer as it streams and says what the provenance ledger
 //!   records of it.
+//! - [`usage`]: reads what an answer says it cost (its `usage`), with the ledger's readers.
 //!
-//! The `replaygate` crate (the proxy and the command line) re-exports both modules.
+//! The `replaygate` crate (the proxy and the command line) re-exports these modules.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, rust_2018_idioms)]
 
 pub mod gate;
 pub mod json;
 pub mod ledger;
+pub mod usage;

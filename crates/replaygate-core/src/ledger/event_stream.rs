@@ -84,6 +84,8 @@ pub(crate) struct EventStream {
     output_index: Option<Held>,
     item: Option<Held>,
     response: Option<Box<JsonStream>>,
+    /// No `item` is held, whatever the event's type (a reader of usage alone).
+    skip_items: bool,
     failed: bool,
     ended: bool,
 }
@@ -107,8 +109,18 @@ impl EventStream {
             output_index: None,
             item: None,
             response: None,
+            skip_items: false,
             failed: false,
             ended: false,
+        }
+    }
+
+    /// A reader of one event's data for its type and its response's head alone: no `item`
+    /// is held.
+    pub(crate) fn usage_only(limits: TapLimits) -> EventStream {
+        EventStream {
+            skip_items: true,
+            ..EventStream::new(limits)
         }
     }
 
@@ -349,6 +361,7 @@ impl EventStream {
         }
         self.member = match member {
             // An item no read will take is not held.
+            Member::Item if self.skip_items => Member::Other,
             Member::Item if matches!(&self.kind, Some(Some(kind)) if kind != ITEM_DONE) => Member::Other,
             Member::Response => {
                 self.response = Some(Box::new(JsonStream::head(self.limits)));

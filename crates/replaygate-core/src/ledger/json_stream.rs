@@ -7,6 +7,10 @@
 //! [`JsonStream::head`] reads only the top-level `id`, `model` and `status`, skipping the
 //! output as it passes: what the tap needs of the response an event carries.
 //!
+//! Either reader also keeps the top-level `usage` (at most [`USAGE_CAP`] bytes of JSON), for the
+//! answer's usage (`crate::usage`): a `usage` too long, or written twice, reads as bad usage,
+//! and never stops the read of the rest.
+//!
 //! The scanner follows only JSON's structure (strings, escapes, nesting); the text of each
 //! item and member it keeps is read by the same readers as a whole body, and the rest of the
 //! answer is held to JSON's grammar as it passes ([`JsonSyntax`]), so a malformed answer records
@@ -19,9 +23,25 @@ use super::ended::{checked_id, Ended};
 use super::json_syntax::JsonSyntax;
 use super::record::ItemRecord;
 use super::tap::{answer_record_streamed, Keep, Kept, TapLimits};
+use crate::usage::{AnswerUsage, ReadUsage};
 
 /// The most bytes a kept top-level member (`id`, `model`, `status`) may take as JSON.
 const MEMBER_CAP: usize = 1024;
+
+/// The most bytes of a top-level `usage` kept as JSON.
+pub(crate) const USAGE_CAP: usize = 4096;
+
+/// The top-level `usage` of a response object, as read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) enum UsageText {
+    /// None was read.
+    #[default]
+    Absent,
+    /// Its JSON text.
+    Text(Vec<u8>),
+    /// Over [`USAGE_CAP`], or written twice.
+    Bad,
+}
 
 /// Why a streamed answer's items are not recorded (its id alone may be).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +58,7 @@ enum Member {
     Id,
     Model,
     Status,
+    Usage,
     Output,
     Other,
 }
@@ -65,6 +86,9 @@ pub(crate) struct JsonStream {
     id: Option<Vec<u8>>,
     model: Option<Vec<u8>>,
     status: Option<Vec<u8>>,
+    usage: UsageText,
+    /// The `usage` being read passed [`USAGE_CAP`]: the rest of it is not held.
+    usage_over: bool,
     saw_output: bool,
     /// Output items read so far (`null` ones included), and their records.
     count: usize,
@@ -92,6 +116,8 @@ impl JsonStream {
             id: None,
             model: None,
             status: None,
+            usage: UsageText::Absent,
+            usage_over: false,
             saw_output: false,
             count: 0,
             items: Vec::new(),
@@ -171,7 +197,9 @@ impl JsonStream {
     /// depth 1 or deeper) or an output item (at depth 2 or deeper).
     fn keeping(&self) -> bool {
         match self.member {
-            Member::Id | Member::Model | Member::Status => self.depth >= 1 && !self.expect_key,
+            Member::Id | Member::Model | Member::Status | Member::Usage => {
+                self.depth >= 1 && !self.expect_key
+            }
             Member::Output => !self.head_only && self.depth >= 2,
             Member::Other => false,
         }
@@ -185,6 +213,13 @@ impl JsonStream {
     fn hold_all(&mut self, bytes: &[u8]) {
         let cap = match self.member {
             Member::Output => self.limits.max_item_bytes,
+            Member::Usage if self.usage_over => return,
+            Member::Usage if self.held.len() + bytes.len() > USAGE_CAP => {
+                self.usage_over = true;
+                self.held = Vec::new();
+                return;
+            }
+            Member::Usage => USAGE_CAP,
             _ => MEMBER_CAP,
         };
         if self.held.len() + bytes.len() > cap {
@@ -300,6 +335,7 @@ impl JsonStream {
                     b"id" => Member::Id,
                     b"model" => Member::Model,
                     b"status" => Member::Status,
+                    b"usage" => Member::Usage,
                     b"output" => Member::Output,
                     _ => Member::Other,
                 };
@@ -340,6 +376,13 @@ impl JsonStream {
                 self.fail(Unrecorded::Unreadable);
             }
             Member::Status if self.status.is_some() => self.fail(Unrecorded::Unreadable),
+            Member::Usage => {
+                let over = std::mem::take(&mut self.usage_over);
+                self.usage = match (&self.usage, over) {
+                    (UsageText::Absent, false) => UsageText::Text(value),
+                    _ => UsageText::Bad,
+                };
+            }
             Member::Id => self.id = Some(value),
             Member::Model => self.model = Some(value),
             Member::Status => self.status = Some(value),
@@ -430,16 +473,41 @@ impl JsonStream {
         let id = json_string(self.id)?;
         let model = json_string(self.model)?;
         let status = json_string(self.status)?;
-        Ok(Head { id, model, status })
+        Ok(Head {
+            id,
+            model,
+            status,
+            usage: self.usage,
+        })
+    }
+
+    /// The answer's usage and model, as far as it was read: its `usage` when the answer was
+    /// read to its end as JSON (missing otherwise), and its `model` when it was read.
+    pub(crate) fn read_usage(&self) -> ReadUsage {
+        let json = self.syntax.as_ref().is_none_or(JsonSyntax::complete);
+        let whole = self.failed.is_none() && self.ended && json;
+        let model = json_string(self.model.clone())
+            .ok()
+            .flatten()
+            .and_then(|model| checked_id(model.into()));
+        ReadUsage {
+            usage: match whole {
+                true => self.usage.usage(),
+                false => AnswerUsage::Missing,
+            },
+            model,
+        }
     }
 }
 
-/// The `id`, `model` and `status` of a response object (`None`: absent or `null`).
+/// The `id`, `model` and `status` of a response object (`None`: absent or `null`), and its
+/// `usage`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Head {
     pub(crate) id: Option<String>,
     pub(crate) model: Option<String>,
     pub(crate) status: Option<String>,
+    pub(crate) usage: UsageText,
 }
 
 /// A kept member's JSON text read as a string or `null` (`None` also when it was absent).

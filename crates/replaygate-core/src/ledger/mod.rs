@@ -29,11 +29,11 @@
 mod call_ids;
 pub mod carry;
 mod ended;
-mod event_stream;
+pub(crate) mod event_stream;
 pub(crate) mod json_stream;
 mod json_syntax;
 pub mod record;
-mod sse;
+pub(crate) mod sse;
 pub mod stored;
 mod stored_json;
 pub mod tap;

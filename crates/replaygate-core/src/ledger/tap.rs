@@ -37,7 +37,12 @@
 //!   response id longer than that records nothing.
 //!
 //! Memory stays bounded by the limits whatever is fed; after giving up the tap holds nothing
-//! but the id and ignores further chunks.
+//! but the id and ignores further chunks, except that a stream's events are still framed and
+//! read for the answer's usage alone (below).
+//!
+//! The tap also reads the answer's usage and model ([`Tap::end_read`]; `crate::usage` says
+//! what is read): a JSON answer's top-level `usage`, a stream's first terminal event's
+//! `response.usage`. A large JSON answer the tap gave up on has its usage missing.
 //!
 //! Besides the record, a tap can keep, when asked ([`Tap::keep_calls`], [`Tap::keep_items`];
 //! both off by default), the [`OutputCall`] of each `function_call` output item (for the
@@ -60,6 +65,9 @@ use super::sse::{push_capped, Framing, Sink};
 use crate::gate::provenance::quick::{quick_item, ItemInPlace};
 use crate::gate::OutputCall;
 use crate::json::{Field, JsonKind, Reader, Text};
+use crate::usage::events::EventKind;
+use crate::usage::reader::UsageSink;
+use crate::usage::{AnswerUsage, ReadUsage, TerminalUsage, UsageValue};
 
 /// How the answer is encoded, from its `Content-Type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,6 +187,9 @@ struct Events {
     facts: Facts,
     /// The event over `max_event_bytes` being read as it streams.
     large: Option<Box<EventStream>>,
+    /// The tap gave up on the items: what it records (the id read before, or nothing). The
+    /// events are read on for the usage alone.
+    gave_up: Option<Ended>,
 }
 
 /// What the events so far said.
@@ -188,6 +199,8 @@ struct Facts {
     model: Option<String>,
     items: Vec<ItemRecord>,
     kept: Kept,
+    /// The usage its events said.
+    usage: TerminalUsage,
     /// Its terminal event was read: `Some(true)` a `response.completed` of a response
     /// `completed`, `Some(false)` any other (`response.incomplete`, `.failed`, `.cancelled`,
     /// `error`, or a `response.completed` of a response with another `status`).
@@ -207,6 +220,7 @@ impl Tap {
                 framing: Framing::new(limits.max_event_bytes.max(b"[DONE]".len())),
                 facts: Facts::default(),
                 large: None,
+                gave_up: None,
             })),
         };
         Tap {
@@ -262,7 +276,16 @@ impl Tap {
                     framing,
                     facts,
                     large,
+                    gave_up,
                 } = &mut **events;
+                if gave_up.is_some() {
+                    let mut sink = UsageSink {
+                        usage: &mut facts.usage,
+                        large,
+                    };
+                    framing.feed(chunk, &mut sink);
+                    return;
+                }
                 let mut sink = EventSink {
                     facts,
                     large,
@@ -273,7 +296,13 @@ impl Tap {
                 framing.feed(chunk, &mut sink);
                 let outcome = sink.outcome;
                 self.too_large = outcome == Err(Unrecorded::ItemTooLarge);
-                outcome.map_err(|_| GiveUp(facts.id_only()))
+                if outcome.is_err() {
+                    // The items go; the events are read on for the usage.
+                    *gave_up = Some(facts.id_only());
+                    facts.items = Vec::new();
+                    facts.kept = Kept::default();
+                }
+                Ok(())
             }
         };
         if let Err(GiveUp(known)) = fed {
@@ -291,7 +320,11 @@ impl Tap {
 
     /// Whether the tap may still record the answer's items (it has not given up).
     pub fn is_recording(&self) -> bool {
-        !matches!(self.state, State::GaveUp(_))
+        match &self.state {
+            State::GaveUp(_) => false,
+            State::Events(events) => events.gave_up.is_none(),
+            State::Json(_) | State::JsonStream(_) => true,
+        }
     }
 
     /// Whether an event stream has delivered its terminal event (`response.completed`,
@@ -299,7 +332,7 @@ impl Tap {
     /// follows cannot change the record, so it can be written before the rest passes on.
     /// Always `false` for JSON answers, whose end only the byte count tells.
     pub fn has_ended(&self) -> bool {
-        matches!(&self.state, State::Events(events) if events.facts.ended.is_some())
+        matches!(&self.state, State::Events(events) if events.gave_up.is_none() && events.facts.ended.is_some())
     }
 
     /// Bytes of the answer held now: the JSON body so far, or the pending event of a stream
@@ -319,14 +352,19 @@ impl Tap {
 
     /// [`Tap::end`] of a JSON answer given whole, `body`, to a tap fed nothing yet: read where
     /// it lies rather than copied into the tap first.
-    pub fn end_whole(mut self, body: &[u8]) -> Ended {
+    pub fn end_whole(self, body: &[u8]) -> Ended {
+        self.end_whole_read(body).0
+    }
+
+    /// [`Tap::end_whole`] with the answer's usage, as [`Tap::end_read`].
+    pub fn end_whole_read(mut self, body: &[u8]) -> (Ended, ReadUsage) {
         match &self.state {
             State::Json(held) if held.is_empty() && body.len() <= self.limits.max_json_bytes => {
-                json_record(body, &self.limits, self.keep)
+                json_record_read(body, &self.limits, self.keep)
             }
             _ => {
                 self.feed(body);
-                self.end()
+                self.end_read()
             }
         }
     }
@@ -336,12 +374,29 @@ impl Tap {
     /// (it broke, or its client went away): a stream's items read whole so far are then
     /// recorded as those of a response that did not complete.
     pub fn end(self) -> Ended {
+        self.end_read().0
+    }
+
+    /// [`Tap::end`], with what the answer said of its usage (`crate::usage`): a JSON
+    /// answer's `usage`, when it was read to its end; a stream's first terminal event's,
+    /// when one was read (also after the tap gave up on the items). Missing otherwise.
+    pub fn end_read(self) -> (Ended, ReadUsage) {
         let keep = self.keep;
         match self.state {
-            State::GaveUp(known) => known,
-            State::Json(body) => json_record(&body, &self.limits, keep),
-            State::JsonStream(stream) => stream.end(),
-            State::Events(events) => events.facts.end(keep),
+            State::GaveUp(known) => (known, ReadUsage::missing()),
+            State::Json(body) => json_record_read(&body, &self.limits, keep),
+            State::JsonStream(stream) => {
+                let usage = stream.read_usage();
+                (stream.end(), usage)
+            }
+            State::Events(events) => {
+                let Events { facts, gave_up, .. } = *events;
+                let usage = facts.usage.read();
+                match gave_up {
+                    Some(known) => (known, usage),
+                    None => (facts.end(keep), usage),
+                }
+            }
         }
     }
 
@@ -374,6 +429,7 @@ impl Facts {
             items,
             kept,
             ended,
+            ..
         } = self;
         let Some(id) = id else {
             return Ended::Nothing;
@@ -504,6 +560,8 @@ struct ResponseHead<'a, O> {
     status: Option<Cow<'a, str>>,
     #[serde(default)]
     output: Option<Vec<O>>,
+    #[serde(default)]
+    usage: Option<UsageValue>,
 }
 
 /// An output item as raw text (`None`: `null`).
@@ -532,14 +590,29 @@ fn read_json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Option<T> {
 /// What a JSON answer held whole leaves to record, read in one pass when it can be. A text
 /// that is not a response object the whole-body read takes (not JSON, cut short, a member of
 /// the wrong kind) is read as it would stream, for its id alone.
+#[cfg(test)]
 fn json_record(body: &[u8], limits: &TapLimits, keep: Keep) -> Ended {
+    json_record_read(body, limits, keep).0
+}
+
+/// [`json_record`] with the answer's usage and model, read in the same pass (a text no whole
+/// read takes has its usage missing).
+fn json_record_read(body: &[u8], limits: &TapLimits, keep: Keep) -> (Ended, ReadUsage) {
     let in_place = match simdutf8::basic::from_utf8(body) {
         Ok(text) => json_record_in_place(text, limits, keep).ok(),
         Err(_) => None,
     };
     match in_place.or_else(|| json_record_two_pass(body, limits, keep)) {
-        Some(ended) => ended,
-        None => id_read_as_it_streams(body, limits),
+        Some(read) => read,
+        None => (id_read_as_it_streams(body, limits), ReadUsage::missing()),
+    }
+}
+
+/// The usage and model of a response object's head.
+fn read_usage(model: Option<&Cow<'_, str>>, usage: Option<UsageValue>) -> ReadUsage {
+    ReadUsage {
+        usage: usage.map_or(AnswerUsage::Missing, |usage| usage.0),
+        model: model.cloned().and_then(checked_id),
     }
 }
 
@@ -559,20 +632,29 @@ struct NotInPlace;
 /// item stands, and its text (for the full read of an item the quick read is unsure of, and
 /// for `store_items`) is the span the reader noted. Where it answers, it answers as
 /// [`json_record_two_pass`] does.
-fn json_record_in_place(text: &str, limits: &TapLimits, keep: Keep) -> Result<Ended, NotInPlace> {
+fn json_record_in_place(
+    text: &str,
+    limits: &TapLimits,
+    keep: Keep,
+) -> Result<(Ended, ReadUsage), NotInPlace> {
     let mut reader = Reader::new(text);
     let ResponseHead::<'_, ItemInPlace<'_>> {
         id,
         model,
         status,
         output,
+        usage,
     } = Deserialize::deserialize(&mut reader)
         .and_then(|head| reader.end().map(|()| head))
         .map_err(|_| NotInPlace)?;
+    let read = read_usage(model.as_ref(), usage);
     let spans = reader.take_spans();
     let Some(output) = output else {
         let none: Option<(usize, std::iter::Empty<_>)> = None;
-        return Ok(answer_record(id, model, status.as_deref(), none, limits, keep));
+        return Ok((
+            answer_record(id, model, status.as_deref(), none, limits, keep),
+            read,
+        ));
     };
     if spans.len() != output.len() {
         return Err(NotInPlace);
@@ -583,25 +665,21 @@ fn json_record_in_place(text: &str, limits: &TapLimits, keep: Keep) -> Result<En
         .zip(spans)
         .enumerate()
         .map(|(index, (item, span))| (index, &text[span], Some(item)));
-    Ok(answer_record(
-        id,
-        model,
-        status.as_deref(),
-        Some((count, items)),
-        limits,
-        keep,
-    ))
+    let ended = answer_record(id, model, status.as_deref(), Some((count, items)), limits, keep);
+    Ok((ended, read))
 }
 
 /// [`json_record`] the two-pass way: the answer's head read with each output item as raw
 /// text, then each item read on its own. `None` when the head is not a response object.
-fn json_record_two_pass(body: &[u8], limits: &TapLimits, keep: Keep) -> Option<Ended> {
+fn json_record_two_pass(body: &[u8], limits: &TapLimits, keep: Keep) -> Option<(Ended, ReadUsage)> {
     let ResponseHead::<'_, RawItem<'_>> {
         id,
         model,
         status,
         output,
+        usage,
     } = read_json(body)?;
+    let read = read_usage(model.as_ref(), usage);
     let output = output.map(|output| {
         let count = output.len();
         let items = output
@@ -610,7 +688,10 @@ fn json_record_two_pass(body: &[u8], limits: &TapLimits, keep: Keep) -> Option<E
             .filter_map(|(index, item)| Some((index, item?.get(), None)));
         (count, items)
     });
-    Some(answer_record(id, model, status.as_deref(), output, limits, keep))
+    Some((
+        answer_record(id, model, status.as_deref(), output, limits, keep),
+        read,
+    ))
 }
 
 /// What an answer with this `id`, `model` and `status` leaves to record, given its `output`:
@@ -718,13 +799,22 @@ struct EventSink<'a> {
 
 impl Sink for EventSink<'_> {
     fn event(&mut self, name: &[u8], data: &[u8]) {
-        if self.outcome.is_ok() {
-            self.outcome = self.facts.read_event(name, data, self.limits, self.keep);
+        match self.outcome {
+            Ok(()) => self.outcome = self.facts.read_event(name, data, self.limits, self.keep),
+            // Given up on the items: the rest is read for the usage.
+            Err(_) => self.facts.usage.read_held(name, data),
         }
     }
 
     fn data(&mut self, bytes: &[u8]) {
-        if self.outcome.is_err() || self.facts.ended.is_some() {
+        if self.outcome.is_err() {
+            let mut usage = UsageSink {
+                usage: &mut self.facts.usage,
+                large: self.large,
+            };
+            return usage.data(bytes);
+        }
+        if self.facts.ended.is_some() {
             return;
         }
         let limits = *self.limits;
@@ -743,8 +833,9 @@ impl Sink for EventSink<'_> {
         let Some(large) = self.large.take() else {
             return;
         };
-        if self.outcome.is_ok() {
-            self.outcome = self.facts.read_streamed(name, *large, self.limits, self.keep);
+        match self.outcome {
+            Ok(()) => self.outcome = self.facts.read_streamed(name, *large, self.limits, self.keep),
+            Err(_) => self.facts.usage.read_streamed(name, *large),
         }
     }
 }
@@ -836,21 +927,25 @@ impl Facts {
         };
         match kind {
             "response.created" | "response.queued" | "response.in_progress" => {
-                self.read_response(response).map(drop)
+                self.read_response(EventKind::Progress, response).map(drop)
             }
             "response.completed" => {
-                let completed = self.read_response(response)?;
+                let completed = self.read_response(EventKind::Terminal, response)?;
                 self.ended = Some(completed);
                 Ok(())
             }
             "response.incomplete" | "response.failed" | "response.cancelled" => {
                 if response.is_some() {
-                    self.read_response(response)?;
+                    self.read_response(EventKind::Terminal, response)?;
+                } else {
+                    self.usage
+                        .response(EventKind::Terminal, None, AnswerUsage::Missing);
                 }
                 self.ended = Some(false);
                 Ok(())
             }
             "error" => {
+                self.usage.response(EventKind::Error, None, AnswerUsage::Missing);
                 self.ended = Some(false);
                 Ok(())
             }
@@ -875,23 +970,41 @@ impl Facts {
         }
     }
 
-    /// Takes the id and model of a response-state event's `response`, and says whether its
-    /// `status` is `completed` (or absent). An id other than the one read before, or one not to
-    /// record, leaves the stream with no id: it names no one response.
-    fn read_response(&mut self, response: Option<EventResponse<'_>>) -> Result<bool, Unrecorded> {
-        let (id, model, status) = match response.ok_or(Unrecorded::Unreadable)? {
-            EventResponse::Text(response) => {
-                let head: ResponseHead<'_, RawItem<'_>> =
-                    Reader::read(response.get()).map_err(|_| Unrecorded::Unreadable)?;
-                (head.id, head.model, head.status)
-            }
-            EventResponse::Head(head) => {
-                let head = head?;
+    /// Takes the id and model of a response-state event's `response` (of `kind`), and says
+    /// whether its `status` is `completed` (or absent). An id other than the one read before,
+    /// or one not to record, leaves the stream with no id: it names no one response. Its model
+    /// and usage go to the stream's usage first.
+    fn read_response(
+        &mut self,
+        kind: EventKind,
+        response: Option<EventResponse<'_>>,
+    ) -> Result<bool, Unrecorded> {
+        let read = match response {
+            Some(EventResponse::Text(response)) => Reader::read(response.get())
+                .map(|head: ResponseHead<'_, RawItem<'_>>| {
+                    let usage = head.usage.map_or(AnswerUsage::Missing, |usage| usage.0);
+                    (head.id, head.model, head.status, usage)
+                })
+                .map_err(|_| Unrecorded::Unreadable),
+            Some(EventResponse::Head(head)) => head.map(|head| {
+                let usage = head.usage.usage();
                 (
                     head.id.map(Cow::Owned),
                     head.model.map(Cow::Owned),
                     head.status.map(Cow::Owned),
+                    usage,
                 )
+            }),
+            None => Err(Unrecorded::Unreadable),
+        };
+        let (id, model, status) = match read {
+            Ok((id, model, status, usage)) => {
+                self.usage.response(kind, model.as_deref(), usage);
+                (id, model, status)
+            }
+            Err(why) => {
+                self.usage.response(kind, None, AnswerUsage::Missing);
+                return Err(why);
             }
         };
         if let Some(id) = id {
@@ -976,7 +1089,7 @@ mod tests {
             }
             let whole = json_record(text.as_bytes(), &limits, keep);
             match two_pass {
-                Some(two_pass) => prop_assert_eq!(&whole, &two_pass),
+                Some((two_pass, _)) => prop_assert_eq!(&whole, &two_pass),
                 // Not a response object: its id alone, at most.
                 None => prop_assert!(whole.clone().items().is_none(), "{}", text),
             }
