@@ -404,3 +404,56 @@ async fn the_access_line_names_the_client_key_by_its_id() {
         assert!(!text.contains(key), "the log holds a client key");
     }
 }
+
+/// The access line carries the answer's usage (docs/usage.md#where-usage-shows): the four
+/// counts of an answer that reported them; `usage` `missing` and no count for one that did
+/// not. The request's model names an answer that names none.
+#[tokio::test]
+async fn the_access_line_carries_the_answers_usage() {
+    let captured = captured();
+    const WITH_USAGE: &str = r#"{"id":"resp_u","object":"response","model":"gpt-5-2025","status":"completed","output":[],"usage":{"input_tokens":40,"input_tokens_details":{"cached_tokens":30},"output_tokens":9,"output_tokens_details":{"reasoning_tokens":6}}}"#;
+    for (answer, request_id) in [
+        (WITH_USAGE, "req-usage-reported"),
+        (RESPONSE_JSON, "req-usage-missing"),
+    ] {
+        let upstream = Upstream::json(200, answer).await;
+        let config = format!(
+            "default_provider = \"openai\"\n[state]\nbackend = \"memory\"\n[providers.openai]\nbase_url = \"{}\"\nauth = \"none\"\n",
+            upstream.base_url()
+        );
+        let proxy = Proxy::start(&config, &[]).await;
+        let answered = reqwest::Client::new()
+            .post(proxy.url("/v1/responses"))
+            .header("x-request-id", request_id)
+            .body(r#"{"model":"gpt-5","input":"hi"}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answered.status(), 200);
+        answered.bytes().await.unwrap();
+        proxy.shutdown().await;
+    }
+    let reported = access_lines("req-usage-reported").await;
+    assert_eq!(reported.len(), 1, "{}", captured.text());
+    let line = &reported[0];
+    assert_eq!(line["usage"], "reported", "{line}");
+    for (field, count) in [
+        ("input_tokens", 40),
+        ("output_tokens", 9),
+        ("cached_input_tokens", 30),
+        ("reasoning_output_tokens", 6),
+    ] {
+        assert_eq!(line[field], count, "{field}: {line}");
+    }
+    let missing = access_lines("req-usage-missing").await;
+    assert_eq!(missing.len(), 1);
+    assert_eq!(missing[0]["usage"], "missing", "{}", missing[0]);
+    for field in [
+        "input_tokens",
+        "output_tokens",
+        "cached_input_tokens",
+        "reasoning_output_tokens",
+    ] {
+        assert!(missing[0].get(field).is_none(), "{field}: {}", missing[0]);
+    }
+}

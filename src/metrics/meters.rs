@@ -211,6 +211,22 @@ impl Meters {
         }
     }
 
+    /// Counts one answer's `usage` for `team`, `provider` and the answer's `model`
+    /// (docs/usage.md#metrics): team and provider as configured (`-` otherwise), the model
+    /// among the bounded model labels.
+    pub(crate) fn usage(
+        &self,
+        team: Option<&str>,
+        provider: &str,
+        model: Option<&str>,
+        usage: crate::usage::AnswerUsage,
+    ) {
+        let families = &self.metrics.usage;
+        let team = self.team_labels[self.team(team)].clone();
+        let provider = self.provider(Some(provider)).label.clone();
+        families.count(team, provider, families.model_label(model), usage);
+    }
+
     /// Counts `error` against `provider`, when it is an error of the upstream.
     pub(crate) fn upstream_error(&self, provider: &str, error: &ApiError) {
         if let Some(code) = upstream_error_code(error) {

@@ -12,6 +12,7 @@ mod labels;
 mod ledger;
 mod meters;
 mod state;
+mod usage;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -54,6 +55,7 @@ pub struct Metrics {
     config_reloads: Family<ResultLabels, Counter>,
     bytes_out: Family<ProviderLabels, Counter>,
     client_gone: Family<TeamLabels, Counter>,
+    usage: usage::UsageFamilies,
     state: StateMeter,
 }
 
@@ -92,6 +94,7 @@ impl Metrics {
             config_reloads: Family::default(),
             bytes_out: Family::default(),
             client_gone: Family::default(),
+            usage: usage::UsageFamilies::default(),
             state: StateMeter::default(),
         };
         metrics.register()
@@ -184,6 +187,16 @@ impl Metrics {
             "replaygate_client_gone",
             "Requests whose client went away before the answer's end (its provider request dropped)",
             self.client_gone.clone(),
+        );
+        registry.register(
+            "replaygate_usage_tokens",
+            "Tokens the answers' usage reported, by team, provider, model and kind (cached_input and reasoning_output are parts of input and output)",
+            self.usage.tokens.clone(),
+        );
+        registry.register(
+            "replaygate_usage_answers",
+            "Answers counted for usage, by team, provider, model and whether they reported it",
+            self.usage.answers.clone(),
         );
         self.state.register(registry);
         let build_info = Family::<VersionLabels, Gauge>::default();

@@ -152,6 +152,66 @@ impl<'a> ResponseAuditLine<'a> {
     }
 }
 
+/// A line about what an answer cost (`"kind": "usage"`, docs/usage.md#where-usage-shows),
+/// written when the answer ends, after the request's own line (which is written before the
+/// request is forwarded, so cannot know it), with the same `request_id`. The four counts are
+/// `null` when the answer carried no usage that can be counted.
+#[derive(Debug, Serialize)]
+pub(crate) struct UsageAuditLine<'a> {
+    /// When the answer ended (RFC 3339, UTC, milliseconds).
+    pub(crate) ts: String,
+    /// Always `usage`.
+    pub(crate) kind: &'static str,
+    /// The request id.
+    pub(crate) request_id: &'a str,
+    /// The key's team; `null` for anonymous clients.
+    pub(crate) team: Option<&'a str>,
+    /// The key's id; `null` for anonymous clients.
+    pub(crate) key_id: Option<&'a str>,
+    /// The provider that answered.
+    pub(crate) provider: &'a str,
+    /// The answer's model, else the request's.
+    pub(crate) model: Option<&'a str>,
+    /// `reported` or `missing`.
+    pub(crate) usage: &'static str,
+    /// `input_tokens`.
+    pub(crate) input_tokens: Option<u64>,
+    /// `output_tokens`.
+    pub(crate) output_tokens: Option<u64>,
+    /// `input_tokens_details.cached_tokens`.
+    pub(crate) cached_input_tokens: Option<u64>,
+    /// `output_tokens_details.reasoning_tokens`.
+    pub(crate) reasoning_output_tokens: Option<u64>,
+}
+
+impl<'a> UsageAuditLine<'a> {
+    /// The line of an answer to request `request_id` whose usage was `usage`.
+    pub(crate) fn new(
+        request_id: &'a str,
+        team: Option<&'a str>,
+        key_id: Option<&'a str>,
+        provider: &'a str,
+        model: Option<&'a str>,
+        usage: crate::usage::AnswerUsage,
+    ) -> UsageAuditLine<'a> {
+        let counts = usage.reported();
+        UsageAuditLine {
+            ts: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            kind: "usage",
+            request_id,
+            team,
+            key_id,
+            provider,
+            model,
+            usage: if counts.is_some() { "reported" } else { "missing" },
+            input_tokens: counts.map(|counts| counts.input),
+            output_tokens: counts.map(|counts| counts.output),
+            cached_input_tokens: counts.map(|counts| counts.cached_input),
+            reasoning_output_tokens: counts.map(|counts| counts.reasoning_output),
+        }
+    }
+}
+
 /// SHA-256 of `body`, hex: what an audit line says of the bytes received. Computed where the
 /// body is judged (on the blocking pool for large bodies), not on the worker.
 pub(crate) fn body_sha256(body: &[u8]) -> String {

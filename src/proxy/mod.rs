@@ -30,6 +30,7 @@ pub mod state;
 pub mod teams;
 pub(crate) mod upstream;
 pub(crate) mod upstream_client;
+pub(crate) mod usage;
 pub mod websocket;
 pub(crate) mod workers;
 

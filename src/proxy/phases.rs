@@ -31,6 +31,7 @@ use super::snapshot::Snapshot;
 use super::state::ProxyState;
 use super::teams::Team;
 use super::upstream::{forward, Outbound};
+use super::usage::{Answerer, Counted, PendingUsage, RequestUsage, UsageBody};
 use crate::error::ApiError;
 use crate::ledger::carry::input_items;
 use crate::routing::PathRoute;
@@ -65,6 +66,9 @@ pub(super) struct Decided {
     pub(super) turn: Option<Turn>,
     /// With the ledger on, for `POST /conversations`: who creates the conversation.
     pub(super) created_conversation: Option<CreatedConversation>,
+    /// For a `POST` of `/responses` or `/responses/compact`: the count of its answer's usage
+    /// (docs/usage.md).
+    pub(super) usage: Option<PendingUsage>,
 }
 
 impl<'r> RequestContext<'r> {
@@ -215,10 +219,34 @@ impl<'r> RequestContext<'r> {
         if route.is_gated() {
             check_method(&parts.method, parts.uri.path(), &parts.headers, body.len())?;
         }
-        match route.items.filter(|_| parts.method == Method::POST) {
+        let mut decided = match route.items.filter(|_| parts.method == Method::POST) {
             Some(items) => self.judge_items(route, items, parts, body).await,
             None => self.choose_ungated(route, body),
+        }?;
+        decided.usage = self.usage_of(route, &parts.method, decided.provider.name());
+        Ok(decided)
+    }
+
+    /// The count of the usage of the answer to a request forwarded to `provider`, when it is
+    /// one whose answer reports usage: a `POST` of `/responses` or `/responses/compact`
+    /// (docs/usage.md#what-is-counted).
+    fn usage_of(&mut self, route: &PathRoute<'_>, method: &Method, provider: &str) -> Option<PendingUsage> {
+        if method != Method::POST || !matches!(route.upstream_path, "/responses" | "/responses/compact") {
+            return None;
         }
+        let answerer = Answerer {
+            request_id: self.record.request_id.clone(),
+            team: self.team_name().map(str::to_owned),
+            key_id: self.record.key_id_name().map(str::to_owned),
+            provider: provider.to_owned(),
+            model: self.record.model().map(str::to_owned),
+        };
+        let sink = Counted {
+            meters: self.snapshot.meters.clone(),
+            tally: self.record.usage_tally(),
+            audit: self.state.audit.clone(),
+        };
+        Some(RequestUsage::new(answerer, Arc::new(sink)).answer())
     }
 
     async fn judge_items(
@@ -294,6 +322,7 @@ impl<'r> RequestContext<'r> {
             recording,
             turn,
             created_conversation,
+            usage: None,
         })
     }
 
@@ -323,6 +352,7 @@ impl<'r> RequestContext<'r> {
             recording: None,
             turn: None,
             created_conversation: None,
+            usage: None,
         })
     }
 
@@ -392,12 +422,22 @@ impl<'r> RequestContext<'r> {
         if forwarded.is_ok() {
             meter.upstream_time(sent.elapsed());
         }
+        // A forward that failed drops the usage's count: missing.
         let mut response = forwarded.inspect_err(|error| self.upstream_error(&decided.provider, error))?;
-        if let (Some(ledger), Some(recording)) = (&self.state.ledger, decided.recording) {
-            if response.status().is_success() {
-                response = record(response, ledger.clone(), recording)
+        // An answer with an error status carries no usage: missing.
+        let usage = decided.usage.filter(|_| response.status().is_success());
+        match (&self.state.ledger, decided.recording) {
+            (Some(ledger), Some(recording)) if response.status().is_success() => {
+                response = record(response, ledger.clone(), recording, usage)
                     .await
                     .inspect_err(|error| self.upstream_error(&decided.provider, error))?;
+            }
+            _ => {
+                if let Some(usage) = usage {
+                    let (parts, body) = response.into_parts();
+                    let body = UsageBody::wrap(body, &parts.headers, usage);
+                    response = Response::from_parts(parts, body);
+                }
             }
         }
         if let (Some(ledger), Some(created)) = (&self.state.ledger, decided.created_conversation) {

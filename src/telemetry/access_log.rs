@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 
+use super::usage_tally::{Totals, UsageTally};
 use super::RequestSpan;
 use crate::error::ApiError;
 use crate::gate::{Decision, Verdict};
@@ -116,6 +117,8 @@ pub(crate) struct AccessRecord {
     error_code: Option<String>,
     /// What passed on the socket, when the request opened a WebSocket.
     socket: Option<SocketCounts>,
+    /// The usage of its answers, when they are counted (docs/usage.md).
+    usage: Option<Arc<UsageTally>>,
     /// The request's span, which learns what the record learns.
     span: RequestSpan,
 }
@@ -151,6 +154,7 @@ impl AccessRecord {
             monitored: 0,
             error_code: None,
             socket: None,
+            usage: None,
             span: RequestSpan::none(),
         }
     }
@@ -205,6 +209,12 @@ impl AccessRecord {
         self.error_code = Some(error.code().to_owned());
     }
 
+    /// The tally the usage of the request's answers is added to, for its line and its span
+    /// (made on first use).
+    pub(crate) fn usage_tally(&mut self) -> Arc<UsageTally> {
+        self.usage.get_or_insert_with(Default::default).clone()
+    }
+
     /// Notes what passed on the WebSocket the request opened, as it closed.
     pub(crate) fn socket(&mut self, counts: SocketCounts) {
         self.socket = Some(counts);
@@ -230,10 +240,13 @@ impl AccessRecord {
     /// it.
     pub(crate) fn write(&self, outcome: &Outcome) {
         let decision = self.shown_decision();
+        let usage: Option<Totals> = self.usage.as_ref().and_then(|tally| tally.totals());
+        let counts = usage.as_ref().and_then(Totals::counts);
         self.span.ended(
             decision.as_str(),
             outcome.status.as_u16(),
             outcome.stream_error.as_deref(),
+            counts.as_ref(),
         );
         let millis = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1000.0);
         let or_dash = |d: Option<Duration>| d.map_or_else(|| "-".to_owned(), millis);
@@ -265,6 +278,11 @@ impl AccessRecord {
             ws_refused = socket.map(|socket| socket.refused),
             ws_refused_codes = refused_codes.as_deref(),
             ws_ended = socket.map(|socket| socket.ended),
+            usage = usage.as_ref().map(Totals::word),
+            input_tokens = counts.map(|counts| counts.input),
+            output_tokens = counts.map(|counts| counts.output),
+            cached_input_tokens = counts.map(|counts| counts.cached_input),
+            reasoning_output_tokens = counts.map(|counts| counts.reasoning_output),
             "request"
         );
     }
@@ -272,6 +290,11 @@ impl AccessRecord {
     /// The request's method (`None` for a head hyper could not parse).
     pub(crate) fn method(&self) -> Option<&Method> {
         self.method.as_ref()
+    }
+
+    /// The request's model, once it was read.
+    pub(crate) fn model(&self) -> Option<&str> {
+        self.model.as_deref()
     }
 
     /// The provider the request was routed to, once it was.

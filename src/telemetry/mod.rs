@@ -12,6 +12,7 @@ mod otlp;
 mod plain_fields;
 mod propagation;
 mod request_span;
+pub(crate) mod usage_tally;
 
 pub(crate) use batch::{batched, BatchedWriter, FlushGuard};
 pub(crate) use log_every::LogEvery;

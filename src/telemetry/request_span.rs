@@ -10,6 +10,7 @@ use tracing::field::{display, Empty};
 use tracing::Span;
 
 use super::propagation;
+use crate::usage::Usage;
 
 /// The target of request spans; the exporter's filter takes these spans and no others.
 pub(super) const TARGET: &str = "replaygate::request";
@@ -63,6 +64,10 @@ impl RequestSpan {
             decision = Empty,
             status = Empty,
             stream_error = Empty,
+            gen_ai.usage.input_tokens = Empty,
+            gen_ai.usage.output_tokens = Empty,
+            gen_ai.usage.cache_read.input_tokens = Empty,
+            gen_ai.usage.reasoning.output_tokens = Empty,
             otel.name = method.as_str(),
             otel.kind = "server",
         );
@@ -96,14 +101,29 @@ impl RequestSpan {
     }
 
     /// Notes how the request ended, for the exported span: the gate's decision (`allowed`,
-    /// `rejected`, ... as in the access line), the status sent, and why the answer's body
-    /// stopped early if it did. It gets an error status on a 5xx or a broken stream.
-    pub(crate) fn ended(&self, decision: &str, status: u16, stream_error: Option<&str>) {
+    /// `rejected`, ... as in the access line), the status sent, why the answer's body
+    /// stopped early if it did, and the tokens its answers reported (docs/usage.md). It gets
+    /// an error status on a 5xx or a broken stream.
+    pub(crate) fn ended(
+        &self,
+        decision: &str,
+        status: u16,
+        stream_error: Option<&str>,
+        usage: Option<&Usage>,
+    ) {
         if !exporting() {
             return;
         }
         self.0.record("decision", display(decision));
         self.0.record("status", status);
+        if let Some(usage) = usage {
+            self.0.record("gen_ai.usage.input_tokens", usage.input);
+            self.0.record("gen_ai.usage.output_tokens", usage.output);
+            self.0
+                .record("gen_ai.usage.cache_read.input_tokens", usage.cached_input);
+            self.0
+                .record("gen_ai.usage.reasoning.output_tokens", usage.reasoning_output);
+        }
         if let Some(stream_error) = stream_error {
             self.0.record("stream_error", display(stream_error));
         }

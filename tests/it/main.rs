@@ -54,5 +54,6 @@ mod telemetry;
 mod tls_upstream;
 mod trust;
 mod upstream_faults;
+mod usage;
 mod websocket;
 mod websocket_trust;

@@ -38,6 +38,7 @@ use crate::proxy::audit::{AuditLog, ResponseAuditLine};
 use crate::proxy::body::{BoxError, ProxyBody};
 use crate::proxy::snapshot::Snapshot;
 use crate::proxy::teams::Team;
+use crate::proxy::usage::PendingUsage;
 
 /// What the request said that the record of its answer needs.
 #[derive(Debug, Clone)]
@@ -120,16 +121,20 @@ pub(crate) struct RecordingBody {
     seen: u64,
     /// A write in progress, and what was held back until it ends (`None`: the end of body).
     writing: Option<(Write, Option<Frame<Bytes>>)>,
+    /// The count of the answer's usage, delivered when the tap ends (docs/usage.md).
+    usage: Option<PendingUsage>,
 }
 
 impl RecordingBody {
     /// Taps `inner`, an answer with `headers`, if it is one the ledger reads (JSON or events);
-    /// otherwise returns it as it is.
+    /// otherwise returns it as it is (its usage, if counted, missing). The tap's end delivers
+    /// the answer's `usage`.
     pub(crate) fn wrap(
         inner: ProxyBody,
         headers: &HeaderMap,
         ledger: Arc<Ledger>,
         recording: Recording,
+        usage: Option<PendingUsage>,
     ) -> ProxyBody {
         let kind = headers
             .get(http::header::CONTENT_TYPE)
@@ -151,6 +156,7 @@ impl RecordingBody {
             expected_len,
             seen: 0,
             writing: None,
+            usage,
         }
         .boxed_unsync()
     }
@@ -171,9 +177,13 @@ impl RecordingBody {
     fn start_write(&mut self) -> Option<Write> {
         let (tap, recording) = self.tap.take()?;
         let too_large = tap.too_large();
+        let (ended, read) = tap.end_read();
+        if let Some(usage) = self.usage.take() {
+            usage.deliver(read);
+        }
         let stored = self
             .ledger
-            .to_store(tap.end(), too_large, recording, CheckCalls::Yes)?;
+            .to_store(ended, too_large, recording, CheckCalls::Yes)?;
         let stored = self.ledger.hand_over(stored)?;
         let ledger = self.ledger.clone();
         Some(Box::pin(async move { ledger.write(stored).await }))
@@ -422,7 +432,11 @@ impl RecordingBody {
         }
         if let Some((tap, recording)) = self.tap.take() {
             let too_large = tap.too_large();
-            self.ledger.record_in_background(tap.end(), too_large, recording);
+            let (ended, read) = tap.end_read();
+            if let Some(usage) = self.usage.take() {
+                usage.deliver(read);
+            }
+            self.ledger.record_in_background(ended, too_large, recording);
         }
     }
 }
@@ -444,10 +458,12 @@ pub(crate) const RESPONSE_VIOLATIONS_HEADER: &str = "x-replaygate-response-viola
 /// answer whose produced calls are to be checked, and whose `Content-Length` is within the
 /// tap's JSON cap, is read whole first, so its head can carry
 /// [`RESPONSE_VIOLATIONS_HEADER`]; any other answer streams through a [`RecordingBody`].
+/// Either way the tap delivers the answer's `usage`.
 pub(crate) async fn record(
     response: Response<ProxyBody>,
     ledger: Arc<Ledger>,
     recording: Recording,
+    usage: Option<PendingUsage>,
 ) -> Result<Response<ProxyBody>, ApiError> {
     let (mut parts, body) = response.into_parts();
     let kind = parts
@@ -464,7 +480,7 @@ pub(crate) async fn record(
         && recording.calls_check.is_some()
         && length.is_some_and(|length| length <= TapLimits::default().max_json_bytes);
     if !whole {
-        let body = RecordingBody::wrap(body, &parts.headers, ledger, recording);
+        let body = RecordingBody::wrap(body, &parts.headers, ledger, recording, usage);
         return Ok(Response::from_parts(parts, body));
     }
     let bytes = match body.collect().await {
@@ -477,7 +493,10 @@ pub(crate) async fn record(
             });
         }
     };
-    let ended = ledger.tap(AnswerKind::Json, &recording).end_whole(&bytes);
+    let (ended, read) = ledger.tap(AnswerKind::Json, &recording).end_whole_read(&bytes);
+    if let Some(usage) = usage {
+        usage.deliver(read);
+    }
     if let Ended::Items(tapped) = &ended {
         let violations = recording.check_calls(tapped);
         recording.report(&tapped.record.id, &violations);
@@ -631,7 +650,7 @@ mod tests {
         let (headers, frames) = answer(n, kind);
         let last = frames.len();
         let started = Instant::now();
-        let mut tapped = RecordingBody::wrap(body(frames), &headers, ledger.clone(), recording());
+        let mut tapped = RecordingBody::wrap(body(frames), &headers, ledger.clone(), recording(), None);
         let mut seen = None;
         let mut count = 0;
         while let Some(frame) = tapped.frame().await {
@@ -733,7 +752,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ledger = ledger(slow_embedded(&dir, 64));
         let (headers, frames) = answer(7, AnswerKind::EventStream);
-        let mut tapped = RecordingBody::wrap(body(frames), &headers, ledger.clone(), recording());
+        let mut tapped = RecordingBody::wrap(body(frames), &headers, ledger.clone(), recording(), None);
         // `response.created` and the item pass; the client goes away.
         tapped.frame().await.unwrap().unwrap();
         tapped.frame().await.unwrap().unwrap();

@@ -299,6 +299,7 @@ impl Relay<'_, '_> {
             body,
             recording,
             turn,
+            usage,
             ..
         } = decided;
         let message = match text {
@@ -308,7 +309,7 @@ impl Relay<'_, '_> {
             },
             false => Message::Binary(body),
         };
-        if let Some(turn) = turn {
+        if turn.is_some() || usage.is_some() {
             let tap = match (&self.state.ledger, &recording) {
                 (Some(ledger), Some(recording)) => ledger.tap(AnswerKind::EventStream, recording),
                 _ => Tap::new(AnswerKind::EventStream, TapLimits::default()),
@@ -318,6 +319,7 @@ impl Relay<'_, '_> {
                 turn,
                 stored: head.store != Some(false),
                 recording,
+                usage,
             });
         }
         self.counts.forwarded += 1;
@@ -454,9 +456,10 @@ impl Relay<'_, '_> {
     }
 
     /// Reads a server event with the oldest turn still answering; at its end (its terminal
-    /// event, read by the tap, or named by the event's type once the tap gave up), remembers
-    /// a completed response and records what the answer left in the ledger (its items, or its
-    /// response's id alone, for its team) before the event passes on.
+    /// event, read by the tap, or named by the event's type once the tap gave up), delivers
+    /// the turn's usage (docs/usage.md), remembers a completed response and records what the
+    /// answer left in the ledger (its items, or its response's id alone, for its team) before
+    /// the event passes on.
     async fn read_event(&mut self, text: &str) {
         let Some(pending) = self.pending.front_mut() else {
             return;
@@ -481,16 +484,20 @@ impl Relay<'_, '_> {
             turn,
             stored,
             recording,
+            usage,
         }) = self.pending.pop_front()
         else {
             return;
         };
         let too_large = tap.too_large();
-        let ended = tap.end();
-        if let Ended::Items(tapped) = &ended {
+        let (ended, read) = tap.end_read();
+        if let Some(usage) = usage {
+            usage.deliver(read);
+        }
+        if let (Ended::Items(tapped), Some(turn)) = (&ended, &turn) {
             // The socket's own chain knows the calls of completed turns alone.
             if tapped.complete {
-                self.turns.remember(&turn, &tapped.record, stored);
+                self.turns.remember(turn, &tapped.record, stored);
             }
         }
         let (Some(ledger), Some(recording)) = (&self.state.ledger, recording) else {
@@ -506,10 +513,13 @@ impl Relay<'_, '_> {
         }
     }
 
-    /// The socket ends: what the turns still answering delivered is recorded, each on a task
-    /// of its own (their responses may live on at the provider).
+    /// The socket ends: the turns still answering have their usage missing (docs/usage.md),
+    /// and what they delivered is recorded, each on a task of its own (their responses may
+    /// live on at the provider).
     fn record_unfinished(&mut self) {
         let Some(ledger) = &self.state.ledger else {
+            // Each turn's count, dropped, is missing.
+            self.pending.clear();
             return;
         };
         for Pending { tap, recording, .. } in self.pending.drain(..) {

@@ -17,6 +17,7 @@ use crate::gate::ChainFacts;
 use crate::ledger::{Owner, ResponseRecord, Tap};
 use crate::proxy::earlier_turns::{EarlierTurns, Turn};
 use crate::proxy::ledger::recording::Recording;
+use crate::proxy::usage::PendingUsage;
 
 /// The most responses a socket remembers; the oldest are forgotten first.
 const MAX_REMEMBERED: usize = 1024;
@@ -138,11 +139,15 @@ impl EarlierTurns for SocketTurns {
 /// A forwarded turn whose answer is still streaming: its events are read as they pass.
 pub(super) struct Pending {
     pub(crate) tap: Tap,
-    pub(crate) turn: Turn,
+    /// What the socket's own chain remembers of it, when it judged the turn.
+    pub(crate) turn: Option<Turn>,
     /// Whether its request let the provider store the response (not `store: false`).
     pub(crate) stored: bool,
     /// What the ledger records of it, when the ledger is on.
     pub(crate) recording: Option<Recording>,
+    /// The count of its usage (docs/usage.md): delivered at its terminal event, missing when
+    /// the socket ends before it.
+    pub(crate) usage: Option<PendingUsage>,
 }
 
 impl Pending {
@@ -243,9 +248,10 @@ mod tests {
     fn messages_read_as_events_even_with_line_breaks() {
         let mut pending = Pending {
             tap: Tap::new(AnswerKind::EventStream, TapLimits::default()),
-            turn: turn(None, &[]),
+            turn: Some(turn(None, &[])),
             stored: true,
             recording: None,
+            usage: None,
         };
         pending.feed("{\"type\":\"response.created\",\n\"response\":{\"id\":\"resp_1\",\"model\":\"m\"}}");
         pending.feed(r#"{"type":"response.output_item.done","item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"f","arguments":"{}"}}"#);

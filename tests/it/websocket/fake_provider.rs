@@ -24,6 +24,11 @@ pub enum Behaviour {
     Refuse(u16),
     /// Answers the first message with `count` text messages of `bytes` bytes each.
     Flood { count: usize, bytes: usize },
+    /// Answers every `response.create` with a turn whose `response.completed` carries the
+    /// usage of [`turn_usage`].
+    Usage,
+    /// Answers every `response.create` with its `response.created` alone, and nothing more.
+    Stall,
 }
 
 /// The message that makes the provider close its socket (1001, "provider says bye").
@@ -121,6 +126,8 @@ impl FakeProvider {
                         let n = turns.fetch_add(1, Ordering::SeqCst) + 1;
                         let events = match behaviour {
                             Behaviour::Reasoned => reasoned_turn_events(n),
+                            Behaviour::Usage => usage_turn_events(n),
+                            Behaviour::Stall => turn_events(n)[..1].to_vec(),
                             _ => turn_events(n),
                         };
                         for event in events {
@@ -206,4 +213,26 @@ pub fn reasoned_call(n: usize) -> String {
 /// The events of a `Reasoned` turn `n`: response `resp_n`, its reasoning item, then call `call_n`.
 pub fn reasoned_turn_events(n: usize) -> Vec<String> {
     response_events(n, &[reasoning_item(n), reasoned_call(n)])
+}
+
+/// The usage of a `Usage` turn `n`: input, cached input, output and reasoning output tokens.
+pub fn turn_usage(n: usize) -> [usize; 4] {
+    [1000 * n + 11, 7 * n, 100 * n + 3, 5 * n]
+}
+
+/// The events of a `Usage` turn `n`: those of [`turn_events`], the last with its usage.
+pub fn usage_turn_events(n: usize) -> Vec<String> {
+    let [input, cached, output, reasoning] = turn_usage(n);
+    let usage = format!(
+        r#""usage":{{"input_tokens":{input},"input_tokens_details":{{"cached_tokens":{cached}}},"output_tokens":{output},"output_tokens_details":{{"reasoning_tokens":{reasoning}}},"total_tokens":{}}},"#,
+        input + output
+    );
+    let mut events = turn_events(n);
+    let last = events.pop().expect("a turn ends");
+    events.push(last.replacen(
+        r#""status":"completed""#,
+        &format!(r#"{usage}"status":"completed""#),
+        1,
+    ));
+    events
 }
