@@ -29,12 +29,15 @@ WITH_TOOL = json.dumps({
         "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}],
 }).encode()
 
-#: The fake provider's answer: a call whose arguments do not fit that tool's schema.
+#: The fake provider's answer: a call whose arguments do not fit that tool's schema, and the
+#: usage it reports (so the usage families have series to scrape).
 ANSWER = json.dumps({
     "id": "resp_deploy_check_0001", "object": "response", "status": "completed", "model": "m",
     "output": [{"type": "function_call", "id": "fc_deploy_check_0001",
                 "call_id": "call_deploy_check_0001", "name": "get_weather",
                 "arguments": "{\"city\": 5}", "status": "completed"}],
+    "usage": {"input_tokens": 12, "input_tokens_details": {"cached_tokens": 0},
+              "output_tokens": 7, "output_tokens_details": {"reasoning_tokens": 0}},
 }).encode()
 
 # Loopback only, and never through a proxy from the environment.
