@@ -39,13 +39,17 @@ fn traceparent(trace: &str, parent: &str) -> String {
     format!("00-{trace}-{parent}-01")
 }
 
-/// A provider that answers 500 to [`FAILING`] and 200 to anything else.
+/// The usage the provider's answers report (docs/usage.md).
+const USAGE: &str = r#""usage":{"input_tokens":40,"input_tokens_details":{"cached_tokens":30},"output_tokens":9,"output_tokens_details":{"reasoning_tokens":6}}"#;
+
+/// A provider that answers 500 to [`FAILING`] and 200 to anything else, with [`USAGE`].
 async fn provider() -> Upstream {
     Upstream::start(|received: Received| async move {
         if received.body.as_ref() == FAILING.as_bytes() {
             json_response(500, r#"{"error":{"message":"boom"}}"#)
         } else {
-            json_response(200, RESPONSE_JSON)
+            let answer = RESPONSE_JSON.strip_suffix('}').expect("a JSON object");
+            json_response(200, format!("{answer},{USAGE}}}"))
         }
     })
     .await
@@ -154,6 +158,23 @@ async fn each_request_is_one_exported_span_that_continues_the_clients_trace() {
     let allowed = span_of(&spans, "otel-allowed");
     assert_eq!(allowed.attribute("decision").as_deref(), Some("allowed"));
     assert_eq!(allowed.attribute("status").as_deref(), Some("200"));
+    for (attribute, count) in [
+        ("gen_ai.usage.input_tokens", "40"),
+        ("gen_ai.usage.output_tokens", "9"),
+        ("gen_ai.usage.cache_read.input_tokens", "30"),
+        ("gen_ai.usage.reasoning.output_tokens", "6"),
+    ] {
+        assert_eq!(
+            allowed.attribute(attribute).as_deref(),
+            Some(count),
+            "{attribute}"
+        );
+    }
+    // A rejected request asked the provider for nothing: no usage.
+    assert_eq!(
+        span_of(&spans, "otel-rejected").attribute("gen_ai.usage.input_tokens"),
+        None
+    );
     assert_eq!(allowed.trace_id(), ALLOWED_TRACE);
     assert_eq!(allowed.parent_span_id(), ALLOWED_PARENT);
     assert_ne!(
