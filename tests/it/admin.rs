@@ -263,6 +263,31 @@ async fn known_traffic_moves_exactly_the_counters_it_should() {
         (bytes_out("down"), sent_down as f64),
         // The items of the rejected and the monitored request (the others send text).
         ("replaygate_gate_items_judged_total".to_owned(), 4.0),
+        // Every forwarded answer is counted for usage; these report none (docs/usage.md).
+        (
+            series(
+                "replaygate_usage_answers_total",
+                &[
+                    ("team", "-"),
+                    ("provider", "openai"),
+                    ("model", "gpt-5"),
+                    ("usage", "missing"),
+                ],
+            ),
+            4.0,
+        ),
+        (
+            series(
+                "replaygate_usage_answers_total",
+                &[
+                    ("team", "-"),
+                    ("provider", "down"),
+                    ("model", "gpt-5"),
+                    ("usage", "missing"),
+                ],
+            ),
+            1.0,
+        ),
     ]
     .into_iter()
     .collect();

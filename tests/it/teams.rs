@@ -472,7 +472,13 @@ async fn the_audit_log_has_one_line_per_judged_request_and_no_secrets() {
     post(&proxy, "/v1/models", &[("authorization", &pay)], "").await;
     proxy.shutdown().await;
     let text = std::fs::read_to_string(&audit).unwrap();
-    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    // The lines of judged requests; each forwarded one is followed by its answer's usage line
+    // (docs/usage.md#the-audit-log).
+    let (usage, lines): (Vec<Value>, Vec<Value>) = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .partition(|line| line["kind"] == "usage");
+    assert_eq!(usage.len(), 2, "{text}");
     assert_eq!(lines.len(), 3, "{text}");
     let decisions: Vec<&str> = lines.iter().map(|l| l["decision"].as_str().unwrap()).collect();
     assert_eq!(decisions, ["allowed", "stripped", "rejected"]);
@@ -549,7 +555,8 @@ keys = [
     let audited = std::fs::read_to_string(&audit).unwrap();
     let lines: Vec<Value> = audited
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|line| line["kind"] != "usage")
         .collect();
     assert_eq!(
         lines.len(),
