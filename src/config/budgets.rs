@@ -13,7 +13,7 @@ use crate::spend_window::Window;
 
 /// The largest budget, in tokens or micro-dollars: 2^53, the largest integer a Redis script's
 /// numbers (doubles) hold exactly. A `usd` budget may be up to about 9 billion dollars.
-pub(super) const MAX_BUDGET_UNITS: u64 = 1 << 53;
+pub(crate) const MAX_BUDGET_UNITS: u64 = 1 << 53;
 
 /// `budget = { tokens = N, window = "..." }` or `{ usd = X, window = "..." }` as written.
 #[derive(serde::Deserialize)]

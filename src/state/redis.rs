@@ -47,6 +47,7 @@ use super::{now_unix, RedisLogin, StoreError};
 use crate::config::RedisTarget;
 
 mod policy;
+pub(super) mod spend;
 use crate::ledger::{StoredItem, StoredResponse};
 
 /// The `redis` backend. Cheap to clone: clones share one connection.
