@@ -84,7 +84,7 @@ pub struct Config {
     /// `[telemetry]`: the OpenTelemetry export of request spans (off by default).
     pub telemetry: TelemetryConfig,
     /// `[prices."GLOB"]`, in file order: the first whose glob matches an answer's model prices
-    /// it (docs/budgets.md#prices).
+    /// it (docs/budgets.md#configuration).
     pub(crate) prices: Vec<PriceConfig>,
     /// `[usage]`: how budgets reserve, and whether they refuse.
     pub(crate) usage: UsageConfig,
