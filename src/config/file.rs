@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
+use super::budgets::{BudgetEntry, PriceEntry, UsageConfig};
 use super::de::{millis, positive_count, positive_hours, positive_millis};
 use super::key_entry::KeyEntry;
 use super::{
@@ -40,6 +41,10 @@ pub(super) struct ConfigFile {
     pub(super) ledger: LedgerEntry,
     #[serde(default)]
     pub(super) telemetry: TelemetryConfig,
+    #[serde(default)]
+    pub(super) prices: BTreeMap<Spanned<String>, PriceEntry>,
+    #[serde(default)]
+    pub(super) usage: UsageConfig,
 }
 
 /// The `[server]` table. It also accepts `default_provider`, because a
@@ -166,6 +171,7 @@ pub(super) struct TeamEntry {
     #[serde(default)]
     pub(super) mode: TeamMode,
     pub(super) share_state_with: Option<Vec<Spanned<String>>>,
+    pub(super) budget: Option<Spanned<BudgetEntry>>,
 }
 
 /// The `[audit]` table.

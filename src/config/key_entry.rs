@@ -3,11 +3,13 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::ops::Range;
 
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use toml::Spanned;
 
+use super::budgets::BudgetEntry;
 use super::error::Invalid;
 use super::ClientKey;
 use crate::keys;
@@ -18,7 +20,7 @@ pub(super) enum KeyEntry {
     /// `"sha256:..."`.
     Digest(String),
     /// `{ id = ..., digest = ..., expires = ... }`.
-    Table(KeyTable),
+    Table(Box<KeyTable>),
 }
 
 /// The table form of a `keys` entry.
@@ -28,6 +30,7 @@ pub(super) struct KeyTable {
     id: Option<Spanned<String>>,
     digest: Spanned<String>,
     expires: Option<Spanned<ExpiresText>>,
+    budget: Option<Spanned<BudgetEntry>>,
 }
 
 /// `expires` as written: a string, or a TOML date-time (`expires = 2027-03-01T00:00:00Z`,
@@ -53,7 +56,8 @@ impl<'de> Deserialize<'de> for KeyEntry {
             }
 
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<KeyEntry, A::Error> {
-                KeyTable::deserialize(MapAccessDeserializer::new(map)).map(KeyEntry::Table)
+                KeyTable::deserialize(MapAccessDeserializer::new(map))
+                    .map(|table| KeyEntry::Table(Box::new(table)))
             }
         }
 
@@ -86,18 +90,27 @@ impl<'de> Deserialize<'de> for ExpiresText {
     }
 }
 
-/// Checks a `keys` entry of `team`: a usable digest, id and expiry, the digest listed
+/// Checks a `keys` entry of `team`: a usable digest, id, expiry and budget, the digest listed
 /// nowhere else (`owners`, digest to team) and the id naming no other key (`ids`, id to team).
+/// Returns the key, and where its budget is written if it has one.
 pub(super) fn validate_key(
     entry: Spanned<KeyEntry>,
     team: &str,
     owners: &mut HashMap<[u8; 32], String>,
     ids: &mut HashMap<String, String>,
-) -> Result<ClientKey, Invalid> {
+) -> Result<(ClientKey, Option<Range<usize>>), Invalid> {
     let span = entry.span();
-    let (written, id, expires) = match entry.into_inner() {
-        KeyEntry::Digest(text) => (Spanned::new(span, text), None, None),
-        KeyEntry::Table(table) => (table.digest, table.id, table.expires),
+    let (written, id, expires, budget) = match entry.into_inner() {
+        KeyEntry::Digest(text) => (Spanned::new(span, text), None, None, None),
+        KeyEntry::Table(table) => {
+            let KeyTable {
+                id,
+                digest,
+                expires,
+                budget,
+            } = *table;
+            (digest, id, expires, budget)
+        }
     };
     let digest = parse_key_digest(&written)?;
     if let Some(owner) = owners.insert(digest, team.to_owned()) {
@@ -124,7 +137,20 @@ pub(super) fn validate_key(
             })
         })
         .transpose()?;
-    Ok(ClientKey { digest, id, expires })
+    let budget_span = budget.as_ref().map(Spanned::span);
+    let budget = budget
+        .map(|written| {
+            let span = written.span();
+            written.into_inner().validate(span)
+        })
+        .transpose()?;
+    let key = ClientKey {
+        digest,
+        id,
+        expires,
+        budget,
+    };
+    Ok((key, budget_span))
 }
 
 /// "this team already lists it" or "team "OWNER" already lists it".

@@ -8,6 +8,7 @@
 //! configuration that loads is one the proxy can serve.
 
 mod auth;
+mod budgets;
 mod de;
 mod error;
 mod file;
@@ -30,6 +31,10 @@ use std::time::Duration;
 use globset::Glob;
 
 pub(crate) use auth::Auth;
+pub(crate) use budgets::{Budget, PriceConfig, UsageConfig};
+// Read by the budget phase, a later step of issue 48; until then by the tests only.
+#[cfg_attr(not(test), allow(unused_imports))]
+pub(crate) use budgets::{BudgetLimit, BudgetUnit, UsageMode, MAX_BUDGET_UNITS};
 pub(crate) use error::ConfigError;
 pub(crate) use item_profile::read_file as read_item_profile;
 pub(crate) use ledger::{
@@ -78,6 +83,11 @@ pub struct Config {
     pub(crate) ledger: LedgerConfig,
     /// `[telemetry]`: the OpenTelemetry export of request spans (off by default).
     pub telemetry: TelemetryConfig,
+    /// `[prices."GLOB"]`, in file order: the first whose glob matches an answer's model prices
+    /// it (docs/budgets.md#configuration).
+    pub(crate) prices: Vec<PriceConfig>,
+    /// `[usage]`: how budgets reserve, and whether they refuse.
+    pub(crate) usage: UsageConfig,
 }
 
 /// One upstream provider, `[providers.NAME]`.
@@ -232,3 +242,6 @@ mod tests_item_profile;
 
 #[cfg(test)]
 mod tests_redis_target;
+
+#[cfg(test)]
+mod tests_budgets;

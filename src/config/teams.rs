@@ -10,6 +10,7 @@ use std::time::SystemTime;
 
 use globset::Glob;
 
+use super::Budget;
 use crate::gate::{Action, Reason};
 
 /// One team, `[teams.NAME]`: the clients holding one of its keys, and what they may do.
@@ -38,6 +39,8 @@ pub struct TeamConfig {
     /// `share_state_with`: the teams this team lets name its recorded state (responses,
     /// items, conversations); default none.
     pub(crate) share_state_with: StateGrant,
+    /// `budget`: what the team may spend in each window (docs/budgets.md); `None`: no limit.
+    pub(crate) budget: Option<Budget>,
 }
 
 /// A team's `share_state_with`: the owner's grant of its recorded state to other teams.
@@ -74,6 +77,9 @@ pub struct ClientKey {
     pub id: Option<String>,
     /// `expires`: from when on the key is refused (401 `expired_api_key`); `None`: never.
     pub expires: Option<SystemTime>,
+    /// `budget`: the key's own budget, counted apart from (and besides) its team's; `None`:
+    /// only the team's.
+    pub(crate) budget: Option<Budget>,
 }
 
 impl ClientKey {
@@ -83,6 +89,7 @@ impl ClientKey {
             digest,
             id: None,
             expires: None,
+            budget: None,
         }
     }
 

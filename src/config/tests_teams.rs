@@ -515,8 +515,8 @@ fn load_takes_relative_paths_from_the_files_directory() {
     assert_eq!(config.audit.unwrap().path, base.join("audit.jsonl"));
 }
 
-/// The repository's `proxy.toml` documents teams, `[audit]` and `watch_config` in comments:
-/// written out, they load.
+/// The repository's `proxy.toml` documents teams (their budgets too), `[audit]`, `[usage]`,
+/// `[prices]` and `watch_config` in comments: written out, they load.
 #[test]
 fn the_commented_examples_of_the_embedded_default_load() {
     let mut text = String::new();
@@ -530,9 +530,19 @@ fn the_commented_examples_of_the_embedded_default_load() {
             "requests_per_minute",
         ]
         .iter()
-        .chain(&["rules", "mode", "path", "watch_config"])
+        .chain(&["rules", "mode", "path", "watch_config", "budget"])
+        .chain(&[
+            "default_output_reservation",
+            "input_per_million",
+            "cached_input_per_million",
+            "output_per_million",
+        ])
         .any(|key| line.starts_with(&format!("# {key} = ")));
-        let example = key || line.starts_with("# [teams.") || line == "# [audit]";
+        let example = key
+            || line.starts_with("# [teams.")
+            || line.starts_with("# [prices.")
+            || line == "# [audit]"
+            || line == "# [usage]";
         text.push_str(if example { &line[2..] } else { line });
         text.push('\n');
     }
@@ -547,10 +557,31 @@ fn the_commented_examples_of_the_embedded_default_load() {
             digest: keys::digest("rg-other"),
             id: Some("ci-2026-12".into()),
             expires: keys::parse_expiry("2027-03-01T00:00:00Z"),
+            budget: None,
         }
     );
     assert_eq!(payments.pinned_tools.as_ref().unwrap().tools.len(), 3);
     assert_eq!(payments.requests_per_minute, NonZeroU32::new(600));
+    assert_eq!(
+        payments.budget,
+        Some(Budget {
+            limit: BudgetLimit::Tokens(2_000_000),
+            window: crate::spend_window::Window::Day
+        })
+    );
+    assert_eq!(config.usage, UsageConfig::default());
+    assert_eq!(config.prices[0].model.glob(), "gpt-5*");
+    assert_eq!(config.prices[0].cached_input_per_million, 0.125);
+    assert_eq!(
+        payments.budget,
+        Some(Budget {
+            limit: BudgetLimit::Tokens(2_000_000),
+            window: crate::spend_window::Window::Day
+        })
+    );
+    assert_eq!(config.usage, UsageConfig::default());
+    assert_eq!(config.prices[0].model.glob(), "gpt-5*");
+    assert_eq!(config.prices[0].cached_input_per_million, 0.125);
     assert_eq!(config.audit.unwrap().path, base.join("audit.jsonl"));
     assert!(!config.server.watch_config);
 }
@@ -627,16 +658,19 @@ fn a_key_may_be_a_table_with_an_id_and_an_expiry() {
                 digest: keys::digest("rg-other"),
                 id: Some("ci-2026-12".into()),
                 expires: Some(march),
+                budget: None,
             },
             ClientKey {
                 digest: keys::digest("rg-third"),
                 id: None,
                 expires: Some(march),
+                budget: None,
             },
             ClientKey {
                 digest: keys::digest("rg-fourth"),
                 id: Some("laptop.ana_1".into()),
                 expires: None,
+                budget: None,
             },
         ]
     );

@@ -12,6 +12,7 @@ use globset::{Glob, GlobBuilder};
 use reqwest::Url;
 use toml::Spanned;
 
+use super::budgets::{self, BudgetLimit, PriceConfig};
 use super::error::Invalid;
 use super::file::{
     AdminEntry, AuditEntry, ConfigFile, LedgerEntry, ProviderEntry, RouteEntry, StateBackend, StateEntry,
@@ -86,7 +87,9 @@ impl ConfigFile {
             .into_iter()
             .map(|route| route.validate(&providers))
             .collect::<Result<_, _>>()?;
-        let teams = validate_teams(self.teams, &providers, &self.gate, base_dir)?;
+        // Before the teams: a `usd` budget needs its team's models priced.
+        let prices = budgets::validate_prices(self.prices)?;
+        let teams = validate_teams(self.teams, &providers, &self.gate, &prices, base_dir)?;
         if !teams.is_empty() {
             if let Some((name, span, written)) = passthrough.into_iter().next() {
                 return Err(passthrough_with_teams(&name, span, written));
@@ -108,6 +111,8 @@ impl ConfigFile {
             state,
             ledger,
             telemetry: self.telemetry,
+            prices,
+            usage: self.usage,
         })
     }
 }
@@ -118,6 +123,7 @@ fn validate_teams(
     entries: BTreeMap<Spanned<String>, TeamEntry>,
     providers: &BTreeMap<String, ProviderConfig>,
     gate: &GateConfig,
+    prices: &[PriceConfig],
     base_dir: &Path,
 ) -> Result<BTreeMap<String, TeamConfig>, Invalid> {
     let mut entries: Vec<_> = entries.into_iter().collect();
@@ -142,7 +148,13 @@ fn validate_teams(
         let name = name.into_inner();
         let schemas = schemas.get_or_insert_with(|| SchemaCache::new(gate.schema_limits()));
         grants.push((name.clone(), entry.share_state_with.take()));
-        let team = entry.validate(&name, &mut owners, &mut key_ids, providers, schemas, base_dir)?;
+        let context = TeamContext {
+            providers,
+            schemas,
+            prices,
+            base_dir,
+        };
+        let team = entry.validate(&name, &mut owners, &mut key_ids, &context)?;
         teams.insert(name, team);
     }
     for (owner, written) in grants {
@@ -183,16 +195,28 @@ fn validate_grants(
     })
 }
 
+/// What a team's checks read besides the team itself.
+struct TeamContext<'c> {
+    providers: &'c BTreeMap<String, ProviderConfig>,
+    schemas: &'c SchemaCache,
+    prices: &'c [PriceConfig],
+    base_dir: &'c Path,
+}
+
 impl TeamEntry {
     fn validate(
         self,
         team: &str,
         owners: &mut HashMap<[u8; 32], String>,
         key_ids: &mut HashMap<String, String>,
-        providers: &BTreeMap<String, ProviderConfig>,
-        schemas: &SchemaCache,
-        base_dir: &Path,
+        context: &TeamContext<'_>,
     ) -> Result<TeamConfig, Invalid> {
+        let TeamContext {
+            providers,
+            schemas,
+            prices,
+            base_dir,
+        } = *context;
         if self.keys.get_ref().is_empty() {
             return Err(Invalid::new(
                 self.keys.span(),
@@ -202,12 +226,14 @@ impl TeamEntry {
                 ),
             ));
         }
-        let keys = self
+        let (keys, key_budgets): (Vec<_>, Vec<_>) = self
             .keys
             .into_inner()
             .into_iter()
             .map(|entry| validate_key(entry, team, owners, key_ids))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .unzip();
         let providers = self
             .providers
             .map(|names| {
@@ -240,6 +266,27 @@ impl TeamEntry {
                 )
             })?),
         };
+        let budget_span = self.budget.as_ref().map(Spanned::span);
+        let budget = self
+            .budget
+            .map(|written| {
+                let span = written.span();
+                written.into_inner().validate(span)
+            })
+            .transpose()?;
+        // Every `usd` budget, the team's then its keys', in file order.
+        let usd_budgets = std::iter::once((budget.as_ref(), budget_span, "the team's budget"))
+            .chain(
+                keys.iter()
+                    .zip(key_budgets)
+                    .map(|(key, span)| (key.budget.as_ref(), span, "a key's budget")),
+            )
+            .filter_map(|(budget, span, what)| {
+                matches!(budget?.limit, BudgetLimit::MicroUsd(_)).then_some((span?, what))
+            });
+        for (span, what) in usd_budgets {
+            budgets::check_priced(team, what, span, models.as_deref(), prices)?;
+        }
         Ok(TeamConfig {
             keys,
             providers,
@@ -250,6 +297,7 @@ impl TeamEntry {
             rules: self.rules,
             mode: self.mode,
             share_state_with: StateGrant::default(),
+            budget,
         })
     }
 }
@@ -315,7 +363,7 @@ fn compile_globs(globs: Vec<Spanned<String>>, what: &str) -> Result<Vec<Glob>, I
 
 /// A glob on a model or tool name: `*` matches any run of characters (`/` and `.` included),
 /// `?` exactly one, `\` escapes; case-sensitive.
-fn name_glob(text: &str) -> Result<Glob, globset::Error> {
+pub(super) fn name_glob(text: &str) -> Result<Glob, globset::Error> {
     GlobBuilder::new(text)
         .literal_separator(false)
         .backslash_escape(true)

@@ -5,7 +5,8 @@
 //! A backend joins with a [`Backend`] (how to open a fresh store of it for one test), an
 //! [`Outage`] when it can be made unavailable, and a line of [`conformance!`]. What only one
 //! backend does (its layout, sweeps, eviction, journal, Redis's TTLs, cluster slots, Sentinel
-//! failover) stays in that backend's own tests.
+//! failover) stays in that backend's own tests. The cases of the budgets' spend counters are in
+//! [`spend`].
 
 use std::future::Future;
 use std::num::NonZeroU32;
@@ -20,6 +21,10 @@ use crate::ledger::{
     MIN_ITEM_ID_BYTES,
 };
 use crate::metrics::{LedgerMeter, Metrics};
+
+/// The budgets' spend counters' cases.
+mod spend;
+use spend::*;
 
 /// A backend under test: a fresh, empty store of its own for each test.
 pub(super) trait Backend: Sized {
@@ -76,15 +81,21 @@ macro_rules! every_backend {
             a_large_batch_is_answered_in_the_order_asked,
             a_team_gets_its_minute_at_once_and_then_waits,
             the_allowance_refills_one_request_per_interval,
-            replicas_share_a_teams_count
+            replicas_share_a_teams_count,
+            a_reservation_fits_up_to_the_limit_and_no_further,
+            settling_replaces_a_reservation_by_what_was_used,
+            a_windows_counter_expires_after_its_end,
+            concurrent_reserves_never_pass_the_limit
             $(, $extra)*
         );
     };
 }
 
 every_backend!(memory: MemoryBackend);
-every_backend!(embedded: EmbeddedBackend; an_unavailable_store_answers_errors_never_no_record);
-every_backend!(redis: RedisBackend; an_unavailable_store_answers_errors_never_no_record);
+every_backend!(embedded: EmbeddedBackend;
+    an_unavailable_store_answers_errors_never_no_record; an_unavailable_store_refuses_to_count);
+every_backend!(redis: RedisBackend;
+    an_unavailable_store_answers_errors_never_no_record; an_unavailable_store_refuses_to_count);
 
 // ---- the backends -------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use foldhash::fast::RandomState;
 
+use super::local_spend::LocalCounters;
 use super::{now_unix, LocalRateLimiter, StoreError};
 use crate::ledger::{StoredItem, StoredResponse};
 
@@ -17,6 +18,8 @@ use crate::ledger::{StoredItem, StoredResponse};
 pub struct MemoryStore {
     maps: Arc<Mutex<Maps>>,
     limiter: Arc<LocalRateLimiter>,
+    /// The budgets' spend counters.
+    counters: Arc<LocalCounters>,
     /// Moved when a response is written again (the items it no longer holds go).
     losses: LossEpoch,
 }
@@ -122,6 +125,11 @@ impl MemoryStore {
 
     pub(super) fn hit_rate(&self, key: &str, per_minute: NonZeroU32) -> Result<(), Duration> {
         self.limiter.check(key, per_minute)
+    }
+
+    /// The budgets' spend counters.
+    pub(super) fn counters(&self) -> &LocalCounters {
+        &self.counters
     }
 }
 

@@ -12,9 +12,11 @@
 //! | `P:v1:item:{item id}` | the [`StoredItem`] of an output item with an id, as JSON |
 //! | `P:v1:digest:{64 hex digits}` | the [`StoredItem`] of an output item carrying `encrypted_content` |
 //! | `P:v1:rate:{team}` | the team's GCRA state: its theoretical arrival time, in microseconds of Redis server time |
+//! | `P:v1:spend:{counter}` | a budget's spend counter ([`spend`]): tokens or micro-dollars, as an integer |
 //!
 //! Ledger keys expire with their response (`EX` = seconds left until `expires_unix`); a rate
-//! key expires once its team is back to a full allowance.
+//! key expires once its team is back to a full allowance; a spend counter at its window's end
+//! and the grace (`EXPIREAT`).
 //!
 //! On one server a response and its index entries are written in one MULTI. On a cluster they
 //! live in different slots, so each is its own SET, the items first and the response that names
@@ -47,6 +49,7 @@ use super::{now_unix, RedisLogin, StoreError};
 use crate::config::RedisTarget;
 
 mod policy;
+pub(super) mod spend;
 use crate::ledger::{StoredItem, StoredResponse};
 
 /// The `redis` backend. Cheap to clone: clones share one connection.

@@ -257,3 +257,21 @@ async fn a_node_redirecting_forever_is_unavailable_within_the_timeout() {
     );
     task.abort();
 }
+
+/// Three replicas' stores on a cluster, 200 reserves at once against a limit that fits 50, for
+/// teams whose names hold braces too: exactly 50 fit each time (each counter is one key, its
+/// script run in that key's slot).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_replicas_reserve_exactly_what_fits_on_a_cluster() {
+    let cluster = Cluster::start();
+    let ports = ports(&cluster);
+    let replicas = [
+        store(&ports, Duration::from_secs(2)),
+        store(&ports[1..], Duration::from_secs(2)),
+        store(&ports[2..], Duration::from_secs(2)),
+    ];
+    for team in ["payments", "{search}", "a}{b"] {
+        let counted = super::redis::spend::two_hundred_reserves(&replicas, team).await;
+        assert_eq!(counted, (50, 1000), "{team}");
+    }
+}

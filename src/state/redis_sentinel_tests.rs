@@ -195,3 +195,15 @@ async fn a_sentinel_naming_an_unreachable_master_is_unavailable_within_the_timeo
     every_call_is_unavailable(&store(&[free_port()], "silent", Duration::from_millis(300))).await;
     hold.abort();
 }
+
+/// Three replicas' stores through Sentinel, 200 reserves at once against a limit that fits 50:
+/// exactly 50 fit on the master the sentinels name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_replicas_reserve_exactly_what_fits_through_sentinel() {
+    let set = SentinelSet::start("rg-spend");
+    let replicas: Vec<RedisStore> = (0..3)
+        .map(|_| store(&[set.sentinel.port()], &set.name, Duration::from_secs(2)))
+        .collect();
+    let counted = super::redis::spend::two_hundred_reserves(&replicas, "payments").await;
+    assert_eq!(counted, (50, 1000));
+}

@@ -89,7 +89,7 @@ const PROBE: &str = "zz_probe";
 
 /// Each table of `proxy.toml`: a configuration holding [`PROBE`] in it, and the `## ` heading
 /// of `docs/configuration.md` its keys are documented under. Nested tables (an `auth`, an
-/// `item_profile` file, a key's table) are documented under the table holding them.
+/// `item_profile` file, a key's table, a `budget`) are documented under the table holding them.
 const TABLES: &[(&str, &str)] = &[
     ("zz_probe = 1\n", "The file"),
     ("[server]\nzz_probe = 1\n", "`[server]`"),
@@ -129,9 +129,19 @@ const TABLES: &[(&str, &str)] = &[
         "[teams.t]\nkeys = [{ digest = \"sha256:00\", zz_probe = 1 }]\n",
         "`[teams.NAME]`",
     ),
+    (
+        "[teams.t]\nkeys = []\nbudget = { zz_probe = 1 }\n",
+        "`[teams.NAME]`",
+    ),
+    (
+        "[teams.t]\nkeys = [{ digest = \"sha256:00\", budget = { zz_probe = 1 } }]\n",
+        "`[teams.NAME]`",
+    ),
     ("[audit]\npath = \"a.jsonl\"\nzz_probe = 1\n", "`[audit]`"),
     ("[state]\nzz_probe = 1\n", "`[state]`"),
     ("[ledger]\nzz_probe = 1\n", "`[ledger]`"),
+    ("[prices.\"m\"]\nzz_probe = 1\n", "`[prices.\"GLOB\"]`"),
+    ("[usage]\nzz_probe = 1\n", "`[usage]`"),
 ];
 
 /// The keys a table accepts, as its parser names them when given [`PROBE`]: the words in

@@ -25,7 +25,17 @@ pub(super) enum ExpiresAt {
 /// The filter factory for the keyspace `name`, if its rows expire (every one of the store's).
 /// Rows at or below `floor` count as expired too: the disk budget evicted them
 /// ([`super::budget`]).
+///
+/// The spend counters' rows expire at their own time only: the disk budget's floor is for
+/// records, and a budget's count must not go before its window does.
 pub(super) fn factory_for(name: &str, floor: &Arc<AtomicU64>) -> Option<Arc<dyn Factory>> {
+    if name == super::spend::KEYSPACE {
+        return Some(Arc::new(DropExpired {
+            name: name.to_owned(),
+            at: ExpiresAt::Value(0),
+            floor: Arc::new(AtomicU64::new(0)),
+        }));
+    }
     let at = super::tables::expires_at(name)?;
     Some(Arc::new(DropExpired {
         name: name.to_owned(),

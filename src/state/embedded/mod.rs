@@ -86,6 +86,7 @@ use self::recent::Recent;
 use self::tables::Store;
 use self::tables::{digest_key, item_key, record_keys, response_key, Keyspaces, ReadResponse};
 use super::key_filter::{KeyFilter, StoreKey};
+use super::local_spend::LocalCounters;
 use super::{now_unix, LocalRateLimiter, StoreError};
 use crate::ledger::{StoredItem, StoredResponse};
 
@@ -93,6 +94,7 @@ mod budget;
 mod expiry;
 mod filters;
 mod recent;
+mod spend;
 mod tables;
 mod writer;
 use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult, StateMeter};
@@ -175,6 +177,8 @@ struct Inner {
     queue: Option<SyncSender<Command>>,
     writer: Option<JoinHandle<()>>,
     limiter: LocalRateLimiter,
+    /// The budgets' spend counters, written to the tree by the writer thread.
+    counters: Arc<LocalCounters>,
     /// Every key in the tree and the queue (and some that have left them).
     filters: Arc<Filters>,
     /// `[state] max_disk_bytes`, the floor it raised, and whether the disk is full.
@@ -233,6 +237,8 @@ enum Command {
         record: Record,
         ack: Ack,
     },
+    /// Spend counters changed: write them (docs/budgets.md#counters).
+    Spend,
     /// Sent by the tests' [`EmbeddedStore::sweep`]; the writer also sweeps on its own.
     #[cfg_attr(not(test), allow(dead_code))]
     Sweep {
@@ -372,8 +378,17 @@ impl EmbeddedStore {
             .open()
             .map_err(|e| open_error(&path, e))?;
         let keyspaces = Keyspaces::open(&db, tuning.memory.memtable)?;
+        // Counters are few and small: a quarter of one keyspace's share holds thousands of writes.
+        let spend = spend::open(&db, tuning.memory.memtable / 4)?;
         let budget = Arc::new(DiskBudget::new(path.clone(), floor.clone(), &tuning, meter));
-        let store = Arc::new(Store { db, keyspaces, floor });
+        let store = Arc::new(Store {
+            db,
+            keyspaces,
+            spend,
+            floor,
+        });
+        let counters = Arc::new(LocalCounters::written_out());
+        spend::restore(&store.spend, &store.db.snapshot(), &counters, now_unix())?;
         let held: u64 = store
             .keyspaces
             .keyed()
@@ -386,6 +401,7 @@ impl EmbeddedStore {
         let filters = Arc::new(Filters::new(filter, loaded, max_bits));
         let (queue, requests) = mpsc::sync_channel(tuning.queue);
         let (writer_store, writer_filters, writer_budget) = (store.clone(), filters.clone(), budget.clone());
+        let writer_counters = counters.clone();
         let losses = LossEpoch::default();
         let writer_losses = losses.clone();
         let writer = std::thread::Builder::new()
@@ -398,6 +414,7 @@ impl EmbeddedStore {
                     &requests,
                     tuning,
                     &writer_losses,
+                    &writer_counters,
                 )
             })
             .map_err(unavailable("cannot start the ledger writer"))?;
@@ -407,6 +424,7 @@ impl EmbeddedStore {
                 queue: Some(queue),
                 writer: Some(writer),
                 limiter: LocalRateLimiter::default(),
+                counters,
                 filters,
                 budget,
                 recent: Recent::new(tuning.memory.recent, (tuning.queue + MAX_BATCH) as u64),

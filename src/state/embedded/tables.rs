@@ -153,6 +153,8 @@ pub(super) fn add_keys(
 pub(super) struct Store {
     pub(crate) db: Database,
     pub(crate) keyspaces: Keyspaces,
+    /// The budgets' spend counters ([`super::spend`]).
+    pub(crate) spend: Keyspace,
     /// Rows expiring at or before this time count as expired: the disk budget evicted them
     /// ([`super::budget`]).
     pub(crate) floor: Arc<AtomicU64>,

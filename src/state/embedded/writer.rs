@@ -12,6 +12,7 @@ use super::filters::Filters;
 use super::tables::{Store, Tables};
 use super::{write_failed, Command, Record, Tuning, MAX_BATCH};
 use crate::state::key_filter::KeyFilter;
+use crate::state::local_spend::LocalCounters;
 use crate::state::loss_epoch::LossEpoch;
 use crate::state::{now_unix, StoreError};
 
@@ -24,6 +25,7 @@ pub(super) fn write_loop(
     requests: &Receiver<Command>,
     tuning: Tuning,
     losses: &LossEpoch,
+    counters: &LocalCounters,
 ) {
     // The thread filling a grown key filter, if one is.
     let mut filler: Option<JoinHandle<()>> = None;
@@ -39,7 +41,8 @@ pub(super) fn write_loop(
             Ok(command) => Some(command),
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => {
-                if durable_by.is_some() {
+                // What the counters last changed is written and synced before the tree closes.
+                if write_counters(store, counters, budget) || durable_by.is_some() {
                     make_durable(store);
                 }
                 if let Some(filler) = filler {
@@ -66,6 +69,8 @@ pub(super) fn write_loop(
             match command {
                 Command::Put { record, ack } => puts.push((record, ack)),
                 Command::Sweep { now, ack } => sweeps.push((now, ack)),
+                // Written below, with every counter changed since the last batch.
+                Command::Spend => {}
             }
         }
         if !puts.is_empty() {
@@ -105,6 +110,9 @@ pub(super) fn write_loop(
                 ack.send(&result);
             }
         }
+        if write_counters(store, counters, budget) {
+            durable_by.get_or_insert(Instant::now() + tuning.durable_every);
+        }
         if filters.take_due() {
             if let Some(started) = start_growing(store, filters) {
                 filler = Some(started);
@@ -140,6 +148,18 @@ pub(super) fn write_loop(
                     Instant::now() + tuning.sweep_every
                 }
             };
+        }
+    }
+}
+
+/// Writes the spend counters changed since the last call (docs/budgets.md#counters); whether
+/// it wrote any.
+fn write_counters(store: &Store, counters: &LocalCounters, budget: &DiskBudget) -> bool {
+    match super::spend::write_changed(store, counters, budget) {
+        Ok(written) => written > 0,
+        Err(e) => {
+            tracing::warn!(error = %e, "writing the budgets' spend counters failed");
+            false
         }
     }
 }
