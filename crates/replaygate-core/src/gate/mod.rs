@@ -31,6 +31,7 @@ pub mod item;
 pub mod item_pattern;
 pub mod item_profile;
 pub mod judged;
+#[cfg(any(test, feature = "fuzzing"))]
 mod judged_check;
 mod judged_key;
 mod name_table;
@@ -58,6 +59,7 @@ pub use crate::json::{misspelling_of, Field, JsonKind, Text};
 pub use access::StateAccess;
 pub use item_profile::{ItemProfile, ProfileError};
 pub use judged::{Continued, InputProbe, JudgedPrefix, KeptInput};
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub use judged_check::{judged_after_prefixes_as_whole, recorded_as_sent};
 pub use judged_key::JudgeKey;
