@@ -55,19 +55,37 @@ pub(crate) struct AuditViolation<'a> {
     pub(crate) param: &'a str,
 }
 
+/// The request an [`AuditLine`] is about: who sent it and where it went.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AuditedRequest<'a> {
+    /// The request id.
+    pub(crate) request_id: &'a str,
+    /// The key's team; `None` for anonymous clients.
+    pub(crate) team: Option<&'a str>,
+    /// The key's id or digest prefix (see [`AuditLine::key_id`]); `None` for anonymous
+    /// clients.
+    pub(crate) key_id: Option<&'a str>,
+    /// The provider it was routed to.
+    pub(crate) provider: &'a str,
+    /// Its model, when it names one.
+    pub(crate) model: Option<&'a str>,
+}
+
 impl<'a> AuditLine<'a> {
-    /// The line for a request with id `request_id`, judged as `verdict`, whose body hashed to
-    /// `body_sha256` ([`body_sha256`]).
-    #[allow(clippy::too_many_arguments)]
+    /// The line for `request`, judged as `verdict`, whose body hashed to `body_sha256`
+    /// ([`body_sha256`]).
     pub(crate) fn new(
-        request_id: &'a str,
-        team: Option<&'a str>,
-        key_id: Option<&'a str>,
-        provider: &'a str,
-        model: Option<&'a str>,
+        request: AuditedRequest<'a>,
         verdict: &'a Verdict,
         body_sha256: String,
     ) -> AuditLine<'a> {
+        let AuditedRequest {
+            request_id,
+            team,
+            key_id,
+            provider,
+            model,
+        } = request;
         AuditLine {
             ts: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
             request_id,
@@ -319,15 +337,14 @@ mod tests {
     #[test]
     fn a_line_names_the_decision_and_violations_without_messages() {
         let verdict = verdict();
-        let line = AuditLine::new(
-            "req-1",
-            Some("payments"),
-            Some("ci-2026-12"),
-            "openai",
-            Some("gpt-5"),
-            &verdict,
-            body_sha256(b"{}"),
-        );
+        let request = AuditedRequest {
+            request_id: "req-1",
+            team: Some("payments"),
+            key_id: Some("ci-2026-12"),
+            provider: "openai",
+            model: Some("gpt-5"),
+        };
+        let line = AuditLine::new(request, &verdict, body_sha256(b"{}"));
         let text = serde_json::to_string(&line).unwrap();
         let value: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(value["decision"], "stripped");
@@ -345,21 +362,24 @@ mod tests {
         assert!(value["ts"].as_str().unwrap().ends_with('Z'));
     }
 
+    /// Request `request_id` of an anonymous client, routed to `openai`.
+    fn anonymous(request_id: &str) -> AuditedRequest<'_> {
+        AuditedRequest {
+            request_id,
+            team: None,
+            key_id: None,
+            provider: "openai",
+            model: None,
+        }
+    }
+
     #[test]
     fn lines_reach_the_file_and_follow_a_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let (first, second) = (dir.path().join("audit.jsonl"), dir.path().join("rotated.jsonl"));
         let verdict = Verdict::default();
         let log = AuditLog::open(&first).unwrap();
-        log.write(&AuditLine::new(
-            "a",
-            None,
-            None,
-            "openai",
-            None,
-            &verdict,
-            body_sha256(b"x"),
-        ));
+        log.write(&AuditLine::new(anonymous("a"), &verdict, body_sha256(b"x")));
         // The writer thread writes within a few ticks; wait (boundedly) for the first line.
         for _ in 0..500 {
             if std::fs::metadata(&first).unwrap().len() > 0 {
@@ -369,15 +389,7 @@ mod tests {
         }
         std::fs::rename(&first, &second).unwrap();
         log.reopen(&first);
-        log.write(&AuditLine::new(
-            "b",
-            None,
-            None,
-            "openai",
-            None,
-            &verdict,
-            body_sha256(b"y"),
-        ));
+        log.write(&AuditLine::new(anonymous("b"), &verdict, body_sha256(b"y")));
         drop(log);
         let read = |path: &Path| std::fs::read_to_string(path).unwrap();
         assert!(read(&second).contains("\"request_id\":\"a\""));

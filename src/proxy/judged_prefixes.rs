@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use quick_cache::sync::Cache;
-use quick_cache::Weighter;
+use quick_cache::{OptionsBuilder, Weighter};
 
 use crate::gate::{Continued, InputProbe, JudgeKey, KeptInput};
 use crate::ledger::CallIds;
@@ -22,6 +22,15 @@ use crate::ledger::CallIds;
 /// The most inputs kept under one lead (sessions that begin alike: one agent's instructions
 /// and the same first request).
 const PER_LEAD: usize = 64;
+
+/// The cache's shards: few, so that one lead (which may hold the inputs of many sessions that
+/// begin alike) fits in one; a shard holds its share of the budget, and an entry heavier than
+/// that is not kept at all.
+const SHARDS: usize = 2;
+
+/// The most one lead's inputs weigh, as a share of the budget: well within a shard's, so a lead
+/// is always admitted (its oldest inputs give way).
+const LEAD_SHARE: u64 = 4;
 
 /// How many leads are remembered as seen: some 2 MiB.
 const SEEN_LEADS: usize = 64 * 1024;
@@ -59,6 +68,8 @@ pub(crate) struct JudgedPrefixes {
     leads: Cache<u128, Arc<Lead>, Footprint>,
     seen: Cache<u128, ()>,
     key: JudgeKey,
+    /// The most one lead's inputs may weigh.
+    lead_bytes: u64,
 }
 
 impl std::fmt::Debug for JudgedPrefixes {
@@ -75,12 +86,14 @@ struct Footprint;
 
 impl Weighter<u128, Arc<Lead>> for Footprint {
     fn weight(&self, _: &u128, lead: &Arc<Lead>) -> u64 {
-        let kept: usize = lead
-            .kept
-            .iter()
-            .map(|kept| kept.input.footprint() + kept.call_ids.footprint() + 64)
-            .sum();
-        (kept + 64) as u64
+        lead.kept.iter().map(|kept| kept.weight()).sum::<u64>() + 64
+    }
+}
+
+impl Kept {
+    /// Roughly the memory it holds, in bytes.
+    fn weight(&self) -> u64 {
+        (self.input.footprint() + self.call_ids.footprint() + 64) as u64
     }
 }
 
@@ -101,10 +114,17 @@ impl JudgedPrefixes {
                 return None;
             }
         };
+        let options = OptionsBuilder::new()
+            .estimated_items_capacity((bytes / TYPICAL_ENTRY_BYTES).max(16) as usize)
+            .weight_capacity(bytes)
+            .shards(SHARDS)
+            .build()
+            .expect("a capacity, a weight and shards are all the options");
         Some(JudgedPrefixes {
-            leads: Cache::with_weighter((bytes / TYPICAL_ENTRY_BYTES).max(16) as usize, bytes, Footprint),
+            leads: Cache::with_options(options, Footprint, Default::default(), Default::default()),
             seen: Cache::new(SEEN_LEADS),
             key,
+            lead_bytes: bytes / LEAD_SHARE,
         })
     }
 
@@ -148,18 +168,25 @@ impl JudgedPrefixes {
     }
 
     /// Keeps `kept` under the probe's lead, the most recent first (an identical input kept
-    /// before gives its place up).
+    /// before gives its place up), the oldest giving way past [`PER_LEAD`] inputs or a quarter
+    /// of the budget.
     pub(crate) fn keep(&self, probe: &InputProbe, kept: Kept) {
         let kept = Arc::new(kept);
+        let mut weight = kept.weight();
         let mut inputs = vec![kept.clone()];
         if let Some(lead) = self.leads.get(&probe.lead()) {
-            inputs.extend(
-                lead.kept
-                    .iter()
-                    .filter(|other| !other.input.same_as(&kept.input))
-                    .take(PER_LEAD - 1)
-                    .cloned(),
-            );
+            for other in lead
+                .kept
+                .iter()
+                .filter(|other| !other.input.same_as(&kept.input))
+                .take(PER_LEAD - 1)
+            {
+                weight += other.weight();
+                if weight > self.lead_bytes {
+                    break;
+                }
+                inputs.push(other.clone());
+            }
         }
         self.leads.insert(probe.lead(), Arc::new(Lead { kept: inputs }));
     }
@@ -312,6 +339,41 @@ mod tests {
         let shown = format!("{one:?} {:?}", one.key());
         assert!(shown.starts_with("JudgedPrefixes { leads: 1, bytes: "), "{shown}");
         assert!(shown.ends_with(" JudgeKey(..)"), "{shown}");
+    }
+
+    #[test]
+    fn sessions_that_begin_alike_stay_found_however_heavy_their_lead() {
+        // Many sessions whose two first items are the same share one lead; the lead's inputs
+        // together weigh more than a shard of the budget would take whole. The oldest give way,
+        // and the lead stays, with the newest session's input found.
+        let gate = Gate::default();
+        let kept = JudgedPrefixes::new(256 * 1024).unwrap();
+        let alike = |session: usize, turn: usize| {
+            let mut text = body(0, turn).replacen(
+                r#"{"type":"function_call","call_id":"c0""#,
+                &format!(r#"{{"role":"user","content":"session {session}"}},{{"type":"function_call","call_id":"c0""#),
+                1,
+            );
+            // Each call with an id of its own, as providers give them.
+            for n in 0..turn {
+                text = text.replacen(
+                    &format!(r#""call_id":"c{n}","name""#),
+                    &format!(r#""id":"fc_{n:04}_0123456789abcdef","call_id":"c{n}","name""#),
+                    1,
+                );
+            }
+            text
+        };
+        for session in 0..40 {
+            let (probe, entry) = judged(&gate, &kept, &alike(session, 60));
+            kept.keep(&probe, entry);
+            let next = alike(session, 61);
+            let probe = InputProbe::of(next.as_bytes(), 0, kept.key()).unwrap();
+            let (continued, _) = kept.find(&probe, next.as_bytes()).expect("the newest input kept");
+            assert_eq!(continued.known().count, 123, "session {session}");
+        }
+        assert_eq!(kept.len(), 1, "one lead");
+        assert!(kept.weight() <= 256 * 1024 / LEAD_SHARE + 64, "{kept:?}");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use http_body_util::BodyExt;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::answer_headers::{carried, inserted, monitored, repaired, stripped};
-use super::audit::AuditLine;
+use super::audit::{AuditLine, AuditedRequest};
 use super::body::{read_body, HeldBody, Holding, ProxyBody};
 use super::earlier_turns::{EarlierTurns, Turn};
 use super::judge::{judge, Asker, Judged, Received};
@@ -387,15 +387,14 @@ impl<'r> RequestContext<'r> {
     /// Writes the audit line of a judged request, when the audit log is on.
     fn audit(&self, judged: &mut Judged) {
         if let (Some(log), Some(body_sha256)) = (&self.state.audit, judged.body_sha256.take()) {
-            log.write(&AuditLine::new(
-                &self.record.request_id,
-                self.team.as_deref().map(|team| team.name.as_str()),
-                self.record.key_id_name(),
-                &judged.provider,
-                judged.model.as_deref(),
-                &judged.verdict,
-                body_sha256,
-            ));
+            let request = AuditedRequest {
+                request_id: &self.record.request_id,
+                team: self.team.as_deref().map(|team| team.name.as_str()),
+                key_id: self.record.key_id_name(),
+                provider: &judged.provider,
+                model: judged.model.as_deref(),
+            };
+            log.write(&AuditLine::new(request, &judged.verdict, body_sha256));
         }
     }
 

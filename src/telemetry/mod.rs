@@ -66,11 +66,43 @@ pub fn init(log: &LogConfig, telemetry: &TelemetryConfig) -> Result<Telemetry, S
     Ok(Telemetry { export, _log: guard })
 }
 
-/// The log's filter: `RUST_LOG` when set, else `[log] level`.
+/// The log targets of the embedded store's engine: `fjall`, and the LSM tree and table format
+/// below it. Their INFO lines (creating or recovering each tree at every start) say nothing an
+/// operator acts on, so they are held to `warn` unless the filter names them
+/// (docs/configuration.md, `[log]`).
+const ENGINE_TARGETS: &[&str] = &["fjall", "lsm_tree", "sfa"];
+
+/// The log's filter: `RUST_LOG` when set, else `[log] level`, with the engine's targets held
+/// to `warn` unless it names them ([`engine_held`]).
 fn filter(log: &LogConfig) -> EnvFilter {
-    EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(&log.level))
-        .unwrap_or_else(|_| EnvFilter::new("info"))
+    std::env::var(EnvFilter::DEFAULT_ENV)
+        .ok()
+        .and_then(|directives| EnvFilter::try_new(engine_held(&directives)).ok())
+        .or_else(|| EnvFilter::try_new(engine_held(&log.level)).ok())
+        .unwrap_or_else(|| EnvFilter::new(engine_held("info")))
+}
+
+/// `directives` (a tracing filter) with `TARGET=warn` added for each of [`ENGINE_TARGETS`] it
+/// does not name (as a directive's target, or a module under it); an empty filter is left as
+/// it is.
+fn engine_held(directives: &str) -> String {
+    if directives.trim().is_empty() {
+        return directives.to_owned();
+    }
+    let names = |target: &str| {
+        directives.split(',').any(|directive| {
+            let named = directive.trim().split(['[', '=']).next().unwrap_or_default();
+            named == target
+                || named
+                    .strip_prefix(target)
+                    .is_some_and(|rest| rest.starts_with("::"))
+        })
+    };
+    let mut held = directives.to_owned();
+    for target in ENGINE_TARGETS.iter().filter(|target| !names(target)) {
+        held.push_str(&format!(",{target}=warn"));
+    }
+    held
 }
 
 /// The log's lines as a layer, filtered by [`filter`], for a subscriber that has other layers
@@ -147,5 +179,68 @@ where
         .try_init();
     if installed.is_ok() {
         request_span::exporting_from_now_on();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::EnvFilter;
+
+    use super::engine_held;
+    use crate::telemetry::memory_lines::MemoryLines;
+
+    #[test]
+    fn the_engine_is_held_to_warn_unless_the_filter_names_it() {
+        assert_eq!(engine_held("info"), "info,fjall=warn,lsm_tree=warn,sfa=warn");
+        assert_eq!(
+            engine_held("info,fjall=debug"),
+            "info,fjall=debug,lsm_tree=warn,sfa=warn"
+        );
+        assert_eq!(
+            engine_held("warn, lsm_tree::tree=info,sfa[span]=trace"),
+            "warn, lsm_tree::tree=info,sfa[span]=trace,fjall=warn"
+        );
+        // A target that only begins like one of the engine's is not it.
+        assert_eq!(
+            engine_held("fjall_x=info"),
+            "fjall_x=info,fjall=warn,lsm_tree=warn,sfa=warn"
+        );
+        assert_eq!(engine_held(""), "");
+    }
+
+    /// The lines an `info`-level event of each target leaves through `directives`, held.
+    fn lines(directives: &str) -> String {
+        let lines = MemoryLines::default();
+        let sink = lines.clone();
+        let subscriber = tracing_subscriber::registry()
+            .with(EnvFilter::new(engine_held(directives)))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(false)
+                    .with_writer(move || sink.clone()),
+            );
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(target: "fjall::db", "Recovering database");
+            tracing::info!(target: "lsm_tree::tree", "Recovering LSM-tree");
+            tracing::warn!(target: "fjall::db", "a warning");
+            tracing::info!(target: "replaygate", "replaygate listening");
+        });
+        lines.text()
+    }
+
+    #[test]
+    fn at_the_default_level_the_engine_logs_only_warnings() {
+        let text = lines("info");
+        assert!(!text.contains("Recovering"), "{text}");
+        assert!(
+            text.contains("a warning") && text.contains("replaygate listening"),
+            "{text}"
+        );
+        let text = lines("info,fjall=info");
+        assert!(
+            text.contains("Recovering database") && !text.contains("LSM-tree"),
+            "{text}"
+        );
     }
 }

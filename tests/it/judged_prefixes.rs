@@ -63,6 +63,19 @@ async fn session(ledger: &str) {
         counter(admin, "replaygate_gate_items_judged_total").await,
         3 + 5 + 6 * 2
     );
+    // The last body sent again (a client's retry): its whole input was judged before, so none
+    // of it is read again, and it is forwarded as sent.
+    let (status, answer) = proxy.post_json("/v1/responses", sent[7].clone()).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        counter(admin, "replaygate_gate_items_judged_before_total").await,
+        before + 17
+    );
+    assert_eq!(
+        counter(admin, "replaygate_gate_items_judged_total").await,
+        3 + 5 + 6 * 2
+    );
+    assert_eq!(upstream.received()[8].body, sent[7].as_bytes());
 
     // The next turn with the tools changed (no `read_file`): every call is judged again, for
     // the tool it no longer declares.
@@ -107,7 +120,7 @@ async fn session(ledger: &str) {
         listed[0],
         (Some(items.len() as u64), "call_id_mismatch".to_owned())
     );
-    assert_eq!(upstream.received().len(), 9, "the refused body reached no one");
+    assert_eq!(upstream.received().len(), 10, "the refused body reached no one");
     proxy.shutdown().await;
 }
 

@@ -12,6 +12,11 @@
 //! lenient reader takes for one (another case, control or zero-width characters), is refused as
 //! it is read, before anything is looked up, so replaygate and the provider can never read two
 //! different values.
+//!
+//! Its `pub` items are the API of the `fuzzing` module, which re-exports them; that module is
+//! built only for the tests and with the `fuzzing` feature, and without it they are reachable
+//! from nowhere.
+#![cfg_attr(not(any(test, feature = "fuzzing")), allow(unreachable_pub))]
 
 use std::borrow::Cow;
 

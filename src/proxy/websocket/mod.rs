@@ -10,7 +10,8 @@
 //! - `turns`: the socket's memory of its earlier turns, which later messages continue: a
 //!   source of earlier turns the judge asks as it asks the ledger
 //!   (`EarlierTurns`).
-//! - [`fuzzing`]: the client's side (frames and message heads) as its fuzz target drives it.
+//! - `fuzzing`: the client's side (frames and message heads) as its fuzz target drives it
+//!   (built for the tests and with the `fuzzing` feature only).
 //!
 //! The upgrade is authenticated, rate limited and routed as a request is, and holds one
 //! in-flight permit for the socket's life. With a provider prefix the provider's socket is
@@ -21,6 +22,7 @@
 //! 1001 (see `OpenSockets`).
 
 mod frames;
+#[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 mod handshake;
 mod message;

@@ -370,6 +370,11 @@ impl EmbeddedStore {
         let floor = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let filter_floor = floor.clone();
         let db = Database::builder(&path)
+            // One background worker: with more, the first one hands every compaction message
+            // it receives back to the queue while another works, and so spins a core (as much
+            // as 96% of the process's instructions under a session load, counted by callgrind:
+            // docs/benchmarks.md). One worker flushes and compacts in turn.
+            .worker_threads(1)
             .with_compaction_filter_factories(Arc::new(move |name: &str| {
                 expiry::factory_for(name, &filter_floor)
             }))

@@ -76,8 +76,8 @@ impl InputProbe {
 
     /// Whether the body continues `kept`: its text from the `[` of `input` to the end of the
     /// kept input's last item is the kept input's, byte for byte (by a 128-bit keyed hash), and
-    /// another item follows. A body identical to the kept one does not continue it (it is
-    /// judged whole).
+    /// another item or the array's end follows. A body whose input is the kept one's (a retry,
+    /// or the same request sent again) continues it with no new item.
     pub fn continues(&self, body: &[u8], kept: &KeptInput) -> Option<Continued> {
         self.continues_one_of(body, [kept])
             .map(|(_, continued)| continued)
@@ -85,9 +85,10 @@ impl InputProbe {
 
     /// Of `kept`, the longest input the body continues (as [`InputProbe::continues`] tells;
     /// of equally long ones, the first), by its position in `kept`. A candidate is one whose
-    /// end lies in the body with a comma after it, and whose last item the body seems to have
-    /// there (its length, and a quick unkeyed hash of its first and last 64 bytes: a filter
-    /// only, which can pass over an input the body cannot continue, never take one). The keyed
+    /// end lies in the body with a comma or the array's `]` after it, and whose last item the
+    /// body seems to have there (its length, and a quick unkeyed hash of its first and last 64
+    /// bytes: a filter only, which can pass over an input the body cannot continue, never take
+    /// one). The keyed
     /// hash then decides, in one pass up to the longest candidate's end; should it refuse that
     /// end, every other candidate end is finished, longest first, in one more pass. So a body
     /// costs one keyed pass and digest, two passes at most, however many inputs are kept.
@@ -104,7 +105,7 @@ impl InputProbe {
                 let last = end.checked_sub(kept.last.len)?;
                 let plausible = end <= body.len()
                     && last > self.open
-                    && structure::continues_after(body, end)
+                    && structure::continues_or_closes_after(body, end)
                     && LastItem::of(&body[last..end]) == kept.last;
                 plausible.then_some((end, index, kept))
             })
@@ -565,12 +566,14 @@ mod tests {
         let continued = probe.continues(next.as_bytes(), &kept).unwrap();
         assert_eq!(continued.known().count, 3);
         assert_eq!(&next.as_bytes()[continued.known().resume..][..3], b" , ");
-        // The same body again does not continue it; another context has another lead; a byte
-        // changed in an old item, or an item fewer, does not continue it.
-        assert!(InputProbe::of(TURN.as_bytes(), 7, &key())
+        // The same body again continues it with no new item; another context has another lead;
+        // a byte changed in an old item, or an item fewer, does not continue it.
+        let again = InputProbe::of(TURN.as_bytes(), 7, &key())
             .unwrap()
             .continues(TURN.as_bytes(), &kept)
-            .is_none());
+            .unwrap();
+        assert_eq!(again.known().count, 3);
+        assert_eq!(&TURN.as_bytes()[again.known().resume..], b"]}");
         assert_ne!(
             InputProbe::of(next.as_bytes(), 8, &key()).unwrap().lead(),
             probe.lead()
@@ -645,16 +648,19 @@ mod tests {
             InputProbe::of(turn("y", 2).as_bytes(), 1, &key()).unwrap().lead()
         );
         let (index, continued) = probe.continues_one_of(next.as_bytes(), &kept).unwrap();
-        // bare(5, "x") is the body's own input, which it does not continue.
-        assert_eq!((index, continued.known().count), (3, 8));
+        // bare(5, "x") is the body's own input: it continues it, with no new item.
+        assert_eq!((index, continued.known().count), (4, 12));
         let (index, _) = probe
             .continues_one_of(next.as_bytes(), kept.iter().rev())
             .unwrap();
-        assert_eq!(index, 2, "the same input, counted from the other end");
+        assert_eq!(index, 1, "the same input, counted from the other end");
+        let (index, continued) = probe.continues_one_of(next.as_bytes(), &kept[..4]).unwrap();
+        assert_eq!((index, continued.known().count), (3, 8));
         assert!(probe.continues_one_of(next.as_bytes(), &kept[..1]).is_none());
         assert!(probe.continues_one_of(next.as_bytes(), []).is_none());
         // What it found is what `continues` finds of that input alone.
         let alone = probe.continues(next.as_bytes(), &kept[3]).unwrap();
+        assert_eq!(alone.known().count, 8);
         assert_eq!(alone.known(), continued.known());
     }
 

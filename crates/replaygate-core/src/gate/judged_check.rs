@@ -248,7 +248,8 @@ pub fn judged_after_prefixes_as_whole(
     };
     let kept_whole = kept_whole.and_then(|prefix| probe.keep(body.as_bytes(), None, &whole, prefix));
     let mut incremental = 0;
-    for count in 2..spans.len() {
+    // Cut at every item, and the whole input itself (a body sent again).
+    for count in 2..=spans.len() {
         let earlier = cut(body, &spans, count);
         let earlier_probe = InputProbe::of(earlier.as_bytes(), 1, &key).expect("a prefix of a probed body");
         assert_eq!(
@@ -328,6 +329,11 @@ pub fn judged_after_prefixes_as_whole(
             "only a clean verdict is given after a prefix"
         );
         let next = next.and_then(|prefix| probe.keep(body.as_bytes(), Some(&continued), &after, prefix));
+        if count == spans.len() {
+            // The same input again: nothing new to keep, and what was kept stays.
+            assert!(next.is_none(), "an input sent again is kept once");
+            continue;
+        }
         match (&next, &kept_whole) {
             (Some(next), Some(whole)) => {
                 assert!(next.same_as(whole), "kept after the prefix as when judged whole");

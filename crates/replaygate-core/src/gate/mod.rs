@@ -31,6 +31,7 @@ pub mod item;
 pub mod item_pattern;
 pub mod item_profile;
 pub mod judged;
+#[cfg(any(test, feature = "fuzzing"))]
 mod judged_check;
 mod judged_facts;
 mod judged_key;
@@ -59,6 +60,7 @@ pub use crate::json::{misspelling_of, Field, JsonKind, Text};
 pub use access::StateAccess;
 pub use item_profile::{ItemProfile, ProfileError};
 pub use judged::{Continued, InputProbe, JudgedPrefix, KeptInput};
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub use judged_check::{
     judged_after_prefixes_as_whole, recorded_as_sent, recorded_for, CheckedFor, LedgerChange,

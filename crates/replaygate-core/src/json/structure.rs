@@ -315,6 +315,12 @@ pub fn continues_after(text: &[u8], at: usize) -> bool {
     text.get(skip_whitespace(text, at)) == Some(&b',')
 }
 
+/// Whether the array whose element ends just before `at` goes on with another element or ends
+/// there: only whitespace, then a comma or its `]`.
+pub fn continues_or_closes_after(text: &[u8], at: usize) -> bool {
+    matches!(text.get(skip_whitespace(text, at)), Some(b',' | b']'))
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

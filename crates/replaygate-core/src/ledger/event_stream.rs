@@ -10,16 +10,16 @@
 //! recorded from its `response.output_item.done` events. Other members are skipped. Memory
 //! stays within one item and the small members, whatever the event's size.
 //!
-//! As with large JSON answers, the scanner follows only JSON's structure; what it keeps is read
-//! by the same readers as an event held whole, so an item's record and digest are the same, and
-//! the whole of the data is held to JSON's grammar as it passes ([`JsonSyntax`]).
+//! As with large JSON answers, the data is followed by the machine both share ([`ObjectScan`]),
+//! which follows only JSON's structure and holds the whole of the data to JSON's grammar as it
+//! passes; what is kept is read by the same readers as an event held whole, so an item's record
+//! and digest are the same.
 
 use super::json_stream::{json_string, Head, JsonStream, Unrecorded};
-use super::json_syntax::JsonSyntax;
+use super::object_scan::{MemberReader, ObjectScan, Take};
 use super::tap::TapLimits;
 
-/// The most bytes a kept small member (`type`, `output_index`) may take as JSON; a member
-/// name longer than this is none the reader keeps.
+/// The most bytes a kept small member (`type`, `output_index`) may take as JSON.
 const MEMBER_CAP: usize = 1024;
 
 /// The `type` of the only event whose `item` the tap reads.
@@ -62,17 +62,17 @@ pub(crate) struct EventMembers {
 /// The reader's state: see the module documentation.
 #[derive(Debug)]
 pub(crate) struct EventStream {
+    /// Where the current byte stands in the data.
+    scan: ObjectScan,
+    /// What is kept of it.
+    read: EventReader,
+}
+
+/// What an [`EventStream`] keeps of the members the machine hands it.
+#[derive(Debug)]
+struct EventReader {
     limits: TapLimits,
-    /// The grammar check of the whole data.
-    syntax: JsonSyntax,
-    /// Containers open around the current byte (the event object is depth 1).
-    depth: usize,
-    in_string: bool,
-    escaped: bool,
-    /// At depth 1: the next string is a member name.
-    expect_key: bool,
-    /// The member name being read (at most [`MEMBER_CAP`] bytes), and whose value follows.
-    key: Vec<u8>,
+    /// The member whose value is being read.
     member: Member,
     /// The kept members named so far: a member named twice is not an event the whole read
     /// accepts.
@@ -87,41 +87,35 @@ pub(crate) struct EventStream {
     /// No `item` is held, whatever the event's type (a reader of usage alone).
     skip_items: bool,
     failed: bool,
-    ended: bool,
 }
 
 impl EventStream {
     /// A reader of one event's data.
     pub(crate) fn new(limits: TapLimits) -> EventStream {
         EventStream {
-            limits,
-            syntax: JsonSyntax::default(),
-            depth: 0,
-            in_string: false,
-            escaped: false,
-            expect_key: false,
-            key: Vec::new(),
-            member: Member::Other,
-            seen: [false; 4],
-            held: Vec::new(),
-            over: false,
-            kind: None,
-            output_index: None,
-            item: None,
-            response: None,
-            skip_items: false,
-            failed: false,
-            ended: false,
+            scan: ObjectScan::new(true),
+            read: EventReader {
+                limits,
+                member: Member::Other,
+                seen: [false; 4],
+                held: Vec::new(),
+                over: false,
+                kind: None,
+                output_index: None,
+                item: None,
+                response: None,
+                skip_items: false,
+                failed: false,
+            },
         }
     }
 
     /// A reader of one event's data for its type and its response's head alone: no `item`
     /// is held.
     pub(crate) fn usage_only(limits: TapLimits) -> EventStream {
-        EventStream {
-            skip_items: true,
-            ..EventStream::new(limits)
-        }
+        let mut stream = EventStream::new(limits);
+        stream.read.skip_items = true;
+        stream
     }
 
     /// Bytes held now.
@@ -130,62 +124,34 @@ impl EventStream {
             Some(Held::Text(text)) => text.len(),
             _ => 0,
         };
-        let kind = self.kind.as_ref().and_then(Option::as_ref).map_or(0, String::len);
-        self.held.len()
-            + self.key.len()
+        let read = &self.read;
+        let kind = read.kind.as_ref().and_then(Option::as_ref).map_or(0, String::len);
+        read.held.len()
+            + self.scan.held_bytes()
             + kind
-            + text(&self.output_index)
-            + text(&self.item)
-            + self.response.as_ref().map_or(0, |head| head.held_bytes())
+            + text(&read.output_index)
+            + text(&read.item)
+            + read.response.as_ref().map_or(0, |head| head.held_bytes())
     }
 
     /// Whether the data is already known not to be a JSON object.
     pub(crate) fn failed(&self) -> bool {
-        self.failed
+        self.read.failed
     }
 
     /// Reads the next bytes of the event's data: as far as they are JSON, then fails.
     pub(crate) fn feed(&mut self, chunk: &[u8]) {
-        let json = self.syntax.feed(chunk);
-        self.scan(&chunk[..json]);
-        if json < chunk.len() && !self.failed {
-            self.fail();
-        }
-    }
-
-    /// Follows the structure of the next bytes, keeping what is read.
-    fn scan(&mut self, chunk: &[u8]) {
-        let mut rest = chunk;
-        while let Some(&byte) = rest.first() {
-            if self.failed {
-                return;
-            }
-            // The inside of a value's string, up to its next quote or escape, in one step.
-            if self.in_string && !self.escaped && !(self.depth == 1 && self.expect_key) {
-                let run = rest
-                    .iter()
-                    .position(|&b| b == b'"' || b == b'\\')
-                    .unwrap_or(rest.len());
-                if run > 0 {
-                    if self.keeping() {
-                        self.take(&rest[..run]);
-                    }
-                    rest = &rest[run..];
-                    continue;
-                }
-            }
-            self.byte(byte);
-            rest = &rest[1..];
-        }
+        self.scan.feed(chunk, &mut self.read);
     }
 
     /// The members read, once the data has ended; an error when it was not one JSON object
     /// whose kept members read as the whole read reads them.
     pub(crate) fn finish(self) -> Result<EventMembers, Unrecorded> {
-        if self.failed || !self.ended || !self.syntax.complete() {
+        let read = self.read;
+        if read.failed || !self.scan.complete() {
             return Err(Unrecorded::Unreadable);
         }
-        let item = match self.item {
+        let item = match read.item {
             None => None,
             Some(Held::TooLong) => Some(Err(Unrecorded::ItemTooLarge)),
             Some(Held::Text(text)) if text == b"null" => None,
@@ -194,29 +160,29 @@ impl EventStream {
                 Err(_) => return Err(Unrecorded::Unreadable),
             },
         };
-        let output_index = match self.output_index {
+        let output_index = match read.output_index {
             Some(Held::Text(text)) => String::from_utf8(text).ok(),
             _ => None,
         };
         Ok(EventMembers {
-            kind: self.kind.flatten(),
-            response: self.response.map(|head| head.finish_head()),
+            kind: read.kind.flatten(),
+            response: read.response.map(|head| head.finish_head()),
             item,
             output_index,
         })
+    }
+}
+
+impl MemberReader for EventReader {
+    fn failed(&self) -> bool {
+        self.failed
     }
 
     fn fail(&mut self) {
         self.failed = true;
         self.held = Vec::new();
-        self.key = Vec::new();
         self.item = None;
         self.response = None;
-    }
-
-    /// Whether the current byte belongs to a kept member's value.
-    fn keeping(&self) -> bool {
-        self.member != Member::Other && self.depth >= 1 && !self.expect_key
     }
 
     /// Passes bytes of the current member's value on: held, or read by the response's head
@@ -244,120 +210,22 @@ impl EventStream {
         super::sse::push_capped(&mut self.held, bytes, cap);
     }
 
-    fn byte(&mut self, byte: u8) {
-        if self.ended {
-            if !byte.is_ascii_whitespace() {
-                self.fail();
-            }
-            return;
-        }
-        if self.in_string {
-            if self.depth == 1 && self.expect_key {
-                if self.escaped {
-                    self.escaped = false;
-                } else if byte == b'\\' {
-                    self.escaped = true;
-                } else if byte == b'"' {
-                    self.in_string = false;
-                    return;
-                }
-                if self.key.len() < MEMBER_CAP {
-                    self.key.push(byte);
-                }
-                return;
-            }
-            if self.keeping() {
-                self.take(&[byte]);
-            }
-            if self.escaped {
-                self.escaped = false;
-            } else if byte == b'\\' {
-                self.escaped = true;
-            } else if byte == b'"' {
-                self.in_string = false;
-            }
-            return;
-        }
-        match byte {
-            b' ' | b'\t' | b'\n' | b'\r' => {
-                if self.keeping() && self.depth >= 2 {
-                    self.take(&[byte]);
-                }
-            }
-            b'{' | b'[' => {
-                if self.depth == 0 {
-                    if byte == b'[' {
-                        return self.fail();
-                    }
-                    self.depth = 1;
-                    self.expect_key = true;
-                    return;
-                }
-                if self.depth == 1 && self.expect_key {
-                    return self.fail();
-                }
-                self.depth += 1;
-                if self.keeping() {
-                    self.take(&[byte]);
-                }
-            }
-            b'}' | b']' => {
-                if self.depth == 0 {
-                    return self.fail();
-                }
-                if self.depth == 1 {
-                    self.member_ended();
-                    self.depth = 0;
-                    self.ended = true;
-                    return;
-                }
-                if self.keeping() {
-                    self.take(&[byte]);
-                }
-                self.depth -= 1;
-            }
-            b',' if self.depth == 1 => {
-                self.member_ended();
-                self.expect_key = true;
-            }
-            b':' if self.depth == 1 && self.expect_key => self.member_started(),
-            b'"' => {
-                if self.depth == 0 {
-                    return self.fail();
-                }
-                self.in_string = true;
-                if !(self.depth == 1 && self.expect_key) && self.keeping() {
-                    self.take(&[byte]);
-                }
-            }
-            _ => {
-                if self.depth == 0 {
-                    return self.fail();
-                }
-                if self.keeping() {
-                    self.take(&[byte]);
-                }
-            }
-        }
-    }
-
     /// The colon after a member name: its value follows.
-    fn member_started(&mut self) {
-        self.expect_key = false;
-        let (member, slot) = match self.key.as_slice() {
+    fn member_started(&mut self, name: &[u8]) -> Take {
+        let (member, slot) = match name {
             b"type" => (Member::Type, 0),
             b"output_index" => (Member::OutputIndex, 1),
             b"item" => (Member::Item, 2),
             b"response" => (Member::Response, 3),
             _ => (Member::Other, usize::MAX),
         };
-        self.key.clear();
         if member == Member::Other {
             self.member = member;
-            return;
+            return Take::Skip;
         }
         if std::mem::replace(&mut self.seen[slot], true) {
-            return self.fail();
+            self.fail();
+            return Take::Skip;
         }
         self.member = match member {
             // An item no read will take is not held.
@@ -369,6 +237,10 @@ impl EventStream {
             }
             member => member,
         };
+        match self.member {
+            Member::Other => Take::Skip,
+            _ => Take::Value,
+        }
     }
 
     /// A member's value ended.

@@ -11,16 +11,17 @@
 //! answer's usage (`crate::usage`): a `usage` too long, or written twice, reads as bad usage,
 //! and never stops the read of the rest.
 //!
-//! The scanner follows only JSON's structure (strings, escapes, nesting); the text of each
-//! item and member it keeps is read by the same readers as a whole body, and the rest of the
-//! answer is held to JSON's grammar as it passes ([`JsonSyntax`]), so a malformed answer records
-//! no item, as when it is read whole: at most the id it named before it could no longer be
-//! read. A head reader leaves that check to the reader of the event it is part of.
+//! The answer is followed by the machine the event reader shares ([`ObjectScan`]), which
+//! follows only JSON's structure (strings, escapes, nesting) and holds the rest of the answer
+//! to JSON's grammar as it passes; the text of each item and member it keeps is read by the
+//! same readers as a whole body, so a malformed answer records no item, as when it is read
+//! whole: at most the id it named before it could no longer be read. A head reader leaves the
+//! grammar to the reader of the event it is part of.
 
 use std::borrow::Cow;
 
 use super::ended::{checked_id, Ended};
-use super::json_syntax::JsonSyntax;
+use super::object_scan::{MemberReader, ObjectScan, Take};
 use super::record::ItemRecord;
 use super::tap::{answer_record_streamed, Keep, Kept, TapLimits};
 use crate::usage::{AnswerUsage, ReadUsage};
@@ -66,20 +67,20 @@ enum Member {
 /// The reader's state: see the module documentation.
 #[derive(Debug)]
 pub(crate) struct JsonStream {
+    /// Where the current byte stands in the answer.
+    scan: ObjectScan,
+    /// What is kept of it.
+    read: AnswerReader,
+}
+
+/// What a [`JsonStream`] keeps of the members the machine hands it.
+#[derive(Debug)]
+struct AnswerReader {
     limits: TapLimits,
     keep: Keep,
     /// Only the head is read: output items are skipped, not held.
     head_only: bool,
-    /// The grammar check of the whole answer (`None` for a head reader).
-    syntax: Option<JsonSyntax>,
-    /// Containers open around the current byte (the response object is depth 1).
-    depth: usize,
-    in_string: bool,
-    escaped: bool,
-    /// At depth 1: the next string is a member name.
-    expect_key: bool,
-    /// The member name being read (at most [`MEMBER_CAP`] bytes), and whose value follows.
-    key: Vec<u8>,
+    /// The member whose value is being read.
     member: Member,
     /// The value of `id`, `model` or `status`, or the output item, being read.
     held: Vec<u8>,
@@ -95,122 +96,185 @@ pub(crate) struct JsonStream {
     items: Vec<ItemRecord>,
     kept: Kept,
     failed: Option<Unrecorded>,
-    ended: bool,
 }
 
 impl JsonStream {
     /// A reader of one answer.
     pub(crate) fn new(limits: TapLimits, keep: Keep) -> JsonStream {
-        JsonStream {
-            limits,
-            keep,
-            head_only: false,
-            syntax: Some(JsonSyntax::default()),
-            depth: 0,
-            in_string: false,
-            escaped: false,
-            expect_key: false,
-            key: Vec::new(),
-            member: Member::Other,
-            held: Vec::new(),
-            id: None,
-            model: None,
-            status: None,
-            usage: UsageText::Absent,
-            usage_over: false,
-            saw_output: false,
-            count: 0,
-            items: Vec::new(),
-            kept: Kept::default(),
-            failed: None,
-            ended: false,
-        }
+        JsonStream::reader(limits, keep, false)
     }
 
     /// A reader of a response object's head alone ([`JsonStream::finish_head`]): its output
     /// items are skipped as they pass, and need not be there.
     pub(crate) fn head(limits: TapLimits) -> JsonStream {
+        JsonStream::reader(limits, Keep::default(), true)
+    }
+
+    fn reader(limits: TapLimits, keep: Keep, head_only: bool) -> JsonStream {
         JsonStream {
-            head_only: true,
-            syntax: None,
-            ..JsonStream::new(limits, Keep::default())
+            // A head is part of an event, whose reader checks its grammar.
+            scan: ObjectScan::new(!head_only),
+            read: AnswerReader {
+                limits,
+                keep,
+                head_only,
+                member: Member::Other,
+                held: Vec::new(),
+                id: None,
+                model: None,
+                status: None,
+                usage: UsageText::Absent,
+                usage_over: false,
+                saw_output: false,
+                count: 0,
+                items: Vec::new(),
+                kept: Kept::default(),
+                failed: None,
+            },
         }
     }
 
     /// Bytes held now.
     pub(crate) fn held_bytes(&self) -> usize {
-        self.held.len() + self.key.len() + self.kept.bytes
+        self.read.held.len() + self.scan.held_bytes() + self.read.kept.bytes
     }
 
     /// Why the answer's items are not recorded, once that is known.
     pub(crate) fn failed(&self) -> Option<Unrecorded> {
-        self.failed
+        self.read.failed
     }
 
     /// Reads the next bytes of the answer: as far as they are JSON, then fails.
     pub(crate) fn feed(&mut self, chunk: &[u8]) {
-        let json = match &mut self.syntax {
-            Some(syntax) => syntax.feed(chunk),
-            None => chunk.len(),
+        self.scan.feed(chunk, &mut self.read);
+    }
+
+    /// What the answer leaves to record: its items when it was read to its end as a response
+    /// object (see [`answer_record_streamed`]); else, when its `id` (and `model`) were read
+    /// before it could no longer be, that id alone; else nothing.
+    pub(crate) fn end(self) -> Ended {
+        if self.read.failed.is_some() || !self.scan.complete() {
+            return self.id_only();
+        }
+        let read = self.read;
+        let (Ok(id), Ok(model), Ok(status)) = (
+            json_string(read.id.clone()),
+            json_string(read.model.clone()),
+            json_string(read.status.clone()),
+        ) else {
+            return read.id_only();
         };
-        self.scan(&chunk[..json]);
-        if json < chunk.len() && self.failed.is_none() {
-            self.fail(Unrecorded::Unreadable);
-        }
+        let output = read.saw_output.then_some(read.items);
+        answer_record_streamed(
+            id.map(Cow::Owned),
+            model.map(Cow::Owned),
+            status.as_deref(),
+            output,
+            read.kept,
+            read.keep,
+        )
     }
 
-    /// Follows the structure of the next bytes, keeping what is read.
-    fn scan(&mut self, chunk: &[u8]) {
-        let mut rest = chunk;
-        while let Some(&byte) = rest.first() {
-            if self.failed.is_some() {
-                return;
-            }
-            // The inside of a value's string, up to its next quote or escape, in one step.
-            if self.in_string && !self.escaped && !(self.depth == 1 && self.expect_key) {
-                let run = rest
-                    .iter()
-                    .position(|&b| b == b'"' || b == b'\\')
-                    .unwrap_or(rest.len());
-                if run > 0 {
-                    if self.keeping() {
-                        self.hold_all(&rest[..run]);
-                    }
-                    rest = &rest[run..];
-                    continue;
-                }
-            }
-            self.byte(byte);
-            rest = &rest[1..];
-        }
+    /// The answer's `id` alone, and its `model` (`None` when it is not one to record), as
+    /// far as they were read: [`Ended::IdOnly`], or [`Ended::Nothing`] without an id.
+    pub(crate) fn id_only(&self) -> Ended {
+        self.read.id_only()
     }
 
-    fn fail(&mut self, why: Unrecorded) {
+    /// The head of a response object read by a [`JsonStream::head`] reader, or why it
+    /// cannot be read.
+    pub(crate) fn finish_head(self) -> Result<Head, Unrecorded> {
+        let read = self.read;
+        if let Some(why) = read.failed {
+            return Err(why);
+        }
+        if !self.scan.complete() {
+            return Err(Unrecorded::Unreadable);
+        }
+        let id = json_string(read.id)?;
+        let model = json_string(read.model)?;
+        let status = json_string(read.status)?;
+        Ok(Head {
+            id,
+            model,
+            status,
+            usage: read.usage,
+        })
+    }
+
+    /// The answer's usage and model, as far as it was read: its `usage` when the answer was
+    /// read to its end as JSON (missing otherwise), and its `model` when it was read.
+    pub(crate) fn read_usage(&self) -> ReadUsage {
+        let read = &self.read;
+        let whole = read.failed.is_none() && self.scan.complete();
+        let model = json_string(read.model.clone())
+            .ok()
+            .flatten()
+            .and_then(|model| checked_id(model.into()));
+        ReadUsage {
+            usage: match whole {
+                true => read.usage.usage(),
+                false => AnswerUsage::Missing,
+            },
+            model,
+        }
+    }
+}
+
+impl AnswerReader {
+    /// See [`JsonStream::id_only`].
+    fn id_only(&self) -> Ended {
+        let Some(id) = json_string(self.id.clone())
+            .ok()
+            .flatten()
+            .and_then(|id| checked_id(id.into()))
+        else {
+            return Ended::Nothing;
+        };
+        let model = json_string(self.model.clone())
+            .ok()
+            .flatten()
+            .and_then(|model| checked_id(model.into()));
+        Ended::IdOnly { id, model }
+    }
+
+    fn fail_with(&mut self, why: Unrecorded) {
         self.failed = Some(why);
         self.held = Vec::new();
-        self.key = Vec::new();
         self.items = Vec::new();
         self.kept = Kept::default();
     }
+}
 
-    /// Whether the current byte belongs to a value that is kept: a small member's value (at
-    /// depth 1 or deeper) or an output item (at depth 2 or deeper).
-    fn keeping(&self) -> bool {
+impl MemberReader for AnswerReader {
+    fn failed(&self) -> bool {
+        self.failed.is_some()
+    }
+
+    fn fail(&mut self) {
+        self.fail_with(Unrecorded::Unreadable);
+    }
+
+    /// The colon after a top-level member's name: a small member's value is taken whole,
+    /// `output`'s items each (none by a head reader).
+    fn member_started(&mut self, name: &[u8]) -> Take {
+        self.member = match name {
+            b"id" => Member::Id,
+            b"model" => Member::Model,
+            b"status" => Member::Status,
+            b"usage" => Member::Usage,
+            b"output" => Member::Output,
+            _ => Member::Other,
+        };
         match self.member {
-            Member::Id | Member::Model | Member::Status | Member::Usage => {
-                self.depth >= 1 && !self.expect_key
-            }
-            Member::Output => !self.head_only && self.depth >= 2,
-            Member::Other => false,
+            Member::Id | Member::Model | Member::Status | Member::Usage => Take::Value,
+            Member::Output => Take::Elements(!self.head_only),
+            Member::Other => Take::Skip,
         }
     }
 
-    fn hold(&mut self, byte: u8) {
-        self.hold_all(&[byte]);
-    }
-
     /// Holds `bytes` of the kept value, or fails when they would pass its cap.
-    fn hold_all(&mut self, bytes: &[u8]) {
+    fn take(&mut self, bytes: &[u8]) {
         let cap = match self.member {
             Member::Output => self.limits.max_item_bytes,
             Member::Usage if self.usage_over => return,
@@ -227,138 +291,44 @@ impl JsonStream {
                 Member::Output => Unrecorded::ItemTooLarge,
                 _ => Unrecorded::Unreadable,
             };
-            self.fail(why);
+            self.fail_with(why);
             return;
         }
         super::sse::push_capped(&mut self.held, bytes, cap);
     }
 
-    fn byte(&mut self, byte: u8) {
-        if self.ended {
-            if !byte.is_ascii_whitespace() {
-                self.fail(Unrecorded::Unreadable);
-            }
+    /// A second `output` array is not a response object the whole-body read accepts.
+    fn elements_opened(&mut self) {
+        if std::mem::replace(&mut self.saw_output, true) {
+            self.fail();
+        }
+    }
+
+    /// An output item ended (or the array, when nothing is held).
+    fn element_ended(&mut self) {
+        if self.held.is_empty() {
             return;
         }
-        if self.in_string {
-            if self.depth == 1 && self.expect_key {
-                if self.escaped {
-                    self.escaped = false;
-                } else if byte == b'\\' {
-                    self.escaped = true;
-                } else if byte == b'"' {
-                    self.in_string = false;
-                    return;
-                }
-                if self.key.len() < MEMBER_CAP {
-                    self.key.push(byte);
-                }
-                return;
-            }
-            if self.keeping() {
-                self.hold(byte);
-            }
-            if self.escaped {
-                self.escaped = false;
-            } else if byte == b'\\' {
-                self.escaped = true;
-            } else if byte == b'"' {
-                self.in_string = false;
-            }
+        let text = std::mem::take(&mut self.held);
+        let index = self.count;
+        self.count += 1;
+        if self.count > self.limits.max_items {
+            return self.fail_with(Unrecorded::Unreadable);
+        }
+        let Ok(text) = std::str::from_utf8(&text) else {
+            return self.fail_with(Unrecorded::Unreadable);
+        };
+        if text == "null" {
             return;
         }
-        match byte {
-            b' ' | b'\t' | b'\n' | b'\r' => {
-                if self.keeping() && self.depth >= 3 {
-                    self.hold(byte);
-                }
-            }
-            b'{' | b'[' => {
-                if self.depth == 0 && byte == b'[' {
-                    return self.fail(Unrecorded::Unreadable);
-                }
-                if self.depth == 1 && self.expect_key {
-                    return self.fail(Unrecorded::Unreadable);
-                }
-                if self.depth == 1 && self.member == Member::Output {
-                    if byte != b'[' || self.saw_output {
-                        return self.fail(Unrecorded::Unreadable);
-                    }
-                    self.saw_output = true;
-                    self.depth += 1;
-                    return;
-                }
-                self.depth += 1;
-                if self.depth == 1 {
-                    self.expect_key = true;
-                    return;
-                }
-                if self.keeping() {
-                    self.hold(byte);
-                }
-            }
-            b'}' | b']' => {
-                if self.depth == 0 {
-                    return self.fail(Unrecorded::Unreadable);
-                }
-                if self.depth == 2 && self.member == Member::Output {
-                    self.item_ended();
-                    self.depth -= 1;
-                    return;
-                }
-                if self.depth == 1 {
-                    self.member_ended();
-                    self.depth = 0;
-                    self.ended = true;
-                    return;
-                }
-                if self.keeping() {
-                    self.hold(byte);
-                }
-                self.depth -= 1;
-            }
-            b',' => match self.depth {
-                1 => {
-                    self.member_ended();
-                    self.expect_key = true;
-                }
-                2 if self.member == Member::Output => self.item_ended(),
-                _ => {
-                    if self.keeping() {
-                        self.hold(byte);
-                    }
-                }
-            },
-            b':' if self.depth == 1 && self.expect_key => {
-                self.expect_key = false;
-                self.member = match self.key.as_slice() {
-                    b"id" => Member::Id,
-                    b"model" => Member::Model,
-                    b"status" => Member::Status,
-                    b"usage" => Member::Usage,
-                    b"output" => Member::Output,
-                    _ => Member::Other,
-                };
-                self.key.clear();
-            }
-            b'"' => {
-                if self.depth == 0 {
-                    return self.fail(Unrecorded::Unreadable);
-                }
-                self.in_string = true;
-                if !(self.depth == 1 && self.expect_key) && self.keeping() {
-                    self.hold(byte);
-                }
-            }
-            _ => {
-                if self.depth == 0 {
-                    return self.fail(Unrecorded::Unreadable);
-                }
-                if self.keeping() {
-                    self.hold(byte);
-                }
-            }
+        match self
+            .kept
+            .read_with(text, None, index, self.keep, self.limits.max_json_bytes)
+        {
+            Some(record) => self.items.push(record),
+            None => self.fail_with(Unrecorded::Unreadable),
         }
+        // The item's buffer goes; the next one grows its own.
     }
 
     /// A top-level member's value ended.
@@ -369,13 +339,13 @@ impl JsonStream {
             // names no one response: neither value is kept.
             Member::Id if self.id.is_some() => {
                 self.id = None;
-                self.fail(Unrecorded::Unreadable);
+                self.fail();
             }
             Member::Model if self.model.is_some() => {
                 self.model = None;
-                self.fail(Unrecorded::Unreadable);
+                self.fail();
             }
-            Member::Status if self.status.is_some() => self.fail(Unrecorded::Unreadable),
+            Member::Status if self.status.is_some() => self.fail(),
             Member::Usage => {
                 let over = std::mem::take(&mut self.usage_over);
                 self.usage = match (&self.usage, over) {
@@ -389,114 +359,6 @@ impl JsonStream {
             Member::Output | Member::Other => {}
         }
         self.member = Member::Other;
-    }
-
-    /// An output item ended (or the array, when nothing is held).
-    fn item_ended(&mut self) {
-        if self.held.is_empty() {
-            return;
-        }
-        let text = std::mem::take(&mut self.held);
-        let index = self.count;
-        self.count += 1;
-        if self.count > self.limits.max_items {
-            return self.fail(Unrecorded::Unreadable);
-        }
-        let Ok(text) = std::str::from_utf8(&text) else {
-            return self.fail(Unrecorded::Unreadable);
-        };
-        if text == "null" {
-            return;
-        }
-        match self
-            .kept
-            .read_with(text, None, index, self.keep, self.limits.max_json_bytes)
-        {
-            Some(record) => self.items.push(record),
-            None => self.fail(Unrecorded::Unreadable),
-        }
-        // The item's buffer goes; the next one grows its own.
-    }
-
-    /// What the answer leaves to record: its items when it was read to its end as a response
-    /// object (see [`answer_record_streamed`]); else, when its `id` (and `model`) were read
-    /// before it could no longer be, that id alone; else nothing.
-    pub(crate) fn end(self) -> Ended {
-        let json = self.syntax.as_ref().is_none_or(JsonSyntax::complete);
-        if self.failed.is_some() || !self.ended || !json {
-            return self.id_only();
-        }
-        let (Ok(id), Ok(model), Ok(status)) = (
-            json_string(self.id.clone()),
-            json_string(self.model.clone()),
-            json_string(self.status.clone()),
-        ) else {
-            return self.id_only();
-        };
-        let output = self.saw_output.then_some(self.items);
-        answer_record_streamed(
-            id.map(Cow::Owned),
-            model.map(Cow::Owned),
-            status.as_deref(),
-            output,
-            self.kept,
-            self.keep,
-        )
-    }
-
-    /// The answer's `id` alone, and its `model` (`None` when it is not one to record), as
-    /// far as they were read: [`Ended::IdOnly`], or [`Ended::Nothing`] without an id.
-    pub(crate) fn id_only(&self) -> Ended {
-        let Some(id) = json_string(self.id.clone())
-            .ok()
-            .flatten()
-            .and_then(|id| checked_id(id.into()))
-        else {
-            return Ended::Nothing;
-        };
-        let model = json_string(self.model.clone())
-            .ok()
-            .flatten()
-            .and_then(|model| checked_id(model.into()));
-        Ended::IdOnly { id, model }
-    }
-
-    /// The head of a response object read by a [`JsonStream::head`] reader, or why it
-    /// cannot be read.
-    pub(crate) fn finish_head(self) -> Result<Head, Unrecorded> {
-        if let Some(why) = self.failed {
-            return Err(why);
-        }
-        if !self.ended {
-            return Err(Unrecorded::Unreadable);
-        }
-        let id = json_string(self.id)?;
-        let model = json_string(self.model)?;
-        let status = json_string(self.status)?;
-        Ok(Head {
-            id,
-            model,
-            status,
-            usage: self.usage,
-        })
-    }
-
-    /// The answer's usage and model, as far as it was read: its `usage` when the answer was
-    /// read to its end as JSON (missing otherwise), and its `model` when it was read.
-    pub(crate) fn read_usage(&self) -> ReadUsage {
-        let json = self.syntax.as_ref().is_none_or(JsonSyntax::complete);
-        let whole = self.failed.is_none() && self.ended && json;
-        let model = json_string(self.model.clone())
-            .ok()
-            .flatten()
-            .and_then(|model| checked_id(model.into()));
-        ReadUsage {
-            usage: match whole {
-                true => self.usage.usage(),
-                false => AnswerUsage::Missing,
-            },
-            model,
-        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! A check that bytes fed in pieces form one JSON text, for the tap's readers of answers and
 //! events too large to hold whole ([`JsonStream`](super::json_stream::JsonStream) and
-//! [`EventStream`](super::event_stream::EventStream)). Those readers follow only strings,
+//! [`EventStream`](super::event_stream::EventStream)), run by the machine they share
+//! ([`ObjectScan`](super::object_scan::ObjectScan)). That machine follows only strings,
 //! escapes and nesting; this holds the rest of the text to JSON's grammar (literals, numbers,
 //! separators, whitespace, control characters and UTF-8 in strings), so that an answer they
 //! record is one the whole-body read would take.

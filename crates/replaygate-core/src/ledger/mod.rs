@@ -22,7 +22,7 @@
 //! gate's facts, `gate::provenance`, which this module reads answers into), `sse` the
 //! event-stream framing, [`tap`] the incremental reader (`ended` what it leaves to record,
 //! `json_stream` and `event_stream` its readers of answers and events too large to hold whole,
-//! `json_syntax` the grammar check they share), [`stored`] what the store holds (`stored_json`
+//! `object_scan` the byte-level machine and `json_syntax` the grammar check they share), [`stored`] what the store holds (`stored_json`
 //! its stored form, written directly), and [`carry`] the rewrite that carries a session to
 //! another provider.
 
@@ -32,6 +32,7 @@ mod ended;
 pub(crate) mod event_stream;
 pub(crate) mod json_stream;
 mod json_syntax;
+mod object_scan;
 pub mod record;
 pub(crate) mod sse;
 pub mod stored;
