@@ -85,7 +85,8 @@ macro_rules! every_backend {
             a_reservation_fits_up_to_the_limit_and_no_further,
             settling_replaces_a_reservation_by_what_was_used,
             a_windows_counter_expires_after_its_end,
-            concurrent_reserves_never_pass_the_limit
+            concurrent_reserves_never_pass_the_limit,
+            a_record_found_once_is_found_again_or_the_loss_epoch_moves
             $(, $extra)*
         );
     };
@@ -95,7 +96,8 @@ every_backend!(memory: MemoryBackend);
 every_backend!(embedded: EmbeddedBackend;
     an_unavailable_store_answers_errors_never_no_record; an_unavailable_store_refuses_to_count);
 every_backend!(redis: RedisBackend;
-    an_unavailable_store_answers_errors_never_no_record; an_unavailable_store_refuses_to_count);
+    an_unavailable_store_answers_errors_never_no_record; an_unavailable_store_refuses_to_count;
+    a_redis_that_may_evict_moves_the_loss_epoch_at_every_lookup);
 
 // ---- the backends -------------------------------------------------------------------------
 
@@ -453,6 +455,62 @@ async fn a_record_written_again_replaces_the_earlier<B: Backend>() {
     let found = store.items_by_digest(&[[7; 32]]).await.unwrap();
     let item = found[0].as_ref().unwrap();
     assert_eq!(item.record.id.as_deref(), Some("rs_0123456789_second"));
+}
+
+/// What the ledger found of a key holds while the backend's loss epoch stays
+/// (docs/incremental-judging.md#the-ledger): a record lookups found is found again, unless the
+/// epoch moved; writing other responses, or a response again with the same items, leaves it.
+async fn a_record_found_once_is_found_again_or_the_loss_epoch_moves<B: Backend>() {
+    let backend = B::open().await;
+    let store = backend.store();
+    if let StateStore::Redis(redis) = &store {
+        // Known not to evict: otherwise every lookup is a new epoch (tested apart).
+        redis.note_memory_policy(Some(false));
+    }
+    let both = || {
+        vec![
+            Item::reasoning("rs_0123456789_kept", [1; 32]),
+            Item::reasoning("rs_0123456789_dropped", [2; 32]),
+        ]
+    };
+    store.put_response(&record("resp_1", both(), 60)).await.unwrap();
+    let dropped = ids(&["rs_0123456789_dropped"]);
+    assert!(store.items_by_id(&dropped).await.unwrap()[0].is_some());
+    let epoch = store.loss_epoch();
+    store
+        .put_response(&record(
+            "resp_2",
+            vec![Item::reasoning("rs_0123456789_other", [3; 32])],
+            60,
+        ))
+        .await
+        .unwrap();
+    store.put_response(&record("resp_1", both(), 60)).await.unwrap();
+    assert_eq!(store.loss_epoch(), epoch, "nothing lost");
+    let fewer = record("resp_1", vec![Item::reasoning("rs_0123456789_kept", [1; 32])], 60);
+    store.put_response(&fewer).await.unwrap();
+    let still_found = store.items_by_id(&dropped).await.unwrap()[0].is_some()
+        && store.items_by_digest(&[[2; 32]]).await.unwrap()[0].is_some();
+    assert!(
+        still_found || store.loss_epoch() != epoch,
+        "{}: a record found before is gone and the loss epoch did not move",
+        B::NAME
+    );
+}
+
+/// A Redis whose `maxmemory-policy` may evict, or is not known, may drop any record unseen:
+/// every lookup is a new loss epoch, so nothing the ledger said is kept past its turn.
+async fn a_redis_that_may_evict_moves_the_loss_epoch_at_every_lookup<B: Backend>() {
+    let backend = B::open().await;
+    let StateStore::Redis(redis) = backend.store() else {
+        return;
+    };
+    for may_evict in [None, Some(true)] {
+        redis.note_memory_policy(may_evict);
+        assert_ne!(redis.loss_epoch(), redis.loss_epoch(), "{may_evict:?}");
+    }
+    redis.note_memory_policy(Some(false));
+    assert_eq!(redis.loss_epoch(), redis.loss_epoch());
 }
 
 /// The same items (ids and digest) recorded in a later response lead to that response.

@@ -156,18 +156,28 @@ pub(super) struct Answer {
     pub(super) body: Value,
 }
 
-pub(super) async fn send(proxy: &Proxy, method: &str, key: &str, path: &str, body: Option<Value>) -> Answer {
-    let client = reqwest::Client::new();
+/// A request of the team with `key`, with a JSON `body` if any.
+pub(super) fn request(
+    proxy: &Proxy,
+    method: &str,
+    key: &str,
+    path: &str,
+    body: Option<Value>,
+) -> reqwest::RequestBuilder {
     let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-    let mut request = client
+    let request = reqwest::Client::new()
         .request(method, proxy.url(path))
         .header("authorization", format!("Bearer {key}"));
-    if let Some(body) = body {
-        request = request
+    match body {
+        Some(body) => request
             .header("content-type", "application/json")
-            .body(body.to_string());
+            .body(body.to_string()),
+        None => request,
     }
-    let response = request.send().await.unwrap();
+}
+
+pub(super) async fn send(proxy: &Proxy, method: &str, key: &str, path: &str, body: Option<Value>) -> Answer {
+    let response = request(proxy, method, key, path, body).send().await.unwrap();
     let status = response.status().as_u16();
     let text = response.text().await.unwrap();
     let body = match text.starts_with("event: ") {
@@ -192,6 +202,20 @@ pub(super) async fn turn(proxy: &Proxy, key: &str, provider: &str, body: Value) 
         Some(body),
     )
     .await
+}
+
+/// A conversation made through the proxy by the team with `key`.
+pub(super) async fn conversation(proxy: &Proxy, key: &str) -> String {
+    let made = send(
+        proxy,
+        "POST",
+        key,
+        "/v1/conversations",
+        Some(json!({"items": []})),
+    )
+    .await;
+    assert_eq!(made.status, 200, "{}", made.body);
+    made.body["id"].as_str().unwrap().to_owned()
 }
 
 pub(super) fn first_turn(stream: bool) -> Value {
@@ -373,16 +397,7 @@ async fn object_routes_answer_404_for_another_teams_id_as_for_an_unknown_one() {
         assert_eq!(own.body["object"], "seen");
     }
     // Conversations created through the proxy belong to their team.
-    let created = send(
-        proxy,
-        "POST",
-        GAMMA,
-        "/v1/conversations",
-        Some(json!({"items": []})),
-    )
-    .await;
-    assert_eq!(created.status, 200, "{}", created.body);
-    let conversation = created.body["id"].as_str().unwrap().to_owned();
+    let conversation = conversation(proxy, GAMMA).await;
     let made = send(
         proxy,
         "POST",

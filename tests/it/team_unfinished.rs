@@ -220,16 +220,10 @@ impl Answer {
 }
 
 async fn send(proxy: &Proxy, method: &str, key: &str, path: &str, body: Option<Value>) -> Answer {
-    let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-    let mut request = reqwest::Client::new()
-        .request(method, proxy.url(path))
-        .header("authorization", format!("Bearer {key}"));
-    if let Some(body) = body {
-        request = request
-            .header("content-type", "application/json")
-            .body(body.to_string());
-    }
-    let response = request.send().await.unwrap();
+    let response = super::team_state::request(proxy, method, key, path, body)
+        .send()
+        .await
+        .unwrap();
     let status = response.status().as_u16();
     let headers = response.headers().clone();
     let text = response.text().await.unwrap();

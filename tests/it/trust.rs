@@ -6,7 +6,7 @@
 use serde_json::{json, Value};
 
 use super::team_state::{
-    config, first_turn, provider, refusal, send, setup, turn, Answer, Setup, ALPHA, BETA,
+    config, conversation, first_turn, provider, refusal, setup, turn, Answer, Setup, ALPHA, BETA,
 };
 use crate::support::proxy::Proxy;
 
@@ -23,20 +23,6 @@ fn violations(answer: &Answer) -> Vec<(String, String)> {
             )
         })
         .collect()
-}
-
-/// A conversation made through the proxy by the team with `key`.
-async fn conversation(proxy: &Proxy, key: &str) -> String {
-    let made = send(
-        proxy,
-        "POST",
-        key,
-        "/v1/conversations",
-        Some(json!({"items": []})),
-    )
-    .await;
-    assert_eq!(made.status, 200, "{}", made.body);
-    made.body["id"].as_str().unwrap().to_owned()
 }
 
 /// The body's text with a `conversation` member written as `member` (raw JSON).

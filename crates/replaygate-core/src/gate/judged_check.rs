@@ -91,15 +91,7 @@ impl LedgerChange<'_> {
             true => Provenance::default(),
             false => self.then.clone(),
         };
-        for (id, stored) in &self.written.items {
-            now.items.entry(id.clone()).or_insert_with(|| stored.clone());
-        }
-        for (digest, stored) in &self.written.encrypted {
-            now.encrypted.entry(*digest).or_insert_with(|| stored.clone());
-        }
-        for (id, expires) in &self.written.short_ids {
-            now.short_ids.entry(id.clone()).or_insert(*expires);
-        }
+        now.add_missing(self.written);
         now
     }
 }

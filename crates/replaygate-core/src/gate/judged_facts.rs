@@ -13,10 +13,7 @@
 //! than [`MAX_LAYERS`] is folded into one, so lookups stay short and every fact is weighed by
 //! some kept input.
 
-use std::collections::HashMap;
 use std::sync::Arc;
-
-use foldhash::fast::RandomState;
 
 use super::provenance::{LedgerQuery, Provenance, StoredItem};
 
@@ -57,12 +54,9 @@ pub struct KeptFacts {
     earlier: Option<Arc<KeptFacts>>,
     /// How many layers, this one included.
     layers: usize,
-    /// The records found by item id in this layer.
-    items: HashMap<String, StoredItem, RandomState>,
-    /// The records found by blob digest in this layer.
-    encrypted: HashMap<[u8; 32], StoredItem, RandomState>,
-    /// The short ids the ledger knew in this layer, with their records' expiry.
-    short_ids: HashMap<String, u64, RandomState>,
+    /// The records this layer's keys found: by item id, by blob digest, and the short ids the
+    /// ledger knew with their records' expiry (nothing else of a [`Provenance`] is kept).
+    records: Provenance,
     /// Every key of the input (every layer's) that the ledger did not know.
     unknown: UnknownKeys,
     /// The earliest expiry among the records of every layer (`u64::MAX` when none).
@@ -96,7 +90,7 @@ impl KeptFacts {
                     match answer.items.get(id) {
                         Some(stored) => {
                             layer.expires_unix = layer.expires_unix.min(stored.expires_unix);
-                            layer.items.insert(id.clone(), stored.clone());
+                            layer.records.items.insert(id.clone(), stored.clone());
                         }
                         None => unknown.push(id.clone()),
                     }
@@ -106,7 +100,7 @@ impl KeptFacts {
                 match answer.encrypted.get(digest) {
                     Some(stored) => {
                         layer.expires_unix = layer.expires_unix.min(stored.expires_unix);
-                        layer.encrypted.insert(*digest, stored.clone());
+                        layer.records.encrypted.insert(*digest, stored.clone());
                     }
                     None => layer.unknown.digests.push(*digest),
                 }
@@ -115,7 +109,7 @@ impl KeptFacts {
                 match answer.short_ids.get(id) {
                     Some(&expires) => {
                         layer.expires_unix = layer.expires_unix.min(expires);
-                        layer.short_ids.insert(id.clone(), expires);
+                        layer.records.short_ids.insert(id.clone(), expires);
                     }
                     None => layer.unknown.short_ids.push(id.clone()),
                 }
@@ -131,15 +125,7 @@ impl KeptFacts {
     fn fold(&mut self) {
         let mut earlier = self.earlier.take();
         while let Some(facts) = earlier {
-            for (id, stored) in &facts.items {
-                self.items.entry(id.clone()).or_insert_with(|| stored.clone());
-            }
-            for (digest, stored) in &facts.encrypted {
-                self.encrypted.entry(*digest).or_insert_with(|| stored.clone());
-            }
-            for (id, expires) in &facts.short_ids {
-                self.short_ids.entry(id.clone()).or_insert(*expires);
-            }
+            self.records.add_missing(&facts.records);
             earlier = facts.earlier.clone();
         }
         self.layers = 1;
@@ -173,7 +159,8 @@ impl KeptFacts {
 
     /// The record of blob `digest`, when the ledger knew it.
     pub(crate) fn record_of_digest(&self, digest: &[u8; 32]) -> Option<&StoredItem> {
-        self.layers().find_map(|facts| facts.encrypted.get(digest))
+        self.layers()
+            .find_map(|facts| facts.records.encrypted.get(digest))
     }
 
     /// Whether `answer` (the ledger's answer to a query after this input) still knows nothing
@@ -199,15 +186,7 @@ impl KeptFacts {
     /// body's query is, while these facts hold.
     pub(crate) fn merged_into(&self, mut answer: Provenance) -> Provenance {
         for facts in self.layers() {
-            for (id, stored) in &facts.items {
-                answer.items.entry(id.clone()).or_insert_with(|| stored.clone());
-            }
-            for (digest, stored) in &facts.encrypted {
-                answer.encrypted.entry(*digest).or_insert_with(|| stored.clone());
-            }
-            for (id, expires) in &facts.short_ids {
-                answer.short_ids.entry(id.clone()).or_insert(*expires);
-            }
+            answer.add_missing(&facts.records);
         }
         answer
     }
@@ -226,13 +205,15 @@ impl KeptFacts {
                 + stored.team.as_ref().map_or(0, String::len)
         };
         std::mem::size_of::<Self>()
-            + self
-                .items
-                .iter()
+            + (self.records.items.iter())
                 .map(|(id, s)| id.len() + 16 + stored(s))
                 .sum::<usize>()
-            + self.encrypted.values().map(|s| 40 + stored(s)).sum::<usize>()
-            + self.short_ids.keys().map(|id| id.len() + 40).sum::<usize>()
+            + (self.records.encrypted.values())
+                .map(|s| 40 + stored(s))
+                .sum::<usize>()
+            + (self.records.short_ids.keys())
+                .map(|id| id.len() + 40)
+                .sum::<usize>()
             + self.unknown.footprint()
     }
 }

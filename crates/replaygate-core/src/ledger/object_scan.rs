@@ -204,6 +204,20 @@ impl ObjectScan {
         }
     }
 
+    /// Follows one byte inside a string (a key's or a value's): an escape, or the closing quote
+    /// (whether it was).
+    fn string_byte(&mut self, byte: u8) -> bool {
+        if self.escaped {
+            self.escaped = false;
+        } else if byte == b'\\' {
+            self.escaped = true;
+        } else if byte == b'"' {
+            self.in_string = false;
+            return true;
+        }
+        false
+    }
+
     /// Follows one byte outside the inside of a value's string; says what it was.
     fn byte(&mut self, byte: u8) -> Step {
         if self.ended {
@@ -213,28 +227,14 @@ impl ObjectScan {
             };
         }
         if self.in_string {
-            if self.in_key() {
-                if self.escaped {
-                    self.escaped = false;
-                } else if byte == b'\\' {
-                    self.escaped = true;
-                } else if byte == b'"' {
-                    self.in_string = false;
-                    return Step::Passed;
-                }
-                if self.key.len() < NAME_CAP {
-                    self.key.push(byte);
-                }
-                return Step::Passed;
+            let closed = self.string_byte(byte);
+            if !self.in_key() {
+                return self.taken(self.depth);
             }
-            if self.escaped {
-                self.escaped = false;
-            } else if byte == b'\\' {
-                self.escaped = true;
-            } else if byte == b'"' {
-                self.in_string = false;
+            if !closed && self.key.len() < NAME_CAP {
+                self.key.push(byte);
             }
-            return self.taken(self.depth);
+            return Step::Passed;
         }
         match byte {
             // Whitespace is taken only inside a taken value's containers.

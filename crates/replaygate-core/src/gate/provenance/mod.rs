@@ -183,6 +183,20 @@ pub struct Provenance {
 }
 
 impl Provenance {
+    /// Adds what `other` knows by key (items by id, blobs by digest, short ids) where this
+    /// knows nothing of the key: what each says of a key it knows stays.
+    pub fn add_missing(&mut self, other: &Provenance) {
+        for (id, stored) in &other.items {
+            self.items.entry(id.clone()).or_insert_with(|| stored.clone());
+        }
+        for (digest, stored) in &other.encrypted {
+            self.encrypted.entry(*digest).or_insert_with(|| stored.clone());
+        }
+        for (id, expires) in &other.short_ids {
+            self.short_ids.entry(id.clone()).or_insert(*expires);
+        }
+    }
+
     /// The ids of the reasoning items that recorded items of the request came right after and
     /// that `query` (the request's) does not name, each after the response that recorded it
     /// (sorted, so a response's come together): the ones whose kept texts
