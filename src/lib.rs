@@ -10,7 +10,8 @@
 //!   answer).
 //! - `error`: the one error type of the request path and its OpenAI error envelope.
 //! - [`keys`]: client keys of teams and their digests.
-//! - `spend_window`: the UTC calendar windows budgets count spend in.
+//! - `spend`: what budgets count in: the UTC calendar windows, model prices, a request's
+//!   estimate.
 //! - [`ledger`]: the provenance ledger's tap: what a provider's answer produced (pure).
 //! - [`metrics`] and [`admin`]: the Prometheus metrics and the admin listener that serves them
 //!   with health and readiness.
@@ -31,9 +32,7 @@ pub mod metrics;
 pub mod proxy;
 pub mod reload;
 pub(crate) mod routing;
-// Read by the budget phase, a later step of issue 48; until then by the tests only.
-#[cfg_attr(not(test), allow(dead_code))]
-pub(crate) mod spend_window;
+pub(crate) mod spend;
 pub mod state;
 pub mod telemetry;
 /// Certificates made per run, for the TLS tests of the `redis` backend and of `[state]`.

@@ -9,7 +9,7 @@ use globset::Glob;
 use toml::Spanned;
 
 use super::error::Invalid;
-use crate::spend_window::Window;
+use crate::spend::Window;
 
 /// The largest budget, in tokens or micro-dollars: 2^53, the largest integer a Redis script's
 /// numbers (doubles) hold exactly. A `usd` budget may be up to about 9 billion dollars.

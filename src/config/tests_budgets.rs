@@ -3,7 +3,7 @@
 use super::budgets::covers;
 use super::*;
 use crate::keys;
-use crate::spend_window::Window;
+use crate::spend::Window;
 
 /// A provider with its own credential, so teams may be configured.
 const PROVIDER: &str = r#"[providers.openai]

@@ -566,7 +566,7 @@ fn the_commented_examples_of_the_embedded_default_load() {
         payments.budget,
         Some(Budget {
             limit: BudgetLimit::Tokens(2_000_000),
-            window: crate::spend_window::Window::Day
+            window: crate::spend::Window::Day
         })
     );
     assert_eq!(config.usage, UsageConfig::default());
@@ -576,7 +576,7 @@ fn the_commented_examples_of_the_embedded_default_load() {
         payments.budget,
         Some(Budget {
             limit: BudgetLimit::Tokens(2_000_000),
-            window: crate::spend_window::Window::Day
+            window: crate::spend::Window::Day
         })
     );
     assert_eq!(config.usage, UsageConfig::default());

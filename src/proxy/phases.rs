@@ -31,7 +31,8 @@ use super::snapshot::Snapshot;
 use super::state::ProxyState;
 use super::teams::Team;
 use super::upstream::{forward, Outbound};
-use super::usage::{Answerer, Counted, PendingUsage, RequestUsage, UsageBody};
+use super::usage::{Answerer, Counted, PendingUsage, RequestUsage, Sinks, UsageBody, UsageSink};
+use crate::state::spend::OwnedBudget;
 use crate::error::ApiError;
 use crate::ledger::carry::input_items;
 use crate::routing::PathRoute;
@@ -45,6 +46,8 @@ pub(super) struct RequestContext<'r> {
     snapshot: Arc<Snapshot>,
     /// The client key's team, once authenticated (`None`: anonymous).
     team: Option<Arc<Team>>,
+    /// The client key's own budget, when it has one.
+    key_budget: Option<Arc<OwnedBudget>>,
     /// Held until the answer has streamed out.
     permit: OwnedSemaphorePermit,
     /// Earlier turns remembered besides the ledger, which this context's requests may
@@ -87,6 +90,7 @@ impl<'r> RequestContext<'r> {
             state,
             record,
             team: None,
+            key_budget: None,
             permit,
             earlier_turns: None,
         })
@@ -127,7 +131,10 @@ impl<'r> RequestContext<'r> {
                 .as_ref()
                 .map(|caller| (caller.team.name.as_str(), &caller.key_id)),
         );
-        self.team = caller.map(|caller| caller.team);
+        if let Some(caller) = caller {
+            self.team = Some(caller.team);
+            self.key_budget = caller.key_budget;
+        }
         Ok(())
     }
 
@@ -241,12 +248,13 @@ impl<'r> RequestContext<'r> {
             provider: provider.to_owned(),
             model: self.record.model().map(str::to_owned),
         };
-        let sink = Counted {
+        let counted = Counted {
             meters: self.snapshot.meters.clone(),
             tally: self.record.usage_tally(),
             audit: self.state.audit.clone(),
         };
-        Some(RequestUsage::new(answerer, Arc::new(sink)).answer())
+        let sinks: Vec<Box<dyn UsageSink>> = vec![Box::new(counted)];
+        Some(RequestUsage::new(answerer, Arc::new(Sinks(sinks))).answer())
     }
 
     async fn judge_items(

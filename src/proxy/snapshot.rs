@@ -7,11 +7,12 @@ use std::sync::Arc;
 use super::build_error::BuildError;
 use super::provider::Provider;
 use super::teams::{Team, Teams};
-use crate::config::{Config, ProviderConfig, UnknownOwner};
+use crate::config::{Config, ProviderConfig, UnknownOwner, UsageConfig};
 use crate::error::ApiError;
 use crate::gate::Policy;
 use crate::metrics::{Meters, Metrics};
 use crate::routing::Router;
+use crate::spend::Prices;
 
 /// One configuration, ready to serve.
 #[derive(Debug)]
@@ -31,6 +32,10 @@ pub(crate) struct Snapshot {
     pub(crate) meters: Arc<Meters>,
     /// `[ledger] unknown_owner`: whether a team reaches an object the ledger holds no team for.
     pub(crate) unknown_owner: UnknownOwner,
+    /// `[prices]`, compiled (docs/budgets.md#units).
+    pub(crate) prices: Arc<Prices>,
+    /// `[usage]`: what a budget reserves, and whether it refuses.
+    pub(crate) usage: UsageConfig,
     /// Which configuration of the process this is (0 at start, one more per reload, the same
     /// in every worker): inputs judged under another are judged again.
     pub(crate) generation: u64,
@@ -72,6 +77,8 @@ impl Snapshot {
             policy,
             meters: Arc::new(Meters::resolve(metrics, config)),
             unknown_owner: config.ledger.unknown_owner,
+            prices: Arc::new(Prices::new(&config.prices)),
+            usage: config.usage,
             generation: 0,
         })
     }

@@ -12,6 +12,7 @@ use subtle::ConstantTimeEq;
 
 use crate::config::{TeamConfig, TeamMode};
 use crate::error::ApiError;
+use crate::state::spend::{OwnedBudget, SpendOwner};
 use crate::gate::{glob_set, PinnedSchema, Policy, StateAccess, ToolRules};
 
 /// The headers a client key may come in; none of them is ever forwarded once teams are on.
@@ -36,6 +37,10 @@ pub struct Team {
     /// The teams whose recorded state it may name: its own, and those that share theirs with
     /// it (`share_state_with`).
     pub(crate) access: StateAccess,
+    /// `budget`, with the team as its owner (docs/budgets.md).
+    pub(crate) budget: Option<OwnedBudget>,
+    /// Whether the team's own `mode` is `monitor` (so its budget refuses nothing either).
+    pub(crate) monitors: bool,
 }
 
 impl Team {
@@ -95,6 +100,8 @@ struct KeyEntry {
     team: usize,
     id: Arc<str>,
     expires: Option<SystemTime>,
+    /// The key's own `budget`.
+    budget: Option<Arc<OwnedBudget>>,
 }
 
 /// Who sent a request: the team of its client key, and the key's id.
@@ -105,6 +112,8 @@ pub struct Caller {
     /// The key's id, else the first 8 hex digits of its digest: what the access line, the
     /// audit line and the request span call the key (never the key).
     pub key_id: Arc<str>,
+    /// The key's own budget, when it has one (docs/budgets.md).
+    pub(crate) key_budget: Option<Arc<OwnedBudget>>,
 }
 
 /// Every team, and their keys by digest.
@@ -153,6 +162,12 @@ impl Teams {
                         team: index,
                         id: key.log_id().into(),
                         expires: key.expires,
+                        budget: key.budget.map(|budget| {
+                            Arc::new(OwnedBudget {
+                                owner: SpendOwner::key(key),
+                                budget,
+                            })
+                        }),
                     });
             }
         }
@@ -205,6 +220,7 @@ impl Teams {
         Ok(Caller {
             team: self.teams[entry.team].clone(),
             key_id: entry.id.clone(),
+            key_budget: entry.budget.clone(),
         })
     }
 
@@ -300,6 +316,11 @@ fn build_team(name: &str, team: &TeamConfig, global: &Policy, access: StateAcces
         per_minute: team.requests_per_minute,
         policy,
         access,
+        budget: team.budget.map(|budget| OwnedBudget {
+            owner: SpendOwner::team(name),
+            budget,
+        }),
+        monitors: team.mode == TeamMode::Monitor,
     })
 }
 

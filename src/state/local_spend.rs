@@ -193,11 +193,11 @@ impl Table {
 mod tests {
     use super::*;
     use crate::config::BudgetUnit;
-    use crate::spend_window::Window;
+    use crate::spend::Window;
     use crate::state::spend::SpendOwner;
 
     fn counter(team: &str) -> CounterKey {
-        CounterKey::new(SpendOwner::Team(team), BudgetUnit::Tokens, Window::Day, 0)
+        CounterKey::new(&SpendOwner::team(team), BudgetUnit::Tokens, Window::Day, 0)
     }
 
     #[test]

@@ -12,7 +12,7 @@
 
 use super::{now_unix, StateStore, StoreError};
 use crate::config::{Budget, BudgetUnit, ClientKey, MAX_BUDGET_UNITS};
-use crate::spend_window::{Bounds, Window};
+use crate::spend::{Bounds, Window};
 
 /// How long a counter outlives its window: an answer that ends just after the edge still
 /// settles in the window it reserved in, and a replica whose clock is behind still counts in
@@ -28,13 +28,38 @@ pub(crate) struct Reservation {
     pub(crate) spent: u64,
 }
 
-/// Whose budget a counter counts.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum SpendOwner<'a> {
-    /// A team's `budget`.
-    Team(&'a str),
-    /// A key's own `budget`: named by its `id`, or its whole digest when it has none.
-    Key(&'a ClientKey),
+/// Whose budget a counter counts, as counter names spell it: `team:NAME` for a team's
+/// `budget`, `key:ID` for a key's own (`digest:HEX`, its whole digest, for a key without an id).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct SpendOwner(String);
+
+impl SpendOwner {
+    /// Team `name`'s budget.
+    pub(crate) fn team(name: &str) -> SpendOwner {
+        SpendOwner(format!("team:{name}"))
+    }
+
+    /// `key`'s own budget.
+    pub(crate) fn key(key: &ClientKey) -> SpendOwner {
+        match &key.id {
+            Some(id) => SpendOwner(format!("key:{id}")),
+            None => SpendOwner(format!("digest:{}", hex::encode(key.digest))),
+        }
+    }
+
+    /// The owner as counter names spell it.
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A budget with its owner: what a request is held to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct OwnedBudget {
+    /// Whose it is.
+    pub(crate) owner: SpendOwner,
+    /// How much, in which window.
+    pub(crate) budget: Budget,
 }
 
 /// The name of one window's counter: `team:NAME` or `key:ID` (`digest:HEX` for a key without
@@ -45,17 +70,16 @@ pub(crate) struct CounterKey(String);
 impl CounterKey {
     /// The counter of `owner`'s budget in `unit`, for the `window` starting at `start_unix`.
     pub(crate) fn new(
-        owner: SpendOwner<'_>,
+        owner: &SpendOwner,
         unit: BudgetUnit,
         window: Window,
         start_unix: u64,
     ) -> CounterKey {
-        let owner = match owner {
-            SpendOwner::Team(team) => format!("team:{team}"),
-            SpendOwner::Key(ClientKey { id: Some(id), .. }) => format!("key:{id}"),
-            SpendOwner::Key(key) => format!("digest:{}", hex::encode(key.digest)),
-        };
-        CounterKey(format!("{owner}:{}:{window}:{start_unix}", unit.as_str()))
+        CounterKey(format!(
+            "{}:{}:{window}:{start_unix}",
+            owner.as_str(),
+            unit.as_str()
+        ))
     }
 
     /// The name, as the backends key the counter.
@@ -77,7 +101,7 @@ pub(crate) struct BudgetCounter {
 
 impl BudgetCounter {
     /// `owner`'s counter of `budget` in the window holding `now_unix`.
-    pub(crate) fn of(owner: SpendOwner<'_>, budget: &Budget, now_unix: u64) -> BudgetCounter {
+    pub(crate) fn of(owner: &SpendOwner, budget: &Budget, now_unix: u64) -> BudgetCounter {
         let bounds = budget.window.bounds(now_unix);
         BudgetCounter {
             key: CounterKey::new(owner, budget.limit.unit(), budget.window, bounds.start),
@@ -174,21 +198,21 @@ mod tests {
         let name = |owner, unit, window| CounterKey::new(owner, unit, window, 1_773_532_800);
         let (ci, anonymous, payments) = (key(Some("ci-1")), key(None), key(Some("payments")));
         assert_eq!(
-            name(SpendOwner::Team("payments"), BudgetUnit::Tokens, Window::Day).as_str(),
+            name(&SpendOwner::team("payments"), BudgetUnit::Tokens, Window::Day).as_str(),
             "team:payments:tokens:day:1773532800"
         );
         assert_eq!(
-            name(SpendOwner::Key(&ci), BudgetUnit::MicroUsd, Window::Month).as_str(),
+            name(&SpendOwner::key(&ci), BudgetUnit::MicroUsd, Window::Month).as_str(),
             "key:ci-1:usd:month:1773532800"
         );
         assert_eq!(
-            name(SpendOwner::Key(&anonymous), BudgetUnit::Tokens, Window::Hour).as_str(),
+            name(&SpendOwner::key(&anonymous), BudgetUnit::Tokens, Window::Hour).as_str(),
             format!("digest:{}:tokens:hour:1773532800", "ab".repeat(32))
         );
         // A key with the id of a team's name is another counter.
         assert_ne!(
-            name(SpendOwner::Key(&payments), BudgetUnit::Tokens, Window::Day),
-            name(SpendOwner::Team("payments"), BudgetUnit::Tokens, Window::Day)
+            name(&SpendOwner::key(&payments), BudgetUnit::Tokens, Window::Day),
+            name(&SpendOwner::team("payments"), BudgetUnit::Tokens, Window::Day)
         );
     }
 
@@ -199,9 +223,9 @@ mod tests {
             limit,
             window: Window::Day,
         };
-        let before = BudgetCounter::of(SpendOwner::Team("t"), &budget(BudgetLimit::Tokens(1000)), now);
+        let before = BudgetCounter::of(&SpendOwner::team("t"), &budget(BudgetLimit::Tokens(1000)), now);
         let after = BudgetCounter::of(
-            SpendOwner::Team("t"),
+            &SpendOwner::team("t"),
             &budget(BudgetLimit::Tokens(5000)),
             now + 60,
         );
@@ -209,19 +233,19 @@ mod tests {
         assert_eq!((before.limit, after.limit), (1000, 5000));
         assert_eq!(before.bounds, Window::Day.bounds(now));
         // Another unit or window is another counter: tokens are never read as dollars.
-        let usd = BudgetCounter::of(SpendOwner::Team("t"), &budget(BudgetLimit::MicroUsd(1000)), now);
+        let usd = BudgetCounter::of(&SpendOwner::team("t"), &budget(BudgetLimit::MicroUsd(1000)), now);
         assert_ne!(usd.key, before.key);
         let weekly = Budget {
             limit: BudgetLimit::Tokens(1000),
             window: Window::Week,
         };
         assert_ne!(
-            BudgetCounter::of(SpendOwner::Team("t"), &weekly, now).key,
+            BudgetCounter::of(&SpendOwner::team("t"), &weekly, now).key,
             before.key
         );
         // The next window, another counter.
         let tomorrow = BudgetCounter::of(
-            SpendOwner::Team("t"),
+            &SpendOwner::team("t"),
             &budget(BudgetLimit::Tokens(1000)),
             before.bounds.end,
         );

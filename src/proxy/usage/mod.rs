@@ -63,6 +63,17 @@ pub(crate) trait UsageSink: Send + Sync {
     fn answered(&self, answered: &Answered<'_>);
 }
 
+/// Several sinks, each given every answer, in order.
+pub(crate) struct Sinks(pub(crate) Vec<Box<dyn UsageSink>>);
+
+impl UsageSink for Sinks {
+    fn answered(&self, answered: &Answered<'_>) {
+        for sink in &self.0 {
+            sink.answered(answered);
+        }
+    }
+}
+
 /// What a request that asks the provider for answers holds: whose they are, and the sink
 /// their usage goes to.
 #[derive(Clone)]

@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use super::{cannot_answer, eventually, response, Backend, Outage};
 use crate::config::BudgetUnit;
-use crate::spend_window::Window;
+use crate::spend::Window;
 use crate::state::now_unix;
 use crate::state::spend::{CounterKey, Reservation, SpendOwner, COUNTER_GRACE_SECS};
 
 /// The counter of team `team`'s tokens in the day starting at `start`.
 fn counter(team: &str, start: u64) -> CounterKey {
-    CounterKey::new(SpendOwner::Team(team), BudgetUnit::Tokens, Window::Day, start)
+    CounterKey::new(&SpendOwner::team(team), BudgetUnit::Tokens, Window::Day, start)
 }
 
 /// A window that ends in an hour.

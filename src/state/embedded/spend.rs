@@ -178,11 +178,11 @@ mod tests {
 
     use super::*;
     use crate::config::BudgetUnit;
-    use crate::spend_window::Window;
+    use crate::spend::Window;
     use crate::state::spend::SpendOwner;
 
     fn counter(team: &str) -> CounterKey {
-        CounterKey::new(SpendOwner::Team(team), BudgetUnit::MicroUsd, Window::Month, 0)
+        CounterKey::new(&SpendOwner::team(team), BudgetUnit::MicroUsd, Window::Month, 0)
     }
 
     #[test]

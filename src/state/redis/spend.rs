@@ -117,11 +117,11 @@ fn counted(spent: i64) -> Result<u64, StoreError> {
 #[cfg(test)]
 pub(in crate::state) async fn two_hundred_reserves(replicas: &[RedisStore], team: &str) -> (usize, u64) {
     use crate::config::BudgetUnit;
-    use crate::spend_window::Window;
+    use crate::spend::Window;
     use crate::state::spend::SpendOwner;
 
     let key = std::sync::Arc::new(CounterKey::new(
-        SpendOwner::Team(team),
+        &SpendOwner::team(team),
         BudgetUnit::Tokens,
         Window::Day,
         0,
@@ -149,7 +149,7 @@ mod tests {
     use super::super::test_server::RedisServer;
     use super::*;
     use crate::config::BudgetUnit;
-    use crate::spend_window::Window;
+    use crate::spend::Window;
     use crate::state::now_unix;
     use crate::state::spend::SpendOwner;
 
@@ -158,7 +158,7 @@ mod tests {
     }
 
     fn counter(team: &str) -> CounterKey {
-        CounterKey::new(SpendOwner::Team(team), BudgetUnit::Tokens, Window::Day, 0)
+        CounterKey::new(&SpendOwner::team(team), BudgetUnit::Tokens, Window::Day, 0)
     }
 
     /// Three replicas' stores on one server, 200 reserves at once against a limit that fits

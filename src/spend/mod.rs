@@ -1,0 +1,10 @@
+//! What budgets count in (docs/budgets.md): the UTC calendar [`Window`]s, what a model's tokens
+//! cost ([`Prices`]), and what a request reserves before it is forwarded ([`Estimate`]).
+
+mod estimate;
+mod prices;
+mod window;
+
+pub(crate) use estimate::Estimate;
+pub(crate) use prices::{Price, Prices};
+pub(crate) use window::{Bounds, Window};

@@ -1,0 +1,150 @@
+//! Model prices at run time (docs/budgets.md#units): the `[prices."GLOB"]` tables compiled
+//! once per configuration, the first whose glob matches a model pricing it.
+
+use globset::GlobMatcher;
+
+use crate::config::{PriceConfig, MAX_BUDGET_UNITS};
+use crate::usage::Usage;
+
+/// Micro-dollars per token (which is dollars per million tokens) of one model.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Price {
+    /// Each input token not read from the cache.
+    pub(crate) input: f64,
+    /// Each cached input token.
+    pub(crate) cached_input: f64,
+    /// Each output token, reasoning included.
+    pub(crate) output: f64,
+}
+
+impl Price {
+    /// What `usage` cost, in micro-dollars rounded up, at most 2^53.
+    pub(crate) fn cost(&self, usage: &Usage) -> u64 {
+        let uncached = usage.input.saturating_sub(usage.cached_input);
+        micros(
+            uncached as f64 * self.input
+                + usage.cached_input as f64 * self.cached_input
+                + usage.output as f64 * self.output,
+        )
+    }
+
+    /// What `input` uncached input tokens and `output` output tokens cost at most, in
+    /// micro-dollars rounded up.
+    pub(crate) fn at_most(&self, input: u64, output: u64) -> u64 {
+        let input_price = self.input.max(self.cached_input);
+        micros(input as f64 * input_price + output as f64 * self.output)
+    }
+}
+
+/// Micro-dollars, rounded up to a whole one, held to 2^53.
+fn micros(amount: f64) -> u64 {
+    let whole = amount.ceil();
+    if whole >= MAX_BUDGET_UNITS as f64 {
+        return MAX_BUDGET_UNITS;
+    }
+    // Finite (prices and counts are), at least 0, under 2^53: exact.
+    whole.max(0.0) as u64
+}
+
+/// Every `[prices]` table, in file order.
+#[derive(Debug, Default)]
+pub(crate) struct Prices {
+    table: Vec<(GlobMatcher, Price)>,
+}
+
+impl Prices {
+    /// The prices of `config`, in file order.
+    pub(crate) fn new(config: &[PriceConfig]) -> Prices {
+        let table = config
+            .iter()
+            .map(|price| {
+                let per_token = Price {
+                    input: price.input_per_million,
+                    cached_input: price.cached_input_per_million,
+                    output: price.output_per_million,
+                };
+                (price.model.compile_matcher(), per_token)
+            })
+            .collect();
+        Prices { table }
+    }
+
+    /// Whether any price is configured.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    /// The price of `model`: the first table whose glob matches it.
+    pub(crate) fn of(&self, model: &str) -> Option<&Price> {
+        self.table
+            .iter()
+            .find(|(glob, _)| glob.is_match(model))
+            .map(|(_, price)| price)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prices(toml: &str) -> Prices {
+        let config = crate::config::Config::from_toml(&format!(
+            "[providers.openai]\nbase_url = \"https://api.openai.com/v1\"\n{toml}"
+        ))
+        .unwrap();
+        Prices::new(&config.prices)
+    }
+
+    #[test]
+    fn the_first_matching_table_in_file_order_prices_a_model() {
+        let prices = prices(
+            "[prices.\"gpt-5-mini*\"]\ninput_per_million = 0.25\noutput_per_million = 2.0\n\
+             [prices.\"gpt-5*\"]\ninput_per_million = 1.25\ncached_input_per_million = 0.125\noutput_per_million = 10.0\n",
+        );
+        assert_eq!(prices.of("gpt-5-mini-2025").unwrap().input, 0.25);
+        // Without `cached_input_per_million`, cached tokens cost as input.
+        assert_eq!(prices.of("gpt-5-mini").unwrap().cached_input, 0.25);
+        assert_eq!(prices.of("gpt-5.1").unwrap().output, 10.0);
+        assert!(prices.of("o3").is_none());
+        assert!(!prices.is_empty());
+    }
+
+    #[test]
+    fn a_cost_is_each_kind_at_its_price_rounded_up_to_a_micro_dollar() {
+        let price = Price {
+            input: 1.25,
+            cached_input: 0.125,
+            output: 10.0,
+        };
+        let usage = Usage {
+            input: 1200,
+            output: 300,
+            cached_input: 1000,
+            reasoning_output: 250,
+        };
+        // 200 * 1.25 + 1000 * 0.125 + 300 * 10 = 250 + 125 + 3000.
+        assert_eq!(price.cost(&usage), 3375);
+        let one = Usage {
+            input: 1,
+            output: 0,
+            cached_input: 0,
+            reasoning_output: 0,
+        };
+        assert_eq!(price.cost(&one), 2);
+        let free = Price {
+            input: 0.0,
+            cached_input: 0.0,
+            output: 0.0,
+        };
+        assert_eq!(free.cost(&usage), 0);
+        // The most a request may cost prices its input uncached.
+        assert_eq!(price.at_most(1200, 300), 4500);
+        let huge = Usage {
+            input: 1 << 53,
+            output: 1 << 53,
+            cached_input: 0,
+            reasoning_output: 0,
+        };
+        assert_eq!(price.cost(&huge), MAX_BUDGET_UNITS);
+    }
+}
