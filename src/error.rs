@@ -120,6 +120,31 @@ pub enum ApiError {
     /// on_unavailable = "allow"`.
     #[error("replaygate's state store cannot answer now, and this request needs it ({0}); retry shortly")]
     LedgerUnavailable(String),
+    /// The request would pass its team's or its key's budget (429; docs/budgets.md).
+    #[error(
+        "{owner} has spent its budget of {budget} for this {window} ({spent} spent or reserved, \
+         and this request reserves {amount}); the {window} ends at {ends}, in {retry_after} s"
+    )]
+    BudgetExceeded {
+        /// Whose budget: "team `NAME`" or "key `ID`", the caller's own.
+        owner: String,
+        /// The budget, e.g. "2000000 tokens" or "$50.00".
+        budget: String,
+        /// `hour`, `day`, `week` or `month`.
+        window: &'static str,
+        /// What the window's counter holds, in the budget's unit.
+        spent: String,
+        /// What this request would reserve, in the budget's unit.
+        amount: String,
+        /// When the window ends (RFC 3339).
+        ends: String,
+        /// Whole seconds until the window ends (at least 1).
+        retry_after: u64,
+    },
+    /// The state backend cannot count a budget the request is held to (503), unless `[state]
+    /// on_unavailable = "allow"`.
+    #[error("replaygate's state store cannot count {0} now, so the request is not forwarded; retry shortly")]
+    BudgetUnavailable(String),
     /// Judging the request failed inside replaygate (500); never expected.
     #[error("replaygate failed to judge this request; please report it")]
     JudgeFailed,
@@ -276,11 +301,12 @@ impl ApiError {
             ApiError::UnknownProvider(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::InvalidApiKey(_) | ApiError::ExpiredApiKey { .. } => StatusCode::UNAUTHORIZED,
             ApiError::ProviderNotAllowed { .. } | ApiError::ModelNotAllowed { .. } => StatusCode::FORBIDDEN,
-            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::RateLimited { .. } | ApiError::BudgetExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::ProviderUnconfigured { .. }
             | ApiError::Overloaded { .. }
             | ApiError::BufferFull { .. }
-            | ApiError::LedgerUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            | ApiError::LedgerUnavailable(_)
+            | ApiError::BudgetUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::UpstreamUnavailable { .. } => StatusCode::BAD_GATEWAY,
             ApiError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             ApiError::JudgeFailed => StatusCode::INTERNAL_SERVER_ERROR,
@@ -289,7 +315,10 @@ impl ApiError {
 
     /// The envelope's `type`: whose fault it is.
     pub(crate) fn kind(&self) -> &'static str {
-        if matches!(self, ApiError::RateLimited { .. }) {
+        if matches!(
+            self,
+            ApiError::RateLimited { .. } | ApiError::BudgetExceeded { .. }
+        ) {
             "rate_limit_error"
         } else if self.status().is_server_error() {
             "server_error"
@@ -328,6 +357,8 @@ impl ApiError {
             ApiError::ProviderNotAllowed { .. } => "provider_not_allowed",
             ApiError::ModelNotAllowed { .. } => "model_not_allowed",
             ApiError::RateLimited { .. } => "rate_limit_exceeded",
+            ApiError::BudgetExceeded { .. } => "budget_exceeded",
+            ApiError::BudgetUnavailable(_) => "budget_unavailable",
             ApiError::BadUpgrade(_) => "invalid_upgrade",
             ApiError::UpgradeRefused { .. } => "upstream_refused_upgrade",
             ApiError::UnsupportedEvent(_) => "unsupported_event",
@@ -379,6 +410,7 @@ impl ApiError {
                 | ApiError::UpstreamTimeout { .. }
                 | ApiError::RateLimited { .. }
                 | ApiError::LedgerUnavailable(_)
+                | ApiError::BudgetUnavailable(_)
         )
     }
 
@@ -419,7 +451,9 @@ impl ApiError {
         if matches!(self, ApiError::MethodNotAllowed { .. }) {
             headers.insert(header::ALLOW, HeaderValue::from_static("POST"));
         }
-        if let ApiError::RateLimited { retry_after, .. } = &self {
+        if let ApiError::RateLimited { retry_after, .. } | ApiError::BudgetExceeded { retry_after, .. } =
+            &self
+        {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after));
         }
         if matches!(self, ApiError::Overloaded { .. } | ApiError::BufferFull { .. }) {

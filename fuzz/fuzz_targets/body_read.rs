@@ -14,7 +14,7 @@ use http::{header, HeaderMap, HeaderValue};
 use http_body_util::StreamBody;
 use libfuzzer_sys::fuzz_target;
 use replaygate::proxy::body::{read_body, BodyLimits};
-use replaygate::proxy::budget::BufferBudget;
+use replaygate::proxy::buffer_budget::BufferBudget;
 
 #[derive(Arbitrary, Debug)]
 struct Input {

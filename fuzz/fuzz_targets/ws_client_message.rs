@@ -31,7 +31,7 @@ use std::task::{Context, Poll};
 
 use libfuzzer_sys::fuzz_target;
 use replaygate::gate::misspelling_of;
-use replaygate::proxy::budget::{BufferBudget, Reservation};
+use replaygate::proxy::buffer_budget::{BufferBudget, Reservation};
 use replaygate::proxy::websocket::fuzzing::{
     read_head, unsupported_event, ClientFrames, ClientRead, Head, NamedValue, READ,
 };

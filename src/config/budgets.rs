@@ -9,6 +9,7 @@ use globset::Glob;
 use toml::Spanned;
 
 use super::error::Invalid;
+use super::OnUnavailable;
 use crate::spend::Window;
 
 /// The largest budget, in tokens or micro-dollars: 2^53, the largest integer a Redis script's
@@ -277,6 +278,10 @@ pub(crate) struct UsageConfig {
     /// `mode`: `enforce` (a request that would pass its budget is refused) or `monitor`
     /// (counted, and the passed budget named in a header, nothing refused).
     pub(crate) mode: UsageMode,
+    /// `[state] on_unavailable`: whether a request held to a budget goes on while the state
+    /// backend cannot count it (`allow`), or is refused 503 `budget_unavailable` (the default).
+    #[serde(skip)]
+    pub(crate) on_unavailable: OnUnavailable,
 }
 
 impl Default for UsageConfig {
@@ -284,6 +289,7 @@ impl Default for UsageConfig {
         Self {
             default_output_reservation: 4096,
             mode: UsageMode::Enforce,
+            on_unavailable: OnUnavailable::Refuse,
         }
     }
 }

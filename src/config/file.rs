@@ -203,6 +203,9 @@ pub(super) struct StateEntry {
     pub(super) tls_ca_file: Option<Spanned<String>>,
     pub(super) tls_cert_file: Option<Spanned<String>>,
     pub(super) tls_key_file: Option<Spanned<String>>,
+    /// What a request held to a budget gets while the backend cannot count it.
+    #[serde(default)]
+    pub(super) on_unavailable: OnUnavailable,
 }
 
 /// `[state] backend`.

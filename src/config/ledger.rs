@@ -161,7 +161,8 @@ impl LedgerConfig {
     }
 }
 
-/// `[ledger] on_unavailable`.
+/// `[ledger] on_unavailable` and `[state] on_unavailable`: refuse or go on when the state backend
+/// cannot answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum OnUnavailable {

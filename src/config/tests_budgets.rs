@@ -45,6 +45,7 @@ fn without_budgets_prices_or_usage_nothing_is_limited() {
     assert_eq!(
         config.usage,
         UsageConfig {
+            on_unavailable: super::OnUnavailable::Refuse,
             default_output_reservation: 4096,
             mode: UsageMode::Enforce
         }
@@ -332,6 +333,7 @@ fn usage_sets_the_default_output_reservation_and_the_mode() {
     assert_eq!(
         config.usage,
         UsageConfig {
+            on_unavailable: super::OnUnavailable::Refuse,
             default_output_reservation: 0,
             mode: UsageMode::Monitor
         }

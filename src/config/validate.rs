@@ -12,6 +12,7 @@ use globset::{Glob, GlobBuilder};
 use reqwest::Url;
 use toml::Spanned;
 
+use super::budgets::UsageConfig;
 use super::budgets::{self, BudgetLimit, PriceConfig};
 use super::error::Invalid;
 use super::file::{
@@ -96,6 +97,10 @@ impl ConfigFile {
             }
         }
         let audit = self.audit.map(|audit| audit.validate(base_dir)).transpose()?;
+        let usage = UsageConfig {
+            on_unavailable: self.state.on_unavailable,
+            ..self.usage
+        };
         let state = self.state.validate(base_dir)?;
         let ledger = self.ledger.validate()?;
         Ok(Config {
@@ -112,7 +117,7 @@ impl ConfigFile {
             ledger,
             telemetry: self.telemetry,
             prices,
-            usage: self.usage,
+            usage,
         })
     }
 }

@@ -220,11 +220,12 @@ impl Meters {
         provider: &str,
         model: Option<&str>,
         usage: crate::usage::AnswerUsage,
+        unpriced: bool,
     ) {
         let families = &self.metrics.usage;
         let team = self.team_labels[self.team(team)].clone();
         let provider = self.provider(Some(provider)).label.clone();
-        families.count(team, provider, families.model_label(model), usage);
+        families.count(team, provider, families.model_label(model), usage, unpriced);
     }
 
     /// Counts `error` against `provider`, when it is an error of the upstream.

@@ -85,9 +85,18 @@ impl UsageFamilies {
         label
     }
 
-    /// Counts one answer's `usage` for `team`, `provider` and `model` (label values).
-    pub(crate) fn count(&self, team: Arc<str>, provider: Arc<str>, model: Arc<str>, usage: AnswerUsage) {
+    /// Counts one answer's `usage` for `team`, `provider` and `model` (label values); a
+    /// reported one is `unpriced` when prices are configured and none prices its model.
+    pub(crate) fn count(
+        &self,
+        team: Arc<str>,
+        provider: Arc<str>,
+        model: Arc<str>,
+        usage: AnswerUsage,
+        unpriced: bool,
+    ) {
         let word = match usage {
+            AnswerUsage::Reported(_) if unpriced => "unpriced",
             AnswerUsage::Reported(_) => "reported",
             AnswerUsage::Missing => "missing",
         };

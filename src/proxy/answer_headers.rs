@@ -24,6 +24,10 @@ pub(crate) const INSERTED_HEADER: &str = "x-replaygate-inserted";
 /// request's `previous_response_id` (docs/ledger.md, `carry_sessions`).
 pub(crate) const CARRIED_HEADER: &str = "x-replaygate-carried";
 
+/// Under `[usage] mode = "monitor"` (or a team's `mode = "monitor"`): the budgets a forwarded
+/// request passed, `team:NAME` or `key:ID`, comma-separated (docs/budgets.md).
+pub(crate) const BUDGET_PASSED_HEADER: &str = "x-replaygate-budget-passed";
+
 /// `resp_...`: the response a carried request's chain came from.
 pub(super) fn carried(from: &str) -> Option<(&'static str, HeaderValue)> {
     Some((CARRIED_HEADER, HeaderValue::try_from(from).ok()?))
@@ -127,4 +131,13 @@ mod tests {
         assert!(stripped("input", &[], 3).is_none());
         assert!(monitored(&Verdict::default(), "input").is_none());
     }
+}
+
+/// `x-replaygate-budget-passed`, naming `passed` (`None` when it is empty).
+pub(crate) fn budget_passed(passed: &[String]) -> Option<(&'static str, HeaderValue)> {
+    if passed.is_empty() {
+        return None;
+    }
+    let value = HeaderValue::from_str(&passed.join(", ")).ok()?;
+    Some((BUDGET_PASSED_HEADER, value))
 }

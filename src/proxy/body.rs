@@ -11,7 +11,7 @@ use http_body::{Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 
-use super::budget::{BufferBudget, Reservation};
+use super::buffer_budget::{BufferBudget, Reservation};
 use crate::error::ApiError;
 
 /// Any error a response body can end with.

@@ -1,5 +1,5 @@
 //! The life of one request: the phases of `super::phases` in order (authenticate, route,
-//! limit the rate, read the body, judge, forward, answer) over the configuration snapshot the
+//! limit the rate, read the body, judge, limit the spend, forward, answer) over the configuration snapshot the
 //! request started with, then the log phase: the access line, written when the answer's body
 //! ends.
 
@@ -70,7 +70,8 @@ where
     rate?;
     cx.authorize_object(&route).await?;
     let held = cx.read_body(body, &parts.headers).await?;
-    let judged = cx.judge(&route, &parts, held.bytes).await?;
+    let mut judged = cx.judge(&route, &parts, held.bytes).await?;
+    cx.limit_spend(&route, &parts.method, &mut judged).await?;
     let response = cx
         .forward(&route, parts.method, parts.uri.query(), parts.headers, judged)
         .await?;

@@ -4,7 +4,7 @@
 pub(crate) mod answer_headers;
 pub(crate) mod audit;
 pub mod body;
-pub mod budget;
+pub mod buffer_budget;
 pub(crate) mod build_error;
 mod client_io;
 mod connection;
@@ -26,6 +26,7 @@ pub mod sigv4;
 mod sigv4_chain;
 pub(crate) mod snapshot;
 pub(crate) mod sockets;
+mod spend;
 pub mod state;
 pub mod teams;
 pub(crate) mod upstream;
@@ -34,6 +35,7 @@ pub(crate) mod usage;
 pub mod websocket;
 pub(crate) mod workers;
 
+pub use crate::spend::SpendClock;
 pub use server::{run, ServerSettings};
 pub use state::ProxyState;
 pub use workers::{run_workers, worker_runtime};

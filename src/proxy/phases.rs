@@ -16,7 +16,7 @@ use http::{HeaderMap, HeaderValue, Method, Response};
 use http_body_util::BodyExt;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::answer_headers::{carried, inserted, monitored, repaired, stripped};
+use super::answer_headers::{budget_passed, carried, inserted, monitored, repaired, stripped};
 use super::audit::{AuditLine, AuditedRequest};
 use super::body::{read_body, HeldBody, Holding, ProxyBody};
 use super::earlier_turns::{EarlierTurns, Turn};
@@ -28,14 +28,16 @@ use super::provider::Provider;
 use super::rate_limit::retry_after_secs;
 use super::request_checks::{check_charset, check_method};
 use super::snapshot::Snapshot;
+use super::spend::{self, Held, Reserved, Settled, Spending};
 use super::state::ProxyState;
 use super::teams::Team;
 use super::upstream::{forward, Outbound};
 use super::usage::{Answerer, Counted, PendingUsage, RequestUsage, Sinks, UsageBody, UsageSink};
-use crate::state::spend::OwnedBudget;
 use crate::error::ApiError;
 use crate::ledger::carry::input_items;
 use crate::routing::PathRoute;
+use crate::spend::Estimate;
+use crate::state::spend::OwnedBudget;
 use crate::telemetry::access_log::AccessRecord;
 
 /// What one request carries from phase to phase.
@@ -226,21 +228,59 @@ impl<'r> RequestContext<'r> {
         if route.is_gated() {
             check_method(&parts.method, parts.uri.path(), &parts.headers, body.len())?;
         }
-        let mut decided = match route.items.filter(|_| parts.method == Method::POST) {
+        match route.items.filter(|_| parts.method == Method::POST) {
             Some(items) => self.judge_items(route, items, parts, body).await,
             None => self.choose_ungated(route, body),
-        }?;
-        decided.usage = self.usage_of(route, &parts.method, decided.provider.name());
-        Ok(decided)
+        }
     }
 
-    /// The count of the usage of the answer to a request forwarded to `provider`, when it is
-    /// one whose answer reports usage: a `POST` of `/responses` or `/responses/compact`
-    /// (docs/usage.md#what-is-counted).
-    fn usage_of(&mut self, route: &PathRoute<'_>, method: &Method, provider: &str) -> Option<PendingUsage> {
+    /// Counts a decided request's answer, and holds it to its budgets (docs/budgets.md): a
+    /// `POST` of `/responses` or `/responses/compact`, whose answer reports usage
+    /// (docs/usage.md#what-is-counted), reserves its estimate on its team's budget and its
+    /// key's own before it is forwarded (429 `budget_exceeded` over one; 503
+    /// `budget_unavailable` when the state backend cannot count, unless `[state]
+    /// on_unavailable = "allow"`); the reservations are settled when the answer ends. Under
+    /// `monitor`, a passed budget is named in `x-replaygate-budget-passed` instead. Requests
+    /// of other paths are neither counted nor held.
+    pub(super) async fn limit_spend(
+        &mut self,
+        route: &PathRoute<'_>,
+        method: &Method,
+        decided: &mut Decided,
+    ) -> Result<(), ApiError> {
         if method != Method::POST || !matches!(route.upstream_path, "/responses" | "/responses/compact") {
-            return None;
+            return Ok(());
         }
+        let budgets: Vec<&OwnedBudget> = self
+            .team
+            .as_deref()
+            .and_then(|team| team.budget.as_ref())
+            .into_iter()
+            .chain(self.key_budget.as_deref())
+            .collect();
+        let reserved = if budgets.is_empty() {
+            Reserved::default()
+        } else {
+            let spending = Spending {
+                store: &self.state.store,
+                now_unix: self.state.clock.now_unix(),
+                prices: &self.snapshot.prices,
+                usage: self.snapshot.usage,
+                team_monitors: self.team.as_deref().is_some_and(|team| team.monitors),
+            };
+            let estimate = Estimate::of(&decided.body, self.snapshot.usage.default_output_reservation);
+            spend::reserve(&spending, &budgets, estimate, self.record.model()).await?
+        };
+        if let Some(passed) = budget_passed(&reserved.passed) {
+            decided.answer_headers.push(passed);
+        }
+        decided.usage = Some(self.usage_of(decided.provider.name(), reserved.held));
+        Ok(())
+    }
+
+    /// The count of the usage of the answer to a request forwarded to `provider`, settling
+    /// `held` when it ends.
+    fn usage_of(&mut self, provider: &str, held: Vec<Held>) -> PendingUsage {
         let answerer = Answerer {
             request_id: self.record.request_id.clone(),
             team: self.team_name().map(str::to_owned),
@@ -252,9 +292,17 @@ impl<'r> RequestContext<'r> {
             meters: self.snapshot.meters.clone(),
             tally: self.record.usage_tally(),
             audit: self.state.audit.clone(),
+            prices: self.snapshot.prices.clone(),
         };
-        let sinks: Vec<Box<dyn UsageSink>> = vec![Box::new(counted)];
-        Some(RequestUsage::new(answerer, Arc::new(Sinks(sinks))).answer())
+        let mut sinks: Vec<Box<dyn UsageSink>> = vec![Box::new(counted)];
+        if !held.is_empty() {
+            sinks.push(Box::new(Settled {
+                store: self.state.store.clone(),
+                prices: self.snapshot.prices.clone(),
+                held,
+            }));
+        }
+        RequestUsage::new(answerer, Arc::new(Sinks(sinks))).answer()
     }
 
     async fn judge_items(

@@ -9,7 +9,7 @@ use tokio::sync::Semaphore;
 
 use super::audit::AuditLog;
 use super::body::BodyLimits;
-use super::budget::BufferBudget;
+use super::buffer_budget::BufferBudget;
 pub(crate) use super::build_error::BuildError;
 use super::judged_prefixes::JudgedPrefixes;
 use super::ledger::{Ledger, LedgerSettings};
@@ -20,6 +20,7 @@ use super::sockets::{OpenSockets, SocketLimits};
 use crate::config::{Config, LedgerConfig, OnUnavailable, StateConfig};
 use crate::gate::Gate;
 use crate::metrics::{LedgerMeter, Metrics, RequestMeter};
+use crate::spend::SpendClock;
 use crate::state::{EmbeddedStore, MemoryStore, RedisLogin, RedisStore, StateStore, StoreError};
 
 /// One worker's state. Everything but the snapshot is shared by the workers of a process and
@@ -57,6 +58,8 @@ pub struct ProxyState {
     pub(crate) uncounted_rates: Arc<UncountedRates>,
     /// The process's metric families (served on the admin listener).
     pub metrics: Arc<Metrics>,
+    /// The clock budgets read their windows from.
+    pub(crate) clock: SpendClock,
 }
 
 impl ProxyState {
@@ -103,7 +106,15 @@ impl ProxyState {
             store,
             audit,
             metrics,
+            clock: SpendClock::system(),
         })
+    }
+
+    /// The state with budgets' windows read from `clock` instead of the system's (a test
+    /// steps it across a window's edge).
+    pub fn with_clock(mut self, clock: SpendClock) -> ProxyState {
+        self.clock = clock;
+        self
     }
 
     /// A state for another worker thread: a snapshot of its own (so its upstream connections
@@ -134,6 +145,7 @@ impl ProxyState {
             ledger: self.ledger.clone(),
             uncounted_rates: self.uncounted_rates.clone(),
             metrics: self.metrics.clone(),
+            clock: self.clock.clone(),
         })
     }
 

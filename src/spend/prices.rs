@@ -74,6 +74,16 @@ impl Prices {
         self.table.is_empty()
     }
 
+    /// The dearest of every price, each kind at its highest: what a `usd` budget reserves at
+    /// for a request whose model has no price (`None`: no prices).
+    pub(crate) fn dearest(&self) -> Option<Price> {
+        self.table.iter().map(|(_, price)| *price).reduce(|a, b| Price {
+            input: a.input.max(b.input),
+            cached_input: a.cached_input.max(b.cached_input),
+            output: a.output.max(b.output),
+        })
+    }
+
     /// The price of `model`: the first table whose glob matches it.
     pub(crate) fn of(&self, model: &str) -> Option<&Price> {
         self.table
@@ -106,6 +116,12 @@ mod tests {
         assert_eq!(prices.of("gpt-5-mini").unwrap().cached_input, 0.25);
         assert_eq!(prices.of("gpt-5.1").unwrap().output, 10.0);
         assert!(prices.of("o3").is_none());
+        let dearest = prices.dearest().unwrap();
+        assert_eq!(
+            (dearest.input, dearest.cached_input, dearest.output),
+            (1.25, 0.25, 10.0)
+        );
+        assert!(Prices::default().dearest().is_none());
         assert!(!prices.is_empty());
     }
 

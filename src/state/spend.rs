@@ -69,12 +69,7 @@ pub(crate) struct CounterKey(String);
 
 impl CounterKey {
     /// The counter of `owner`'s budget in `unit`, for the `window` starting at `start_unix`.
-    pub(crate) fn new(
-        owner: &SpendOwner,
-        unit: BudgetUnit,
-        window: Window,
-        start_unix: u64,
-    ) -> CounterKey {
+    pub(crate) fn new(owner: &SpendOwner, unit: BudgetUnit, window: Window, start_unix: u64) -> CounterKey {
         CounterKey(format!(
             "{}:{}:{window}:{start_unix}",
             owner.as_str(),
@@ -195,24 +190,24 @@ mod tests {
 
     #[test]
     fn a_counter_is_named_by_owner_unit_window_and_start() {
-        let name = |owner, unit, window| CounterKey::new(owner, unit, window, 1_773_532_800);
+        let name = |owner: SpendOwner, unit, window| CounterKey::new(&owner, unit, window, 1_773_532_800);
         let (ci, anonymous, payments) = (key(Some("ci-1")), key(None), key(Some("payments")));
         assert_eq!(
-            name(&SpendOwner::team("payments"), BudgetUnit::Tokens, Window::Day).as_str(),
+            name(SpendOwner::team("payments"), BudgetUnit::Tokens, Window::Day).as_str(),
             "team:payments:tokens:day:1773532800"
         );
         assert_eq!(
-            name(&SpendOwner::key(&ci), BudgetUnit::MicroUsd, Window::Month).as_str(),
+            name(SpendOwner::key(&ci), BudgetUnit::MicroUsd, Window::Month).as_str(),
             "key:ci-1:usd:month:1773532800"
         );
         assert_eq!(
-            name(&SpendOwner::key(&anonymous), BudgetUnit::Tokens, Window::Hour).as_str(),
+            name(SpendOwner::key(&anonymous), BudgetUnit::Tokens, Window::Hour).as_str(),
             format!("digest:{}:tokens:hour:1773532800", "ab".repeat(32))
         );
         // A key with the id of a team's name is another counter.
         assert_ne!(
-            name(&SpendOwner::key(&payments), BudgetUnit::Tokens, Window::Day),
-            name(&SpendOwner::team("payments"), BudgetUnit::Tokens, Window::Day)
+            name(SpendOwner::key(&payments), BudgetUnit::Tokens, Window::Day),
+            name(SpendOwner::team("payments"), BudgetUnit::Tokens, Window::Day)
         );
     }
 

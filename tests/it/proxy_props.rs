@@ -17,7 +17,7 @@ use proptest::prelude::*;
 use replaygate::config::Config;
 use replaygate::gate::{Action, Gate, ProviderProfile, Target};
 use replaygate::proxy::body::{read_body, BodyLimits};
-use replaygate::proxy::budget::BufferBudget;
+use replaygate::proxy::buffer_budget::BufferBudget;
 use replaygate::proxy::lifecycle::handle;
 use replaygate::proxy::ProxyState;
 use serde_json::{json, Value};

@@ -1,5 +1,5 @@
 //! The sink of this phase (docs/usage.md#where-usage-shows): each answer's usage counted in
-//! the usage metrics, added to its request's tally (for the access line and the span), and
+//! the usage metrics (`unpriced` when `[prices]` price no model of it), added to its request's tally (for the access line and the span), and
 //! written to the audit log as a `usage` line when the log is on.
 
 use std::sync::Arc;
@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::{Answered, UsageSink};
 use crate::metrics::Meters;
 use crate::proxy::audit::{AuditLog, UsageAuditLine};
+use crate::spend::Prices;
 use crate::telemetry::usage_tally::UsageTally;
 
 /// Counts, tallies and audits each answer's usage.
@@ -17,16 +18,21 @@ pub(crate) struct Counted {
     pub(crate) tally: Arc<UsageTally>,
     /// The audit log, when it is on.
     pub(crate) audit: Option<Arc<AuditLog>>,
+    /// `[prices]`: a reported answer whose model none prices is counted `unpriced`.
+    pub(crate) prices: Arc<Prices>,
 }
 
 impl UsageSink for Counted {
     fn answered(&self, answered: &Answered<'_>) {
         let answerer = answered.answerer;
+        let unpriced =
+            !self.prices.is_empty() && answered.model.is_none_or(|model| self.prices.of(model).is_none());
         self.meters.usage(
             answerer.team.as_deref(),
             &answerer.provider,
             answered.model,
             answered.usage,
+            unpriced,
         );
         self.tally.add(answered.usage);
         if let Some(audit) = &self.audit {

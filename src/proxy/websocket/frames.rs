@@ -20,7 +20,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
-use crate::proxy::budget::{BufferBudget, Reservation};
+use crate::proxy::buffer_budget::{BufferBudget, Reservation};
 
 /// The read buffer under the frame reader: frame heads and small payloads come through it;
 /// larger payloads are read past it, into their message.

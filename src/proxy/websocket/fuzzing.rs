@@ -12,7 +12,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::frames::{ClientReader, ReadError};
 use super::message::{error_event, unsupported};
-use crate::proxy::budget::{BufferBudget, Reservation};
+use crate::proxy::buffer_budget::{BufferBudget, Reservation};
 
 pub use super::message::{Head, Named, NamedValue, Refusal, READ};
 

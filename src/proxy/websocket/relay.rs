@@ -431,7 +431,11 @@ impl Relay<'_, '_> {
             },
             None => route,
         };
-        self.cx.judge(&route, &self.post, body).await
+        let mut decided = self.cx.judge(&route, &self.post, body).await?;
+        self.cx
+            .limit_spend(&route, &self.post.method, &mut decided)
+            .await?;
+        Ok(decided)
     }
 
     /// Answers a refused message with its error event; the socket stays open.
