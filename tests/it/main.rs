@@ -7,6 +7,7 @@ mod support;
 
 mod admin;
 mod bench_default_config;
+mod budgets;
 mod buffered_bytes;
 mod cli_check;
 mod client_faults;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use replaygate::admin::{AdminState, AdminThread};
 use replaygate::config::Config;
 use replaygate::proxy::state::Reloader;
-use replaygate::proxy::{run, ProxyState, ServerSettings};
+use replaygate::proxy::{run, ProxyState, ServerSettings, SpendClock};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
@@ -35,6 +35,18 @@ impl Proxy {
         let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let lookup = move |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
         let state = ProxyState::new(config, &lookup).unwrap();
+        Proxy::start_state(config, state).await
+    }
+
+    /// Starts a proxy from configuration text whose budgets read their windows from `clock`.
+    pub async fn start_clocked(config: &str, clock: SpendClock) -> Proxy {
+        let config = Config::from_toml(config).unwrap_or_else(|e| panic!("test config: {e}"));
+        let state = ProxyState::new(&config, &|_| None).unwrap().with_clock(clock);
+        Proxy::start_state(&config, state).await
+    }
+
+    /// Serves `state` (built from `config`).
+    async fn start_state(config: &Config, state: ProxyState) -> Proxy {
         let reloader = state.reloader();
         let admin_state = AdminState::of(&state);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
