@@ -86,6 +86,7 @@ macro_rules! every_backend {
             settling_replaces_a_reservation_by_what_was_used,
             a_windows_counter_expires_after_its_end,
             concurrent_reserves_never_pass_the_limit,
+            ten_thousand_reserves_at_the_edge_pass_it_by_nothing,
             a_record_found_once_is_found_again_or_the_loss_epoch_moves
             $(, $extra)*
         );

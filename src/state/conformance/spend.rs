@@ -183,3 +183,28 @@ pub(super) async fn an_unavailable_store_refuses_to_count<B: Outage>() {
     let counted = store.reserve(&key, 10, 100, end).await.unwrap();
     assert!(counted.reserved, "{counted:?}");
 }
+
+/// Ten thousand reserves at once of one unit each, on a counter a hundred short of its limit:
+/// exactly a hundred fit, and no answer ever sees the counter past the limit.
+pub(super) async fn ten_thousand_reserves_at_the_edge_pass_it_by_nothing<B: Backend>() {
+    let backend = B::open().await;
+    let stores = [backend.store(), backend.another()];
+    let key = Arc::new(counter("edge", 0));
+    let end = window_end();
+    let limit = 1_000_000;
+    assert!(stores[0].reserve(&key, limit - 100, limit, end).await.unwrap().reserved);
+    let tasks: Vec<_> = (0..10_000)
+        .map(|n| {
+            let (store, key) = (stores[n % 2].clone(), key.clone());
+            tokio::spawn(async move { store.reserve(&key, 1, limit, end).await.unwrap() })
+        })
+        .collect();
+    let mut fitted = 0;
+    for task in tasks {
+        let reservation = task.await.unwrap();
+        assert!(reservation.spent <= limit, "{reservation:?}");
+        fitted += u64::from(reservation.reserved);
+    }
+    assert_eq!(fitted, 100);
+    assert_eq!(stores[1].spent(&key).await.unwrap(), limit);
+}
