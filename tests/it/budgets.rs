@@ -61,10 +61,13 @@ fn teams(budget: &str) -> String {
 }
 
 fn config(provider: &Upstream, state: &str, budget: &str, extra: &str) -> String {
+    config_at(&provider.base_url(), state, budget, extra)
+}
+
+fn config_at(base_url: &str, state: &str, budget: &str, extra: &str) -> String {
     format!(
         "default_provider = \"openai\"\n[state]\n{state}\n[ledger]\nenabled = false\n\
-         [providers.openai]\nbase_url = \"{}\"\nauth = \"none\"\n{extra}\n{}",
-        provider.base_url(),
+         [providers.openai]\nbase_url = \"{base_url}\"\nauth = \"none\"\n{extra}\n{}",
         teams(budget)
     )
 }
@@ -350,4 +353,74 @@ async fn a_store_that_cannot_count_refuses_teams_with_budgets_only_unless_allowe
     let proxy = Proxy::start(&config(&upstream, &allowing, budget, ""), &[]).await;
     assert_eq!(post(&proxy, PAY_KEY).await.status, 200);
     assert_eq!(upstream.received().len(), 2);
+}
+
+/// A WebSocket's turns are held to the budget as HTTP requests are: each reserves before it
+/// is forwarded and settles at its `response.completed`; a turn over the budget gets an
+/// `error` event 429 `budget_exceeded`, and the socket stays open.
+#[tokio::test]
+async fn websocket_turns_reserve_settle_and_are_refused_over_the_budget() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    use tokio_tungstenite::tungstenite::Message;
+
+    use crate::websocket::fake_provider::{turn_usage, Behaviour, FakeProvider};
+
+    const CREATE: &str =
+        r#"{"type":"response.create","model":"gpt-5","input":[{"role":"user","content":"hi"}]}"#;
+    let reserved = (CREATE.len() as u64).div_ceil(4) + 4096;
+    let used = |n: usize| (turn_usage(n)[0] + turn_usage(n)[2]) as u64;
+    // Turn 2 fits only if turn 1 gave back what it did not use; turn 4 passes the budget.
+    let budget = 2 * reserved - 1;
+    assert!(used(1) + used(2) + reserved <= budget && used(1) + used(2) + used(3) + reserved > budget);
+    let provider = FakeProvider::start(Behaviour::Usage).await;
+    let text = config_at(
+        &provider.base_url(),
+        "backend = \"memory\"",
+        &format!("{{ tokens = {budget}, window = \"day\" }}"),
+        "",
+    );
+    let proxy = Proxy::start(&text, &[]).await;
+    let mut request = format!("ws://{}/v1/responses", proxy.addr)
+        .into_client_request()
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("authorization", format!("Bearer {PAY_KEY}").parse().unwrap());
+    let stream = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let (mut client, _) = tokio::time::timeout(LIMIT, tokio_tungstenite::client_async(request, stream))
+        .await
+        .unwrap()
+        .unwrap();
+    for turn in 1..=3 {
+        client.send(Message::text(CREATE)).await.unwrap();
+        loop {
+            let message = tokio::time::timeout(LIMIT, client.next())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            let event: serde_json::Value = serde_json::from_str(message.to_text().unwrap()).unwrap();
+            assert_ne!(event["type"], "error", "turn {turn}: {event}");
+            if event["type"] == "response.completed" {
+                break;
+            }
+        }
+    }
+    client.send(Message::text(CREATE)).await.unwrap();
+    let message = tokio::time::timeout(LIMIT, client.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let event: serde_json::Value = serde_json::from_str(message.to_text().unwrap()).unwrap();
+    assert_eq!(event["type"], "error", "{event}");
+    assert_eq!(event["status"], 429);
+    assert_eq!(event["error"]["code"], "budget_exceeded");
+    let spent = format!("({} tokens spent or reserved", used(1) + used(2) + used(3));
+    assert!(
+        event["error"]["message"].as_str().unwrap().contains(&spent),
+        "{event}"
+    );
+    client.close(None).await.unwrap();
 }

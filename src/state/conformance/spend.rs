@@ -192,7 +192,13 @@ pub(super) async fn ten_thousand_reserves_at_the_edge_pass_it_by_nothing<B: Back
     let key = Arc::new(counter("edge", 0));
     let end = window_end();
     let limit = 1_000_000;
-    assert!(stores[0].reserve(&key, limit - 100, limit, end).await.unwrap().reserved);
+    assert!(
+        stores[0]
+            .reserve(&key, limit - 100, limit, end)
+            .await
+            .unwrap()
+            .reserved
+    );
     let tasks: Vec<_> = (0..10_000)
         .map(|n| {
             let (store, key) = (stores[n % 2].clone(), key.clone());
