@@ -122,8 +122,9 @@ pub enum ApiError {
     LedgerUnavailable(String),
     /// The request would pass its team's or its key's budget (429; docs/budgets.md).
     #[error(
-        "{owner} has spent its budget of {budget} for this {window} ({spent} spent or reserved, \
-         and this request reserves {amount}); the {window} ends at {ends}, in {retry_after} s"
+        "{owner}'s budget of {budget} for this {window} cannot take this request: {spent} are \
+         spent or reserved, and this request reserves {amount}; the {window} ends at {ends}, in \
+         {retry_after} s"
     )]
     BudgetExceeded {
         /// Whose budget: "team `NAME`" or "key `ID`", the caller's own.

@@ -236,7 +236,7 @@ async fn two_hundred_requests_on_the_embedded_store_forward_fifty_and_the_count_
     let refused = post(&restarted, PAY_KEY).await;
     assert_eq!(refused.status, 429, "{}", refused.body);
     let message = refused.body["error"]["message"].as_str().unwrap();
-    let spent = format!("({} tokens spent or reserved", 50 * reservation());
+    let spent = format!("{} tokens are spent or reserved", 50 * reservation());
     assert!(message.contains(&spent), "{message}");
     assert_eq!(upstream.received().len(), 50);
 }
@@ -312,7 +312,7 @@ async fn a_stream_cut_before_its_end_keeps_its_reservation() {
     assert_eq!(refused.status, 429, "{}", refused.body);
     let message = refused.body["error"]["message"].as_str().unwrap();
     assert!(
-        message.contains(&format!("({} tokens spent or reserved", reservation() + 10)),
+        message.contains(&format!("{} tokens are spent or reserved", reservation() + 10)),
         "{message}"
     );
 }
@@ -417,7 +417,7 @@ async fn websocket_turns_reserve_settle_and_are_refused_over_the_budget() {
     assert_eq!(event["type"], "error", "{event}");
     assert_eq!(event["status"], 429);
     assert_eq!(event["error"]["code"], "budget_exceeded");
-    let spent = format!("({} tokens spent or reserved", used(1) + used(2) + used(3));
+    let spent = format!("{} tokens are spent or reserved", used(1) + used(2) + used(3));
     assert!(
         event["error"]["message"].as_str().unwrap().contains(&spent),
         "{event}"
