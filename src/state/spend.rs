@@ -69,12 +69,7 @@ pub(crate) struct CounterKey(String);
 
 impl CounterKey {
     /// The counter of `owner`'s budget in `unit`, for the `window` starting at `start_unix`.
-    pub(crate) fn new(
-        owner: &SpendOwner,
-        unit: BudgetUnit,
-        window: Window,
-        start_unix: u64,
-    ) -> CounterKey {
+    pub(crate) fn new(owner: &SpendOwner, unit: BudgetUnit, window: Window, start_unix: u64) -> CounterKey {
         CounterKey(format!(
             "{}:{}:{window}:{start_unix}",
             owner.as_str(),
@@ -195,7 +190,7 @@ mod tests {
 
     #[test]
     fn a_counter_is_named_by_owner_unit_window_and_start() {
-        let name = |owner, unit, window| CounterKey::new(owner, unit, window, 1_773_532_800);
+        let name = |owner: &SpendOwner, unit, window| CounterKey::new(owner, unit, window, 1_773_532_800);
         let (ci, anonymous, payments) = (key(Some("ci-1")), key(None), key(Some("payments")));
         assert_eq!(
             name(&SpendOwner::team("payments"), BudgetUnit::Tokens, Window::Day).as_str(),
