@@ -31,6 +31,8 @@ mod redis_keys;
 // Read by the budget phase, a later step of issue 48; until then by the tests only.
 #[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod spend;
+/// The usage tallies of `GET /usage`.
+pub(crate) mod tally;
 #[cfg(test)]
 mod test_records;
 /// The single test server, by the name the Sentinel and cluster test servers know it under.
