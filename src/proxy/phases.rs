@@ -31,11 +31,11 @@ use super::snapshot::Snapshot;
 use super::state::ProxyState;
 use super::teams::Team;
 use super::upstream::{forward, Outbound};
-use super::usage::{Answerer, Counted, PendingUsage, RequestUsage, Sinks, UsageBody, UsageSink};
-use crate::state::spend::OwnedBudget;
+use super::usage::{Answerer, Counted, PendingUsage, RequestUsage, Sinks, Tallied, UsageBody, UsageSink};
 use crate::error::ApiError;
 use crate::ledger::carry::input_items;
 use crate::routing::PathRoute;
+use crate::state::spend::OwnedBudget;
 use crate::telemetry::access_log::AccessRecord;
 
 /// What one request carries from phase to phase.
@@ -253,7 +253,15 @@ impl<'r> RequestContext<'r> {
             tally: self.record.usage_tally(),
             audit: self.state.audit.clone(),
         };
-        let sinks: Vec<Box<dyn UsageSink>> = vec![Box::new(counted)];
+        let sinks: Vec<Box<dyn UsageSink>> = vec![
+            Box::new(counted),
+            Box::new(Tallied::new(
+                &self.state.store,
+                &self.snapshot.prices,
+                &self.team,
+                &self.key_budget,
+            )),
+        ];
         Some(RequestUsage::new(answerer, Arc::new(Sinks(sinks))).answer())
     }
 

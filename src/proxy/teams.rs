@@ -12,8 +12,8 @@ use subtle::ConstantTimeEq;
 
 use crate::config::{TeamConfig, TeamMode};
 use crate::error::ApiError;
-use crate::state::spend::{OwnedBudget, SpendOwner};
 use crate::gate::{glob_set, PinnedSchema, Policy, StateAccess, ToolRules};
+use crate::state::spend::{OwnedBudget, SpendOwner};
 
 /// The headers a client key may come in; none of them is ever forwarded once teams are on.
 const KEY_HEADERS: [header::HeaderName; 3] = [
