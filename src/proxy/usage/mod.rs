@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 pub(crate) use body::UsageBody;
 pub(crate) use counted::Counted;
-pub(crate) use tallied::{team_tally, Tallied, UNBUDGETED_WINDOW};
+pub(crate) use tallied::{team_tally, Tallied, ANONYMOUS};
 
 use crate::usage::{AnswerUsage, ReadUsage};
 
