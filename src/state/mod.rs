@@ -1,8 +1,8 @@
-//! Where the ledger, the team rate limits and the budgets' spend counters ([`spend`],
-//! docs/budgets.md#counters) live (docs/operations.md#state-backends): in this
-//! process (`memory`), in files under `[state] path` (`embedded`, the default, surviving restarts)
-//! or
-//! in Redis (`redis`, shared by every replica).
+//! Where the ledger, the team rate limits, the budgets' spend counters (`spend`,
+//! docs/budgets.md#counters) and the usage tallies (`tally`, docs/usage.md#get-usage) live
+//! (docs/operations.md#state-backends): in this process (`memory`), in files under
+//! `[state] path` (`embedded`, the default, surviving restarts) or in Redis (`redis`, shared by
+//! every replica).
 //!
 //! Every backend stores the same [`StoredResponse`] values and the index entries derived from
 //! them ([`StoredResponse::by_id`], [`StoredResponse::by_digest`]), forgets them once
