@@ -1,5 +1,7 @@
 //! The admin listener (docs/operations.md#ports-and-probes, `[admin] listen`): `GET /metrics`
-//! (Prometheus), `GET /healthz` and `GET /readyz`, on an address of its own, never the proxy's.
+//! (Prometheus), `GET /healthz`, `GET /readyz` and `GET /usage` (each team's and budgeted key's
+//! usage and budget in the current window, docs/usage.md#get-usage), on an address of its own,
+//! never the proxy's.
 //!
 //! It is built to cost the proxy little whatever its clients do: it runs on a thread and
 //! runtime of its own ([`AdminThread`]), holds at most
@@ -11,12 +13,15 @@ mod pace;
 mod ready;
 mod routes;
 mod thread;
+mod usage;
+mod usage_report;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -25,6 +30,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::metrics::Metrics;
+use crate::proxy::snapshot::Snapshot;
 use crate::proxy::ProxyState;
 use crate::state::StateStore;
 use pace::Pace;
@@ -48,6 +54,8 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct AdminState {
     metrics: Arc<Metrics>,
     store: StateStore,
+    /// The configuration in force (its teams, prices and metric handles), for `GET /usage`.
+    snapshot: Arc<ArcSwap<Snapshot>>,
     draining: Arc<AtomicBool>,
     pace: Arc<Pace>,
     /// `[ledger] on_unavailable = "allow"`: a state backend that does not answer leaves the
@@ -56,11 +64,12 @@ pub struct AdminState {
 }
 
 impl AdminState {
-    /// Reports on `state`'s metrics and state backend.
+    /// Reports on `state`'s metrics, state backend and configuration.
     pub fn of(state: &ProxyState) -> AdminState {
         AdminState {
             metrics: state.metrics.clone(),
             store: state.store.clone(),
+            snapshot: state.snapshot_slot(),
             draining: Arc::new(AtomicBool::new(false)),
             pace: Arc::new(Pace::new(REQUESTS_PER_SECOND, REQUEST_BURST)),
             allow_unavailable: state.uncounted_rates.allows(),

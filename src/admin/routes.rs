@@ -1,5 +1,5 @@
-//! What the admin listener answers: `GET /metrics`, `GET /healthz`, `GET /readyz`; 404 for any
-//! other path, 405 for another method.
+//! What the admin listener answers: `GET /metrics`, `GET /healthz`, `GET /readyz`, `GET /usage`;
+//! 404 for any other path, 405 for another method.
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
@@ -11,10 +11,10 @@ use crate::metrics::CONTENT_TYPE;
 /// The answer to one admin request.
 pub(super) async fn answer<B>(admin: &AdminState, request: &Request<B>) -> Response<Full<Bytes>> {
     let path = request.uri().path();
-    if !matches!(path, "/metrics" | "/healthz" | "/readyz") {
+    if !matches!(path, "/metrics" | "/healthz" | "/readyz" | "/usage") {
         return text(
             StatusCode::NOT_FOUND,
-            "not found: the admin listener serves GET /metrics, /healthz and /readyz\n".to_owned(),
+            "not found: the admin listener serves GET /metrics, /healthz, /readyz and /usage\n".to_owned(),
         );
     }
     if request.method() != Method::GET {
@@ -33,6 +33,7 @@ pub(super) async fn answer<B>(admin: &AdminState, request: &Request<B>) -> Respo
             response
         }
         "/healthz" => text(StatusCode::OK, "ok\n".to_owned()),
+        "/usage" => super::usage::usage(admin).await,
         _ => super::ready::ready(admin).await,
     }
 }

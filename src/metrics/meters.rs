@@ -15,9 +15,10 @@ use super::labels::{
     ResponseViolationLabels, TeamLabels, UpstreamErrorLabels, ViolationLabels, COUNTED_DECISIONS, NONE,
 };
 use super::{counter, histogram, LatencyHistogram, Metrics};
-use crate::config::Config;
+use crate::config::{Budget, Config};
 use crate::error::ApiError;
 use crate::gate::{Decision, ResponseViolation, Verdict};
+use crate::state::spend::SpendOwner;
 use crate::telemetry::access_log::{AccessRecord, Outcome};
 
 /// The metric handles of one configuration snapshot.
@@ -120,6 +121,18 @@ impl Meters {
                     team: team.clone(),
                 };
                 drop(metrics.client_gone.get_or_create(&labels));
+            }
+        }
+        // Every configured budget's limit is exposed from the start; what it has spent once a
+        // counter is read.
+        for (name, team) in &config.teams {
+            if let Some(budget) = &team.budget {
+                metrics.budget.set_limit(&SpendOwner::team(name), budget);
+            }
+            for key in &team.keys {
+                if let Some(budget) = &key.budget {
+                    metrics.budget.set_limit(&SpendOwner::key(key), budget);
+                }
             }
         }
         Meters {
@@ -226,6 +239,13 @@ impl Meters {
         let team = self.team_labels[self.team(team)].clone();
         let provider = self.provider(Some(provider)).label.clone();
         families.count(team, provider, families.model_label(model), usage, unpriced);
+    }
+
+    /// Sets the gauges of `owner`'s `budget` (docs/budgets.md#metrics): its limit, and `spent`,
+    /// what its counter holds (tokens, or micro-dollars for a `usd` budget), as a reserve, a
+    /// settle or `GET /usage` just read it.
+    pub(crate) fn budget(&self, owner: &SpendOwner, budget: &Budget, spent: u64) {
+        self.metrics.budget.set(owner, budget, spent);
     }
 
     /// Counts `error` against `provider`, when it is an error of the upstream.

@@ -7,6 +7,7 @@
 //! fixed sets of words (decision, reason, action, code, op, result): a request can never add a
 //! label value, so the number of series is bounded by the configurations the process has run.
 
+mod budget;
 mod histogram;
 mod labels;
 mod ledger;
@@ -56,6 +57,7 @@ pub struct Metrics {
     bytes_out: Family<ProviderLabels, Counter>,
     client_gone: Family<TeamLabels, Counter>,
     usage: usage::UsageFamilies,
+    budget: budget::BudgetFamilies,
     state: StateMeter,
 }
 
@@ -95,6 +97,7 @@ impl Metrics {
             bytes_out: Family::default(),
             client_gone: Family::default(),
             usage: usage::UsageFamilies::default(),
+            budget: budget::BudgetFamilies::default(),
             state: StateMeter::default(),
         };
         metrics.register()
@@ -198,6 +201,7 @@ impl Metrics {
             "Answers counted for usage, by team, provider, model and whether they reported it",
             self.usage.answers.clone(),
         );
+        self.budget.register(registry);
         self.state.register(registry);
         let build_info = Family::<VersionLabels, Gauge>::default();
         build_info

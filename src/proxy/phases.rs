@@ -32,7 +32,7 @@ use super::spend::{self, Held, Reserved, Settled, Spending};
 use super::state::ProxyState;
 use super::teams::Team;
 use super::upstream::{forward, Outbound};
-use super::usage::{Answerer, Counted, PendingUsage, RequestUsage, Sinks, UsageBody, UsageSink};
+use super::usage::{Answerer, Counted, PendingUsage, RequestUsage, Sinks, Tallied, UsageBody, UsageSink};
 use crate::error::ApiError;
 use crate::ledger::carry::input_items;
 use crate::routing::PathRoute;
@@ -294,7 +294,15 @@ impl<'r> RequestContext<'r> {
             audit: self.state.audit.clone(),
             prices: self.snapshot.prices.clone(),
         };
-        let mut sinks: Vec<Box<dyn UsageSink>> = vec![Box::new(counted)];
+        let mut sinks: Vec<Box<dyn UsageSink>> = vec![
+            Box::new(counted),
+            Box::new(Tallied::new(
+                &self.state.store,
+                &self.snapshot.prices,
+                &self.team,
+                &self.key_budget,
+            )),
+        ];
         if !held.is_empty() {
             sinks.push(Box::new(Settled {
                 store: self.state.store.clone(),

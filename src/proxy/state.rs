@@ -170,6 +170,12 @@ impl ProxyState {
         self.snapshot.load_full()
     }
 
+    /// The slot of the configuration in force, which reloads replace: for what reads it
+    /// anew at each use off the request path (the admin listener's `GET /usage`).
+    pub(crate) fn snapshot_slot(&self) -> Arc<ArcSwap<Snapshot>> {
+        self.snapshot.clone()
+    }
+
     /// Starts counting a request in the metrics, under the configuration in force.
     pub(crate) fn meter(&self) -> RequestMeter {
         self.snapshot.load().meters.start()

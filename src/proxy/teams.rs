@@ -179,6 +179,27 @@ impl Teams {
         self.teams.iter().find(|team| team.name == name)
     }
 
+    /// Every team, in name order (`GET /usage`).
+    pub(crate) fn all(&self) -> &[Arc<Team>] {
+        &self.teams
+    }
+
+    /// Every key with a budget of its own, as `(team, key id, budget)`, in the order of team
+    /// then key id (`GET /usage`).
+    pub(crate) fn key_budgets(&self) -> Vec<(&str, &str, &Arc<OwnedBudget>)> {
+        let mut keys: Vec<_> = self
+            .by_prefix
+            .values()
+            .flatten()
+            .filter_map(|entry| {
+                let budget = entry.budget.as_ref()?;
+                Some((self.teams[entry.team].name.as_str(), &*entry.id, budget))
+            })
+            .collect();
+        keys.sort_unstable_by_key(|&(team, id, _)| (team, id));
+        keys
+    }
+
     /// Whether any team is configured (so every request needs a key).
     pub(crate) fn is_empty(&self) -> bool {
         self.teams.is_empty()

@@ -6,7 +6,7 @@
 //! [`Outage`] when it can be made unavailable, and a line of [`conformance!`]. What only one
 //! backend does (its layout, sweeps, eviction, journal, Redis's TTLs, cluster slots, Sentinel
 //! failover) stays in that backend's own tests. The cases of the budgets' spend counters are in
-//! [`spend`].
+//! [`spend`], those of the usage tallies in [`tally`].
 
 use std::future::Future;
 use std::num::NonZeroU32;
@@ -25,6 +25,9 @@ use crate::metrics::{LedgerMeter, Metrics};
 /// The budgets' spend counters' cases.
 mod spend;
 use spend::*;
+/// The usage tallies' cases.
+mod tally;
+use tally::*;
 
 /// A backend under test: a fresh, empty store of its own for each test.
 pub(super) trait Backend: Sized {
@@ -87,6 +90,10 @@ macro_rules! every_backend {
             a_windows_counter_expires_after_its_end,
             concurrent_reserves_never_pass_the_limit,
             ten_thousand_reserves_at_the_edge_pass_it_by_nothing,
+            usage_adds_sum,
+            usage_fields_are_independent,
+            usage_expires_after_its_windows_end,
+            concurrent_usage_adds_lose_nothing,
             a_record_found_once_is_found_again_or_the_loss_epoch_moves
             $(, $extra)*
         );
@@ -95,9 +102,11 @@ macro_rules! every_backend {
 
 every_backend!(memory: MemoryBackend);
 every_backend!(embedded: EmbeddedBackend;
-    an_unavailable_store_answers_errors_never_no_record; an_unavailable_store_refuses_to_count);
+    an_unavailable_store_answers_errors_never_no_record; an_unavailable_store_refuses_to_count;
+    an_unavailable_store_refuses_to_tally);
 every_backend!(redis: RedisBackend;
     an_unavailable_store_answers_errors_never_no_record; an_unavailable_store_refuses_to_count;
+    an_unavailable_store_refuses_to_tally;
     a_redis_that_may_evict_moves_the_loss_epoch_at_every_lookup);
 
 // ---- the backends -------------------------------------------------------------------------

@@ -2,11 +2,14 @@
 //! counts in, and the `embedded` backend too, which writes the counters it changed to its tree
 //! through its writer thread ([`LocalCounters::take_changed`]). One mutex makes each reserve
 //! and settle atomic; expired counters go when touched, and in a sweep at most once a minute.
+//! The usage tallies (`super::tally`) count here too, one counter per field, all the fields of
+//! an answer added under the one lock.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use super::spend::{CounterKey, Reservation};
+use super::tally::{TallyKey, WindowUsage};
 
 /// How often the expired counters are swept out, in seconds.
 const SWEEP_EVERY_SECS: u64 = 60;
@@ -106,6 +109,28 @@ impl LocalCounters {
     /// What `key` holds at `now` (0 once it is gone).
     pub(crate) fn spent(&self, key: &CounterKey, now: u64) -> u64 {
         self.table().live(key.as_str(), now)
+    }
+
+    /// Adds each `(field, amount)` to the tally `key`'s counter of that field, all under one
+    /// lock (see [`StateStore::add_usage`](super::StateStore::add_usage)); each counter
+    /// expires at `expires`. Nothing is added once `expires` has passed.
+    pub(crate) fn add(&self, key: &TallyKey, amounts: &[(&str, u64)], expires: u64, now: u64) {
+        if expires <= now {
+            return;
+        }
+        let mut table = self.table();
+        table.sweep(now);
+        for (field, amount) in amounts {
+            let name = key.field(field);
+            let total = table.live(&name, now).saturating_add(*amount);
+            table.set(&name, total, expires);
+        }
+    }
+
+    /// What the tally `key` holds at `now` (0 for each field gone).
+    pub(crate) fn usage(&self, key: &TallyKey, now: u64) -> WindowUsage {
+        let table = self.table();
+        WindowUsage::from_values(WindowUsage::FIELDS.map(|field| table.live(&key.field(field), now)))
     }
 
     /// Whether the writer must be told of changes: some are waiting and it was not told since

@@ -1,8 +1,8 @@
-//! Where the ledger, the team rate limits and the budgets' spend counters ([`spend`],
-//! docs/budgets.md#counters) live (docs/operations.md#state-backends): in this
-//! process (`memory`), in files under `[state] path` (`embedded`, the default, surviving restarts)
-//! or
-//! in Redis (`redis`, shared by every replica).
+//! Where the ledger, the team rate limits, the budgets' spend counters (`spend`,
+//! docs/budgets.md#counters) and the usage tallies (`tally`, docs/usage.md#get-usage) live
+//! (docs/operations.md#state-backends): in this process (`memory`), in files under
+//! `[state] path` (`embedded`, the default, surviving restarts) or in Redis (`redis`, shared by
+//! every replica).
 //!
 //! Every backend stores the same [`StoredResponse`] values and the index entries derived from
 //! them ([`StoredResponse::by_id`], [`StoredResponse::by_digest`]), forgets them once
@@ -31,6 +31,8 @@ mod redis_keys;
 // Read by the budget phase, a later step of issue 48; until then by the tests only.
 #[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod spend;
+/// The usage tallies of `GET /usage`.
+pub(crate) mod tally;
 #[cfg(test)]
 mod test_records;
 /// The single test server, by the name the Sentinel and cluster test servers know it under.

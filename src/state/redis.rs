@@ -50,6 +50,7 @@ use crate::config::RedisTarget;
 
 mod policy;
 pub(super) mod spend;
+mod tally;
 use crate::ledger::{StoredItem, StoredResponse};
 
 /// The `redis` backend. Cheap to clone: clones share one connection.

@@ -405,7 +405,7 @@ async fn health_readiness_and_nothing_else() {
         assert_eq!(status, want, "{path}: {body}");
         assert!(content_type.starts_with("text/plain"), "{path}: {content_type}");
     }
-    for path in ["/metrics", "/healthz", "/readyz"] {
+    for path in ["/metrics", "/healthz", "/readyz", "/usage"] {
         let response = reqwest::Client::new()
             .post(format!("http://{admin}{path}"))
             .body("x")
@@ -500,6 +500,19 @@ async fn a_state_backend_that_is_down_is_not_ready_and_its_ledger_errors_are_cou
     );
     let (status, _, _) = get(admin, "/healthz").await;
     assert_eq!(status, 200, "alive, if not ready");
+    // The usage it cannot read is a 503 that says so, never a report of nothing.
+    let (status, content_type, body) = get(admin, "/usage").await;
+    assert_eq!(
+        (status, content_type.as_str()),
+        (503, "application/json"),
+        "{body}"
+    );
+    let usage: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(usage["error"]["code"], "state_unavailable", "{body}");
+    assert!(
+        usage["error"]["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
 
     let before = scrape(admin).await;
     // A turn that names no id is answered; its record cannot be written.

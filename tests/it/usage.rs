@@ -423,3 +423,124 @@ async fn websocket_turns_count_their_usage_and_a_socket_closed_mid_answer_is_mis
         until(admin, &answers("-", "gpt-5", "missing"), 1).await;
     }
 }
+
+/// `GET /usage` on the admin listener: a team with a tokens budget and its key with one of its
+/// own, two answers (one reporting usage, one whose usage is bad: missing), `[prices]` pricing
+/// the answer's model. Both entries hold the tokens by kind, the answers, the missing one, the
+/// cost and the budget, with what is left of it.
+#[tokio::test]
+async fn get_usage_reports_each_budgets_window_tokens_cost_and_whats_left() {
+    let upstream = Upstream::start(|received: Received| async move {
+        if String::from_utf8_lossy(&received.body).contains("no-usage") {
+            return json_response(200, response(r#"{"input_tokens":5}"#));
+        }
+        json_response(200, response(USAGE))
+    })
+    .await;
+    let digest = replaygate::keys::format_digest(&replaygate::keys::digest(PAY_KEY));
+    let teams = format!(
+        "[teams.payments]\nbudget = {{ tokens = 2000000, window = \"day\" }}\n\
+         keys = [{{ id = \"ci-usage\", digest = \"{digest}\", budget = {{ tokens = 200000, window = \"week\" }} }}]\n\
+         [prices.\"gpt-5*\"]\ninput_per_million = 1.25\ncached_input_per_million = 0.125\noutput_per_million = 10.0\n"
+    );
+    let mut proxy = Proxy::start(&config(&upstream.base_url(), false, &teams), &[]).await;
+    let admin = proxy.admin().await;
+    for body in [
+        r#"{"model":"gpt-5","input":"hi"}"#,
+        r#"{"model":"gpt-5","input":"no-usage"}"#,
+    ] {
+        let (status, answer) = post(&proxy, "/v1/responses", body, true).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    // The tallies may land just after the client read the answers.
+    let started = std::time::Instant::now();
+    let report = loop {
+        let response = reqwest::get(format!("http://{admin}/usage")).await.unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        assert_eq!(response.headers()["content-type"], "application/json");
+        let report: serde_json::Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+        let counted = |entries: &str| report[entries][0]["answers"] == 2;
+        if counted("teams") && counted("keys") {
+            break report;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "{report:#}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let tokens =
+        serde_json::json!({"input": 1200, "output": 300, "cached_input": 1000, "reasoning_output": 250});
+    for (entries, window, limit) in [("teams", "day", 2_000_000), ("keys", "week", 200_000)] {
+        let list = report[entries].as_array().unwrap();
+        assert_eq!(list.len(), 1, "{report:#}");
+        let entry = &list[0];
+        assert_eq!(entry["team"], "payments", "{report:#}");
+        assert_eq!(entry["window"]["name"], window, "{report:#}");
+        let (start, end) = (
+            entry["window"]["start"].as_str().unwrap(),
+            entry["window"]["end"].as_str().unwrap(),
+        );
+        assert!(start.ends_with("T00:00:00Z") && end.ends_with("T00:00:00Z") && start < end);
+        assert_eq!(entry["tokens"], tokens, "{report:#}");
+        assert_eq!(entry["answers"], 2, "{report:#}");
+        assert_eq!(entry["missing_usage"], 1, "{report:#}");
+        // 200 uncached input at 1.25, 1000 cached at 0.125, 300 output at 10: 3375 µ$.
+        assert_eq!(entry["cost_usd"], 0.003375, "{report:#}");
+        assert_eq!(
+            entry["budget"],
+            serde_json::json!({ "tokens": limit }),
+            "{report:#}"
+        );
+        // What the budget's counter holds (reservations in flight included) and what is left.
+        let (spent, left) = (entry["spent"].as_u64().unwrap(), entry["left"].as_u64().unwrap());
+        assert_eq!(spent + left, limit, "{report:#}");
+    }
+    assert_eq!(report["keys"][0]["key_id"], "ci-usage", "{report:#}");
+    // The budget gauges hold what the report read.
+    let text = metrics(admin).await;
+    assert!(
+        text.contains(r#"replaygate_budget_limit{owner="team:payments",unit="tokens",window="day"} 2000000"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"replaygate_budget_spent{owner="key:ci-usage",unit="tokens",window="week"} "#),
+        "{text}"
+    );
+}
+
+/// Without teams, one entry for the anonymous answers, in the day; without `[prices]`, no cost;
+/// without a budget, none of its fields.
+#[tokio::test]
+async fn get_usage_without_teams_has_one_anonymous_entry() {
+    let upstream = provider(USAGE).await;
+    let mut proxy = Proxy::start(&config(&upstream.base_url(), false, ""), &[]).await;
+    let admin = proxy.admin().await;
+    assert_eq!(
+        post(
+            &proxy,
+            "/v1/responses",
+            r#"{"model":"gpt-5","input":"hi"}"#,
+            false
+        )
+        .await
+        .0,
+        200
+    );
+    let started = std::time::Instant::now();
+    loop {
+        let response = reqwest::get(format!("http://{admin}/usage")).await.unwrap();
+        let report: serde_json::Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+        if report["teams"][0]["answers"] == 1 {
+            let team = &report["teams"][0];
+            assert_eq!(report["teams"].as_array().unwrap().len(), 1);
+            assert_eq!(team["team"], "-");
+            assert_eq!(team["window"]["name"], "day");
+            assert_eq!(team["tokens"]["input"], 1200);
+            for field in ["cost_usd", "budget", "spent", "left"] {
+                assert!(team[field].is_null(), "{field}: {report:#}");
+            }
+            assert_eq!(report["keys"], serde_json::json!([]));
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "{report:#}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

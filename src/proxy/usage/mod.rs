@@ -23,11 +23,13 @@
 
 mod body;
 mod counted;
+mod tallied;
 
 use std::sync::Arc;
 
 pub(crate) use body::UsageBody;
 pub(crate) use counted::Counted;
+pub(crate) use tallied::{team_tally, Tallied, ANONYMOUS};
 
 use crate::usage::{AnswerUsage, ReadUsage};
 

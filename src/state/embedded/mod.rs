@@ -96,6 +96,7 @@ mod filters;
 mod recent;
 mod spend;
 mod tables;
+mod tally;
 mod writer;
 use crate::metrics::{LedgerMeter, LedgerOp, LedgerResult, StateMeter};
 

@@ -150,7 +150,7 @@ impl EmbeddedStore {
     }
 
     /// `Ok` while counts can be kept: the writer runs and the last write found room.
-    fn counting(&self) -> Result<(), StoreError> {
+    pub(super) fn counting(&self) -> Result<(), StoreError> {
         self.inner.budget.health.check()?;
         if self.inner.writer.as_ref().is_none_or(JoinHandle::is_finished) {
             return Err(writer_stopped());
@@ -160,7 +160,7 @@ impl EmbeddedStore {
 
     /// Tells the writer thread that counters changed, unless it was told since it last took
     /// them. A full queue means the writer is busy: it takes the changes at its next turn.
-    fn tell_writer(&self) {
+    pub(super) fn tell_writer(&self) {
         if !self.inner.counters.tell_writer() {
             return;
         }
