@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::spend::SpendClock;
 use arc_swap::ArcSwap;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -56,6 +57,8 @@ pub struct AdminState {
     store: StateStore,
     /// The configuration in force (its teams, prices and metric handles), for `GET /usage`.
     snapshot: Arc<ArcSwap<Snapshot>>,
+    /// The clock budgets' windows are read from.
+    clock: SpendClock,
     draining: Arc<AtomicBool>,
     pace: Arc<Pace>,
     /// `[ledger] on_unavailable = "allow"`: a state backend that does not answer leaves the
@@ -67,6 +70,7 @@ impl AdminState {
     /// Reports on `state`'s metrics, state backend and configuration.
     pub fn of(state: &ProxyState) -> AdminState {
         AdminState {
+            clock: state.clock.clone(),
             metrics: state.metrics.clone(),
             store: state.store.clone(),
             snapshot: state.snapshot_slot(),

@@ -22,7 +22,7 @@ use crate::proxy::usage::{team_tally, ANONYMOUS};
 use crate::spend::Window;
 use crate::state::spend::{BudgetCounter, SpendOwner};
 use crate::state::tally::TallyKey;
-use crate::state::{now_unix, StateStore, StoreError};
+use crate::state::{StateStore, StoreError};
 
 /// The longest `/usage` waits for the state backend's answers.
 const USAGE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -45,7 +45,7 @@ pub(super) async fn usage(admin: &AdminState) -> Response<Full<Bytes>> {
 /// Reads every owner's tally and budget counter under the configuration in force.
 async fn report(admin: &AdminState) -> Result<UsageReport, StoreError> {
     let snapshot = admin.snapshot.load_full();
-    let (store, meters, now) = (&admin.store, &*snapshot.meters, now_unix());
+    let (store, meters, now) = (&admin.store, &*snapshot.meters, admin.clock.now_unix());
     let priced = !snapshot.prices.is_empty();
     let teams = snapshot.teams.all();
     // Whose tallies: each team's (or the anonymous one), then each budgeted key's.

@@ -267,6 +267,7 @@ impl<'r> RequestContext<'r> {
                 prices: &self.snapshot.prices,
                 usage: self.snapshot.usage,
                 team_monitors: self.team.as_deref().is_some_and(|team| team.monitors),
+                meters: &self.snapshot.meters,
             };
             let estimate = Estimate::of(&decided.body, self.snapshot.usage.default_output_reservation);
             spend::reserve(&spending, &budgets, estimate, self.record.model()).await?
@@ -301,6 +302,7 @@ impl<'r> RequestContext<'r> {
                 &self.snapshot.prices,
                 &self.team,
                 &self.key_budget,
+                &self.state.clock,
             )),
         ];
         if !held.is_empty() {
@@ -308,6 +310,7 @@ impl<'r> RequestContext<'r> {
                 store: self.state.store.clone(),
                 prices: self.snapshot.prices.clone(),
                 held,
+                meters: self.snapshot.meters.clone(),
             }));
         }
         RequestUsage::new(answerer, Arc::new(Sinks(sinks))).answer()

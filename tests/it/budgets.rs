@@ -253,9 +253,23 @@ async fn a_window_ends_on_the_clock_and_the_next_one_counts_from_nothing() {
         let now = now.clone();
         SpendClock::from_fn(move || now.load(Ordering::SeqCst))
     };
-    let proxy = Proxy::start_clocked(&text, clock).await;
+    let mut proxy = Proxy::start_clocked(&text, clock).await;
+    let admin = proxy.admin().await;
     assert_eq!(post(&proxy, PAY_KEY).await.status, 200);
     assert_eq!(post(&proxy, PAY_KEY).await.status, 200);
+    // GET /usage reads the same clock: this hour, its two answers, nothing left.
+    let rfc3339 = |unix: u64| {
+        humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_secs(unix)).to_string()
+    };
+    let payments = usage_of(admin, "payments").await;
+    assert_eq!(
+        payments["window"]["start"],
+        rfc3339(hour_end - 3600),
+        "{payments}"
+    );
+    assert_eq!(payments["answers"], 2, "{payments}");
+    assert_eq!(payments["spent"], 2 * reservation(), "{payments}");
+    assert_eq!(payments["left"], 0, "{payments}");
     let refused = post(&proxy, PAY_KEY).await;
     assert_eq!(refused.status, 429, "{}", refused.body);
     assert_eq!(refused.headers["retry-after"], "10");
@@ -266,6 +280,13 @@ async fn a_window_ends_on_the_clock_and_the_next_one_counts_from_nothing() {
     now.store(hour_end - 1, Ordering::SeqCst);
     assert_eq!(post(&proxy, PAY_KEY).await.status, 429);
     now.store(hour_end, Ordering::SeqCst);
+    let payments = usage_of(admin, "payments").await;
+    assert_eq!(payments["window"]["start"], rfc3339(hour_end), "{payments}");
+    assert_eq!(
+        (&payments["answers"], &payments["spent"]),
+        (&0.into(), &0.into()),
+        "{payments}"
+    );
     assert_eq!(post(&proxy, PAY_KEY).await.status, 200);
     assert_eq!(post(&proxy, PAY_KEY).await.status, 200);
     assert_eq!(post(&proxy, PAY_KEY).await.status, 429);
@@ -273,6 +294,23 @@ async fn a_window_ends_on_the_clock_and_the_next_one_counts_from_nothing() {
     now.store(hour_end - 5, Ordering::SeqCst);
     assert_eq!(post(&proxy, PAY_KEY).await.status, 429);
     assert_eq!(upstream.received().len(), 4);
+}
+
+/// Team `team`'s entry of `GET /usage` on the admin listener.
+async fn usage_of(admin: std::net::SocketAddr, team: &str) -> serde_json::Value {
+    let text = reqwest::get(format!("http://{admin}/usage"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let entries = report["teams"].as_array().unwrap();
+    entries
+        .iter()
+        .find(|entry| entry["team"] == team)
+        .unwrap()
+        .clone()
 }
 
 /// A provider whose first answer is a stream that ends before `response.completed`, and whose

@@ -11,11 +11,13 @@ pub(crate) use reserve::{reserve, Reserved, Spending};
 pub(crate) use settle::Settled;
 
 use crate::config::BudgetUnit;
-use crate::state::spend::BudgetCounter;
+use crate::state::spend::{BudgetCounter, OwnedBudget};
 
 /// One reservation a request holds on one budget's counter.
 #[derive(Debug, Clone)]
 pub(crate) struct Held {
+    /// The budget, with its owner.
+    pub(crate) budget: OwnedBudget,
     /// The counter reserved on, its limit and window.
     pub(crate) counter: BudgetCounter,
     /// What the counter counts.

@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::{shown, Held};
 use crate::config::{BudgetLimit, BudgetUnit, OnUnavailable, UsageConfig, UsageMode, MAX_BUDGET_UNITS};
 use crate::error::ApiError;
+use crate::metrics::Meters;
 use crate::spend::{Estimate, Prices};
 use crate::state::spend::{BudgetCounter, OwnedBudget};
 use crate::state::StateStore;
@@ -25,6 +26,8 @@ pub(crate) struct Spending<'a> {
     pub(crate) usage: UsageConfig,
     /// Whether the team's own `mode` is `monitor`.
     pub(crate) team_monitors: bool,
+    /// Where the budget gauges are set with what the counters hold.
+    pub(crate) meters: &'a Meters,
 }
 
 /// What a request reserved.
@@ -71,8 +74,12 @@ pub(crate) async fn reserve(
                 }),
             other => other,
         };
+        if let Ok(answer) = &answer {
+            spending.meters.budget(&owned.owner, &owned.budget, answer.spent);
+        }
         match answer {
             Ok(answer) if answer.reserved => reserved.held.push(Held {
+                budget: (*owned).clone(),
                 counter,
                 unit,
                 reserved: amount,

@@ -9,6 +9,7 @@ use futures_util::FutureExt;
 
 use super::Held;
 use crate::config::BudgetUnit;
+use crate::metrics::Meters;
 use crate::proxy::usage::{Answered, UsageSink};
 use crate::spend::Prices;
 use crate::state::StateStore;
@@ -26,6 +27,8 @@ pub(crate) struct Settled {
     pub(crate) prices: Arc<Prices>,
     /// The reservations.
     pub(crate) held: Vec<Held>,
+    /// Where the budget gauges are set with what the counters hold.
+    pub(crate) meters: Arc<Meters>,
 }
 
 impl Settled {
@@ -58,20 +61,23 @@ impl UsageSink for Settled {
             if used == held.reserved {
                 continue;
             }
-            let (store, held) = (self.store.clone(), held.clone());
+            let (store, held, meters) = (self.store.clone(), held.clone(), self.meters.clone());
             let settle = async move {
                 let counter = &held.counter;
-                if let Err(error) = store
+                let settled = store
                     .settle(&counter.key, held.reserved, used, counter.bounds.end)
-                    .await
-                {
-                    if let Some(held_back) = UNSETTLED.admit() {
-                        tracing::warn!(
-                            budget = counter.key.as_str(),
-                            %error,
-                            held_back,
-                            "a reservation could not be settled; it stands"
-                        );
+                    .await;
+                match settled {
+                    Ok(spent) => meters.budget(&held.budget.owner, &held.budget.budget, spent),
+                    Err(error) => {
+                        if let Some(held_back) = UNSETTLED.admit() {
+                            tracing::warn!(
+                                budget = counter.key.as_str(),
+                                %error,
+                                held_back,
+                                "a reservation could not be settled; it stands"
+                            );
+                        }
                     }
                 }
             };

@@ -25,6 +25,17 @@ fn tokens(owner: SpendOwner, limit: u64) -> OwnedBudget {
     }
 }
 
+/// The budget gauges of a configuration without teams.
+static METERS: std::sync::LazyLock<Arc<crate::metrics::Meters>> = std::sync::LazyLock::new(|| {
+    let config =
+        crate::config::Config::from_toml("[providers.openai]\nbase_url = \"https://api.openai.com/v1\"\n")
+            .unwrap();
+    Arc::new(crate::metrics::Meters::resolve(
+        &Arc::new(crate::metrics::Metrics::new()),
+        &config,
+    ))
+});
+
 fn spending<'a>(store: &'a StateStore, prices: &'a Prices, mode: UsageMode) -> Spending<'a> {
     Spending {
         store,
@@ -35,6 +46,7 @@ fn spending<'a>(store: &'a StateStore, prices: &'a Prices, mode: UsageMode) -> S
             ..UsageConfig::default()
         },
         team_monitors: false,
+        meters: &METERS,
     }
 }
 
@@ -62,6 +74,7 @@ fn settle_with(store: &StateStore, held: Vec<Held>, usage: AnswerUsage) {
         store: store.clone(),
         prices: Arc::new(Prices::default()),
         held,
+        meters: METERS.clone(),
     };
     RequestUsage::new(answerer, Arc::new(sink))
         .answer()
@@ -173,6 +186,7 @@ async fn a_usd_budget_reserves_the_estimate_priced_and_settles_the_cost() {
         store: store.clone(),
         prices: Arc::new(prices),
         held: reserved.held,
+        meters: METERS.clone(),
     };
     let used = Usage {
         input: 50,

@@ -9,10 +9,11 @@ use futures_util::FutureExt;
 
 use super::{Answered, UsageSink};
 use crate::proxy::teams::Team;
+use crate::spend::SpendClock;
 use crate::spend::{Prices, Window};
 use crate::state::spend::{OwnedBudget, SpendOwner};
 use crate::state::tally::{TallyKey, WindowUsage};
-use crate::state::{now_unix, StateStore, StoreError};
+use crate::state::{StateStore, StoreError};
 use crate::telemetry::LogEvery;
 use crate::usage::AnswerUsage;
 
@@ -24,6 +25,8 @@ pub(crate) const UNBUDGETED_WINDOW: Window = Window::Day;
 
 /// Adds each answer's usage to the tallies of its team and, when it has its own budget, its key.
 pub(crate) struct Tallied {
+    /// The clock windows are read from.
+    clock: SpendClock,
     /// Where the tallies are kept.
     pub(crate) store: StateStore,
     /// `[prices]` of the configuration the request was judged under.
@@ -73,7 +76,7 @@ pub(crate) fn usage_of(answered: &Answered<'_>, prices: &Prices) -> WindowUsage 
 impl UsageSink for Tallied {
     fn answered(&self, answered: &Answered<'_>) {
         let usage = usage_of(answered, &self.prices);
-        let now = now_unix();
+        let now = self.clock.now_unix();
         let (owner, window) = team_tally(self.team.as_deref());
         self.add(&owner, window, usage, now);
         if let Some(key) = &self.key_budget {
@@ -90,8 +93,10 @@ impl Tallied {
         prices: &Arc<Prices>,
         team: &Option<Arc<Team>>,
         key_budget: &Option<Arc<OwnedBudget>>,
+        clock: &SpendClock,
     ) -> Tallied {
         Tallied {
+            clock: clock.clone(),
             store: store.clone(),
             prices: prices.clone(),
             team: team.clone(),
@@ -166,6 +171,7 @@ mod tests {
     async fn an_anonymous_answer_is_tallied_under_the_day_with_its_cost() {
         let store = StateStore::Memory(MemoryStore::default());
         let sink = Tallied {
+            clock: SpendClock::system(),
             store: store.clone(),
             prices: Arc::new(prices()),
             team: None,
@@ -189,7 +195,7 @@ mod tests {
                 usage,
             });
         }
-        let day = Window::Day.bounds(now_unix());
+        let day = Window::Day.bounds(crate::state::now_unix());
         let key = TallyKey::new(&SpendOwner::team("-"), Window::Day, day.start);
         // 200 uncached at 1.25, 1000 cached at 0.125, 300 out at 10: 250 + 125 + 3000.
         assert_eq!(
