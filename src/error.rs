@@ -121,27 +121,8 @@ pub enum ApiError {
     #[error("replaygate's state store cannot answer now, and this request needs it ({0}); retry shortly")]
     LedgerUnavailable(String),
     /// The request would pass its team's or its key's budget (429; docs/budgets.md).
-    #[error(
-        "{owner}'s budget of {budget} for this {window} cannot take this request: {spent} are \
-         spent or reserved, and this request reserves {amount}; the {window} ends at {ends}, in \
-         {retry_after} s"
-    )]
-    BudgetExceeded {
-        /// Whose budget: "team `NAME`" or "key `ID`", the caller's own.
-        owner: String,
-        /// The budget, e.g. "2000000 tokens" or "$50.00".
-        budget: String,
-        /// `hour`, `day`, `week` or `month`.
-        window: &'static str,
-        /// What the window's counter holds, in the budget's unit.
-        spent: String,
-        /// What this request would reserve, in the budget's unit.
-        amount: String,
-        /// When the window ends (RFC 3339).
-        ends: String,
-        /// Whole seconds until the window ends (at least 1).
-        retry_after: u64,
-    },
+    #[error("{0}")]
+    BudgetExceeded(Box<BudgetRefusal>),
     /// The state backend cannot count a budget the request is held to (503), unless `[state]
     /// on_unavailable = "allow"`.
     #[error("replaygate's state store cannot count {0} now, so the request is not forwarded; retry shortly")]
@@ -263,6 +244,29 @@ impl From<RouteError> for ApiError {
     }
 }
 
+/// Why a request does not fit a budget: what the 429 `budget_exceeded` says.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{owner}'s budget of {budget} for this {window} cannot take this request: {spent} are spent \
+     or reserved, and this request reserves {amount}; the {window} ends at {ends}, in {retry_after} s"
+)]
+pub struct BudgetRefusal {
+    /// Whose budget: "team `NAME`" or "key `ID`", the caller's own.
+    pub(crate) owner: String,
+    /// The budget, e.g. "2000000 tokens" or "$50.000000".
+    pub(crate) budget: String,
+    /// `hour`, `day`, `week` or `month`.
+    pub(crate) window: &'static str,
+    /// What the window's counter holds, in the budget's unit.
+    pub(crate) spent: String,
+    /// What this request would reserve, in the budget's unit.
+    pub(crate) amount: String,
+    /// When the window ends (RFC 3339).
+    pub(crate) ends: String,
+    /// Whole seconds until the window ends (at least 1).
+    pub(crate) retry_after: u64,
+}
+
 impl ApiError {
     /// The 422 for a verdict with `reject` violations: those listed, and how many were not.
     pub(crate) fn rejected(provider: &str, member: &'static str, verdict: Verdict) -> Self {
@@ -302,7 +306,7 @@ impl ApiError {
             ApiError::UnknownProvider(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::InvalidApiKey(_) | ApiError::ExpiredApiKey { .. } => StatusCode::UNAUTHORIZED,
             ApiError::ProviderNotAllowed { .. } | ApiError::ModelNotAllowed { .. } => StatusCode::FORBIDDEN,
-            ApiError::RateLimited { .. } | ApiError::BudgetExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::RateLimited { .. } | ApiError::BudgetExceeded(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::ProviderUnconfigured { .. }
             | ApiError::Overloaded { .. }
             | ApiError::BufferFull { .. }
@@ -358,7 +362,7 @@ impl ApiError {
             ApiError::ProviderNotAllowed { .. } => "provider_not_allowed",
             ApiError::ModelNotAllowed { .. } => "model_not_allowed",
             ApiError::RateLimited { .. } => "rate_limit_exceeded",
-            ApiError::BudgetExceeded { .. } => "budget_exceeded",
+            ApiError::BudgetExceeded(_) => "budget_exceeded",
             ApiError::BudgetUnavailable(_) => "budget_unavailable",
             ApiError::BadUpgrade(_) => "invalid_upgrade",
             ApiError::UpgradeRefused { .. } => "upstream_refused_upgrade",
@@ -452,10 +456,14 @@ impl ApiError {
         if matches!(self, ApiError::MethodNotAllowed { .. }) {
             headers.insert(header::ALLOW, HeaderValue::from_static("POST"));
         }
-        if let ApiError::RateLimited { retry_after, .. } | ApiError::BudgetExceeded { retry_after, .. } =
-            &self
-        {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after));
+        match &self {
+            ApiError::RateLimited { retry_after, .. } => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after));
+            }
+            ApiError::BudgetExceeded(refusal) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(refusal.retry_after));
+            }
+            _ => {}
         }
         if matches!(self, ApiError::Overloaded { .. } | ApiError::BufferFull { .. }) {
             // Load passes within seconds: held bodies are sent on or time out.

@@ -44,8 +44,6 @@ pub(crate) enum BudgetLimit {
 }
 
 /// The unit a budget's counter counts in.
-// Read by the budget phase, a later step of issue 48; until then by the tests only.
-#[cfg_attr(not(test), allow(dead_code))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum BudgetUnit {
     /// Tokens.
@@ -54,7 +52,6 @@ pub(crate) enum BudgetUnit {
     MicroUsd,
 }
 
-#[cfg_attr(not(test), allow(dead_code))]
 impl BudgetUnit {
     /// The unit's name in counter keys and reports: `tokens` or `usd`.
     pub(crate) fn as_str(self) -> &'static str {
@@ -65,7 +62,6 @@ impl BudgetUnit {
     }
 }
 
-#[cfg_attr(not(test), allow(dead_code))]
 impl BudgetLimit {
     /// The unit the limit is in.
     pub(crate) fn unit(self) -> BudgetUnit {

@@ -32,8 +32,6 @@ use globset::Glob;
 
 pub(crate) use auth::Auth;
 pub(crate) use budgets::{Budget, PriceConfig, UsageConfig};
-// Read by the budget phase, a later step of issue 48; until then by the tests only.
-#[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use budgets::{BudgetLimit, BudgetUnit, UsageMode, MAX_BUDGET_UNITS};
 pub(crate) use error::ConfigError;
 pub(crate) use item_profile::read_file as read_item_profile;

@@ -117,6 +117,15 @@ pub(super) fn listed(
     Some((name, HeaderValue::try_from(value).ok()?))
 }
 
+/// `x-replaygate-budget-passed`, naming `passed` (`None` when it is empty).
+pub(crate) fn budget_passed(passed: &[String]) -> Option<(&'static str, HeaderValue)> {
+    if passed.is_empty() {
+        return None;
+    }
+    let value = HeaderValue::from_str(&passed.join(", ")).ok()?;
+    Some((BUDGET_PASSED_HEADER, value))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,13 +140,4 @@ mod tests {
         assert!(stripped("input", &[], 3).is_none());
         assert!(monitored(&Verdict::default(), "input").is_none());
     }
-}
-
-/// `x-replaygate-budget-passed`, naming `passed` (`None` when it is empty).
-pub(crate) fn budget_passed(passed: &[String]) -> Option<(&'static str, HeaderValue)> {
-    if passed.is_empty() {
-        return None;
-    }
-    let value = HeaderValue::from_str(&passed.join(", ")).ok()?;
-    Some((BUDGET_PASSED_HEADER, value))
 }

@@ -28,8 +28,7 @@ mod redis;
 mod redis_client;
 mod redis_conn;
 mod redis_keys;
-// Read by the budget phase, a later step of issue 48; until then by the tests only.
-#[cfg_attr(not(test), allow(dead_code))]
+/// Budgets' spend counters.
 pub(crate) mod spend;
 /// The usage tallies of `GET /usage`.
 pub(crate) mod tally;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::{shown, Held};
 use crate::config::{BudgetLimit, BudgetUnit, OnUnavailable, UsageConfig, UsageMode, MAX_BUDGET_UNITS};
-use crate::error::ApiError;
+use crate::error::{ApiError, BudgetRefusal};
 use crate::metrics::Meters;
 use crate::spend::{Estimate, Prices};
 use crate::state::spend::{BudgetCounter, OwnedBudget};
@@ -68,10 +68,7 @@ pub(crate) async fn reserve(
             Ok(answer) if !answer.reserved && monitor => store
                 .reserve(&counter.key, amount, MAX_BUDGET_UNITS, counter.bounds.end)
                 .await
-                .map(|forced| {
-                    reserved.passed.push(owned.owner.as_str().to_owned());
-                    forced
-                }),
+                .inspect(|_| reserved.passed.push(owned.owner.as_str().to_owned())),
             other => other,
         };
         if let Ok(answer) = &answer {
@@ -86,7 +83,7 @@ pub(crate) async fn reserve(
             }),
             Ok(answer) => {
                 give_back(store, &reserved.held).await;
-                return Err(ApiError::BudgetExceeded {
+                return Err(ApiError::BudgetExceeded(Box::new(BudgetRefusal {
                     owner: whose(owned),
                     budget: shown(unit, counter.limit),
                     window: owned.budget.window.as_str(),
@@ -94,7 +91,7 @@ pub(crate) async fn reserve(
                     amount: shown(unit, amount),
                     ends: rfc3339(counter.bounds.end),
                     retry_after: counter.bounds.seconds_left(spending.now_unix),
-                });
+                })));
             }
             Err(error) => {
                 let allow = spending.usage.on_unavailable == OnUnavailable::Allow;

@@ -133,10 +133,10 @@ async fn a_budget_it_would_pass_refuses_it_and_gives_back_the_others() {
     assert!(message.contains("this request reserves 300 tokens"), "{message}");
     // The team's reservation was given back: nothing was forwarded.
     assert_eq!(spent(&store, &team).await, 0);
-    let ApiError::BudgetExceeded { retry_after, .. } = error else {
+    let ApiError::BudgetExceeded(refusal) = error else {
         unreachable!()
     };
-    assert_eq!(retry_after, Window::Day.bounds(*NOW).end - *NOW);
+    assert_eq!(refusal.retry_after, Window::Day.bounds(*NOW).end - *NOW);
 }
 
 #[tokio::test]
