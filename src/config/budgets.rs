@@ -10,11 +10,7 @@ use toml::Spanned;
 
 use super::error::Invalid;
 use super::OnUnavailable;
-use crate::spend::Window;
-
-/// The largest budget, in tokens or micro-dollars: 2^53, the largest integer a Redis script's
-/// numbers (doubles) hold exactly. A `usd` budget may be up to about 9 billion dollars.
-pub(crate) const MAX_BUDGET_UNITS: u64 = 1 << 53;
+use crate::spend::{Budget, BudgetLimit, Price, Window, MAX_BUDGET_UNITS};
 
 /// `budget = { tokens = N, window = "..." }` or `{ usd = X, window = "..." }` as written.
 #[derive(serde::Deserialize)]
@@ -23,60 +19,6 @@ pub(super) struct BudgetEntry {
     tokens: Option<Spanned<i64>>,
     usd: Option<Spanned<f64>>,
     window: Spanned<String>,
-}
-
-/// A team's or a key's budget: how much it may spend in each window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Budget {
-    /// `tokens` or `usd`.
-    pub(crate) limit: BudgetLimit,
-    /// `window`.
-    pub(crate) window: Window,
-}
-
-/// What a budget counts, and how much of it a window allows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BudgetLimit {
-    /// `tokens`: input plus output tokens.
-    Tokens(u64),
-    /// `usd`, in micro-dollars (millionths of a dollar), the unit its counters count in.
-    MicroUsd(u64),
-}
-
-/// The unit a budget's counter counts in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum BudgetUnit {
-    /// Tokens.
-    Tokens,
-    /// Millionths of a US dollar.
-    MicroUsd,
-}
-
-impl BudgetUnit {
-    /// The unit's name in counter keys and reports: `tokens` or `usd`.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            BudgetUnit::Tokens => "tokens",
-            BudgetUnit::MicroUsd => "usd",
-        }
-    }
-}
-
-impl BudgetLimit {
-    /// The unit the limit is in.
-    pub(crate) fn unit(self) -> BudgetUnit {
-        match self {
-            BudgetLimit::Tokens(_) => BudgetUnit::Tokens,
-            BudgetLimit::MicroUsd(_) => BudgetUnit::MicroUsd,
-        }
-    }
-
-    /// The limit in its unit (tokens, or micro-dollars).
-    pub(crate) fn units(self) -> u64 {
-        match self {
-            BudgetLimit::Tokens(units) | BudgetLimit::MicroUsd(units) => units,
-        }
-    }
 }
 
 impl BudgetEntry {
@@ -162,6 +104,17 @@ pub(crate) struct PriceConfig {
     pub(crate) cached_input_per_million: f64,
     /// `output_per_million`: each output token, reasoning included.
     pub(crate) output_per_million: f64,
+}
+
+impl PriceConfig {
+    /// The price per token (micro-dollars, which is dollars per million tokens).
+    pub(crate) fn price(&self) -> Price {
+        Price {
+            input: self.input_per_million,
+            cached_input: self.cached_input_per_million,
+            output: self.output_per_million,
+        }
+    }
 }
 
 /// Checks every `[prices."GLOB"]`, in file order (the first whose glob matches a model prices

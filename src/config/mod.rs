@@ -30,9 +30,11 @@ use std::time::Duration;
 
 use globset::Glob;
 
+pub(crate) use crate::spend::Budget;
+pub(crate) use crate::spend::{BudgetLimit, BudgetUnit, MAX_BUDGET_UNITS};
 pub(crate) use auth::Auth;
-pub(crate) use budgets::{Budget, PriceConfig, UsageConfig};
-pub(crate) use budgets::{BudgetLimit, BudgetUnit, UsageMode, MAX_BUDGET_UNITS};
+pub(crate) use budgets::UsageMode;
+pub(crate) use budgets::{PriceConfig, UsageConfig};
 pub(crate) use error::ConfigError;
 pub(crate) use item_profile::read_file as read_item_profile;
 pub(crate) use ledger::{

@@ -93,6 +93,11 @@ impl ClientKey {
         }
     }
 
+    /// Whose budget the key's own `budget` is, as its counters name it.
+    pub(crate) fn spend_owner(&self) -> crate::spend::SpendOwner {
+        crate::spend::SpendOwner::key(self.id.as_deref(), &self.digest)
+    }
+
     /// What the access line, the audit line and the request span call the key: its id, else
     /// the first 8 hex digits of its digest.
     pub(crate) fn log_id(&self) -> String {

@@ -348,3 +348,32 @@ fn usage_sets_the_default_output_reservation_and_the_mode() {
     );
     assert_error_at("[usage]\nreservation = 1\n", 2, 1, "unknown field `reservation`");
 }
+
+/// Prices as the proxy compiles them from `[prices]`.
+fn prices(toml: &str) -> crate::spend::Prices {
+    let config = crate::config::Config::from_toml(&format!(
+        "[providers.openai]\nbase_url = \"https://api.openai.com/v1\"\n{toml}"
+    ))
+    .unwrap();
+    crate::spend::Prices::new(config.prices.iter().map(|price| (&price.model, price.price())))
+}
+
+#[test]
+fn the_first_matching_table_in_file_order_prices_a_model() {
+    let prices = prices(
+        "[prices.\"gpt-5-mini*\"]\ninput_per_million = 0.25\noutput_per_million = 2.0\n\
+         [prices.\"gpt-5*\"]\ninput_per_million = 1.25\ncached_input_per_million = 0.125\noutput_per_million = 10.0\n",
+    );
+    assert_eq!(prices.of("gpt-5-mini-2025").unwrap().input, 0.25);
+    // Without `cached_input_per_million`, cached tokens cost as input.
+    assert_eq!(prices.of("gpt-5-mini").unwrap().cached_input, 0.25);
+    assert_eq!(prices.of("gpt-5.1").unwrap().output, 10.0);
+    assert!(prices.of("o3").is_none());
+    let dearest = prices.dearest().unwrap();
+    assert_eq!(
+        (dearest.input, dearest.cached_input, dearest.output),
+        (1.25, 0.25, 10.0)
+    );
+    assert!(crate::spend::Prices::default().dearest().is_none());
+    assert!(!prices.is_empty());
+}

@@ -13,7 +13,7 @@ use reqwest::Url;
 use toml::Spanned;
 
 use super::budgets::UsageConfig;
-use super::budgets::{self, BudgetLimit, PriceConfig};
+use super::budgets::{self, PriceConfig};
 use super::error::Invalid;
 use super::file::{
     AdminEntry, AuditEntry, ConfigFile, LedgerEntry, ProviderEntry, RouteEntry, StateBackend, StateEntry,
@@ -34,6 +34,7 @@ use super::{
 };
 use crate::gate::SchemaCache;
 use crate::keys;
+use crate::spend::BudgetLimit;
 
 /// First path segments that already have a meaning in request paths
 /// (`/v1/...`, `/responses`), so no provider may use them as its prefix.

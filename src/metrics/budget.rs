@@ -10,7 +10,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use crate::config::Budget;
-use crate::state::spend::SpendOwner;
+use crate::spend::SpendOwner;
 
 /// `replaygate_budget_spent{owner,unit,window}` and `replaygate_budget_limit{...}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

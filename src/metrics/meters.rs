@@ -15,10 +15,11 @@ use super::labels::{
     ResponseViolationLabels, TeamLabels, UpstreamErrorLabels, ViolationLabels, COUNTED_DECISIONS, NONE,
 };
 use super::{counter, histogram, LatencyHistogram, Metrics};
-use crate::config::{Budget, Config};
+use crate::config::Config;
 use crate::error::ApiError;
 use crate::gate::{Decision, ResponseViolation, Verdict};
-use crate::state::spend::SpendOwner;
+use crate::spend::Budget;
+use crate::spend::SpendOwner;
 use crate::telemetry::access_log::{AccessRecord, Outcome};
 
 /// The metric handles of one configuration snapshot.
@@ -131,7 +132,7 @@ impl Meters {
             }
             for key in &team.keys {
                 if let Some(budget) = &key.budget {
-                    metrics.budget.set_limit(&SpendOwner::key(key), budget);
+                    metrics.budget.set_limit(&key.spend_owner(), budget);
                 }
             }
         }

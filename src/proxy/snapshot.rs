@@ -77,7 +77,9 @@ impl Snapshot {
             policy,
             meters: Arc::new(Meters::resolve(metrics, config)),
             unknown_owner: config.ledger.unknown_owner,
-            prices: Arc::new(Prices::new(&config.prices)),
+            prices: Arc::new(Prices::new(
+                config.prices.iter().map(|price| (&price.model, price.price())),
+            )),
             usage: config.usage,
             generation: 0,
         })

@@ -164,7 +164,7 @@ impl Teams {
                         expires: key.expires,
                         budget: key.budget.map(|budget| {
                             Arc::new(OwnedBudget {
-                                owner: SpendOwner::key(key),
+                                owner: key.spend_owner(),
                                 budget,
                             })
                         }),

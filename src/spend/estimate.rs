@@ -4,8 +4,7 @@
 
 use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
 
-use super::Price;
-use crate::config::MAX_BUDGET_UNITS;
+use super::{Price, MAX_BUDGET_UNITS};
 
 /// Body bytes per input token the estimate assumes: a token is about four characters of
 /// English text, and the JSON around the text makes a body's bytes more than its text's.

@@ -1,9 +1,9 @@
 //! Model prices at run time (docs/budgets.md#units): the `[prices."GLOB"]` tables compiled
 //! once per configuration, the first whose glob matches a model pricing it.
 
-use globset::GlobMatcher;
+use globset::{Glob, GlobMatcher};
 
-use crate::config::{PriceConfig, MAX_BUDGET_UNITS};
+use super::MAX_BUDGET_UNITS;
 use crate::usage::Usage;
 
 /// Micro-dollars per token (which is dollars per million tokens) of one model.
@@ -53,18 +53,11 @@ pub(crate) struct Prices {
 }
 
 impl Prices {
-    /// The prices of `config`, in file order.
-    pub(crate) fn new(config: &[PriceConfig]) -> Prices {
-        let table = config
-            .iter()
-            .map(|price| {
-                let per_token = Price {
-                    input: price.input_per_million,
-                    cached_input: price.cached_input_per_million,
-                    output: price.output_per_million,
-                };
-                (price.model.compile_matcher(), per_token)
-            })
+    /// The prices of `tables` (a model glob and its price each), in file order.
+    pub(crate) fn new<'a>(tables: impl IntoIterator<Item = (&'a Glob, Price)>) -> Prices {
+        let table = tables
+            .into_iter()
+            .map(|(model, price)| (model.compile_matcher(), price))
             .collect();
         Prices { table }
     }
@@ -96,34 +89,6 @@ impl Prices {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn prices(toml: &str) -> Prices {
-        let config = crate::config::Config::from_toml(&format!(
-            "[providers.openai]\nbase_url = \"https://api.openai.com/v1\"\n{toml}"
-        ))
-        .unwrap();
-        Prices::new(&config.prices)
-    }
-
-    #[test]
-    fn the_first_matching_table_in_file_order_prices_a_model() {
-        let prices = prices(
-            "[prices.\"gpt-5-mini*\"]\ninput_per_million = 0.25\noutput_per_million = 2.0\n\
-             [prices.\"gpt-5*\"]\ninput_per_million = 1.25\ncached_input_per_million = 0.125\noutput_per_million = 10.0\n",
-        );
-        assert_eq!(prices.of("gpt-5-mini-2025").unwrap().input, 0.25);
-        // Without `cached_input_per_million`, cached tokens cost as input.
-        assert_eq!(prices.of("gpt-5-mini").unwrap().cached_input, 0.25);
-        assert_eq!(prices.of("gpt-5.1").unwrap().output, 10.0);
-        assert!(prices.of("o3").is_none());
-        let dearest = prices.dearest().unwrap();
-        assert_eq!(
-            (dearest.input, dearest.cached_input, dearest.output),
-            (1.25, 0.25, 10.0)
-        );
-        assert!(Prices::default().dearest().is_none());
-        assert!(!prices.is_empty());
-    }
 
     #[test]
     fn a_cost_is_each_kind_at_its_price_rounded_up_to_a_micro_dollar() {

@@ -11,8 +11,9 @@
 //! backends when touched or swept).
 
 use super::{now_unix, StateStore, StoreError};
-use crate::config::{Budget, BudgetUnit, ClientKey, MAX_BUDGET_UNITS};
 use crate::spend::{Bounds, Window};
+use crate::spend::{Budget, BudgetUnit, MAX_BUDGET_UNITS};
+pub(crate) use crate::spend::{OwnedBudget, SpendOwner};
 
 /// How long a counter outlives its window: an answer that ends just after the edge still
 /// settles in the window it reserved in, and a replica whose clock is behind still counts in
@@ -26,40 +27,6 @@ pub(crate) struct Reservation {
     pub(crate) reserved: bool,
     /// What the counter holds now, the amount included when it was added.
     pub(crate) spent: u64,
-}
-
-/// Whose budget a counter counts, as counter names spell it: `team:NAME` for a team's
-/// `budget`, `key:ID` for a key's own (`digest:HEX`, its whole digest, for a key without an id).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct SpendOwner(String);
-
-impl SpendOwner {
-    /// Team `name`'s budget.
-    pub(crate) fn team(name: &str) -> SpendOwner {
-        SpendOwner(format!("team:{name}"))
-    }
-
-    /// `key`'s own budget.
-    pub(crate) fn key(key: &ClientKey) -> SpendOwner {
-        match &key.id {
-            Some(id) => SpendOwner(format!("key:{id}")),
-            None => SpendOwner(format!("digest:{}", hex::encode(key.digest))),
-        }
-    }
-
-    /// The owner as counter names spell it.
-    pub(crate) fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// A budget with its owner: what a request is held to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct OwnedBudget {
-    /// Whose it is.
-    pub(crate) owner: SpendOwner,
-    /// How much, in which window.
-    pub(crate) budget: Budget,
 }
 
 /// The name of one window's counter: `team:NAME` or `key:ID` (`digest:HEX` for a key without
@@ -181,6 +148,8 @@ mod tests {
     use super::*;
     use crate::config::BudgetLimit;
 
+    use crate::config::ClientKey;
+
     fn key(id: Option<&str>) -> ClientKey {
         ClientKey {
             id: id.map(str::to_owned),
@@ -197,16 +166,16 @@ mod tests {
             "team:payments:tokens:day:1773532800"
         );
         assert_eq!(
-            name(SpendOwner::key(&ci), BudgetUnit::MicroUsd, Window::Month).as_str(),
+            name(ci.spend_owner(), BudgetUnit::MicroUsd, Window::Month).as_str(),
             "key:ci-1:usd:month:1773532800"
         );
         assert_eq!(
-            name(SpendOwner::key(&anonymous), BudgetUnit::Tokens, Window::Hour).as_str(),
+            name(anonymous.spend_owner(), BudgetUnit::Tokens, Window::Hour).as_str(),
             format!("digest:{}:tokens:hour:1773532800", "ab".repeat(32))
         );
         // A key with the id of a team's name is another counter.
         assert_ne!(
-            name(SpendOwner::key(&payments), BudgetUnit::Tokens, Window::Day),
+            name(payments.spend_owner(), BudgetUnit::Tokens, Window::Day),
             name(SpendOwner::team("payments"), BudgetUnit::Tokens, Window::Day)
         );
     }

@@ -154,7 +154,7 @@ mod tests {
             ..ClientKey::of_digest([1; 32])
         };
         assert_eq!(
-            TallyKey::new(&SpendOwner::key(&ci), Window::Month, 0).as_str(),
+            TallyKey::new(&ci.spend_owner(), Window::Month, 0).as_str(),
             "key:ci:month:0"
         );
     }

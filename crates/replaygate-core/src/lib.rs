@@ -4,7 +4,8 @@
 //! - [`gate`]: judges the `input` items of one Responses request body for one provider.
 //! - [`ledger`]: reads a provider's answer as it streams and says what the provenance ledger
 //!   records of it.
-//! - [`usage`]: reads what an answer says it cost (its `usage`), with the ledger's readers.
+//! - [`usage`] (`ledger::usage`): reads what an answer says it cost (its `usage`), with the
+//!   ledger's readers, whose stream framing it shares.
 //!
 //! The `replaygate` crate (the proxy and the command line) re-exports these modules.
 #![forbid(unsafe_code)]
@@ -13,4 +14,4 @@
 pub mod gate;
 pub mod json;
 pub mod ledger;
-pub mod usage;
+pub use ledger::usage;

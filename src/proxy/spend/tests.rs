@@ -157,7 +157,7 @@ async fn a_usd_budget_reserves_the_estimate_priced_and_settles_the_cost() {
          [prices.\"gpt-5*\"]\ninput_per_million = 2.0\ncached_input_per_million = 0.5\noutput_per_million = 8.0\n",
     )
     .unwrap();
-    let prices = Prices::new(&config.prices);
+    let prices = Prices::new(config.prices.iter().map(|price| (&price.model, price.price())));
     let store = StateStore::Memory(MemoryStore::default());
     let budget = OwnedBudget {
         owner: SpendOwner::team("payments"),

@@ -143,7 +143,6 @@ fn report(added: Result<(), StoreError>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::PriceConfig;
     use crate::proxy::usage::Answerer;
     use crate::state::MemoryStore;
     use crate::usage::Usage;
@@ -159,12 +158,13 @@ mod tests {
     }
 
     fn prices() -> Prices {
-        Prices::new(&[PriceConfig {
-            model: globset::Glob::new("gpt-5*").unwrap(),
-            input_per_million: 1.25,
-            cached_input_per_million: 0.125,
-            output_per_million: 10.0,
-        }])
+        let glob = globset::Glob::new("gpt-5*").unwrap();
+        let price = crate::spend::Price {
+            input: 1.25,
+            cached_input: 0.125,
+            output: 10.0,
+        };
+        Prices::new([(&glob, price)])
     }
 
     #[tokio::test]

@@ -8,7 +8,7 @@
 //! output as it passes: what the tap needs of the response an event carries.
 //!
 //! Either reader also keeps the top-level `usage` (at most [`USAGE_CAP`] bytes of JSON), for the
-//! answer's usage (`crate::usage`): a `usage` too long, or written twice, reads as bad usage,
+//! answer's usage (`crate::ledger::usage`): a `usage` too long, or written twice, reads as bad usage,
 //! and never stops the read of the rest.
 //!
 //! The answer is followed by the machine the event reader shares ([`ObjectScan`]), which
@@ -24,7 +24,7 @@ use super::ended::{checked_id, Ended};
 use super::object_scan::{MemberReader, ObjectScan, Take};
 use super::record::ItemRecord;
 use super::tap::{answer_record_streamed, Keep, Kept, TapLimits};
-use crate::usage::{AnswerUsage, ReadUsage};
+use crate::ledger::usage::{AnswerUsage, ReadUsage};
 
 /// The most bytes a kept top-level member (`id`, `model`, `status`) may take as JSON.
 const MEMBER_CAP: usize = 1024;

@@ -42,6 +42,7 @@ pub mod tap;
 mod tests_carry;
 #[cfg(test)]
 mod tests_tap;
+pub mod usage;
 
 pub use call_ids::CallIds;
 pub use carry::{carried_body, input_items, CarriedTurn, CarryError};

@@ -40,7 +40,7 @@
 //! but the id and ignores further chunks, except that a stream's events are still framed and
 //! read for the answer's usage alone (below).
 //!
-//! The tap also reads the answer's usage and model ([`Tap::end_read`]; `crate::usage` says
+//! The tap also reads the answer's usage and model ([`Tap::end_read`]; `crate::ledger::usage` says
 //! what is read): a JSON answer's top-level `usage`, a stream's first terminal event's
 //! `response.usage`. A large JSON answer the tap gave up on has its usage missing.
 //!
@@ -65,9 +65,9 @@ use super::sse::{push_capped, Framing, Sink};
 use crate::gate::provenance::quick::{quick_item, ItemInPlace};
 use crate::gate::OutputCall;
 use crate::json::{Field, JsonKind, Reader, Text};
-use crate::usage::events::EventKind;
-use crate::usage::reader::UsageSink;
-use crate::usage::{AnswerUsage, ReadUsage, TerminalUsage, UsageValue};
+use crate::ledger::usage::events::EventKind;
+use crate::ledger::usage::reader::UsageSink;
+use crate::ledger::usage::{AnswerUsage, ReadUsage, TerminalUsage, UsageValue};
 
 /// How the answer is encoded, from its `Content-Type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -377,7 +377,7 @@ impl Tap {
         self.end_read().0
     }
 
-    /// [`Tap::end`], with what the answer said of its usage (`crate::usage`): a JSON
+    /// [`Tap::end`], with what the answer said of its usage (`crate::ledger::usage`): a JSON
     /// answer's `usage`, when it was read to its end; a stream's first terminal event's,
     /// when one was read (also after the tap gave up on the items). Missing otherwise.
     pub fn end_read(self) -> (Ended, ReadUsage) {
