@@ -462,3 +462,34 @@ async fn websocket_turns_reserve_settle_and_are_refused_over_the_budget() {
     );
     client.close(None).await.unwrap();
 }
+
+/// A budget changed by a reload applies to the running window at once, and counts on from
+/// what the window has spent.
+#[tokio::test]
+async fn a_budget_changed_by_a_reload_counts_on_from_what_the_window_spent() {
+    let upstream = exact_provider().await;
+    let text = |times: u64| {
+        let budget = format!("{{ tokens = {}, window = \"day\" }}", times * reservation());
+        config(&upstream, "backend = \"memory\"", &budget, "")
+    };
+    let proxy = Proxy::start(&text(1), &[]).await;
+    assert_eq!(post(&proxy, PAY_KEY).await.status, 200);
+    assert_eq!(post(&proxy, PAY_KEY).await.status, 429);
+    let raised = replaygate::config::Config::from_toml(&text(3)).unwrap();
+    proxy.reloader.reload(&raised, &|_| None).unwrap();
+    // Three reservations fit the raised budget, one of which the window has spent.
+    assert_eq!(post(&proxy, PAY_KEY).await.status, 200);
+    assert_eq!(post(&proxy, PAY_KEY).await.status, 200);
+    let refused = post(&proxy, PAY_KEY).await;
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    let message = refused.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("budget of {} tokens", 3 * reservation())),
+        "{message}"
+    );
+    // Lowered below what is spent: refused until the window ends.
+    let lowered = replaygate::config::Config::from_toml(&text(2)).unwrap();
+    proxy.reloader.reload(&lowered, &|_| None).unwrap();
+    assert_eq!(post(&proxy, PAY_KEY).await.status, 429);
+    assert_eq!(upstream.received().len(), 3);
+}
