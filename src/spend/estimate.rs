@@ -5,6 +5,7 @@
 use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
 
 use super::{Price, MAX_BUDGET_UNITS};
+use crate::json::structure;
 
 /// Body bytes per input token the estimate assumes: a token is about four characters of
 /// English text, and the JSON around the text makes a body's bytes more than its text's.
@@ -44,8 +45,34 @@ impl Estimate {
 
 /// The body's top-level `max_output_tokens`, when it is a whole number of at least 0 (the
 /// largest, when given more than once). Anything else (not an object, not JSON, a string, a
-/// fraction) is `None`: the default reservation counts.
+/// fraction) is `None`: the default reservation counts. The members are walked by the core's
+/// structural scan, which passes over each value without reading it; a body it cannot walk (a
+/// member name with an escape, which may spell `max_output_tokens`) is read by serde instead.
 fn max_output_tokens(body: &[u8]) -> Option<u64> {
+    let mut largest: Option<u64> = None;
+    let mut whole = true;
+    let walked = structure::members(body, |name, start| {
+        let end = structure::value_end(body, start)?;
+        if name == b"max_output_tokens" {
+            match std::str::from_utf8(&body[start..end])
+                .ok()
+                .and_then(|text| text.parse::<u64>().ok())
+            {
+                Some(tokens) => largest = Some(largest.map_or(tokens, |seen| seen.max(tokens))),
+                None => whole = false,
+            }
+        }
+        Some(end)
+    });
+    match walked {
+        Some(()) if whole => largest,
+        Some(()) => None,
+        None => max_output_tokens_read(body),
+    }
+}
+
+/// [`max_output_tokens`] by serde, for a body the structural scan cannot walk.
+fn max_output_tokens_read(body: &[u8]) -> Option<u64> {
     struct Largest;
 
     impl<'de> Visitor<'de> for Largest {
@@ -98,6 +125,15 @@ mod tests {
         ] {
             assert_eq!(estimate(odd).output, 4096, "{odd}");
         }
+        // Read as the provider reads it: an escaped name, whitespace, any member order.
+        assert_eq!(
+            estimate(r#"{"max_output_\u0074okens":77,"input":[{"a":"}"}]}"#).output,
+            77
+        );
+        assert_eq!(
+            estimate(" {\"input\":\"x\" , \"max_output_tokens\" : 12 } ").output,
+            12
+        );
         // Given twice, the larger: whichever the provider reads is reserved for.
         assert_eq!(
             estimate(r#"{"max_output_tokens":300,"max_output_tokens":900}"#).output,

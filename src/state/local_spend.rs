@@ -118,10 +118,14 @@ impl LocalCounters {
         if expires <= now {
             return;
         }
+        // One name buffer for every field: `tally:KEY:` and each field in turn.
+        let mut name = key.field("");
+        let stem = name.len();
         let mut table = self.table();
         table.sweep(now);
         for (field, amount) in amounts {
-            let name = key.field(field);
+            name.truncate(stem);
+            name.push_str(field);
             let total = table.live(&name, now).saturating_add(*amount);
             table.set(&name, total, expires);
         }
