@@ -49,6 +49,12 @@ impl Estimate {
 /// structural scan, which passes over each value without reading it; a body it cannot walk (a
 /// member name with an escape, which may spell `max_output_tokens`) is read by serde instead.
 fn max_output_tokens(body: &[u8]) -> Option<u64> {
+    // A member is named `max_output_tokens` by those letters, or by `\u` escapes of some: a
+    // body with neither has none, and is not walked.
+    let named = memchr::memmem::find(body, b"max_output_tokens").is_some();
+    if !named && memchr::memmem::find(body, b"\\u").is_none() {
+        return None;
+    }
     let mut largest: Option<u64> = None;
     let mut whole = true;
     let walked = structure::members(body, |name, start| {
