@@ -220,3 +220,75 @@ fn a_key_left_out_of_docs_configuration_is_noticed() {
     let without = doc.replace("`max_chain`", "max_chain");
     assert_eq!(undocumented(&without, config, heading), ["max_chain"]);
 }
+
+/// What a profile text cites that a user cannot open: an outside contract (its sections, or a
+/// `CONTRACT.md`), and `docs/FILE.md#anchor` links whose file has no such heading.
+fn unopenable_citations(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let lower = text.to_lowercase();
+    if lower.contains("contract") {
+        found.push("an outside contract".to_owned());
+    }
+    let mut rest = text;
+    while let Some(at) = rest.find("docs/") {
+        let link: String = rest[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '#' | '-' | '_'))
+            .collect();
+        rest = &rest[at + link.len().max(5)..];
+        let Some((file, anchor)) = link.split_once('#') else {
+            continue;
+        };
+        let headings = std::fs::read_to_string(format!("{}/{file}", env!("CARGO_MANIFEST_DIR")))
+            .map(|doc| {
+                doc.lines()
+                    .filter_map(|line| line.strip_prefix('#'))
+                    .map(|heading| {
+                        heading
+                            .trim_start_matches('#')
+                            .trim()
+                            .to_lowercase()
+                            .chars()
+                            .filter_map(|c| match c {
+                                ' ' => Some('-'),
+                                c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                                _ => None,
+                            })
+                            .collect::<String>()
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        if !headings.iter().any(|heading| heading == anchor) {
+            found.push(link);
+        }
+    }
+    found
+}
+
+/// The texts of the built-in item profiles (which the violations' messages quote) cite this
+/// project's docs, never an outside contract, and every docs link in them names a heading.
+#[test]
+fn the_built_in_profiles_cite_only_what_a_user_can_open() {
+    let dir = format!("{}/crates/replaygate-core/profiles", env!("CARGO_MANIFEST_DIR"));
+    let mut profiles = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|ext| ext == "json") {
+            profiles += 1;
+            let text = std::fs::read_to_string(&path).unwrap();
+            let cited = unopenable_citations(&text);
+            assert!(cited.is_empty(), "{}: {cited:?}", path.display());
+        }
+    }
+    assert!(profiles >= 2, "{profiles} profiles in {dir}");
+    // The check notices what it is for.
+    assert_eq!(
+        unopenable_citations("missing call_id (contract section 5a)"),
+        ["an outside contract"]
+    );
+    assert_eq!(
+        unopenable_citations("see docs/reasons.md#item_value, docs/reasons.md#no_such_reason"),
+        ["docs/reasons.md#no_such_reason"]
+    );
+}
