@@ -51,7 +51,7 @@ mod redis_sentinel_tests;
 mod write_health;
 
 use std::num::NonZeroU32;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 pub use self::redis::RedisStore;
 pub use self::redis_client::RedisLogin;
@@ -290,7 +290,5 @@ pub(crate) struct DiskUsage {
 
 /// Seconds since the Unix epoch, now.
 pub(crate) fn now_unix() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| since.as_secs())
+    crate::spend::system_now_unix()
 }
