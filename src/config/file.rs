@@ -3,13 +3,16 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
+use std::path::Path;
 use std::time::Duration;
 
 use toml::Spanned;
 
 use super::budgets::{BudgetEntry, PriceEntry, UsageConfig};
 use super::de::{millis, positive_count, positive_hours, positive_millis};
+use super::error::Invalid;
 use super::key_entry::KeyEntry;
+use super::listener_tls::{ClientAuth, TlsKeys};
 use super::{
     Auth, EncryptedContentScope, GateConfig, LedgerConfig, LogConfig, OnUnavailable, ServerConfig, TeamMode,
     TelemetryConfig, UnknownOwner,
@@ -71,6 +74,10 @@ pub(super) struct ServerTable {
     #[serde(rename = "websocket_max_duration_ms", deserialize_with = "positive_millis")]
     websocket_max_duration: Duration,
     websocket_client_events: Vec<String>,
+    tls_cert_file: Option<Spanned<String>>,
+    tls_key_file: Option<Spanned<String>>,
+    tls_client_ca_file: Option<Spanned<String>>,
+    tls_client_auth: Option<Spanned<ClientAuth>>,
 }
 
 impl Default for ServerTable {
@@ -90,14 +97,26 @@ impl Default for ServerTable {
             websocket_idle_timeout: defaults.websocket_idle_timeout,
             websocket_max_duration: defaults.websocket_max_duration,
             websocket_client_events: defaults.websocket_client_events,
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_client_ca_file: None,
+            tls_client_auth: None,
         }
     }
 }
 
 impl ServerTable {
-    /// The server settings, without `default_provider`.
-    pub(super) fn settings(&self) -> ServerConfig {
-        ServerConfig {
+    /// The server settings, without `default_provider`; relative TLS paths taken from
+    /// `base_dir`.
+    pub(super) fn settings(&self, base_dir: &Path) -> Result<ServerConfig, Invalid> {
+        let tls = TlsKeys {
+            tls_cert_file: &self.tls_cert_file,
+            tls_key_file: &self.tls_key_file,
+            tls_client_ca_file: &self.tls_client_ca_file,
+            tls_client_auth: &self.tls_client_auth,
+        }
+        .validate(base_dir)?;
+        Ok(ServerConfig {
             listen: self.listen,
             max_body_bytes: *self.max_body_bytes.get_ref(),
             max_buffered_bytes: *self.max_buffered_bytes.get_ref(),
@@ -110,7 +129,8 @@ impl ServerTable {
             websocket_idle_timeout: self.websocket_idle_timeout,
             websocket_max_duration: self.websocket_max_duration,
             websocket_client_events: self.websocket_client_events.clone(),
-        }
+            tls,
+        })
     }
 }
 

@@ -3,9 +3,11 @@
 //! file, line and column. Secrets are not read here: the proxy reads the
 //! environment variables an `Auth` names itself.
 //!
-//! Relative paths in the file (`[teams.NAME] pinned_tools`, `[audit] path`, `[state] path`, `[state] tls_*_file`) are taken from the
+//! Relative paths in the file (`[teams.NAME] pinned_tools`, `[audit] path`, `[state] path`, `[state] tls_*_file`,
+//! `[server] tls_*_file`) are taken from the
 //! directory of the file and kept absolute; the files they name are read and checked here, so a
-//! configuration that loads is one the proxy can serve.
+//! configuration that loads is one the proxy can serve (the listener's TLS files are read where
+//! its TLS is built, see `crate::tls`).
 
 mod auth;
 mod budgets;
@@ -15,6 +17,7 @@ mod file;
 mod item_profile;
 mod key_entry;
 mod ledger;
+mod listener_tls;
 mod pinned;
 mod redis_access;
 mod redis_target;
@@ -41,6 +44,7 @@ pub(crate) use ledger::{
     EncryptedContentScope, LedgerConfig, OnUnavailable, StateConfig, UnknownOwner, DEFAULT_MAX_DISK_BYTES,
     DEFAULT_MAX_MEMORY_BYTES,
 };
+pub use listener_tls::{ClientAuth, ListenerTls};
 pub(crate) use redis_access::RedisAccess;
 pub(crate) use redis_target::{NodeAddr, RedisTarget};
 pub(crate) use sections::{AdminConfig, GateConfig, ServerConfig};

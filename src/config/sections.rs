@@ -9,6 +9,7 @@ use std::collections::HashMap;
 
 use serde::de::{Deserialize, Deserializer, Error};
 
+use super::listener_tls::ListenerTls;
 use crate::gate::{Action, Policy, Reason};
 
 /// `[server]`: the listening socket and the limits on client requests.
@@ -46,6 +47,9 @@ pub struct ServerConfig {
     /// unjudged (they carry no items), and any type not listed gets an `unsupported_event`
     /// error event. Default: `["response.create"]`.
     pub(crate) websocket_client_events: Vec<String>,
+    /// `tls_cert_file`, `tls_key_file`, `tls_client_ca_file`, `tls_client_auth`: the listener
+    /// serves HTTPS; `None` (the default): plain HTTP.
+    pub tls: Option<ListenerTls>,
 }
 
 impl ServerConfig {
@@ -73,6 +77,7 @@ impl Default for ServerConfig {
             websocket_idle_timeout: Duration::from_secs(5 * 60),
             websocket_max_duration: Duration::from_secs(60 * 60),
             websocket_client_events: vec!["response.create".to_owned()],
+            tls: None,
         }
     }
 }

@@ -70,7 +70,7 @@ impl ConfigFile {
             providers.insert(name, provider);
         }
         check_buffered_bytes(&self.server.max_body_bytes, &self.server.max_buffered_bytes)?;
-        let server = self.server.settings();
+        let server = self.server.settings(base_dir)?;
         let admin = self.admin.validate(&server)?;
         let default_provider = match (self.default_provider, self.server.default_provider) {
             (Some(_), Some(again)) => {
