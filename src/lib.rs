@@ -15,9 +15,13 @@
 //! - [`ledger`]: the provenance ledger's tap: what a provider's answer produced (pure).
 //! - [`metrics`] and [`admin`]: the Prometheus metrics and the admin listener that serves them
 //!   with health and readiness.
+//! - [`tls`]: the listener's own TLS (certificates, client certificates, reloads).
 //! - [`cli`], [`check`], [`commands`], [`telemetry`]: the command line, `replaygate check`,
 //!   `replaygate config check` and `keys new`, and logging.
 #![forbid(unsafe_code)]
+// A connection's future over TLS (hyper's connection over the client IO over rustls's stream)
+// nests deeper than the compiler's default limit of 128 when its layout is computed.
+#![recursion_limit = "256"]
 #![warn(missing_docs, rust_2018_idioms, unreachable_pub)]
 
 pub mod admin;
@@ -41,3 +45,4 @@ pub mod telemetry;
 #[allow(unreachable_pub)]
 #[path = "../tests/support/pki.rs"]
 pub(crate) mod test_pki;
+pub mod tls;

@@ -84,9 +84,11 @@ impl ConfigReload {
                     teams = config.teams.len(),
                     "configuration reloaded"
                 );
-                // `--listen` overrides the file's address; that is no change.
+                // `--listen` overrides the file's address; that is no change. The listener's TLS
+                // files are read again (see `Reloader::reload`).
                 let server = crate::config::ServerConfig {
                     listen: self.current.server.listen,
+                    tls: self.current.server.tls.clone(),
                     ..config.server.clone()
                 };
                 if server != self.current.server {
@@ -109,6 +111,11 @@ impl ConfigReload {
                     tracing::warn!("[admin] changes take a restart; the rest is in force");
                 }
                 let listen = self.current.server.listen;
+                // Turning TLS on or off takes a restart: the files watched stay those in force.
+                let tls = match (&self.current.server.tls, &config.server.tls) {
+                    (Some(_), Some(new)) => Some(new.clone()),
+                    (in_force, _) => in_force.clone(),
+                };
                 let in_force = (
                     self.current.state.clone(),
                     self.current.ledger.clone(),
@@ -117,6 +124,7 @@ impl ConfigReload {
                 );
                 self.current = config;
                 self.current.server.listen = listen;
+                self.current.server.tls = tls;
                 // The state backend, the ledger, the admin listener and the span export stay as
                 // the process started them.
                 (
@@ -135,9 +143,13 @@ impl ConfigReload {
         }
     }
 
-    /// The files whose change triggers a reload: the configuration and the files it names.
+    /// The files whose change triggers a reload: the configuration and the files it names (the
+    /// listener's TLS files among them).
     fn watched_files(&self) -> BTreeSet<PathBuf> {
         let mut files: BTreeSet<PathBuf> = self.path.iter().map(|path| absolute(path)).collect();
+        if let Some(tls) = &self.current.server.tls {
+            files.extend(tls.files().map(absolute));
+        }
         for team in self.current.teams.values() {
             if let Some(pinned) = &team.pinned_tools {
                 files.insert(absolute(&pinned.path));

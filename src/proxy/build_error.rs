@@ -40,4 +40,7 @@ pub enum BuildError {
     /// store whose directory cannot be made).
     #[error("[state]: {0}")]
     State(crate::state::StoreError),
+    /// A TLS file of the listener cannot be used (docs/operations.md#tls).
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsFileError),
 }

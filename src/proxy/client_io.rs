@@ -272,6 +272,13 @@ impl PendingError for tokio::net::TcpStream {
     }
 }
 
+/// Over TLS, the reset shows on the socket under it.
+impl PendingError for tokio_rustls::server::TlsStream<tokio::net::TcpStream> {
+    fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.get_ref().0.take_error()
+    }
+}
+
 impl<S: AsyncWrite + PendingError + Unpin> ClientIo<S> {
     /// What a read that found the client's FIN returns to hyper: the end of the input (hyper
     /// ends the connection if a request is open), or, for a client that only half-closed (or

@@ -16,7 +16,7 @@ mod judged_prefixes;
 pub(crate) mod ledger;
 pub mod lifecycle;
 mod objects;
-#[allow(dead_code)] // read by the team phase, set by the TLS listener (issue 50 in progress)
+#[allow(dead_code)] // read by the team phase (issue 50 in progress)
 mod peer_certificate;
 mod phases;
 pub(crate) mod provider;

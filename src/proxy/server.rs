@@ -1,5 +1,6 @@
-//! The listener: accepts connections (HTTP/1.1 and cleartext HTTP/2) and serves each request
-//! through the request lifecycle until shutdown.
+//! The listener: accepts connections (HTTP/1.1 and HTTP/2, in clear or over TLS when the state
+//! has the listener's TLS) and serves each request through the request lifecycle until
+//! shutdown.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -56,16 +57,17 @@ pub async fn run(
         // (see `client_io`), which keeps that FIN from hyper.
         .max_buf_size(READ_BUFFER_BYTES);
     builder.http2().timer(TokioTimer::new()).adaptive_window(true);
+    let builder = Arc::new(builder);
     let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
     let mut accept_errors = 0u32;
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
+                Ok(accepted) => {
                     accept_errors = 0;
-                    stream
+                    accepted
                 }
                 Err(error) => {
                     // Out of file descriptors and the like: back off instead of spinning.
@@ -81,9 +83,10 @@ pub async fn run(
         };
         connections.spawn(connection::serve(
             stream,
+            peer,
             state.clone(),
-            &builder,
-            &graceful,
+            builder.clone(),
+            graceful.watcher(),
             settings.header_read_timeout,
         ));
     }

@@ -22,6 +22,7 @@ use crate::gate::Gate;
 use crate::metrics::{LedgerMeter, Metrics, RequestMeter};
 use crate::spend::SpendClock;
 use crate::state::{EmbeddedStore, MemoryStore, RedisLogin, RedisStore, StateStore, StoreError};
+use crate::tls::TlsListener;
 
 /// One worker's state. Everything but the snapshot is shared by the workers of a process and
 /// outlives reloads; the snapshot is the worker's own (its providers' connections live on its
@@ -60,6 +61,8 @@ pub struct ProxyState {
     pub metrics: Arc<Metrics>,
     /// The clock budgets read their windows from.
     pub(crate) clock: SpendClock,
+    /// `[server] tls_cert_file`: the listener's TLS, shared by every worker; `None`: plain HTTP.
+    pub(crate) tls: Option<Arc<TlsListener>>,
 }
 
 impl ProxyState {
@@ -72,6 +75,13 @@ impl ProxyState {
                     source,
                 }
             })?)),
+            None => None,
+        };
+        let tls = match &config.server.tls {
+            Some(tls) => Some(Arc::new(TlsListener::new(
+                tls,
+                config.server.max_concurrent_requests,
+            )?)),
             None => None,
         };
         let metrics = Arc::new(Metrics::new());
@@ -107,6 +117,7 @@ impl ProxyState {
             audit,
             metrics,
             clock: SpendClock::system(),
+            tls,
         })
     }
 
@@ -146,6 +157,7 @@ impl ProxyState {
             uncounted_rates: self.uncounted_rates.clone(),
             metrics: self.metrics.clone(),
             clock: self.clock.clone(),
+            tls: self.tls.clone(),
         })
     }
 
@@ -187,6 +199,7 @@ impl ProxyState {
             slots: vec![self.snapshot.clone()],
             audit: self.audit.as_ref().map(Arc::downgrade),
             metrics: self.metrics.clone(),
+            tls: self.tls.clone(),
         }
     }
 
@@ -214,6 +227,8 @@ pub struct Reloader {
     audit: Option<Weak<AuditLog>>,
     /// The metrics each new snapshot resolves its handles among.
     metrics: Arc<Metrics>,
+    /// The listener's TLS, whose files a reload reads again.
+    tls: Option<Arc<TlsListener>>,
 }
 
 impl Reloader {
@@ -227,6 +242,7 @@ impl Reloader {
             metrics: states
                 .first()
                 .map_or_else(|| Arc::new(Metrics::new()), |state| state.metrics.clone()),
+            tls: states.first().and_then(|state| state.tls.clone()),
         }
     }
 
@@ -238,8 +254,17 @@ impl Reloader {
     /// Builds `config` for every worker (keeping each one's unchanged providers) and, only if
     /// all of them build, swaps them in. Requests already started keep the snapshot they
     /// loaded. The audit log is reopened at the (possibly new) path; turning it on or off
-    /// takes a restart.
+    /// takes a restart. The listener's TLS files are read again: new handshakes use them, open
+    /// connections keep theirs; turning TLS on or off takes a restart.
     pub fn reload(&self, config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Result<(), BuildError> {
+        let tls = match (&self.tls, &config.server.tls) {
+            (Some(listener), Some(tls)) => Some((listener, crate::tls::server_config::build(tls)?)),
+            (None, None) => None,
+            _ => {
+                tracing::warn!("turning the listener's TLS on or off takes a restart");
+                None
+            }
+        };
         // One generation for every worker's snapshot: what was judged under the configuration
         // before is judged again.
         let generation = super::snapshot::next_generation();
@@ -255,6 +280,9 @@ impl Reloader {
             .collect::<Result<Vec<_>, _>>()?;
         for (slot, snapshot) in self.slots.iter().zip(built) {
             slot.store(Arc::new(snapshot));
+        }
+        if let Some((listener, tls)) = tls {
+            listener.swap(tls);
         }
         self.reopen_audit(config);
         Ok(())
