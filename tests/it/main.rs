@@ -52,6 +52,7 @@ mod team_unfinished;
 mod teams;
 mod teams_reload;
 mod telemetry;
+mod tls_listener;
 mod tls_upstream;
 mod trust;
 mod upstream_faults;

@@ -72,3 +72,14 @@ impl TestCa {
         issued
     }
 }
+
+impl TestCa {
+    /// As [`TestCa::issue`], for a certificate valid only from 1 January 2100.
+    #[allow(dead_code)] // the listener's TLS tests use it, the library's do not
+    pub fn issue_not_yet_valid(&self, names: &[&str], dir: &Path, stem: &str) -> Issued {
+        self.issue_with(names, dir, stem, |params| {
+            params.not_before = date_time_ymd(2100, 1, 1);
+            params.not_after = date_time_ymd(2101, 1, 1);
+        })
+    }
+}
