@@ -43,17 +43,10 @@ pub(super) fn serve(
         match state.tls.clone() {
             None => serve_io(stream, None, state, &builder, graceful, deadline).await,
             Some(tls) => {
-                let Some(stream) = tls.handshake(stream, peer, deadline).await else {
+                let Some((stream, certificate)) = tls.handshake(stream, peer, deadline).await else {
                     return;
                 };
-                // The verified end-entity certificate: rustls hands over a client's chain only
-                // once the verifier accepted it.
-                let certificate = stream
-                    .get_ref()
-                    .1
-                    .peer_certificates()
-                    .and_then(|chain| chain.first())
-                    .map(|leaf| PeerCertificate(Arc::new(leaf.clone().into_owned())));
+                let certificate = certificate.map(|leaf| PeerCertificate(Arc::new(leaf)));
                 serve_io(stream, certificate, state, &builder, graceful, deadline).await;
             }
         }
