@@ -119,7 +119,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         })
         .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
     let address = listener.local_addr().map_err(|e| e.to_string())?;
-    tracing::info!(%address, config = %source, providers = config.providers.len(), workers, "replaygate listening");
+    tracing::info!(%address, config = %source, providers = config.providers.len(), workers, tls = config.server.tls.is_some(), "replaygate listening");
     runtime.block_on(report_state(&states[0].store));
     runtime.block_on(replaygate::state::report_memory_policy(
         &states[0].store,
