@@ -53,6 +53,7 @@ mod teams;
 mod teams_reload;
 mod telemetry;
 mod tls_listener;
+mod tls_serve;
 mod tls_upstream;
 mod trust;
 mod upstream_faults;
