@@ -47,7 +47,8 @@ pub(super) fn serve(
                     return;
                 };
                 let certificate = certificate.map(|leaf| PeerCertificate(Arc::new(leaf)));
-                serve_io(stream, certificate, state, &builder, graceful, deadline).await;
+                // Boxed: a connection still in its handshake holds only the handshake's state.
+                Box::pin(serve_io(stream, certificate, state, &builder, graceful, deadline)).await;
             }
         }
     }
