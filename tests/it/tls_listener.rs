@@ -567,3 +567,94 @@ async fn a_reload_serves_new_handshakes_the_new_certificate_and_keeps_open_conne
         "the connection opened before the reload"
     );
 }
+
+/// A chain of `length` certificates, leaf first: a root (written to `dir/chain-ca.pem`), then
+/// `length - 1` intermediates each signed by the one before, then the leaf; written as
+/// `dir/chain.pem` (leaf and intermediates) and `dir/chain.key`.
+fn long_chain(dir: &Path, length: usize) -> (PathBuf, Issued) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+    let ca_params = |name: String| {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        params
+    };
+    let root =
+        CertifiedIssuer::self_signed(ca_params("chain root".into()), KeyPair::generate().unwrap()).unwrap();
+    let root_file = dir.join("chain-ca.pem");
+    std::fs::write(&root_file, root.pem()).unwrap();
+    let mut intermediates: Vec<CertifiedIssuer<'static, KeyPair>> = Vec::new();
+    for n in 1..length {
+        let issuer = intermediates.last().map_or(&*root, |last| &**last);
+        let next = CertifiedIssuer::signed_by(
+            ca_params(format!("intermediate {n}")),
+            KeyPair::generate().unwrap(),
+            issuer,
+        )
+        .unwrap();
+        intermediates.push(next);
+    }
+    let key = KeyPair::generate().unwrap();
+    let issuer = intermediates.last().map_or(&*root, |last| &**last);
+    let leaf = CertificateParams::new(vec!["client.example".to_owned()])
+        .unwrap()
+        .signed_by(&key, issuer)
+        .unwrap();
+    let mut pem = leaf.pem();
+    for intermediate in intermediates.iter().rev() {
+        pem.push_str(&intermediate.pem());
+    }
+    let issued = Issued {
+        cert: dir.join("chain.pem"),
+        key: dir.join("chain.key"),
+    };
+    std::fs::write(&issued.cert, pem).unwrap();
+    std::fs::write(&issued.key, key.serialize_pem()).unwrap();
+    (root_file, issued)
+}
+
+#[tokio::test]
+async fn chains_of_a_hundred_certificates_are_handled_quickly() {
+    let pki = Pki::new();
+    let upstream = Upstream::json(200, RESPONSE_JSON).await;
+
+    // A client presenting a chain of 100: refused (longer than any path the verifier builds),
+    // quickly, and the listener serves on.
+    let (root, chain) = long_chain(pki.dir.path(), 100);
+    let server = pki.server_keys(&format!("tls_client_ca_file = \"{}\"", root.display()));
+    let proxy = proxy(&upstream, &server).await;
+    let started = Instant::now();
+    let config = client_config(&pki.ca_file, Some(&chain), &[&rustls::version::TLS13], &[]);
+    let outcome = match tls_connect(proxy.addr, config).await {
+        Err(error) => Err(error),
+        Ok(mut stream) => status_line(&mut stream).await,
+    };
+    assert!(outcome.is_err(), "served: {outcome:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let config = client_config(&pki.ca_file, None, &[&rustls::version::TLS13], &[]);
+    let mut stream = tls_connect(proxy.addr, config).await.unwrap();
+    assert!(status_line(&mut stream)
+        .await
+        .unwrap()
+        .starts_with("HTTP/1.1 200"));
+
+    // A served chain of 100 (the leaf and 99 intermediates) loads and is sent whole.
+    let ca = TestCa::new("unused");
+    let mut served = std::fs::read_to_string(&pki.server.cert).unwrap();
+    for n in 0..99 {
+        served.push_str(&std::fs::read_to_string(ca.write(pki.dir.path(), &format!("extra-{n}"))).unwrap());
+    }
+    std::fs::write(&pki.server.cert, served).unwrap();
+    let proxy = self::proxy(&upstream, &pki.server_keys("")).await;
+    let config = client_config(&pki.ca_file, None, &[&rustls::version::TLS13], &[]);
+    let mut stream = tls_connect(proxy.addr, config).await.unwrap();
+    assert_eq!(stream.get_ref().1.peer_certificates().map(<[_]>::len), Some(100));
+    assert!(status_line(&mut stream)
+        .await
+        .unwrap()
+        .starts_with("HTTP/1.1 200"));
+}

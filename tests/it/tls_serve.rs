@@ -305,3 +305,69 @@ fn config_check_reads_the_tls_files_and_prints_the_expiry() {
     assert_eq!(code, Some(2));
     assert!(err.contains("absent.key: cannot be read"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_stalled_handshakes_hold_bounded_memory_and_end_at_the_header_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const STALLED: usize = 10_000;
+    let pki = Pki::new();
+    let upstream = Upstream::json(200, crate::support::upstream::RESPONSE_JSON).await;
+    let config_file = pki.dir.path().join("proxy.toml");
+    let server = pki.server_keys("header_read_timeout_ms = 3000\nworkers = 2");
+    std::fs::write(&config_file, config(&upstream, &server)).unwrap();
+    let serve = Serve::start(Serve::command(&config_file)).await;
+    let pid = serve.child.id().to_string();
+    let url = format!("https://{}/v1/models", serve.address);
+    let client = || {
+        reqwest::Client::builder()
+            .no_proxy()
+            .tls_certs_only([reqwest::Certificate::from_pem(&std::fs::read(&pki.ca_file).unwrap()).unwrap()])
+            .build()
+            .unwrap()
+    };
+    assert_eq!(client().get(&url).send().await.unwrap().status(), 200);
+    let before = crate::support::memory::status_bytes(&pid, "VmRSS");
+
+    // Each sends the header of a ClientHello record and nothing more.
+    let started = Instant::now();
+    let mut stalled = Vec::with_capacity(STALLED);
+    for _ in 0..STALLED {
+        let Ok(mut stream) = tokio::net::TcpStream::connect(&serve.address).await else {
+            break;
+        };
+        if stream.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00]).await.is_ok() {
+            stalled.push(stream);
+        }
+    }
+    assert!(
+        stalled.len() >= STALLED * 9 / 10,
+        "only {} connected",
+        stalled.len()
+    );
+    let opened = started.elapsed();
+    let during = crate::support::memory::status_bytes(&pid, "VmRSS");
+
+    // All of them are closed, at the header timeout (counted from each one's accept).
+    for mut stream in stalled {
+        let mut rest = Vec::new();
+        tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut rest))
+            .await
+            .expect("a stalled handshake was not closed")
+            .ok();
+    }
+    let closed = started.elapsed();
+    assert!(
+        closed < opened + Duration::from_secs(10),
+        "closed after {closed:?} (opened in {opened:?})"
+    );
+    // And the proxy serves as before.
+    assert_eq!(client().get(&url).send().await.unwrap().status(), 200);
+    if let (Some(before), Some(during)) = (before, during) {
+        let grown = during.saturating_sub(before);
+        eprintln!(
+            "resident memory with {STALLED} stalled handshakes: +{} MiB",
+            grown >> 20
+        );
+        assert!(grown < 128 << 20, "grew by {} MiB", grown >> 20);
+    }
+}
