@@ -32,16 +32,16 @@ pub fn config_check(args: &ConfigCheckArgs, out: &mut dyn Write, err: &mut dyn W
     match loaded {
         Ok((config, source)) => {
             // The listener's TLS files, as the listener reads them (docs/operations.md#tls).
-            let tls = match &config.server.tls {
-                Some(tls) => match crate::tls::report::check(tls, SystemTime::now()) {
-                    Ok(lines) => lines,
+            let mut tls = Vec::new();
+            for listener in [&config.server.tls, &config.admin.tls].into_iter().flatten() {
+                match crate::tls::report::check(listener, SystemTime::now()) {
+                    Ok(lines) => tls.extend(lines),
                     Err(error) => {
                         let _ = writeln!(err, "replaygate config check: {source}: {error}");
                         return 2;
                     }
-                },
-                None => Vec::new(),
-            };
+                }
+            }
             // A closed standard output is not a configuration error.
             let _ = writeln!(out, "config ok: {source}: {}", config.summary());
             for line in tls {

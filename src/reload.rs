@@ -107,15 +107,25 @@ impl ConfigReload {
                 if config.telemetry != self.current.telemetry {
                     tracing::warn!("[telemetry] changes take a restart; the rest is in force");
                 }
-                if config.admin != self.current.admin {
+                // The admin listener's TLS files are read again, like the proxy's.
+                let admin = crate::config::AdminConfig {
+                    tls: self.current.admin.tls.clone(),
+                    ..config.admin.clone()
+                };
+                if admin != self.current.admin {
                     tracing::warn!("[admin] changes take a restart; the rest is in force");
                 }
                 let listen = self.current.server.listen;
                 // Turning TLS on or off takes a restart: the files watched stay those in force.
-                let tls = match (&self.current.server.tls, &config.server.tls) {
-                    (Some(_), Some(new)) => Some(new.clone()),
-                    (in_force, _) => in_force.clone(),
-                };
+                let tls =
+                    |in_force: &Option<crate::config::ListenerTls>, new: &Option<_>| match (in_force, new) {
+                        (Some(_), Some(new)) => Some(Clone::clone(new)),
+                        (in_force, _) => in_force.clone(),
+                    };
+                let (server_tls, admin_tls) = (
+                    tls(&self.current.server.tls, &config.server.tls),
+                    tls(&self.current.admin.tls, &config.admin.tls),
+                );
                 let in_force = (
                     self.current.state.clone(),
                     self.current.ledger.clone(),
@@ -124,7 +134,7 @@ impl ConfigReload {
                 );
                 self.current = config;
                 self.current.server.listen = listen;
-                self.current.server.tls = tls;
+                self.current.server.tls = server_tls;
                 // The state backend, the ledger, the admin listener and the span export stay as
                 // the process started them.
                 (
@@ -133,6 +143,7 @@ impl ConfigReload {
                     self.current.admin,
                     self.current.telemetry,
                 ) = in_force;
+                self.current.admin.tls = admin_tls;
                 true
             }
             Err(error) => {
@@ -147,7 +158,10 @@ impl ConfigReload {
     /// listener's TLS files among them).
     fn watched_files(&self) -> BTreeSet<PathBuf> {
         let mut files: BTreeSet<PathBuf> = self.path.iter().map(|path| absolute(path)).collect();
-        if let Some(tls) = &self.current.server.tls {
+        for tls in [&self.current.server.tls, &self.current.admin.tls]
+            .into_iter()
+            .flatten()
+        {
             files.extend(tls.files().map(absolute));
         }
         for team in self.current.teams.values() {

@@ -17,6 +17,7 @@ mod usage;
 mod usage_report;
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +35,7 @@ use crate::metrics::Metrics;
 use crate::proxy::snapshot::Snapshot;
 use crate::proxy::ProxyState;
 use crate::state::StateStore;
+use crate::tls::TlsListener;
 use pace::Pace;
 pub use thread::AdminThread;
 
@@ -64,6 +66,8 @@ pub struct AdminState {
     /// `[ledger] on_unavailable = "allow"`: a state backend that does not answer leaves the
     /// replica ready.
     allow_unavailable: bool,
+    /// `[admin] tls_cert_file`: the admin listener serves HTTPS (docs/operations.md#tls).
+    tls: Option<Arc<TlsListener>>,
 }
 
 impl AdminState {
@@ -77,6 +81,7 @@ impl AdminState {
             draining: Arc::new(AtomicBool::new(false)),
             pace: Arc::new(Pace::new(REQUESTS_PER_SECOND, REQUEST_BURST)),
             allow_unavailable: state.uncounted_rates.allows(),
+            tls: state.admin_tls.clone(),
         }
     }
 
@@ -107,25 +112,34 @@ pub(crate) async fn serve(listener: TcpListener, admin: AdminState, shutdown: im
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             accepted = accept(&listener, &slots) => accepted,
         };
-        let Some((stream, slot)) = accepted else {
+        let Some((stream, peer, slot)) = accepted else {
             // Out of file descriptors and the like: back off instead of spinning.
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
         let admin = admin.clone();
-        let connection = builder.serve_connection(
-            TokioIo::new(stream),
-            service_fn(move |request| {
+        let builder = builder.clone();
+        let tls = admin.tls.clone();
+        connections.spawn(async move {
+            let _slot = slot;
+            let service = service_fn(move |request| {
                 let admin = admin.clone();
                 async move {
                     admin.pace.turn().await;
                     Ok::<_, std::convert::Infallible>(routes::answer(&admin, &request).await)
                 }
-            }),
-        );
-        connections.spawn(async move {
-            let _slot = slot;
-            let _ = connection.await;
+            });
+            match tls {
+                None => {
+                    let _ = builder.serve_connection(TokioIo::new(stream), service).await;
+                }
+                Some(tls) => {
+                    let deadline = tokio::time::Instant::now() + HEADER_READ_TIMEOUT;
+                    if let Some((stream, _)) = tls.handshake(stream, peer, deadline).await {
+                        let _ = builder.serve_connection(TokioIo::new(stream), service).await;
+                    }
+                }
+            }
         });
     }
     drop(listener);
@@ -137,17 +151,29 @@ pub(crate) async fn serve(listener: TcpListener, admin: AdminState, shutdown: im
 async fn accept(
     listener: &TcpListener,
     slots: &Arc<Semaphore>,
-) -> Option<(tokio::net::TcpStream, tokio::sync::OwnedSemaphorePermit)> {
+) -> Option<(
+    tokio::net::TcpStream,
+    SocketAddr,
+    tokio::sync::OwnedSemaphorePermit,
+)> {
     let slot = slots
         .clone()
         .acquire_owned()
         .await
         .expect("the connection slots are never closed");
     match listener.accept().await {
-        Ok((stream, _)) => Some((stream, slot)),
+        Ok((stream, peer)) => Some((stream, peer, slot)),
         Err(error) => {
             tracing::warn!(%error, "admin listener: accept failed");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn as_many_handshakes_as_connections() {
+        assert_eq!(super::MAX_CONNECTIONS, crate::tls::ADMIN_HANDSHAKES);
     }
 }

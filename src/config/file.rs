@@ -110,6 +110,7 @@ impl ServerTable {
     /// `base_dir`.
     pub(super) fn settings(&self, base_dir: &Path) -> Result<ServerConfig, Invalid> {
         let tls = TlsKeys {
+            table: "[server]",
             tls_cert_file: &self.tls_cert_file,
             tls_key_file: &self.tls_key_file,
             tls_client_ca_file: &self.tls_client_ca_file,
@@ -139,6 +140,23 @@ impl ServerTable {
 #[serde(deny_unknown_fields)]
 pub(super) struct AdminEntry {
     pub(super) listen: Option<Spanned<SocketAddr>>,
+    tls_cert_file: Option<Spanned<String>>,
+    tls_key_file: Option<Spanned<String>>,
+}
+
+impl AdminEntry {
+    /// `tls_cert_file` and `tls_key_file`: the admin listener's own pair; relative paths taken
+    /// from `base_dir`.
+    pub(super) fn tls(&self, base_dir: &Path) -> Result<Option<super::ListenerTls>, Invalid> {
+        TlsKeys {
+            table: "[admin]",
+            tls_cert_file: &self.tls_cert_file,
+            tls_key_file: &self.tls_key_file,
+            tls_client_ca_file: &None,
+            tls_client_auth: &None,
+        }
+        .validate(base_dir)
+    }
 }
 
 /// One `[providers.NAME]` table.

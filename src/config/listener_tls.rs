@@ -13,6 +13,8 @@ use super::error::Invalid;
 /// certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenerTls {
+    /// The table it was written in, as messages name it: `[server]` or `[admin]`.
+    pub table: &'static str,
     /// `tls_cert_file`, resolved: the certificate chain (PEM), the end-entity certificate first.
     pub cert_file: PathBuf,
     /// `tls_key_file`, resolved: the chain's private key (PEM: PKCS#8, PKCS#1 or SEC1).
@@ -45,8 +47,11 @@ pub enum ClientAuth {
     Required,
 }
 
-/// The TLS keys of `[server]` as written (the table's own fields).
+/// The TLS keys of `[server]` or `[admin]` as written (the table's own fields; `[admin]` has
+/// no client certificate keys).
 pub(super) struct TlsKeys<'a> {
+    /// The table, as messages name it: `[server]` or `[admin]`.
+    pub(super) table: &'static str,
     pub(super) tls_cert_file: &'a Option<Spanned<String>>,
     pub(super) tls_key_file: &'a Option<Spanned<String>>,
     pub(super) tls_client_ca_file: &'a Option<Spanned<String>>,
@@ -62,14 +67,17 @@ impl TlsKeys<'_> {
                 if let Some(ca) = self.tls_client_ca_file {
                     return Err(Invalid::new(
                         ca.span(),
-                        "[server] tls_client_ca_file needs tls_cert_file and tls_key_file: clients \
-                         present certificates only over TLS",
+                        format!(
+                            "{} tls_client_ca_file needs tls_cert_file and tls_key_file: clients \
+                             present certificates only over TLS",
+                            self.table
+                        ),
                     ));
                 }
                 if let Some(auth) = self.tls_client_auth {
                     return Err(Invalid::new(
                         auth.span(),
-                        "[server] tls_client_auth needs tls_client_ca_file",
+                        format!("{} tls_client_auth needs tls_client_ca_file", self.table),
                     ));
                 }
                 return Ok(None);
@@ -77,38 +85,42 @@ impl TlsKeys<'_> {
             (Some(one), None) | (None, Some(one)) => {
                 return Err(Invalid::new(
                     one.span(),
-                    "[server] tls_cert_file and tls_key_file go together: set both or neither",
+                    format!(
+                        "{} tls_cert_file and tls_key_file go together: set both or neither",
+                        self.table
+                    ),
                 ))
             }
         };
         let client_ca = match (self.tls_client_ca_file, self.tls_client_auth) {
             (Some(ca), auth) => Some((
-                resolve(ca, base_dir, "tls_client_ca_file")?,
+                resolve(ca, base_dir, self.table, "tls_client_ca_file")?,
                 auth.as_ref()
                     .map_or_else(ClientAuth::default, |auth| *auth.get_ref()),
             )),
             (None, Some(auth)) => {
                 return Err(Invalid::new(
                     auth.span(),
-                    "[server] tls_client_auth needs tls_client_ca_file",
+                    format!("{} tls_client_auth needs tls_client_ca_file", self.table),
                 ))
             }
             (None, None) => None,
         };
         Ok(Some(ListenerTls {
-            cert_file: resolve(cert, base_dir, "tls_cert_file")?,
-            key_file: resolve(key, base_dir, "tls_key_file")?,
+            table: self.table,
+            cert_file: resolve(cert, base_dir, self.table, "tls_cert_file")?,
+            key_file: resolve(key, base_dir, self.table, "tls_key_file")?,
             client_ca,
         }))
     }
 }
 
 /// `written`, absolute (a relative path taken from `base_dir`).
-fn resolve(written: &Spanned<String>, base_dir: &Path, key: &str) -> Result<PathBuf, Invalid> {
+fn resolve(written: &Spanned<String>, base_dir: &Path, table: &str, key: &str) -> Result<PathBuf, Invalid> {
     if written.get_ref().is_empty() {
         return Err(Invalid::new(
             written.span(),
-            format!("[server] {key} must name a PEM file, not be empty"),
+            format!("{table} {key} must name a PEM file, not be empty"),
         ));
     }
     let joined = base_dir.join(written.get_ref());
@@ -168,5 +180,29 @@ mod tests {
             let error = load(server).unwrap_err();
             assert!(error.contains(says), "{server}: {error}");
         }
+    }
+
+    #[test]
+    fn the_admin_listener_has_its_own_pair() {
+        let admin = |keys: &str| {
+            let text = format!(
+                "[admin]\nlisten = \"127.0.0.1:9090\"\n{keys}\n[providers.openai]\nbase_url = \"https://api.openai.com/v1\"\n"
+            );
+            Config::from_toml(&text).map_err(|error| error.to_string())
+        };
+        let config = admin("tls_cert_file = \"/a/cert.pem\"\ntls_key_file = \"/a/key.pem\"").unwrap();
+        let tls = config.admin.tls.unwrap();
+        assert_eq!(
+            (tls.table, tls.cert_file.as_path()),
+            ("[admin]", Path::new("/a/cert.pem"))
+        );
+        assert_eq!(config.server.tls, None);
+        let error = admin("tls_key_file = \"/a/key.pem\"").unwrap_err();
+        assert!(
+            error.contains("[admin] tls_cert_file and tls_key_file go together"),
+            "{error}"
+        );
+        let error = admin("tls_client_ca_file = \"/a/ca.pem\"").unwrap_err();
+        assert!(error.contains("unknown field"), "{error}");
     }
 }

@@ -88,6 +88,9 @@ pub struct AdminConfig {
     /// `listen`: the admin listener's address; `None` (the default): no admin listener. Never
     /// the proxy's address.
     pub listen: Option<SocketAddr>,
+    /// `tls_cert_file` and `tls_key_file`: the admin listener serves HTTPS with its own pair;
+    /// `None` (the default): plain HTTP.
+    pub tls: Option<ListenerTls>,
 }
 
 impl AdminConfig {

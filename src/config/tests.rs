@@ -552,6 +552,7 @@ fn the_admin_listener_is_off_unless_set_and_never_on_the_proxy_s_port() {
     // `--listen` is checked again when serving.
     let admin = AdminConfig {
         listen: Some("0.0.0.0:9090".parse().unwrap()),
+        tls: None,
     };
     assert!(admin.collides_with("127.0.0.1:9090".parse().unwrap()));
     assert!(!admin.collides_with("127.0.0.1:8080".parse().unwrap()));

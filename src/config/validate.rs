@@ -71,7 +71,7 @@ impl ConfigFile {
         }
         check_buffered_bytes(&self.server.max_body_bytes, &self.server.max_buffered_bytes)?;
         let server = self.server.settings(base_dir)?;
-        let admin = self.admin.validate(&server)?;
+        let admin = self.admin.validate(&server, base_dir)?;
         let default_provider = match (self.default_provider, self.server.default_provider) {
             (Some(_), Some(again)) => {
                 return Err(Invalid::new(
@@ -309,12 +309,14 @@ impl TeamEntry {
 }
 
 impl AdminEntry {
-    fn validate(self, server: &ServerConfig) -> Result<AdminConfig, Invalid> {
+    fn validate(self, server: &ServerConfig, base_dir: &Path) -> Result<AdminConfig, Invalid> {
+        let tls = self.tls(base_dir)?;
         let Some(listen) = self.listen else {
-            return Ok(AdminConfig::default());
+            return Ok(AdminConfig { listen: None, tls });
         };
         let admin = AdminConfig {
             listen: Some(*listen.get_ref()),
+            tls,
         };
         if admin.collides_with(server.listen) {
             return Err(Invalid::new(

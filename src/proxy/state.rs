@@ -63,6 +63,8 @@ pub struct ProxyState {
     pub(crate) clock: SpendClock,
     /// `[server] tls_cert_file`: the listener's TLS, shared by every worker; `None`: plain HTTP.
     pub(crate) tls: Option<Arc<TlsListener>>,
+    /// `[admin] tls_cert_file`: the admin listener's TLS; `None`: plain HTTP.
+    pub(crate) admin_tls: Option<Arc<TlsListener>>,
 }
 
 impl ProxyState {
@@ -81,6 +83,15 @@ impl ProxyState {
             Some(tls) => Some(Arc::new(TlsListener::new(
                 tls,
                 config.server.max_concurrent_requests,
+                crate::tls::server_config::ALPN,
+            )?)),
+            None => None,
+        };
+        let admin_tls = match &config.admin.tls {
+            Some(tls) => Some(Arc::new(TlsListener::new(
+                tls,
+                crate::tls::ADMIN_HANDSHAKES,
+                crate::tls::server_config::ADMIN_ALPN,
             )?)),
             None => None,
         };
@@ -118,6 +129,7 @@ impl ProxyState {
             metrics,
             clock: SpendClock::system(),
             tls,
+            admin_tls,
         })
     }
 
@@ -158,6 +170,7 @@ impl ProxyState {
             metrics: self.metrics.clone(),
             clock: self.clock.clone(),
             tls: self.tls.clone(),
+            admin_tls: self.admin_tls.clone(),
         })
     }
 
@@ -199,7 +212,7 @@ impl ProxyState {
             slots: vec![self.snapshot.clone()],
             audit: self.audit.as_ref().map(Arc::downgrade),
             metrics: self.metrics.clone(),
-            tls: self.tls.clone(),
+            tls: [self.tls.clone(), self.admin_tls.clone()],
         }
     }
 
@@ -227,8 +240,9 @@ pub struct Reloader {
     audit: Option<Weak<AuditLog>>,
     /// The metrics each new snapshot resolves its handles among.
     metrics: Arc<Metrics>,
-    /// The listener's TLS, whose files a reload reads again.
-    tls: Option<Arc<TlsListener>>,
+    /// The TLS of the proxy's listener and of the admin listener, whose files a reload reads
+    /// again.
+    tls: [Option<Arc<TlsListener>>; 2],
 }
 
 impl Reloader {
@@ -242,7 +256,10 @@ impl Reloader {
             metrics: states
                 .first()
                 .map_or_else(|| Arc::new(Metrics::new()), |state| state.metrics.clone()),
-            tls: states.first().and_then(|state| state.tls.clone()),
+            tls: [
+                states.first().and_then(|state| state.tls.clone()),
+                states.first().and_then(|state| state.admin_tls.clone()),
+            ],
         }
     }
 
@@ -257,14 +274,17 @@ impl Reloader {
     /// takes a restart. The listener's TLS files are read again: new handshakes use them, open
     /// connections keep theirs; turning TLS on or off takes a restart.
     pub fn reload(&self, config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Result<(), BuildError> {
-        let tls = match (&self.tls, &config.server.tls) {
-            (Some(listener), Some(tls)) => Some((listener, crate::tls::server_config::build(tls)?)),
-            (None, None) => None,
-            _ => {
-                tracing::warn!("turning the listener's TLS on or off takes a restart");
-                None
+        let mut tls = Vec::new();
+        for (listener, wanted, table) in [
+            (&self.tls[0], &config.server.tls, "[server]"),
+            (&self.tls[1], &config.admin.tls, "[admin]"),
+        ] {
+            match (listener, wanted) {
+                (Some(listener), Some(wanted)) => tls.push((listener, listener.reread(wanted)?)),
+                (None, None) => {}
+                _ => tracing::warn!("{table}: turning TLS on or off takes a restart"),
             }
-        };
+        }
         // One generation for every worker's snapshot: what was judged under the configuration
         // before is judged again.
         let generation = super::snapshot::next_generation();
@@ -281,7 +301,7 @@ impl Reloader {
         for (slot, snapshot) in self.slots.iter().zip(built) {
             slot.store(Arc::new(snapshot));
         }
-        if let Some((listener, tls)) = tls {
+        for (listener, tls) in tls {
             listener.swap(tls);
         }
         self.reopen_audit(config);

@@ -24,6 +24,8 @@ use crate::config::ListenerTls;
 /// The listener's TLS, shared by every worker of the process.
 #[derive(Debug)]
 pub(crate) struct TlsListener {
+    /// The protocols offered by ALPN.
+    alpn: &'static [&'static [u8]],
     /// The configuration new handshakes use.
     config: ArcSwap<ServerConfig>,
     /// Permits for handshakes under way: `[server] max_concurrent_requests`.
@@ -32,16 +34,28 @@ pub(crate) struct TlsListener {
 }
 
 impl TlsListener {
-    /// Reads the files `tls` names; at most `max_handshakes` handshakes run at once.
-    pub(crate) fn new(tls: &ListenerTls, max_handshakes: usize) -> Result<TlsListener, TlsFileError> {
+    /// Reads the files `tls` names; at most `max_handshakes` handshakes run at once, offering
+    /// `alpn`.
+    pub(crate) fn new(
+        tls: &ListenerTls,
+        max_handshakes: usize,
+        alpn: &'static [&'static [u8]],
+    ) -> Result<TlsListener, TlsFileError> {
         Ok(TlsListener {
-            config: ArcSwap::new(server_config::build(tls)?),
+            alpn,
+            config: ArcSwap::new(server_config::build(tls, alpn)?),
             handshakes: Semaphore::new(max_handshakes.max(1)),
             failures: FailureLog::default(),
         })
     }
 
-    /// Puts `config` (see [`server_config::build`]) in force for the next handshakes.
+    /// Reads the files `tls` names again: the configuration for the next handshakes, to put
+    /// in force with [`TlsListener::swap`].
+    pub(crate) fn reread(&self, tls: &ListenerTls) -> Result<Arc<ServerConfig>, TlsFileError> {
+        server_config::build(tls, self.alpn)
+    }
+
+    /// Puts `config` (from [`TlsListener::reread`]) in force for the next handshakes.
     pub(crate) fn swap(&self, config: Arc<ServerConfig>) {
         self.config.store(config);
     }
@@ -111,11 +125,12 @@ mod tests {
     ) -> TlsListener {
         let server = server_ca.issue(&["localhost"], dir, "server");
         let tls = ListenerTls {
+            table: "[server]",
             cert_file: server.cert,
             key_file: server.key,
             client_ca: Some((client_ca.write(dir, "client-ca"), auth)),
         };
-        TlsListener::new(&tls, 4).unwrap()
+        TlsListener::new(&tls, 4, server_config::ALPN).unwrap()
     }
 
     /// Connects to a listener on loopback as a client trusting `server_ca` with `identity`;

@@ -10,8 +10,10 @@ use rustls::RootCertStore;
 
 /// A TLS file of `[server]` that cannot be used.
 #[derive(Debug, thiserror::Error)]
-#[error("[server] {key} {}: {why}", path.display())]
+#[error("{table} {key} {}: {why}", path.display())]
 pub struct TlsFileError {
+    /// The table of the key: `[server]` or `[admin]`.
+    pub table: &'static str,
     /// The configuration key that names the file.
     pub key: &'static str,
     /// The file.
@@ -64,8 +66,9 @@ pub enum Why {
 }
 
 impl TlsFileError {
-    pub(crate) fn new(key: &'static str, path: &Path, why: Why) -> TlsFileError {
+    pub(crate) fn new(table: &'static str, key: &'static str, path: &Path, why: Why) -> TlsFileError {
         TlsFileError {
+            table,
             key,
             path: path.to_owned(),
             why,
@@ -73,38 +76,47 @@ impl TlsFileError {
     }
 }
 
-fn read(key: &'static str, path: &Path) -> Result<Vec<u8>, TlsFileError> {
-    std::fs::read(path).map_err(|error| TlsFileError::new(key, path, Why::Unreadable(error)))
+fn read(table: &'static str, key: &'static str, path: &Path) -> Result<Vec<u8>, TlsFileError> {
+    std::fs::read(path).map_err(|error| TlsFileError::new(table, key, path, Why::Unreadable(error)))
 }
 
 /// The certificates of `path` in their order (PEM `CERTIFICATE` blocks), at least one.
 pub(crate) fn certificates(
+    table: &'static str,
     key: &'static str,
     path: &Path,
 ) -> Result<Vec<CertificateDer<'static>>, TlsFileError> {
-    let bytes = read(key, path)?;
+    let bytes = read(table, key, path)?;
     let certificates = CertificateDer::pem_slice_iter(&bytes)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| TlsFileError::new(key, path, Why::NotPem(error.to_string())))?;
+        .map_err(|error| TlsFileError::new(table, key, path, Why::NotPem(error.to_string())))?;
     if certificates.is_empty() {
-        return Err(TlsFileError::new(key, path, Why::NoCertificate));
+        return Err(TlsFileError::new(table, key, path, Why::NoCertificate));
     }
     Ok(certificates)
 }
 
 /// The private key of `path` (the first PEM key block).
-pub(crate) fn private_key(key: &'static str, path: &Path) -> Result<PrivateKeyDer<'static>, TlsFileError> {
-    let bytes = read(key, path)?;
-    PrivateKeyDer::from_pem_slice(&bytes).map_err(|_| TlsFileError::new(key, path, Why::NoKey))
+pub(crate) fn private_key(
+    table: &'static str,
+    key: &'static str,
+    path: &Path,
+) -> Result<PrivateKeyDer<'static>, TlsFileError> {
+    let bytes = read(table, key, path)?;
+    PrivateKeyDer::from_pem_slice(&bytes).map_err(|_| TlsFileError::new(table, key, path, Why::NoKey))
 }
 
 /// The CA certificates of `path` as trust anchors; at least one must be usable.
-pub(crate) fn roots(key: &'static str, path: &Path) -> Result<RootCertStore, TlsFileError> {
+pub(crate) fn roots(
+    table: &'static str,
+    key: &'static str,
+    path: &Path,
+) -> Result<RootCertStore, TlsFileError> {
     let mut roots = RootCertStore::empty();
-    for certificate in certificates(key, path)? {
+    for certificate in certificates(table, key, path)? {
         roots
             .add(certificate)
-            .map_err(|error| TlsFileError::new(key, path, Why::NoCa(error.to_string())))?;
+            .map_err(|error| TlsFileError::new(table, key, path, Why::NoCa(error.to_string())))?;
     }
     Ok(roots)
 }
@@ -123,9 +135,9 @@ pub(crate) fn readable_by_others(_path: &Path) -> bool {
 }
 
 /// The warning about a key file any user may read.
-pub(crate) fn key_warning(key_file: &Path) -> String {
+pub(crate) fn key_warning(table: &str, key_file: &Path) -> String {
     format!(
-        "warning: [server] tls_key_file {} is readable by every user; make it readable by the proxy's user only (chmod 600)",
+        "warning: {table} tls_key_file {} is readable by every user; make it readable by the proxy's user only (chmod 600)",
         key_file.display()
     )
 }

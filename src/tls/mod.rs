@@ -17,4 +17,8 @@ pub(crate) mod report;
 pub(crate) mod server_config;
 
 pub(crate) use acceptor::TlsListener;
+
+/// The most handshakes the admin listener runs at once: as many as it holds connections
+/// (`admin::MAX_CONNECTIONS`, which a test of the admin listener keeps equal).
+pub(crate) const ADMIN_HANDSHAKES: usize = 64;
 pub use files::{TlsFileError, Why};

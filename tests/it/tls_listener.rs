@@ -658,3 +658,55 @@ async fn chains_of_a_hundred_certificates_are_handled_quickly() {
         .unwrap()
         .starts_with("HTTP/1.1 200"));
 }
+
+#[tokio::test]
+async fn the_admin_listener_serves_https_with_its_own_pair() {
+    let pki = Pki::new();
+    let upstream = Upstream::json(200, RESPONSE_JSON).await;
+    let admin_ca = TestCa::new("admin CA");
+    let admin_ca_file = admin_ca.write(pki.dir.path(), "admin-ca");
+    let admin_pair = admin_ca.issue(&["127.0.0.1"], pki.dir.path(), "admin");
+    // `[server]` last: the helper writes `default_provider` after it.
+    let server = format!(
+        "[admin]\ntls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n{}",
+        admin_pair.cert.display(),
+        admin_pair.key.display(),
+        pki.server_keys(""),
+    );
+    let mut proxy = proxy(&upstream, &server).await;
+    let admin = proxy.admin().await;
+    let trusting = reqwest::Client::builder()
+        .no_proxy()
+        .tls_certs_only([reqwest::Certificate::from_pem(&std::fs::read(&admin_ca_file).unwrap()).unwrap()])
+        .build()
+        .unwrap();
+    let answer = trusting
+        .get(format!("https://{admin}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(answer.version(), reqwest::Version::HTTP_11);
+    // The proxy's own certificate is another one.
+    assert!(pki
+        .reqwest()
+        .build()
+        .unwrap()
+        .get(format!("https://{admin}/healthz"))
+        .send()
+        .await
+        .is_err());
+    // Plain HTTP to it is closed.
+    let plain = reqwest::Client::builder().no_proxy().build().unwrap();
+    assert!(plain.get(format!("http://{admin}/healthz")).send().await.is_err());
+    // The proxy's listener is unchanged.
+    let answer = pki
+        .reqwest()
+        .build()
+        .unwrap()
+        .get(https(&proxy, "/v1/models"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+}
