@@ -322,3 +322,50 @@ def check_redis_keeps_records(report, objects, redis, container):
         report.expect(storage is not None and bytes_of(storage) >= 2 * maxmemory,
                       "the claim holds the append-only file at twice maxmemory",
                       f"storage {storage}, maxmemory {maxmemory}")
+
+
+def check_tls_overlay(report):
+    """deploy/kubernetes-tls: the base with cert-manager's Certificate, its Secret mounted where
+    the overlay's proxy.toml names the files, readable by the pod's user, and that config in the
+    ConfigMap."""
+    report.section("Kubernetes TLS overlay (kubectl kustomize deploy/kubernetes-tls)")
+    kubectl = paths.tool("kubectl")
+    if kubectl is None:
+        report.skip("kubectl kustomize deploy/kubernetes-tls", "kubectl is not installed")
+        return
+    try:
+        import yaml
+    except ImportError:
+        report.skip("parse the rendered overlay", "PyYAML is not installed (pip install pyyaml)")
+        return
+    run = subprocess.run([kubectl, "kustomize", str(paths.KUBERNETES_TLS)], capture_output=True,
+                         text=True, timeout=120)
+    if not report.expect(run.returncode == 0, "kubectl kustomize deploy/kubernetes-tls renders",
+                         run.stderr.strip()):
+        return
+    objects = [doc for doc in yaml.safe_load_all(run.stdout) if doc]
+    config = paths.read_toml(paths.KUBERNETES_TLS_CONFIG)["server"]
+    files = [PurePosixPath(config["tls_cert_file"]), PurePosixPath(config["tls_key_file"])]
+    report.equal(len({f.parent for f in files}), 1, "the certificate and key are in one directory")
+    certificate = _one(report, objects, "Certificate", "replaygate-tls")
+    deployment = _one(report, objects, "Deployment", "replaygate")
+    if certificate is None or deployment is None:
+        return
+    secret = certificate["spec"]["secretName"]
+    report.equal(sorted(f.name for f in files), ["tls.crt", "tls.key"],
+                 "proxy.toml names the Secret's tls.crt and tls.key")
+    pod = deployment["spec"]["template"]["spec"]
+    volume = next((v for v in pod.get("volumes", []) if v.get("secret", {}).get("secretName") == secret), None)
+    if not report.expect(volume is not None, f"the pod mounts the Secret {secret}"):
+        return
+    mount = next((m for m in pod["containers"][0].get("volumeMounts", []) if m["name"] == volume["name"]), None)
+    report.expect(mount is not None and PurePosixPath(mount["mountPath"]) == files[0].parent,
+                  f"mounted at {files[0].parent}", f"{mount}")
+    context = pod.get("securityContext", {})
+    mode = volume["secret"].get("defaultMode", 0o644)
+    report.expect(context.get("fsGroup") is not None and mode & 0o040 and not mode & 0o004,
+                  "the key is readable by the pod's group, not by every user",
+                  f"fsGroup {context.get('fsGroup')}, defaultMode {oct(mode)}")
+    maps = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("replaygate-config")]
+    report.expect(len(maps) == 1 and "tls_cert_file" in maps[0]["data"]["proxy.toml"],
+                  "the ConfigMap holds the overlay's proxy.toml")

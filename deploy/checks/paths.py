@@ -17,6 +17,8 @@ DOCKERFILE = DEPLOY / "docker" / "Dockerfile"
 HEALTHCHECK = DEPLOY / "docker" / "healthcheck"
 KUBERNETES = DEPLOY / "kubernetes"
 KUBERNETES_CONFIG = KUBERNETES / "proxy.toml"
+KUBERNETES_TLS = DEPLOY / "kubernetes-tls"
+KUBERNETES_TLS_CONFIG = KUBERNETES_TLS / "proxy.toml"
 DASHBOARD = DEPLOY / "grafana" / "replaygate.json"
 OPERATIONS_DOC = REPO / "docs" / "operations.md"
 
