@@ -1,8 +1,8 @@
 //! The handshake of each accepted connection. The configuration in force is read once per
 //! connection, so a reload's certificate serves the next handshakes while open connections keep
 //! theirs. A handshake counts against the header timeout (it ends at the connection's first
-//! request deadline) and holds one of a bounded number of permits, so neither slow nor many
-//! clients hold more than that (docs/configuration.md#server).
+//! request deadline) and, from the client's first bytes, holds one of a bounded number of
+//! permits, so neither slow nor many clients hold more than that (docs/configuration.md#server).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,14 +21,15 @@ use super::files::TlsFileError;
 use super::server_config;
 use crate::config::ListenerTls;
 
-/// The listener's TLS, shared by every worker of the process.
+/// A listener's TLS (the proxy's, shared by every worker of the process, or the admin
+/// listener's).
 #[derive(Debug)]
 pub(crate) struct TlsListener {
     /// The protocols offered by ALPN.
     alpn: &'static [&'static [u8]],
     /// The configuration new handshakes use.
     config: ArcSwap<ServerConfig>,
-    /// Permits for handshakes under way: `[server] max_concurrent_requests`.
+    /// Permits for handshakes under way (the proxy's: `[server] max_concurrent_requests`).
     handshakes: Semaphore,
     failures: FailureLog,
 }

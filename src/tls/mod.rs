@@ -1,6 +1,6 @@
-//! The listener's own TLS (docs/operations.md#tls): `[server] tls_cert_file` and
+//! The listeners' own TLS (docs/operations.md#tls): `[server] tls_cert_file` and
 //! `tls_key_file` make the proxy's listener serve HTTPS, `tls_client_ca_file` asks clients for
-//! a certificate.
+//! a certificate; `[admin]` may have a pair of its own.
 //!
 //! - [`files`]: reading the PEM files, with errors that name the file (never a key's bytes).
 //! - [`server_config`]: the rustls configuration: TLS 1.2 and 1.3, ALPN `h2` and `http/1.1`,
@@ -17,8 +17,8 @@ pub(crate) mod report;
 pub(crate) mod server_config;
 
 pub(crate) use acceptor::TlsListener;
+pub use files::{TlsFileError, Why};
 
 /// The most handshakes the admin listener runs at once: as many as it holds connections
 /// (`admin::MAX_CONNECTIONS`, which a test of the admin listener keeps equal).
 pub(crate) const ADMIN_HANDSHAKES: usize = 64;
-pub use files::{TlsFileError, Why};

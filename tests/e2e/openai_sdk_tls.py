@@ -1,7 +1,8 @@
 """The official OpenAI Python SDK against replaygate serving HTTPS, trusting its own CA bundle.
 
 Run by tests/it/tls_serve.rs as `openai_sdk_tls.py BASE_URL CA_FILE`: a plain response, a streamed
-one and a gated request (422) over TLS; a client without the CA refuses the proxy's certificate.
+one and a gated request (422) over TLS, over HTTP/1.1 and over HTTP/2 (httpx with `h2`); a client
+without the CA refuses the proxy's certificate.
 Exits non-zero with a message on the first expectation that fails.
 """
 
@@ -18,15 +19,37 @@ def expect(condition, message):
 
 
 def main(base_url, ca_file):
-    trusting = ssl.create_default_context(cafile=ca_file)
-    client = openai.OpenAI(
+    for http2, version in ((False, "HTTP/1.1"), (True, "HTTP/2")):
+        trusting = ssl.create_default_context(cafile=ca_file)
+        client = openai.OpenAI(
+            base_url=base_url,
+            api_key="sk-client-test",
+            max_retries=0,
+            http_client=openai.DefaultHttpxClient(verify=trusting, http2=http2, timeout=20),
+        )
+        turns(client, version)
+
+    # Without the CA the proxy's certificate is not trusted: no request goes out.
+    stranger = openai.OpenAI(
         base_url=base_url,
         api_key="sk-client-test",
         max_retries=0,
-        http_client=openai.DefaultHttpxClient(verify=trusting, timeout=20),
+        http_client=openai.DefaultHttpxClient(verify=ssl.create_default_context(), timeout=20),
     )
+    try:
+        stranger.responses.create(model="gpt-5", input="Say hello.")
+        expect(False, "a client without the CA was served")
+    except openai.APIConnectionError:
+        pass
 
-    response = client.responses.create(model="gpt-5", input="Say hello.")
+    print("openai sdk tls: ok")
+
+
+def turns(client, version):
+    """A plain response, a streamed one and a refused one, each over `version`."""
+    raw = client.responses.with_raw_response.create(model="gpt-5", input="Say hello.")
+    expect(raw.http_response.http_version == version, f"{raw.http_response.http_version} for {version}")
+    response = raw.parse()
     expect(response.output_text == "Hello", f"plain output_text: {response.output_text!r}")
 
     stream = client.responses.create(model="gpt-5", input="Say hello.", stream=True)
@@ -44,21 +67,7 @@ def main(base_url, ca_file):
         expect(False, "the gated request was not refused")
     except openai.UnprocessableEntityError as error:
         expect(error.status_code == 422, f"status {error.status_code}")
-
-    # Without the CA the proxy's certificate is not trusted: no request goes out.
-    stranger = openai.OpenAI(
-        base_url=base_url,
-        api_key="sk-client-test",
-        max_retries=0,
-        http_client=openai.DefaultHttpxClient(verify=ssl.create_default_context(), timeout=20),
-    )
-    try:
-        stranger.responses.create(model="gpt-5", input="Say hello.")
-        expect(False, "a client without the CA was served")
-    except openai.APIConnectionError:
-        pass
-
-    print("openai sdk tls: ok")
+        expect(error.response.http_version == version, f"{error.response.http_version} for {version}")
 
 
 if __name__ == "__main__":

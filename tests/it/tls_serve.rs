@@ -1,5 +1,5 @@
 //! Real TLS clients against the listener's TLS (docs/operations.md#tls): the OpenAI Python SDK
-//! with its own CA bundle, the Node SDK with `NODE_EXTRA_CA_CERTS`, and curl over HTTP/2 with a
+//! with its own CA bundle over HTTP/1.1 and HTTP/2, the Node SDK with `NODE_EXTRA_CA_CERTS`, and curl over HTTP/2 with a
 //! client certificate against `replaygate serve`; handshake failures logged once per reason and
 //! peer; SIGHUP and `watch_config` reloading the certificate; `replaygate config check` reading
 //! the files.
@@ -67,8 +67,9 @@ async fn the_openai_python_sdk_trusts_the_proxy_by_its_own_ca_bundle() {
         "install python3 and tests/e2e/requirements.txt (scripts/test does)",
     )
     .await;
-    // Plain and streamed went on; the gated one and the untrusting client's did not.
-    assert_eq!(upstream.received().len(), 2);
+    // Plain and streamed went on, over HTTP/1.1 and HTTP/2; the gated ones and the untrusting
+    // client's did not.
+    assert_eq!(upstream.received().len(), 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
