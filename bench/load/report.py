@@ -8,8 +8,9 @@ target ("-session") has the session generator's JSON instead (`TARGET-SIZE-sessi
 examples/session_load.rs). The targets are those meta.json lists (a run limited by LOAD_TARGETS
 has fewer): the comparison with nginx covers the targets of it that were measured (LiteLLM and
 the repository's default configuration among them), the ledger's table each ledger target beside
-replaygate with the ledger off, on the same bodies, and the sessions' table each session target
-beside nginx on the same sessions.
+replaygate with the ledger off, on the same bodies, the sessions' table each session target
+beside nginx on the same sessions, and the TLS table nginx and replaygate serving HTTPS beside
+themselves in clear.
 """
 
 import json
@@ -26,10 +27,12 @@ LATENCY_TARGETS = TARGETS[:5]
 PEER_TARGETS = TARGETS[:4]
 LEDGER_TARGETS = ["ledger-memory", "ledger-embedded", "ledger-redis"]
 SESSION_TARGETS = ["nginx-session", "default-session", "replaygate-session"]
+TLS_TARGETS = ["nginx-tls", "replaygate-tls"]
 NAMES = {"direct": "direct", "nginx": "nginx", "replaygate": "replaygate",
          "replaygate-info": "replaygate (info)", "default": "default", "ungated": "gate off",
          "hyper": "bare hyper", "ledger-memory": "memory", "ledger-embedded": "embedded",
-         "ledger-redis": "redis", "litellm": "LiteLLM"}
+         "ledger-redis": "redis", "litellm": "LiteLLM", "nginx-tls": "nginx, TLS",
+         "replaygate-tls": "replaygate, TLS"}
 SIZES = {1024: "1 KiB", 16384: "16 KiB", 262144: "256 KiB", 1048576: "1 MiB"}
 
 
@@ -121,6 +124,36 @@ def classic(meta, sizes, rps, lat):
                 if with_direct and t.startswith("replaygate"):
                     row.append(ms(p[t]["p99"] - p["direct"]["p99"]))
             out.append("| " + " | ".join(row) + " |")
+    return out
+
+
+def tls(meta, sizes, rps, lat):
+    """nginx and replaygate serving HTTPS on the same certificate, beside themselves in clear."""
+    measured = set(meta["targets"])
+    if not set(TLS_TARGETS) <= measured:
+        return []
+    clear = {"nginx", "replaygate"} <= measured
+    out = [
+        "TLS: nginx and replaygate (warn) serving HTTPS on the same certificate (ECDSA P-256, "
+        "TLS 1.3 as oha negotiates it, HTTP/1.1 keep-alive: few handshakes, the records' "
+        "encryption), saturation throughput in requests/s, and p50 / p99 in ms at the fixed "
+        "rate; *TLS vs clear* is each one's throughput with TLS over its own without:",
+        "",
+        "| body | nginx, TLS | replaygate, TLS | replaygate vs nginx, TLS"
+        + (" | replaygate vs nginx, clear | nginx TLS vs clear | replaygate TLS vs clear" if clear else "")
+        + " | p50 / p99 nginx, TLS | p50 / p99 replaygate, TLS |",
+        "| --- " + "| ---: " * (8 if clear else 5) + "|",
+    ]
+    for s in sizes:
+        n, r = rps[("nginx-tls", s)], rps[("replaygate-tls", s)]
+        row = [SIZES.get(s, str(s)), f"{n:,.0f}", f"{r:,.0f}", f"**{r / n:.2f}x**"]
+        if clear:
+            nc, rc = rps[("nginx", s)], rps[("replaygate", s)]
+            row += [f"{rc / nc:.2f}x", f"{n / nc:.2f}x", f"{r / rc:.2f}x"]
+        for t in TLS_TARGETS:
+            p = lat[(t, s)]["latencyPercentiles"]
+            row.append(f"{ms(p['p50'])} / {ms(p['p99'])}")
+        out.append("| " + " | ".join(row) + " |")
     return out
 
 
@@ -268,6 +301,10 @@ def main():
          "records of each 20 ms in one batch, written to disk with an fdatasync every 0.5 s)"),
         ("ledger-redis", f"**redis** the same with a local redis-server {meta.get('redis', '')} "
          "(pinned with the proxies, no snapshots)"),
+        ("nginx-tls", "**nginx, TLS** the same nginx serving HTTPS (`ssl_protocols TLSv1.2 "
+         "TLSv1.3`)"),
+        ("replaygate-tls", "**replaygate, TLS** the warn-level replaygate serving HTTPS "
+         "(`[server] tls_cert_file`), on the same certificate"),
         ("litellm", f"**LiteLLM** the LiteLLM proxy {meta.get('litellm', '')} (`litellm[proxy]` "
          "from pip, one uvicorn worker, pinned with the proxies, no database, a master key "
          "checked on each request, log level ERROR) passing the same bodies on its "
@@ -322,6 +359,9 @@ def main():
     grew = sessions(meta, grown)
     if grew:
         out += [""] + grew
+    secured = tls(meta, sizes, rps, lat)
+    if secured:
+        out += [""] + secured
     warned = {v: n for v, n in meta.get("warnings", {}).items() if n}
     recorded = {v: r for v, r in meta.get("records", {}).items() if r["written"] or r["not_written"]}
     out += [
