@@ -343,6 +343,7 @@ impl Ledger {
             record,
             items,
             complete,
+            not_stored,
             ..
         } = tapped;
         // The model as the client named it, which it names again when it replays: a provider
@@ -361,6 +362,7 @@ impl Ledger {
         );
         stored.input_call_ids = recording.input_call_ids;
         stored.partial = !complete;
+        stored.not_stored = not_stored;
         if let (Some(input), Some(output)) = (recording.input_items, items) {
             stored.content = Some(StoredContent { input, output });
         }

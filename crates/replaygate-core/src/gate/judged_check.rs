@@ -48,6 +48,7 @@ pub fn recorded_for(body: &str, owner: &str, team: Option<&str>, expires_unix: u
             record,
             expires_unix,
             team: team.map(str::to_owned),
+            not_stored: false,
         };
         if stored.record.has_encrypted_content {
             provenance.encrypted.insert(stored.record.digest, stored.clone());

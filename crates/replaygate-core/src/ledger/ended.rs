@@ -49,6 +49,14 @@ impl Ended {
         }
     }
 
+    /// The same answer, its record marked [`Tapped::not_stored`] when `not_stored`.
+    pub(crate) fn not_stored(mut self, not_stored: bool) -> Ended {
+        if let Ended::Items(tapped) = &mut self {
+            tapped.not_stored |= not_stored;
+        }
+        self
+    }
+
     /// The same answer with its items known no more: [`Ended::IdOnly`] of an
     /// [`Ended::Items`].
     pub(crate) fn id_only(self) -> Ended {

@@ -148,6 +148,9 @@ pub struct Tapped {
     /// record order (the form of [`StoredContent::output`](super::StoredContent::output)).
     /// `None` when not asked for, or when the kept content passed its cap.
     pub items: Option<Vec<String>>,
+    /// The answer said `store: false`: the provider keeps nothing of the response, so its
+    /// items cannot be named by `id` alone later (docs/reasons.md#state_not_stored).
+    pub not_stored: bool,
 }
 
 /// What a tap keeps besides the record.
@@ -201,6 +204,8 @@ struct Facts {
     kept: Kept,
     /// The usage its events said.
     usage: TerminalUsage,
+    /// A response-state event's `response` said `store: false`.
+    not_stored: bool,
     /// Its terminal event was read: `Some(true)` a `response.completed` of a response
     /// `completed`, `Some(false)` any other (`response.incomplete`, `.failed`, `.cancelled`,
     /// `error`, or a `response.completed` of a response with another `status`).
@@ -429,6 +434,7 @@ impl Facts {
             items,
             kept,
             ended,
+            not_stored,
             ..
         } = self;
         let Some(id) = id else {
@@ -439,6 +445,7 @@ impl Facts {
             return Ended::IdOnly { id, model };
         }
         Ended::Items(kept.into_tapped(ResponseRecord { id, model, items }, keep, complete))
+            .not_stored(not_stored)
     }
 
     /// The response's id and model read so far, alone.
@@ -510,6 +517,7 @@ impl Kept {
             complete,
             calls: (keep.calls && kept).then_some(self.calls),
             items: (keep.items && kept).then_some(self.items),
+            not_stored: false,
         }
     }
 }
@@ -558,6 +566,9 @@ struct ResponseHead<'a, O> {
     model: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     status: Option<Cow<'a, str>>,
+    /// Read leniently: only a `false` counts ([`says_not_stored`]).
+    #[serde(borrow, default)]
+    store: Option<&'a RawValue>,
     #[serde(default)]
     output: Option<Vec<O>>,
     #[serde(default)]
@@ -642,19 +653,19 @@ fn json_record_in_place(
         id,
         model,
         status,
+        store,
         output,
         usage,
     } = Deserialize::deserialize(&mut reader)
         .and_then(|head| reader.end().map(|()| head))
         .map_err(|_| NotInPlace)?;
     let read = read_usage(model.as_ref(), usage);
+    let not_stored = says_not_stored(store);
     let spans = reader.take_spans();
     let Some(output) = output else {
         let none: Option<(usize, std::iter::Empty<_>)> = None;
-        return Ok((
-            answer_record(id, model, status.as_deref(), none, limits, keep),
-            read,
-        ));
+        let ended = answer_record(id, model, status.as_deref(), none, limits, keep);
+        return Ok((ended.not_stored(not_stored), read));
     };
     if spans.len() != output.len() {
         return Err(NotInPlace);
@@ -666,7 +677,7 @@ fn json_record_in_place(
         .enumerate()
         .map(|(index, (item, span))| (index, &text[span], Some(item)));
     let ended = answer_record(id, model, status.as_deref(), Some((count, items)), limits, keep);
-    Ok((ended, read))
+    Ok((ended.not_stored(not_stored), read))
 }
 
 /// [`json_record`] the two-pass way: the answer's head read with each output item as raw
@@ -676,6 +687,7 @@ fn json_record_two_pass(body: &[u8], limits: &TapLimits, keep: Keep) -> Option<(
         id,
         model,
         status,
+        store,
         output,
         usage,
     } = read_json(body)?;
@@ -688,10 +700,14 @@ fn json_record_two_pass(body: &[u8], limits: &TapLimits, keep: Keep) -> Option<(
             .filter_map(|(index, item)| Some((index, item?.get(), None)));
         (count, items)
     });
-    Some((
-        answer_record(id, model, status.as_deref(), output, limits, keep),
-        read,
-    ))
+    let ended = answer_record(id, model, status.as_deref(), output, limits, keep);
+    Some((ended.not_stored(says_not_stored(store)), read))
+}
+
+/// Whether a response object's `store` member says the provider keeps nothing of it: `false`
+/// alone does (absent, `true` or anything else: stored, as before it was read).
+pub(crate) fn says_not_stored(store: Option<&RawValue>) -> bool {
+    store.is_some_and(|store| store.get().trim() == "false")
 }
 
 /// What an answer with this `id`, `model` and `status` leaves to record, given its `output`:
@@ -983,11 +999,13 @@ impl Facts {
             Some(EventResponse::Text(response)) => Reader::read(response.get())
                 .map(|head: ResponseHead<'_, RawItem<'_>>| {
                     let usage = head.usage.map_or(AnswerUsage::Missing, |usage| usage.0);
+                    self.not_stored |= says_not_stored(head.store);
                     (head.id, head.model, head.status, usage)
                 })
                 .map_err(|_| Unrecorded::Unreadable),
             Some(EventResponse::Head(head)) => head.map(|head| {
                 let usage = head.usage.usage();
+                self.not_stored |= head.not_stored;
                 (
                     head.id.map(Cow::Owned),
                     head.model.map(Cow::Owned),

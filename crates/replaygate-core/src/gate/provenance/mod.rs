@@ -20,7 +20,7 @@
 //! let record = item_record_from_value(&output).unwrap();
 //! assert_eq!(record.digest, query.digests[0]);
 //! let owner = Owner { provider: "openai".into(), model: Some("m".into()) };
-//! let stored = StoredItem { response_id: "resp_1".into(), owner, record, expires_unix: 0, team: None };
+//! let stored = StoredItem { response_id: "resp_1".into(), owner, record, expires_unix: 0, team: None, not_stored: false };
 //! let mut provenance = Provenance::default();
 //! provenance.encrypted.insert(query.digests[0], stored);
 //!

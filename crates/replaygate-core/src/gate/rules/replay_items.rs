@@ -509,6 +509,7 @@ mod tests {
             record,
             expires_unix: u64::MAX,
             team: None,
+            not_stored: false,
         };
         (stored.record.id.clone().unwrap(), stored)
     }
@@ -612,6 +613,7 @@ mod tests {
                 record,
                 expires_unix: u64::MAX,
                 team: None,
+                not_stored: false,
             };
             provenance.items.insert(id, stored);
         }

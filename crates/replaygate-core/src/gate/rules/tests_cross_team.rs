@@ -22,6 +22,7 @@ fn stored(json: &str, team: &str) -> StoredItem {
         record: item_record_from_value(&serde_json::from_str(json).unwrap()).unwrap(),
         expires_unix: u64::MAX,
         team: Some(team.to_owned()),
+        not_stored: false,
     }
 }
 

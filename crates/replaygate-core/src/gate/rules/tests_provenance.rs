@@ -25,6 +25,7 @@ fn stored(owner: Owner, json: &str) -> StoredItem {
         owner,
         record,
         expires_unix: u64::MAX,
+        not_stored: false,
         team: None,
     }
 }

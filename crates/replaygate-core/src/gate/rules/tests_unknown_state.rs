@@ -23,6 +23,7 @@ fn stored(json: &str) -> StoredItem {
         record: item_record_from_value(&serde_json::from_str(json).unwrap()).unwrap(),
         expires_unix: u64::MAX,
         team: Some("alpha".to_owned()),
+        not_stored: false,
     }
 }
 

@@ -1,0 +1,77 @@
+//! Tests of the tap reading an answer's `store` (docs/reasons.md#state_not_stored): only
+//! `store: false` marks a record not stored, on every path an answer is read by.
+
+use super::{AnswerKind, Tap, TapLimits};
+
+const REASONING: &str = r#"{"type":"reasoning","id":"rs_0123456789abcdef","summary":[]}"#;
+
+fn json_answer(store: &str) -> String {
+    format!(
+        r#"{{"id":"resp_1","object":"response","model":"gpt-5","status":"completed"{store},"output":[{REASONING}]}}"#
+    )
+}
+
+fn sse_answer(store: &str) -> String {
+    let head = format!(r#"{{"id":"resp_1","model":"gpt-5","status":"in_progress"{store},"output":[]}}"#);
+    let done =
+        format!(r#"{{"id":"resp_1","model":"gpt-5","status":"completed"{store},"output":[{REASONING}]}}"#);
+    let events = [
+        format!(r#"{{"type":"response.created","response":{head}}}"#),
+        format!(r#"{{"type":"response.output_item.done","output_index":0,"item":{REASONING}}}"#),
+        format!(r#"{{"type":"response.completed","response":{done}}}"#),
+    ];
+    events.iter().map(|data| format!("data: {data}\n\n")).collect()
+}
+
+/// Whether the tap marks the answer not stored, fed in chunks of `chunk` bytes.
+fn not_stored(kind: AnswerKind, limits: TapLimits, answer: &str, chunk: usize) -> bool {
+    let mut tap = Tap::new(kind, limits);
+    for part in answer.as_bytes().chunks(chunk) {
+        tap.feed(part);
+    }
+    tap.finish_kept().expect("its items are recorded").not_stored
+}
+
+/// Every way an answer is read: whole, as it streams (over `max_json_bytes`), as events, and
+/// as events too large to hold (their `response` read by its head alone).
+fn every_read(store: &str) -> Vec<bool> {
+    let small = TapLimits {
+        max_json_bytes: 40,
+        max_event_bytes: 60,
+        ..TapLimits::default()
+    };
+    vec![
+        not_stored(AnswerKind::Json, TapLimits::default(), &json_answer(store), 7),
+        not_stored(AnswerKind::Json, small, &json_answer(store), 7),
+        not_stored(
+            AnswerKind::EventStream,
+            TapLimits::default(),
+            &sse_answer(store),
+            9,
+        ),
+        not_stored(AnswerKind::EventStream, small, &sse_answer(store), 9),
+        Tap::new(AnswerKind::Json, TapLimits::default())
+            .finish_whole(json_answer(store).as_bytes())
+            .is_some_and(|tapped| tapped.not_stored),
+    ]
+}
+
+#[test]
+fn store_false_marks_the_record_not_stored_on_every_read() {
+    for store in [r#","store":false"#, r#","store" : false "#] {
+        assert_eq!(every_read(store), [true; 5], "{store}");
+    }
+}
+
+#[test]
+fn store_true_absent_or_odd_reads_as_stored() {
+    for store in [
+        "",
+        r#","store":true"#,
+        r#","store":null"#,
+        r#","store":"false""#,
+        r#","store":0"#,
+    ] {
+        assert_eq!(every_read(store), [false; 5], "{store}");
+    }
+}
