@@ -303,7 +303,10 @@ mod tests {
         for reason in Reason::ALL {
             let expected = match reason {
                 Reason::UnknownTool | Reason::ItemTampered | Reason::ItemUnknownField => Action::Monitor,
-                Reason::ItemField | Reason::DuplicateItemId | Reason::ReasoningOrphaned => Action::Repair,
+                Reason::ItemField
+                | Reason::DuplicateItemId
+                | Reason::ReasoningOrphaned
+                | Reason::StateNotStored => Action::Repair,
                 _ => Action::Reject,
             };
             assert_eq!(policy.action(reason), expected, "{reason}");

@@ -70,11 +70,14 @@ pub enum Reason {
     /// can be told to own it): `previous_response_id`, `conversation`, an `item_reference`,
     /// an `encrypted_content` blob, or a reasoning item sent by `id` alone.
     UnknownState,
+    /// A reasoning item sent by `id` without `encrypted_content`, whose id the ledger recorded
+    /// for a response its provider did not store (`store: false`): the provider cannot read it.
+    StateNotStored,
 }
 
 impl Reason {
     /// Every reason, in the order of docs/reasons.md.
-    pub const ALL: [Reason; 25] = [
+    pub const ALL: [Reason; 26] = [
         Reason::Namespaced,
         Reason::Status,
         Reason::ArgumentsType,
@@ -100,6 +103,7 @@ impl Reason {
         Reason::ReasoningOrphaned,
         Reason::ReasoningMissing,
         Reason::UnknownState,
+        Reason::StateNotStored,
     ];
 
     /// The reason called `code` on the wire.
@@ -115,7 +119,10 @@ impl Reason {
     pub fn default_action(self) -> Action {
         match self {
             Reason::UnknownTool | Reason::ItemTampered | Reason::ItemUnknownField => Action::Monitor,
-            Reason::ItemField | Reason::DuplicateItemId | Reason::ReasoningOrphaned => Action::Repair,
+            Reason::ItemField
+            | Reason::DuplicateItemId
+            | Reason::ReasoningOrphaned
+            | Reason::StateNotStored => Action::Repair,
             _ => Action::Reject,
         }
     }
@@ -134,6 +141,7 @@ impl Reason {
                 | Reason::DuplicateItemId
                 | Reason::ReasoningOrphaned
                 | Reason::ReasoningMissing
+                | Reason::StateNotStored
         )
     }
 
@@ -165,6 +173,7 @@ impl Reason {
             Reason::ReasoningOrphaned => "reasoning_orphaned",
             Reason::ReasoningMissing => "reasoning_missing",
             Reason::UnknownState => "unknown_state",
+            Reason::StateNotStored => "state_not_stored",
         }
     }
 

@@ -38,6 +38,7 @@ mod cross_team;
 mod function_call;
 mod item_shape;
 mod namespace;
+mod not_stored;
 pub(crate) mod output_calls;
 mod provenance;
 mod replay_items;
@@ -46,6 +47,8 @@ mod team_tools;
 pub(super) mod tests_corpus;
 #[cfg(test)]
 mod tests_cross_team;
+#[cfg(test)]
+mod tests_not_stored;
 #[cfg(test)]
 mod tests_precedence;
 #[cfg(test)]

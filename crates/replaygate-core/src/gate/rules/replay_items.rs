@@ -41,9 +41,20 @@ pub(super) struct WholeFinding {
     cure: Cure,
 }
 
+impl WholeFinding {
+    /// A finding of `reason`, with its `message` and what `repair` can do about it.
+    pub(super) fn new(reason: Reason, message: String, cure: Cure) -> WholeFinding {
+        WholeFinding {
+            reason,
+            message,
+            cure,
+        }
+    }
+}
+
 /// What `repair` can do about a finding.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Cure {
+pub(super) enum Cure {
     /// Nothing: `repair` acts as `reject`.
     None,
     /// Cut the item out whole.
@@ -75,6 +86,10 @@ impl ReplayFindings {
         }
         let items = request.items();
         let mut found = Vec::new();
+        // First: an item the provider cannot read at all is cut before its place is weighed.
+        if let Some((source, provenance)) = rules.state_not_stored.as_ref().zip(provenance) {
+            super::not_stored::find(items, provenance, source, &mut found);
+        }
         if let Some(source) = &rules.duplicate_item_id {
             duplicates(request, source, &mut found);
         }
@@ -212,7 +227,10 @@ fn missing_reasoning(
         let recorded = id
             .filter(|_| item.class != ItemClass::Reasoning)
             .and_then(|id| provenance.items.get(id))
-            .filter(|stored| stored.owner.provider == provider.name());
+            .filter(|stored| stored.owner.provider == provider.name())
+            // The provider kept nothing of a response not stored, so it cannot tell what
+            // preceded the item (docs/item-profiles.md#precedence).
+            .filter(|stored| !stored.not_stored);
         if let Some((id, stored)) = id.zip(recorded) {
             if let Some(reasoning) = stored.record.preceded_by.as_deref() {
                 let sent = earlier.contains(reasoning) || known.is_some_and(|known| known.has_id(reasoning));

@@ -1,0 +1,221 @@
+//! `state_not_stored`, judged through the gate as the proxy calls it: a reasoning item sent by
+//! id alone of a response its provider did not store is cut by `repair` and refused by
+//! `reject`; the tenancy rule comes first; `reasoning_missing` does not judge such a response's
+//! items (docs/item-profiles.md#precedence).
+
+use crate::gate::provenance::{item_record_from_value, link_reasoning, Owner, StoredItem};
+use crate::gate::{
+    parse, strip, Action, Gate, ItemProfile, Policy, Provenance, ProviderProfile, Reason, StateAccess,
+    Target, Verdict,
+};
+
+const RS_ID: &str = "rs_unstored_0123456789";
+const ID_ONLY: &str = r#"{"type":"reasoning","id":"rs_unstored_0123456789","summary":[]}"#;
+const NULL_BLOB: &str =
+    r#"{"type":"reasoning","id":"rs_unstored_0123456789","summary":[],"encrypted_content":null}"#;
+const WITH_BLOB: &str =
+    r#"{"type":"reasoning","id":"rs_unstored_0123456789","summary":[],"encrypted_content":"gAAA"}"#;
+const MESSAGE: &str = r#"{"type":"message","id":"msg_unstored_0123456789","role":"assistant","content":[{"type":"output_text","text":"ok"}]}"#;
+const USER: &str = r#"{"role":"user","content":"hi"}"#;
+
+fn openai() -> ProviderProfile {
+    ProviderProfile::own_namespace("openai").with_item_profile(Some(ItemProfile::built_in("openai").unwrap()))
+}
+
+fn body_of(items: &[&str]) -> String {
+    format!(r#"{{"model":"m","input":[{}]}}"#, items.join(","))
+}
+
+/// What the ledger recorded of one response's output (reasoning, then a message), for `team`,
+/// stored by its provider or not.
+fn ledger(not_stored: bool, team: Option<&str>) -> Provenance {
+    let mut records: Vec<_> = [ID_ONLY, MESSAGE]
+        .iter()
+        .map(|json| item_record_from_value(&serde_json::from_str(json).unwrap()).unwrap())
+        .collect();
+    link_reasoning(&mut records);
+    let mut provenance = Provenance::default();
+    for record in records {
+        let stored = StoredItem {
+            response_id: "resp_unstored".to_owned(),
+            owner: Owner {
+                provider: "openai".to_owned(),
+                model: Some("m".to_owned()),
+            },
+            record: record.clone(),
+            expires_unix: u64::MAX,
+            team: team.map(str::to_owned),
+            not_stored,
+        };
+        provenance.items.insert(record.id.clone().unwrap(), stored);
+    }
+    provenance
+}
+
+fn judge(body: &str, provenance: &Provenance, policy: &Policy, access: Option<&StateAccess>) -> Verdict {
+    let request = parse(body.as_bytes()).unwrap();
+    let provider = openai();
+    let mut target = Target::new(&provider, policy).with_provenance(provenance);
+    if let Some(access) = access {
+        target = target.with_access(access);
+    }
+    Gate::default().judge(&request, &target).unwrap()
+}
+
+fn summary(verdict: &Verdict) -> Vec<(Option<usize>, Reason, Action)> {
+    verdict
+        .violations
+        .iter()
+        .map(|v| (v.index, v.reason, v.action))
+        .collect()
+}
+
+fn forwarded(body: &str, verdict: &Verdict) -> String {
+    let request = parse(body.as_bytes()).unwrap();
+    let cut = strip::strip(body.as_bytes(), &request, verdict).unwrap().unwrap();
+    String::from_utf8(cut.body).unwrap()
+}
+
+#[test]
+fn an_id_only_reasoning_item_of_a_response_not_stored_is_cut_by_repair() {
+    for reasoning in [ID_ONLY, NULL_BLOB] {
+        let body = body_of(&[USER, reasoning, MESSAGE, USER]);
+        let verdict = judge(&body, &ledger(true, None), &Policy::default(), None);
+        assert_eq!(
+            summary(&verdict),
+            [(Some(1), Reason::StateNotStored, Action::Repair)],
+            "{body}"
+        );
+        assert!(verdict.is_allowed());
+        assert_eq!(verdict.repair_cuts, [1]);
+        assert_eq!(forwarded(&body, &verdict), body_of(&[USER, MESSAGE, USER]));
+        let message = &verdict.violations[0].message;
+        assert!(
+            message.contains(RS_ID) && message.contains("resp_unstored"),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn reject_refuses_it_naming_both_remedies() {
+    let mut policy = Policy::default();
+    policy.set_action(Reason::StateNotStored, Action::Reject);
+    let body = body_of(&[USER, ID_ONLY, MESSAGE, USER]);
+    let verdict = judge(&body, &ledger(true, None), &policy, None);
+    assert_eq!(
+        summary(&verdict),
+        [(Some(1), Reason::StateNotStored, Action::Reject)]
+    );
+    assert!(!verdict.is_allowed());
+    let message = &verdict.violations[0].message;
+    assert!(message.contains("`store: true`"), "{message}");
+    assert!(
+        message.contains(r#"include: ["reasoning.encrypted_content"]"#),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_stored_response_an_item_with_its_content_or_an_unknown_id_is_not_judged() {
+    let policy = Policy::default();
+    let body = body_of(&[USER, ID_ONLY, MESSAGE, USER]);
+    assert!(judge(&body, &ledger(false, None), &policy, None)
+        .violations
+        .is_empty());
+    assert!(judge(&body, &Provenance::default(), &policy, None)
+        .violations
+        .is_empty());
+    // With its content it is readable (its blob differs from the one recorded: only monitored).
+    let body = body_of(&[USER, WITH_BLOB, MESSAGE, USER]);
+    let verdict = judge(&body, &ledger(true, None), &policy, None);
+    assert!(verdict.is_allowed() && verdict.repair_cuts.is_empty());
+    assert!(verdict
+        .violations
+        .iter()
+        .all(|v| v.reason != Reason::StateNotStored));
+    // A provider whose profile lacks the rule judges nothing of it.
+    let plain = ProviderProfile::own_namespace("openai");
+    let body = body_of(&[USER, ID_ONLY, MESSAGE, USER]);
+    let request = parse(body.as_bytes()).unwrap();
+    let provenance = ledger(true, None);
+    let target = Target::new(&plain, &policy).with_provenance(&provenance);
+    assert!(Gate::default()
+        .judge(&request, &target)
+        .unwrap()
+        .violations
+        .is_empty());
+}
+
+#[test]
+fn another_teams_item_is_cross_team_state_first() {
+    let body = body_of(&[USER, ID_ONLY, MESSAGE, USER]);
+    let beta = StateAccess::new("beta", []);
+    let verdict = judge(
+        &body,
+        &ledger(true, Some("alpha")),
+        &Policy::default(),
+        Some(&beta),
+    );
+    let reasons: Vec<_> = summary(&verdict)
+        .into_iter()
+        .map(|(at, reason, _)| (at, reason))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            (Some(1), Reason::CrossTeamState),
+            (Some(2), Reason::CrossTeamState)
+        ]
+    );
+    assert!(!verdict.is_allowed());
+    // The owner's team gets the rule itself.
+    let alpha = StateAccess::new("alpha", []);
+    let verdict = judge(
+        &body,
+        &ledger(true, Some("alpha")),
+        &Policy::default(),
+        Some(&alpha),
+    );
+    assert_eq!(
+        summary(&verdict),
+        [(Some(1), Reason::StateNotStored, Action::Repair)]
+    );
+}
+
+#[test]
+fn reasoning_missing_does_not_judge_an_item_of_a_response_not_stored() {
+    // The message was recorded right after the reasoning item, and is sent without it.
+    let body = body_of(&[USER, MESSAGE, USER]);
+    let stored = judge(&body, &ledger(false, None), &Policy::default(), None);
+    assert_eq!(
+        summary(&stored),
+        [(Some(1), Reason::ReasoningMissing, Action::Reject)]
+    );
+    let unstored = judge(&body, &ledger(true, None), &Policy::default(), None);
+    assert!(unstored.violations.is_empty(), "{:?}", unstored.violations);
+}
+
+#[test]
+fn ten_thousand_id_only_reasoning_items_are_each_cut_once() {
+    let mut provenance = ledger(true, None);
+    let template = provenance.items[RS_ID].clone();
+    let mut items = Vec::new();
+    for n in 0..10_000 {
+        let id = format!("rs_unstored_{n:010}");
+        let mut stored = template.clone();
+        stored.record.id = Some(id.clone());
+        provenance.items.insert(id.clone(), stored);
+        items.push(format!(r#"{{"type":"reasoning","id":"{id}","summary":[]}}"#));
+        items.push(MESSAGE.replace("msg_unstored_0123456789", &format!("msg_unstored_{n:010}")));
+    }
+    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
+    let body = body_of(&refs);
+    let verdict = judge(&body, &provenance, &Policy::default(), None);
+    assert_eq!(verdict.repair_cuts.len(), 10_000);
+    assert!(verdict.is_allowed());
+    assert!(verdict
+        .violations
+        .iter()
+        .all(|v| v.reason == Reason::StateNotStored));
+}
