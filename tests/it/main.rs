@@ -47,6 +47,7 @@ mod serve_reload;
 mod serve_signals;
 mod sigv4;
 mod state_full;
+mod state_not_stored;
 mod team_state;
 mod team_unfinished;
 mod teams;

@@ -1,0 +1,109 @@
+//! `state_not_stored` on the wire (docs/reasons.md#state_not_stored): a fake OpenAI answers
+//! `store: false`; the client's next turn sends the answer's reasoning item back by `id` alone.
+//! `repair` (the default) forwards the body without it and names the cut in
+//! `x-replaygate-repaired`; `reject` answers 422 naming both remedies, and nothing leaves.
+
+use serde_json::Value;
+
+use crate::support::proxy::Proxy;
+use crate::support::upstream::{json_response, Upstream};
+
+const RS_ID: &str = "rs_68d0aa11bb22cc330001";
+/// An answer of a response not stored: a reasoning item without encrypted_content, then text.
+const UNSTORED: &str = r#"{"id":"resp_68d0aa11bb22cc33","object":"response","status":"completed","model":"gpt-5","store":false,"output":[{"type":"reasoning","id":"rs_68d0aa11bb22cc330001","summary":[]},{"type":"message","id":"msg_68d0aa11bb22cc330002","role":"assistant","status":"completed","content":[{"type":"output_text","text":"Hi.","annotations":[]}]}]}"#;
+const USER: &str = r#"{"role":"user","content":"hi"}"#;
+const REASONING: &str = r#"{"type":"reasoning","id":"rs_68d0aa11bb22cc330001","summary":[]}"#;
+const MESSAGE: &str = r#"{"type":"message","id":"msg_68d0aa11bb22cc330002","role":"assistant","status":"completed","content":[{"type":"output_text","text":"Hi.","annotations":[]}]}"#;
+
+fn body(items: &[&str]) -> String {
+    format!(
+        r#"{{"model":"gpt-5","store":false,"input":[{}]}}"#,
+        items.join(",")
+    )
+}
+
+/// One provider `openai` with its item profile and the ledger on a memory store, and `extra`.
+fn config(upstream: &Upstream, extra: &str) -> String {
+    format!(
+        "default_provider = \"openai\"\n[providers.openai]\nbase_url = \"{}\"\nauth = \"none\"\n\
+         item_profile = \"openai\"\n[state]\nbackend = \"memory\"\n{extra}\n",
+        upstream.base_url()
+    )
+}
+
+async fn post(proxy: &Proxy, body: &str) -> (u16, http::HeaderMap, Value) {
+    let request = reqwest::Client::new()
+        .post(proxy.url("/v1/responses"))
+        .header("content-type", "application/json")
+        .body(body.to_owned());
+    let limit = std::time::Duration::from_secs(10);
+    let response = tokio::time::timeout(limit, request.send())
+        .await
+        .unwrap()
+        .unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.text().await.unwrap();
+    (
+        status,
+        headers,
+        serde_json::from_str(&text).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reasoning_item_by_id_of_a_response_not_stored_is_cut_by_default() {
+    let upstream = Upstream::start(|_| async { json_response(200, UNSTORED) }).await;
+    let proxy = Proxy::start(&config(&upstream, ""), &[]).await;
+    assert_eq!(post(&proxy, &body(&[USER])).await.0, 200);
+    let next = body(&[USER, REASONING, MESSAGE, USER]);
+    let (status, headers, answer) = post(&proxy, &next).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        headers["x-replaygate-repaired"].to_str().unwrap(),
+        "state_not_stored@input[1]"
+    );
+    let forwarded = upstream.received().last().unwrap().body.to_vec();
+    assert_eq!(
+        String::from_utf8(forwarded).unwrap(),
+        body(&[USER, MESSAGE, USER])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reject_refuses_it_before_it_leaves_naming_both_remedies() {
+    let upstream = Upstream::start(|_| async { json_response(200, UNSTORED) }).await;
+    let strict = "[gate.rules]\nstate_not_stored = \"reject\"\n";
+    let proxy = Proxy::start(&config(&upstream, strict), &[]).await;
+    assert_eq!(post(&proxy, &body(&[USER])).await.0, 200);
+    let before = upstream.received().len();
+    let (status, _, answer) = post(&proxy, &body(&[USER, REASONING, MESSAGE, USER])).await;
+    assert_eq!(status, 422, "{answer}");
+    assert_eq!(answer["error"]["code"], "state_not_stored");
+    assert_eq!(answer["error"]["param"], "input[1]");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains(RS_ID), "{message}");
+    assert!(message.contains("`store: true`"), "{message}");
+    assert!(
+        message.contains(r#"include: ["reasoning.encrypted_content"]"#),
+        "{message}"
+    );
+    assert_eq!(upstream.received().len(), before, "a refused body left");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_turn_of_a_stored_response_passes_byte_for_byte() {
+    let stored = UNSTORED.replace(r#""store":false"#, r#""store":true"#);
+    let upstream = Upstream::start(move |_| {
+        let stored = stored.clone();
+        async move { json_response(200, stored) }
+    })
+    .await;
+    let proxy = Proxy::start(&config(&upstream, ""), &[]).await;
+    assert_eq!(post(&proxy, &body(&[USER])).await.0, 200);
+    let next = body(&[USER, REASONING, MESSAGE, USER]);
+    let (status, headers, answer) = post(&proxy, &next).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(headers.get("x-replaygate-repaired").is_none());
+    assert_eq!(upstream.received().last().unwrap().body, next.as_bytes());
+}
