@@ -133,6 +133,16 @@ fn answer(holds: &Provenance, query: &LedgerQuery, now_unix: u64) -> Provenance 
             answer.reasoning_texts.insert(reasoning, text.clone());
         }
     }
+    let named: Vec<String> = answer
+        .unstored_named(query)
+        .into_iter()
+        .map(|(_, id)| id.to_owned())
+        .collect();
+    for id in named {
+        if let Some(text) = holds.unstored_texts.get(&id) {
+            answer.unstored_texts.insert(id, text.clone());
+        }
+    }
     answer
 }
 

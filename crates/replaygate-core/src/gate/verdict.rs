@@ -350,20 +350,24 @@ pub struct Verdict {
     /// `reasoning_orphaned`), listed or not, ascending, once each. A cut call takes the outputs
     /// paired with it along, as `strip` does.
     pub repair_cuts: Vec<usize>,
-    /// What `repair` inserts (`reasoning_missing`), listed or not, in input order.
+    /// What `repair` inserts (`reasoning_missing`) or puts in an item's place
+    /// (`state_not_stored`), listed or not, in input order.
     pub inserts: Vec<Insert>,
 }
 
-/// An item `repair` puts into the forwarded body: the exact JSON text the ledger kept of a
-/// reasoning item, inserted before `input[index]`.
+/// An item `repair` puts into the forwarded body: the exact JSON text the ledger kept of an
+/// item, inserted before `input[index]` (a reasoning item, `reasoning_missing`) or in its place
+/// (an `item_reference` to an item of a response not stored, `state_not_stored`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Insert {
-    /// The position of the item it goes before.
+    /// The position of the item it goes before, or replaces.
     pub index: usize,
     /// The inserted item's `id`.
     pub id: String,
     /// The inserted item's JSON text, as the provider produced it.
     pub text: String,
+    /// The text takes the place of the item at `index`, which goes; otherwise it goes before it.
+    pub replaces: bool,
 }
 
 /// A member to cut out of an item: `input[index].member`, or a member of one of the item's

@@ -5,23 +5,34 @@
 //! answers 404. `repair` cuts the item: the provider cannot read it, and nothing else in the
 //! body depends on it being there.
 //!
+//! An `item_reference` naming an item of such a response fails the same way. `repair` puts the
+//! recorded item's bytes in its place when the ledger kept them (`store_items = true`,
+//! [`Provenance::unstored_texts`]); without them it cannot, and the reference is refused.
+//!
 //! It is a whole-item finding ([`super::replay_items`]), found before the items are judged;
 //! the tenancy rules (`cross_team_state`, `unknown_state`) judge the item first.
 
 use super::replay_items::{Cure, WholeFinding};
 use crate::gate::item::{Item, ItemClass};
-use crate::gate::provenance::Provenance;
+use crate::gate::provenance::{Provenance, StoredItem};
 use crate::gate::verdict::Reason;
 
 /// The remedies the provider names, in every message.
 const REMEDIES: &str = "to keep it, send requests with `store: true`, or ask for \
      `include: [\"reasoning.encrypted_content\"]` and send the item back with its encrypted_content";
 
-/// Each reasoning item of `items` sent by `id` alone whose record says its response was not
-/// stored, with its finding (`source`: the profile's source of the rule).
+/// The remedies when an `item_reference` cannot be repaired.
+const REFERENCE_REMEDIES: &str = "send the item itself instead of a reference to it, send requests \
+     with `store: true`, or set `store_items = true` in `[ledger]` so repair can put the recorded \
+     item in its place";
+
+/// Each reasoning item of `items` sent by `id` alone, and each `item_reference`, whose record
+/// says its response was not stored, with its finding (`source`: the profile's source of the
+/// rule). An item another provider recorded is left to `foreign_item_reference`.
 pub(super) fn find(
     items: &[Item<'_>],
     provenance: &Provenance,
+    provider: &str,
     source: &str,
     found: &mut Vec<(usize, WholeFinding)>,
 ) {
@@ -29,15 +40,24 @@ pub(super) fn find(
         return;
     }
     for (index, item) in items.iter().enumerate() {
-        if item.class != ItemClass::Reasoning || has_blob(item) {
+        let reference = item.class == ItemClass::ItemReference;
+        if !reference && (item.class != ItemClass::Reasoning || has_blob(item)) {
             continue;
         }
         let Some(id) = item.id() else {
             continue;
         };
-        let Some(stored) = provenance.items.get(id).filter(|stored| stored.not_stored) else {
+        let Some(stored) = provenance
+            .items
+            .get(id)
+            .filter(|stored| stored.not_stored && stored.owner.provider == provider)
+        else {
             continue;
         };
+        if reference {
+            found.push((index, reference_finding(id, stored, provenance, source)));
+            continue;
+        }
         let message = format!(
             "reasoning item `{id}` is sent by id without its encrypted_content, and response `{}` \
              that produced it was not stored by its provider (store: false), so the provider cannot \
@@ -49,6 +69,34 @@ pub(super) fn find(
             WholeFinding::new(Reason::StateNotStored, message, Cure::Cut),
         ));
     }
+}
+
+/// The finding of an `item_reference` to item `id` (`stored`) of a response not stored: put the
+/// recorded item in its place when the ledger kept it, refused otherwise.
+fn reference_finding(id: &str, stored: &StoredItem, provenance: &Provenance, source: &str) -> WholeFinding {
+    let named = format!(
+        "item_reference `{id}` names a {} of response `{}`, which its provider did not store \
+         (store: false), so the provider cannot resolve it",
+        stored.record.item_type, stored.response_id
+    );
+    let (cure, then) = match provenance.unstored_texts.get(id) {
+        Some(text) => (
+            Cure::Replace {
+                id: id.to_owned(),
+                text: text.clone(),
+            },
+            format!("repair puts the item the ledger kept in its place; or {REFERENCE_REMEDIES}"),
+        ),
+        None => (
+            Cure::None,
+            format!("the ledger did not keep the item's content, so repair cannot put it back: {REFERENCE_REMEDIES}"),
+        ),
+    };
+    WholeFinding::new(
+        Reason::StateNotStored,
+        format!("{named}; {then} ({source})"),
+        cure,
+    )
 }
 
 /// Whether the item carries `encrypted_content` (present and not `null`).

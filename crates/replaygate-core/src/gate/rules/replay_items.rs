@@ -61,6 +61,8 @@ pub(super) enum Cure {
     Cut,
     /// Put this reasoning item (its `id` and JSON text) before the item.
     Insert { id: String, text: String },
+    /// Put this item (its `id` and JSON text, as recorded) in the item's place.
+    Replace { id: String, text: String },
 }
 
 /// The whole-item findings of one request, by item position.
@@ -88,7 +90,7 @@ impl ReplayFindings {
         let mut found = Vec::new();
         // First: an item the provider cannot read at all is cut before its place is weighed.
         if let Some((source, provenance)) = rules.state_not_stored.as_ref().zip(provenance) {
-            super::not_stored::find(items, provenance, source, &mut found);
+            super::not_stored::find(items, provenance, provider.name(), source, &mut found);
         }
         if let Some(source) = &rules.duplicate_item_id {
             duplicates(request, source, &mut found);
@@ -273,7 +275,8 @@ fn missing_reasoning(
 }
 
 /// Counts (and lists, within the limit) the whole-item finding of the item at `index`, and
-/// records its repair: the item cut, or a reasoning item inserted before it. A finding `repair`
+/// records its repair: the item cut, a reasoning item inserted before it, or a recorded item put
+/// in its place. A finding `repair`
 /// cannot cure is refused.
 pub(super) fn push(
     verdict: &mut Verdict,
@@ -291,6 +294,13 @@ pub(super) fn push(
                 index,
                 id: id.clone(),
                 text: text.clone(),
+                replaces: false,
+            }),
+            Cure::Replace { id, text } => verdict.inserts.push(Insert {
+                index,
+                id: id.clone(),
+                text: text.clone(),
+                replaces: true,
             }),
             Cure::None => action = Action::Reject,
         }

@@ -219,3 +219,130 @@ fn ten_thousand_id_only_reasoning_items_are_each_cut_once() {
         .iter()
         .all(|v| v.reason == Reason::StateNotStored));
 }
+
+const MSG_ID: &str = "msg_unstored_0123456789";
+const REFERENCE: &str = r#"{"type":"item_reference","id":"msg_unstored_0123456789"}"#;
+
+/// [`ledger`] with the message's bytes kept (`store_items = true`).
+fn ledger_with_content(not_stored: bool, team: Option<&str>) -> Provenance {
+    let mut provenance = ledger(not_stored, team);
+    provenance
+        .unstored_texts
+        .insert(MSG_ID.to_owned(), MESSAGE.to_owned());
+    provenance
+}
+
+#[test]
+fn an_item_reference_to_an_item_not_stored_is_replaced_by_the_kept_item() {
+    // In the middle, alone, and last.
+    for (body, at) in [
+        (body_of(&[USER, REFERENCE, USER]), 1),
+        (body_of(&[REFERENCE]), 0),
+        (body_of(&[USER, REFERENCE]), 1),
+    ] {
+        let verdict = judge(&body, &ledger_with_content(true, None), &Policy::default(), None);
+        assert_eq!(
+            summary(&verdict),
+            [(Some(at), Reason::StateNotStored, Action::Repair)],
+            "{body}"
+        );
+        assert!(verdict.is_allowed());
+        assert!(verdict.repair_cuts.is_empty());
+        assert_eq!(verdict.inserts.len(), 1);
+        assert!(verdict.inserts[0].replaces);
+        assert_eq!(verdict.inserts[0].id, MSG_ID);
+        assert_eq!(forwarded(&body, &verdict), body.replace(REFERENCE, MESSAGE));
+        let message = &verdict.violations[0].message;
+        assert!(
+            message.contains(MSG_ID) && message.contains("resp_unstored"),
+            "{message}"
+        );
+    }
+    // Beside an id-only reasoning item repair cuts: the cut and the replacement both hold.
+    let body = body_of(&[ID_ONLY, REFERENCE, USER]);
+    let verdict = judge(&body, &ledger_with_content(true, None), &Policy::default(), None);
+    assert_eq!(verdict.repair_cuts, [0]);
+    assert_eq!(forwarded(&body, &verdict), body_of(&[MESSAGE, USER]));
+}
+
+#[test]
+fn an_item_reference_to_an_item_not_stored_without_its_content_is_refused() {
+    let body = body_of(&[USER, REFERENCE, USER]);
+    for action in [Action::Repair, Action::Reject] {
+        let mut policy = Policy::default();
+        policy.set_action(Reason::StateNotStored, action);
+        let verdict = judge(&body, &ledger(true, None), &policy, None);
+        // Repair cannot put back what the ledger did not keep: it acts as reject.
+        assert_eq!(
+            summary(&verdict),
+            [(Some(1), Reason::StateNotStored, Action::Reject)],
+            "{action:?}"
+        );
+        assert!(!verdict.is_allowed());
+        assert!(verdict.inserts.is_empty());
+        let message = &verdict.violations[0].message;
+        assert!(message.contains("did not keep the item's content"), "{message}");
+        assert!(message.contains("store_items = true"), "{message}");
+        assert!(message.contains("send the item itself"), "{message}");
+        assert!(message.contains("`store: true`"), "{message}");
+    }
+    // Reject refuses it even when the content was kept, naming the remedies.
+    let mut policy = Policy::default();
+    policy.set_action(Reason::StateNotStored, Action::Reject);
+    let verdict = judge(&body, &ledger_with_content(true, None), &policy, None);
+    assert_eq!(
+        summary(&verdict),
+        [(Some(1), Reason::StateNotStored, Action::Reject)]
+    );
+    assert!(verdict.inserts.is_empty());
+    let message = &verdict.violations[0].message;
+    assert!(
+        message.contains("store_items = true") && message.contains("send the item itself"),
+        "{message}"
+    );
+}
+
+#[test]
+fn an_item_reference_to_a_stored_response_or_another_providers_item_is_left_alone() {
+    // The provider resolves a stored response's item (sent after its reasoning item).
+    let stored = body_of(&[USER, ID_ONLY, REFERENCE, USER]);
+    let verdict = judge(
+        &stored,
+        &ledger_with_content(false, None),
+        &Policy::default(),
+        None,
+    );
+    assert!(verdict.violations.is_empty(), "{:?}", verdict.violations);
+    assert!(verdict.inserts.is_empty());
+    // Another provider's item is foreign_item_reference's to judge.
+    let body = body_of(&[USER, REFERENCE, USER]);
+    let mut provenance = ledger_with_content(true, None);
+    for stored in provenance.items.values_mut() {
+        stored.owner.provider = "anthropic".to_owned();
+    }
+    let verdict = judge(&body, &provenance, &Policy::default(), None);
+    assert_eq!(
+        summary(&verdict),
+        [(Some(1), Reason::ForeignItemReference, Action::Reject)]
+    );
+}
+
+#[test]
+fn another_teams_item_reference_is_cross_team_state_first() {
+    let body = body_of(&[USER, REFERENCE, USER]);
+    let beta = StateAccess::new("beta", []);
+    let provenance = ledger_with_content(true, Some("alpha"));
+    let verdict = judge(&body, &provenance, &Policy::default(), Some(&beta));
+    let reasons: Vec<_> = summary(&verdict)
+        .into_iter()
+        .map(|(at, reason, _)| (at, reason))
+        .collect();
+    assert_eq!(reasons, [(Some(1), Reason::CrossTeamState)]);
+    assert!(!verdict.is_allowed() && verdict.inserts.is_empty());
+    let alpha = StateAccess::new("alpha", []);
+    let verdict = judge(&body, &provenance, &Policy::default(), Some(&alpha));
+    assert_eq!(
+        summary(&verdict),
+        [(Some(1), Reason::StateNotStored, Action::Repair)]
+    );
+}
