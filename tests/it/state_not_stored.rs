@@ -107,3 +107,41 @@ async fn the_same_turn_of_a_stored_response_passes_byte_for_byte() {
     assert!(headers.get("x-replaygate-repaired").is_none());
     assert_eq!(upstream.received().last().unwrap().body, next.as_bytes());
 }
+
+const REFERENCE: &str = r#"{"type":"item_reference","id":"msg_68d0aa11bb22cc330002"}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_item_reference_to_an_item_not_stored_is_replaced_by_the_kept_item_with_store_items() {
+    let upstream = Upstream::start(|_| async { json_response(200, UNSTORED) }).await;
+    let kept = "[ledger]\nstore_items = true\n";
+    let proxy = Proxy::start(&config(&upstream, kept), &[]).await;
+    assert_eq!(post(&proxy, &body(&[USER])).await.0, 200);
+    let (status, headers, answer) = post(&proxy, &body(&[USER, REFERENCE, USER])).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        headers["x-replaygate-repaired"].to_str().unwrap(),
+        "state_not_stored@input[1]"
+    );
+    let forwarded = upstream.received().last().unwrap().body.to_vec();
+    assert_eq!(
+        String::from_utf8(forwarded).unwrap(),
+        body(&[USER, MESSAGE, USER])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_item_reference_to_an_item_not_stored_is_refused_without_its_kept_content() {
+    let upstream = Upstream::start(|_| async { json_response(200, UNSTORED) }).await;
+    let proxy = Proxy::start(&config(&upstream, ""), &[]).await;
+    assert_eq!(post(&proxy, &body(&[USER])).await.0, 200);
+    let before = upstream.received().len();
+    let (status, _, answer) = post(&proxy, &body(&[USER, REFERENCE, USER])).await;
+    assert_eq!(status, 422, "{answer}");
+    assert_eq!(answer["error"]["code"], "state_not_stored");
+    assert_eq!(answer["error"]["param"], "input[1]");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("msg_68d0aa11bb22cc330002"), "{message}");
+    assert!(message.contains("store_items = true"), "{message}");
+    assert!(message.contains("send the item itself"), "{message}");
+    assert_eq!(upstream.received().len(), before, "a refused body left");
+}
