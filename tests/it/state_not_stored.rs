@@ -122,6 +122,10 @@ async fn an_item_reference_to_an_item_not_stored_is_replaced_by_the_kept_item_wi
         headers["x-replaygate-repaired"].to_str().unwrap(),
         "state_not_stored@input[1]"
     );
+    assert_eq!(
+        headers["x-replaygate-inserted"].to_str().unwrap(),
+        "msg_68d0aa11bb22cc330002@input[1]"
+    );
     let forwarded = upstream.received().last().unwrap().body.to_vec();
     assert_eq!(
         String::from_utf8(forwarded).unwrap(),
