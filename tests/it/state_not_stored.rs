@@ -149,3 +149,30 @@ async fn an_item_reference_to_an_item_not_stored_is_refused_without_its_kept_con
     assert!(message.contains("send the item itself"), "{message}");
     assert_eq!(upstream.received().len(), before, "a refused body left");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_not_stored_that_ended_incomplete_is_recorded_so_and_its_reasoning_item_is_cut() {
+    let incomplete = UNSTORED.replace(
+        r#""status":"completed","model""#,
+        r#""status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"model""#,
+    );
+    assert_ne!(incomplete, UNSTORED);
+    let upstream = Upstream::start(move |_| {
+        let incomplete = incomplete.clone();
+        async move { json_response(200, incomplete) }
+    })
+    .await;
+    let proxy = Proxy::start(&config(&upstream, ""), &[]).await;
+    assert_eq!(post(&proxy, &body(&[USER])).await.0, 200);
+    let (status, headers, answer) = post(&proxy, &body(&[USER, REASONING, MESSAGE, USER])).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        headers["x-replaygate-repaired"].to_str().unwrap(),
+        "state_not_stored@input[1]"
+    );
+    let forwarded = upstream.received().last().unwrap().body.to_vec();
+    assert_eq!(
+        String::from_utf8(forwarded).unwrap(),
+        body(&[USER, MESSAGE, USER])
+    );
+}

@@ -75,3 +75,25 @@ fn store_true_absent_or_odd_reads_as_stored() {
         assert_eq!(every_read(store), [false; 5], "{store}");
     }
 }
+
+#[test]
+fn a_response_not_stored_that_ended_incomplete_is_recorded_not_stored() {
+    let incomplete = |answer: String| {
+        answer
+            .replace(r#""status":"completed""#, r#""status":"incomplete""#)
+            .replace("response.completed", "response.incomplete")
+    };
+    let store = r#","store":false"#;
+    let json = incomplete(json_answer(store));
+    let sse = incomplete(sse_answer(store));
+    assert!(json.contains("incomplete") && sse.contains("response.incomplete"));
+    let kept = |kind, answer: &str| {
+        let mut tap = Tap::new(kind, TapLimits::default());
+        tap.feed(answer.as_bytes());
+        tap.finish_kept().expect("its items are recorded")
+    };
+    for tapped in [kept(AnswerKind::Json, &json), kept(AnswerKind::EventStream, &sse)] {
+        assert!(tapped.not_stored);
+        assert!(!tapped.complete);
+    }
+}
