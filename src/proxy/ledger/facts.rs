@@ -116,6 +116,7 @@ impl Ledger {
                 owner: first.owner,
                 call_ids: Vec::new(),
                 complete: false,
+                not_stored: first.not_stored,
                 team: first.team,
             });
         }
@@ -156,6 +157,7 @@ impl Ledger {
             owner: first.owner,
             call_ids,
             complete,
+            not_stored: first.not_stored,
             team: first.team,
         })
     }

@@ -261,6 +261,11 @@ pub struct ChainFacts {
     pub complete: bool,
     /// The team whose request the response answered (`None`: anonymous, or not known).
     pub team: Option<String>,
+    /// Whether its provider did not store the response `previous_response_id` names (`store:
+    /// false` in the answer): the provider cannot resolve the id, except on the WebSocket that
+    /// made it, whose own chain ([`ChainFacts`] from that socket) says `false`
+    /// (docs/reasons.md#state_not_stored).
+    pub not_stored: bool,
 }
 
 /// Whether an id can be a ledger key: the ledger records no longer one.

@@ -319,6 +319,39 @@ fn judge_items(
             },
         );
     }
+    let not_stored_previous = item_profile
+        .and_then(|profile| profile.replay_rules().state_not_stored.as_deref())
+        .zip(target.provenance)
+        .filter(|_| !previous_foreign_team)
+        .and_then(|(source, provenance)| {
+            not_stored::previous(
+                request,
+                provenance,
+                target.provider.name(),
+                source,
+                target.carry_sessions,
+            )
+        });
+    if let Some((id, message)) = not_stored_previous {
+        // Nothing to cut or put back: `repair` and `strip` refuse it.
+        let action = match policy.action(Reason::StateNotStored) {
+            Action::Strip | Action::Repair => Action::Reject,
+            action => action,
+        };
+        verdict.push_with(Reason::StateNotStored, action, None, policy.max_listed, || {
+            Violation {
+                index: None,
+                item_type: "response".to_owned(),
+                id: Some(id),
+                call_id: None,
+                reason: Reason::StateNotStored,
+                action,
+                param: "previous_response_id".to_owned(),
+                pointer: None,
+                message,
+            }
+        });
+    }
     let replay = item_profile.and_then(|profile| {
         replay_items::ReplayFindings::find(
             request,

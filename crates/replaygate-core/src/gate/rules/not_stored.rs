@@ -9,12 +9,20 @@
 //! recorded item's bytes in its place when the ledger kept them (`store_items = true`,
 //! [`Provenance::unstored_texts`]); without them it cannot, and the reference is refused.
 //!
-//! It is a whole-item finding ([`super::replay_items`]), found before the items are judged;
+//! A `previous_response_id` naming a response not stored (its own provider's, judged here only
+//! when it was not made on the asker's own WebSocket, whose chain says it is kept there) fails
+//! too: the provider answers 404 before reading anything. Only the named response is weighed,
+//! as the provider resolves only that id. Nothing can be cut or put back in its place, so
+//! `repair` and `strip` refuse it; with `carry_sessions` the proxy carries such a session
+//! before the gate, as it carries another provider's ([`previous`]).
+//!
+//! The item findings are whole-item findings ([`super::replay_items`]), found before the items are judged;
 //! the tenancy rules (`cross_team_state`, `unknown_state`) judge the item first.
 
 use super::replay_items::{Cure, WholeFinding};
 use crate::gate::item::{Item, ItemClass};
 use crate::gate::provenance::{Provenance, StoredItem};
+use crate::gate::request::ParsedRequest;
 use crate::gate::verdict::Reason;
 
 /// The remedies the provider names, in every message.
@@ -97,6 +105,36 @@ fn reference_finding(id: &str, stored: &StoredItem, provenance: &Provenance, sou
         format!("{named}; {then} ({source})"),
         cure,
     )
+}
+
+/// The `previous_response_id` of `request` and the message, when the ledger recorded the
+/// response it names as not stored by `provider` (another provider's is
+/// `foreign_previous_response`'s). The message is the provider's answer and how to go on:
+/// with `carry_sessions` on, why the session was not carried.
+pub(super) fn previous(
+    request: &ParsedRequest<'_>,
+    provenance: &Provenance,
+    provider: &str,
+    source: &str,
+    carry_sessions: bool,
+) -> Option<(String, String)> {
+    let id = request.previous_response_id.as_str()?;
+    let chain = provenance.previous.as_ref()?;
+    if !chain.not_stored || chain.owner.provider != provider {
+        return None;
+    }
+    let how = match carry_sessions {
+        false => {
+            "send requests with `store: true`, send the history as input items instead, or set              [ledger] carry_sessions = true (with store_items = true) and replaygate replays the              recorded items in its place"
+        }
+        true => {
+            "its session could not be carried: not every response of its chain is recorded with              its items (one expired, was recorded before store_items was on, or the chain is              deeper than max_chain); send requests with `store: true`, or send the history as              input items instead"
+        }
+    };
+    let message = format!(
+        "Previous response with id '{id}' not found: it was not stored by its provider (store:          false), so only the WebSocket that made it can continue it ({how}) ({source})"
+    );
+    Some((id.to_owned(), message))
 }
 
 /// Whether the item carries `encrypted_content` (present and not `null`).

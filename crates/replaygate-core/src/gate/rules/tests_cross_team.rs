@@ -67,6 +67,7 @@ fn alphas_chain() -> Provenance {
             call_ids: vec!["c1".to_owned()],
             complete: true,
             team: Some("alpha".to_owned()),
+            not_stored: false,
         }),
         ..Provenance::default()
     }

@@ -346,3 +346,75 @@ fn another_teams_item_reference_is_cross_team_state_first() {
         [(Some(1), Reason::StateNotStored, Action::Repair)]
     );
 }
+
+/// What the ledger knows of a `previous_response_id`: a response of `provider`, stored or not.
+fn previous(provider: &str, not_stored: bool) -> Provenance {
+    Provenance {
+        previous: Some(crate::gate::ChainFacts {
+            owner: Owner {
+                provider: provider.to_owned(),
+                model: Some("m".to_owned()),
+            },
+            call_ids: Vec::new(),
+            complete: true,
+            team: None,
+            not_stored,
+        }),
+        ..Provenance::default()
+    }
+}
+
+#[test]
+fn a_previous_response_not_stored_is_refused_naming_the_remedies_whatever_the_repair() {
+    let body =
+        r#"{"model":"m","previous_response_id":"resp_unstored","input":[{"role":"user","content":"hi"}]}"#;
+    let request = parse(body.as_bytes()).unwrap();
+    let provider = openai();
+    for (set, expected) in [
+        (None, Action::Reject),
+        (Some(Action::Strip), Action::Reject),
+        (Some(Action::Monitor), Action::Monitor),
+    ] {
+        let mut policy = Policy::default();
+        if let Some(action) = set {
+            policy.set_action(Reason::StateNotStored, action);
+        }
+        let provenance = previous("openai", true);
+        for carry_sessions in [false, true] {
+            let target = Target::new(&provider, &policy)
+                .with_provenance(&provenance)
+                .with_carry_sessions(carry_sessions);
+            let verdict = Gate::default().judge(&request, &target).unwrap();
+            assert_eq!(summary(&verdict), [(None, Reason::StateNotStored, expected)]);
+            let violation = &verdict.violations[0];
+            assert_eq!(violation.param, "previous_response_id");
+            assert_eq!(violation.id.as_deref(), Some("resp_unstored"));
+            let message = &violation.message;
+            assert!(
+                message.contains("Previous response with id 'resp_unstored' not found"),
+                "{message}"
+            );
+            assert!(message.contains("store: true"), "{message}");
+            assert!(message.contains("input items"), "{message}");
+            assert_eq!(
+                message.contains("carry_sessions = true"),
+                !carry_sessions,
+                "{message}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_previous_response_stored_or_of_another_provider_is_not_judged_by_state_not_stored() {
+    let body =
+        r#"{"model":"m","previous_response_id":"resp_unstored","input":[{"role":"user","content":"hi"}]}"#;
+    let stored = judge(body, &previous("openai", false), &Policy::default(), None);
+    assert!(stored.violations.is_empty(), "{stored:?}");
+    // Another provider's: `foreign_previous_response` says it.
+    let foreign = judge(body, &previous("bedrock", true), &Policy::default(), None);
+    assert_eq!(
+        summary(&foreign),
+        [(None, Reason::ForeignPreviousResponse, Action::Reject)]
+    );
+}

@@ -138,6 +138,7 @@ fn state_the_ledger_knows_is_not_unknown() {
             call_ids: Vec::new(),
             complete: true,
             team: Some("alpha".to_owned()),
+            not_stored: false,
         }),
         conversation: Some(ConversationFacts {
             team: Some("alpha".to_owned()),
@@ -220,6 +221,7 @@ fn state_recorded_for_no_team_before_teams_is_unknown_as_on_the_object_routes() 
             call_ids: Vec::new(),
             complete: true,
             team: None,
+            not_stored: false,
         }),
         ..Provenance::default()
     };
