@@ -176,3 +176,54 @@ async fn a_response_not_stored_that_ended_incomplete_is_recorded_so_and_its_reas
         body(&[USER, MESSAGE, USER])
     );
 }
+
+const UNSTORED_ID: &str = "resp_68d0aa11bb22cc33";
+
+/// The next turn over HTTP: the response not stored named by `previous_response_id`.
+fn continuation() -> String {
+    format!(
+        r#"{{"model":"gpt-5","store":false,"previous_response_id":"{UNSTORED_ID}","input":[{{"role":"user","content":"and then?"}}]}}"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_previous_response_id_not_stored_is_refused_over_http_before_it_leaves() {
+    let upstream = Upstream::start(|_| async { json_response(200, UNSTORED) }).await;
+    let proxy = Proxy::start(&config(&upstream, ""), &[]).await;
+    assert_eq!(post(&proxy, &body(&[USER])).await.0, 200);
+    let before = upstream.received().len();
+    let (status, _, answer) = post(&proxy, &continuation()).await;
+    assert_eq!(status, 422, "{answer}");
+    assert_eq!(answer["error"]["code"], "state_not_stored");
+    assert_eq!(answer["error"]["param"], "previous_response_id");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("Previous response with id '{UNSTORED_ID}' not found")),
+        "{message}"
+    );
+    assert!(message.contains("`store: true`"), "{message}");
+    assert!(message.contains("carry_sessions = true"), "{message}");
+    assert_eq!(upstream.received().len(), before, "a refused body left");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_previous_response_id_not_stored_is_carried_with_carry_sessions() {
+    let upstream = Upstream::start(|_| async { json_response(200, UNSTORED) }).await;
+    let carry = "[ledger]\nstore_items = true\ncarry_sessions = true\n";
+    let proxy = Proxy::start(&config(&upstream, carry), &[]).await;
+    assert_eq!(post(&proxy, &body(&[USER])).await.0, 200);
+    let (status, _, answer) = post(&proxy, &continuation()).await;
+    assert_eq!(status, 200, "{answer}");
+    let forwarded: Value = serde_json::from_slice(&upstream.received().last().unwrap().body).unwrap();
+    assert!(forwarded.get("previous_response_id").is_none(), "{forwarded}");
+    // The recorded turn in its place: its input, its answer's message (its id cut; the
+    // reasoning item without encrypted_content names nothing once its id goes), then the
+    // request's own.
+    let input = forwarded["input"].as_array().unwrap();
+    assert_eq!(input.len(), 3, "{forwarded}");
+    assert_eq!(input[0], serde_json::from_str::<Value>(USER).unwrap());
+    assert_eq!(input[1]["type"], "message");
+    assert!(input[1].get("id").is_none(), "{forwarded}");
+    assert_eq!(input[1]["content"][0]["text"], "Hi.");
+    assert_eq!(input[2]["content"], "and then?");
+}
