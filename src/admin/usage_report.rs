@@ -1,10 +1,8 @@
 //! The body of `GET /usage` (docs/usage.md#get-usage): what one owner's tally and budget
 //! counter held, rendered with stable field names. Pure: [`super::usage`] reads the store.
 
-use std::time::{Duration, UNIX_EPOCH};
-
 use crate::config::{Budget, BudgetLimit};
-use crate::spend::{Bounds, Window};
+use crate::spend::{rfc3339, Bounds, Window};
 use crate::state::tally::WindowUsage;
 
 /// What was read for one owner: its window, its tally, and its budget with what the budget's
@@ -166,11 +164,6 @@ impl OwnerUsage {
 /// Micro-dollars as dollars.
 fn usd(micros: u64) -> f64 {
     micros as f64 / 1_000_000.0
-}
-
-/// A Unix time as RFC 3339 in UTC, to the second: `2026-12-07T00:00:00Z`.
-fn rfc3339(unix: u64) -> String {
-    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(unix)).to_string()
 }
 
 #[cfg(test)]

@@ -4,6 +4,13 @@
 use std::fmt;
 use std::sync::Arc;
 
+/// Unix seconds now by the system's clock (0 before 1970).
+pub(crate) fn system_now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs())
+}
+
 /// Unix seconds now, as budgets see it.
 #[derive(Clone)]
 pub struct SpendClock(Arc<dyn Fn() -> u64 + Send + Sync>);
@@ -11,11 +18,7 @@ pub struct SpendClock(Arc<dyn Fn() -> u64 + Send + Sync>);
 impl SpendClock {
     /// The system's clock.
     pub fn system() -> SpendClock {
-        SpendClock(Arc::new(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |since| since.as_secs())
-        }))
+        SpendClock(Arc::new(system_now_unix))
     }
 
     /// A clock that reads `now` (Unix seconds) each time it is asked.

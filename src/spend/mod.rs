@@ -11,8 +11,9 @@ mod prices;
 mod window;
 
 pub(crate) use budget::{Budget, BudgetLimit, BudgetUnit, MAX_BUDGET_UNITS};
+pub(crate) use clock::system_now_unix;
 pub use clock::SpendClock;
 pub(crate) use estimate::Estimate;
 pub(crate) use owner::{OwnedBudget, SpendOwner};
 pub(crate) use prices::{Price, Prices};
-pub(crate) use window::{Bounds, Window};
+pub(crate) use window::{rfc3339, Bounds, Window};

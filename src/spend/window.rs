@@ -30,6 +30,12 @@ pub(crate) struct Bounds {
     pub(crate) end: u64,
 }
 
+/// Unix seconds as RFC 3339, UTC, to the second: how windows' edges are shown.
+pub(crate) fn rfc3339(unix: u64) -> String {
+    let time = std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix);
+    humantime::format_rfc3339_seconds(time).to_string()
+}
+
 impl Bounds {
     /// Whole seconds from `now` until the window ends, at least 1 (a `retry-after`).
     pub(crate) fn seconds_left(&self, now: u64) -> u64 {

@@ -51,7 +51,7 @@ mod redis_sentinel_tests;
 mod write_health;
 
 use std::num::NonZeroU32;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 pub use self::redis::RedisStore;
 pub use self::redis_client::RedisLogin;
@@ -243,6 +243,26 @@ impl StateStore {
         }
     }
 
+    /// Runs `write`, a write the answer does not wait for (a budget's settlement, a usage
+    /// tally): at once on a store of this process, whose calls never wait; on a task of the
+    /// runtime for Redis. An error when it could not be run so (an in-process write that did
+    /// not finish at once, or no runtime to run a Redis write on): the write is dropped.
+    pub(crate) fn write_behind(
+        &self,
+        write: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<(), StoreError> {
+        use futures_util::FutureExt;
+        if !self.is_remote() {
+            return write.now_or_never().ok_or_else(|| {
+                StoreError::Unavailable("an in-process write did not finish at once".to_owned())
+            });
+        }
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| StoreError::Unavailable("no runtime to run the write on".to_owned()))?;
+        runtime.spawn(write);
+        Ok(())
+    }
+
     /// Whether each call is a round trip to another process (Redis): calls made together
     /// share one there, while the in-process stores answer them as fast one after another.
     pub(crate) fn is_remote(&self) -> bool {
@@ -270,7 +290,5 @@ pub(crate) struct DiskUsage {
 
 /// Seconds since the Unix epoch, now.
 pub(crate) fn now_unix() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| since.as_secs())
+    crate::spend::system_now_unix()
 }

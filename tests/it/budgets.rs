@@ -493,3 +493,56 @@ async fn a_budget_changed_by_a_reload_counts_on_from_what_the_window_spent() {
     assert_eq!(post(&proxy, PAY_KEY).await.status, 429);
     assert_eq!(upstream.received().len(), 3);
 }
+
+/// A key's own budget holds its requests besides the team's: over it, the 429 names the key
+/// (the caller's own), and the team's budget keeps nothing of the refused request.
+#[tokio::test]
+async fn a_keys_own_budget_refuses_it_by_name_while_the_team_has_room() {
+    let upstream = exact_provider().await;
+    let digest = replaygate::keys::format_digest(&replaygate::keys::digest(PAY_KEY));
+    let text = format!(
+        "default_provider = \"openai\"\n[state]\nbackend = \"memory\"\n[ledger]\nenabled = false\n\
+         [providers.openai]\nbase_url = \"{}\"\nauth = \"none\"\n\
+         [teams.payments]\nbudget = {{ tokens = {}, window = \"day\" }}\n\
+         keys = [{{ id = \"ci-nightly\", digest = \"{digest}\", budget = {{ tokens = {}, window = \"hour\" }} }}]\n",
+        upstream.base_url(),
+        10 * reservation(),
+        reservation(),
+    );
+    let mut proxy = Proxy::start(&text, &[]).await;
+    let admin = proxy.admin().await;
+    assert_eq!(post(&proxy, PAY_KEY).await.status, 200);
+    let refused = post(&proxy, PAY_KEY).await;
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    let message = refused.body["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("key `ci-nightly`'s budget of"), "{message}");
+    assert!(message.contains("for this hour"), "{message}");
+    // The team's reservation for the refused request was given back.
+    let payments = usage_of(admin, "payments").await;
+    assert_eq!(payments["spent"], reservation(), "{payments}");
+    assert_eq!(upstream.received().len(), 1);
+}
+
+/// A `usd` budget reserves the estimate at the model's price and settles the answer's cost:
+/// the refusal shows dollars.
+#[tokio::test]
+async fn a_usd_budget_counts_dollars_at_the_models_price() {
+    let upstream = exact_provider().await;
+    // $1 per million tokens of each kind: a request costs its reservation in micro-dollars.
+    let prices = "[prices.\"*\"]\ninput_per_million = 1.0\noutput_per_million = 1.0\n";
+    let budget = format!(
+        "{{ usd = {}, window = \"month\" }}",
+        (2 * reservation()) as f64 / 1e6
+    );
+    let proxy = Proxy::start(&config(&upstream, "backend = \"memory\"", &budget, prices), &[]).await;
+    assert_eq!(post(&proxy, PAY_KEY).await.status, 200);
+    assert_eq!(post(&proxy, PAY_KEY).await.status, 200);
+    let refused = post(&proxy, PAY_KEY).await;
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    let message = refused.body["error"]["message"].as_str().unwrap();
+    let spent = format!("$0.{:06} are spent or reserved", 2 * reservation());
+    assert!(
+        message.contains(&spent) && message.contains("for this month"),
+        "{message}"
+    );
+}

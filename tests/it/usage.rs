@@ -231,6 +231,21 @@ async fn bad_usage_counts_the_answer_missing() {
     }
 }
 
+/// With `[prices]` configured, a reported answer whose model no table prices is counted
+/// `unpriced`: its tokens count, it has no cost.
+#[tokio::test]
+async fn an_answer_whose_model_has_no_price_is_counted_unpriced() {
+    let upstream = provider(USAGE).await;
+    let prices = "[prices.\"o3\"]\ninput_per_million = 2.0\noutput_per_million = 8.0\n";
+    let mut proxy = Proxy::start(&config(&upstream.base_url(), false, prices), &[]).await;
+    let admin = proxy.admin().await;
+    let body = r#"{"model":"gpt-5","input":"hi"}"#;
+    assert_eq!(post(&proxy, "/v1/responses", body, false).await.0, 200);
+    let text = until(admin, &answers("-", "gpt-5-2025", "unpriced"), 1).await;
+    assert_eq!(value(&text, &answers("-", "gpt-5-2025", "reported")), 0, "{text}");
+    assert_eq!(value(&text, &tokens("-", "gpt-5-2025", "input")), 1200, "{text}");
+}
+
 /// A stream cut before its terminal event, one whose client goes away, and an upstream error
 /// are counted missing, under the model known by then.
 #[tokio::test]

@@ -9,7 +9,7 @@ use super::{shown, Held};
 use crate::config::{BudgetLimit, BudgetUnit, OnUnavailable, UsageConfig, UsageMode, MAX_BUDGET_UNITS};
 use crate::error::{ApiError, BudgetRefusal};
 use crate::metrics::Meters;
-use crate::spend::{Estimate, Prices};
+use crate::spend::{rfc3339, Estimate, Prices};
 use crate::state::spend::{BudgetCounter, OwnedBudget};
 use crate::state::StateStore;
 use crate::telemetry::LogEvery;
@@ -84,7 +84,7 @@ pub(crate) async fn reserve(
             Ok(answer) => {
                 give_back(store, &reserved.held).await;
                 return Err(ApiError::BudgetExceeded(Box::new(BudgetRefusal {
-                    owner: whose(owned),
+                    owner: owned.owner.shown(),
                     budget: shown(unit, counter.limit),
                     window: owned.budget.window.as_str(),
                     spent: shown(unit, answer.spent),
@@ -109,7 +109,7 @@ pub(crate) async fn reserve(
                     give_back(store, &reserved.held).await;
                     return Err(ApiError::BudgetUnavailable(format!(
                         "{}'s budget ({error})",
-                        whose(owned)
+                        owned.owner.shown()
                     )));
                 }
             }
@@ -143,20 +143,4 @@ async fn give_back(store: &StateStore, held: &[Held]) {
             tracing::warn!(budget = counter.key.as_str(), %error, "a reservation could not be given back");
         }
     }
-}
-
-/// "team `NAME`" or "key `ID`": the budget's owner, the caller's own team or key.
-fn whose(owned: &OwnedBudget) -> String {
-    let owner = owned.owner.as_str();
-    match owner.split_once(':') {
-        Some(("team", name)) => format!("team `{name}`"),
-        Some(("key", id)) => format!("key `{id}`"),
-        _ => "this key".to_owned(),
-    }
-}
-
-/// Unix seconds as RFC 3339, UTC.
-pub(crate) fn rfc3339(unix: u64) -> String {
-    let time = std::time::UNIX_EPOCH + Duration::from_secs(unix);
-    humantime::format_rfc3339_seconds(time).to_string()
 }

@@ -5,8 +5,6 @@
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use futures_util::FutureExt;
-
 use super::Held;
 use crate::config::BudgetUnit;
 use crate::metrics::Meters;
@@ -41,13 +39,7 @@ impl Settled {
         };
         match held.unit {
             BudgetUnit::Tokens => Some(usage.input.saturating_add(usage.output)),
-            BudgetUnit::MicroUsd => {
-                let price = answered
-                    .model
-                    .and_then(|model| self.prices.of(model))
-                    .or_else(|| answered.answerer.model.as_deref().and_then(|m| self.prices.of(m)))?;
-                Some(price.cost(&usage))
-            }
+            BudgetUnit::MicroUsd => answered.price(&self.prices).map(|price| price.cost(&usage)),
         }
     }
 }
@@ -81,21 +73,8 @@ impl UsageSink for Settled {
                     }
                 }
             };
-            // The in-process stores answer at once; Redis is waited for off the answer's path.
-            match &self.store {
-                StateStore::Redis(_) => match tokio::runtime::Handle::try_current() {
-                    Ok(runtime) => {
-                        runtime.spawn(settle);
-                    }
-                    Err(_) => {
-                        tracing::warn!("a reservation could not be settled outside a runtime; it stands")
-                    }
-                },
-                _ => {
-                    if settle.now_or_never().is_none() {
-                        tracing::warn!("an in-process settlement did not finish at once");
-                    }
-                }
+            if let Err(error) = self.store.write_behind(settle) {
+                tracing::warn!(%error, "a reservation could not be settled; it stands");
             }
         }
     }

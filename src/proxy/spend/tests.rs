@@ -63,6 +63,18 @@ async fn spent(store: &StateStore, budget: &OwnedBudget) -> u64 {
 }
 
 fn settle_with(store: &StateStore, held: Vec<Held>, usage: AnswerUsage) {
+    settle_priced(store, Prices::default(), held, usage, None);
+}
+
+/// Settles `held` at `prices` with an answer of `usage` naming `model` (the request asked for
+/// `gpt-5`).
+fn settle_priced(
+    store: &StateStore,
+    prices: Prices,
+    held: Vec<Held>,
+    usage: AnswerUsage,
+    model: Option<&str>,
+) {
     let answerer = Answerer {
         request_id: "req".into(),
         team: Some("payments".into()),
@@ -72,13 +84,16 @@ fn settle_with(store: &StateStore, held: Vec<Held>, usage: AnswerUsage) {
     };
     let sink = Settled {
         store: store.clone(),
-        prices: Arc::new(Prices::default()),
+        prices: Arc::new(prices),
         held,
         meters: METERS.clone(),
     };
     RequestUsage::new(answerer, Arc::new(sink))
         .answer()
-        .deliver(ReadUsage { usage, model: None });
+        .deliver(ReadUsage {
+            usage,
+            model: model.map(str::to_owned),
+        });
 }
 
 #[tokio::test]
@@ -175,31 +190,14 @@ async fn a_usd_budget_reserves_the_estimate_priced_and_settles_the_cost() {
         .await
         .unwrap();
     assert_eq!(reserved.held[0].reserved, 100 * 2 + 10 * 8);
-    let answerer = Answerer {
-        request_id: "req".into(),
-        team: Some("payments".into()),
-        key_id: None,
-        provider: "openai".into(),
-        model: Some("gpt-5".into()),
-    };
-    let sink = Settled {
-        store: store.clone(),
-        prices: Arc::new(prices),
-        held: reserved.held,
-        meters: METERS.clone(),
-    };
     let used = Usage {
         input: 50,
         output: 5,
         cached_input: 40,
         reasoning_output: 0,
     };
-    RequestUsage::new(answerer, Arc::new(sink))
-        .answer()
-        .deliver(ReadUsage {
-            usage: AnswerUsage::Reported(used),
-            model: Some("gpt-5-2025".into()),
-        });
+    let answered = AnswerUsage::Reported(used);
+    settle_priced(&store, prices, reserved.held, answered, Some("gpt-5-2025"));
     let counter = crate::state::spend::BudgetCounter::of(&budget.owner, &budget.budget, *NOW);
     // 10 * 2 + 40 * 0.5 + 5 * 8 micro-dollars.
     assert_eq!(store.spent(&counter.key).await.unwrap(), 80);

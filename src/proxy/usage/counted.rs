@@ -25,8 +25,7 @@ pub(crate) struct Counted {
 impl UsageSink for Counted {
     fn answered(&self, answered: &Answered<'_>) {
         let answerer = answered.answerer;
-        let unpriced =
-            !self.prices.is_empty() && answered.model.is_none_or(|model| self.prices.of(model).is_none());
+        let unpriced = !self.prices.is_empty() && answered.price(&self.prices).is_none();
         self.meters.usage(
             answerer.team.as_deref(),
             &answerer.provider,

@@ -31,6 +31,7 @@ pub(crate) use body::UsageBody;
 pub(crate) use counted::Counted;
 pub(crate) use tallied::{team_tally, Tallied, ANONYMOUS};
 
+use crate::spend::{Price, Prices};
 use crate::usage::{AnswerUsage, ReadUsage};
 
 /// Whose an answer is: what its usage is counted under.
@@ -57,6 +58,15 @@ pub(crate) struct Answered<'a> {
     pub(crate) model: Option<&'a str>,
     /// What it reported.
     pub(crate) usage: AnswerUsage,
+}
+
+impl Answered<'_> {
+    /// The answer's price: its model's, else the request's (a dated model name the
+    /// `[prices]` globs do not match is priced as the model asked for).
+    pub(crate) fn price<'p>(&self, prices: &'p Prices) -> Option<&'p Price> {
+        let priced = |model: Option<&str>| model.and_then(|model| prices.of(model));
+        priced(self.model).or_else(|| priced(self.answerer.model.as_deref()))
+    }
 }
 
 /// Receives the usage of each answer of a request, once per answer.
@@ -193,5 +203,41 @@ mod tests {
                 (Some("gpt-5".to_owned()), AnswerUsage::Missing),
             ]
         );
+    }
+
+    #[test]
+    fn an_answer_is_priced_by_its_model_else_by_the_requests() {
+        let (exact, dated) = (
+            globset::Glob::new("gpt-5").unwrap(),
+            globset::Glob::new("o3-*").unwrap(),
+        );
+        let price = |input| crate::spend::Price {
+            input,
+            cached_input: input,
+            output: input,
+        };
+        let prices = Prices::new([(&exact, price(1.0)), (&dated, price(2.0))]);
+        let answerer = |model: &str| Answerer {
+            request_id: "req".into(),
+            team: None,
+            key_id: None,
+            provider: "openai".into(),
+            model: Some(model.into()),
+        };
+        let priced = |answer: Option<&str>, request: &str| {
+            let answerer = answerer(request);
+            let answered = Answered {
+                answerer: &answerer,
+                model: answer,
+                usage: AnswerUsage::Missing,
+            };
+            answered.price(&prices).map(|price| price.input)
+        };
+        // A dated name the glob does not match: the model asked for prices it.
+        assert_eq!(priced(Some("gpt-5-2025-08-07"), "gpt-5"), Some(1.0));
+        // The answer's own model first.
+        assert_eq!(priced(Some("o3-2025"), "gpt-5"), Some(2.0));
+        assert_eq!(priced(None, "gpt-5"), Some(1.0));
+        assert_eq!(priced(Some("claude"), "llama"), None);
     }
 }

@@ -5,8 +5,6 @@
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use futures_util::FutureExt;
-
 use super::{Answered, UsageSink};
 use crate::proxy::teams::Team;
 use crate::spend::SpendClock;
@@ -58,10 +56,7 @@ pub(crate) fn usage_of(answered: &Answered<'_>, prices: &Prices) -> WindowUsage 
             output: usage.output,
             cached_input: usage.cached_input,
             reasoning_output: usage.reasoning_output,
-            cost_micro_usd: answered
-                .model
-                .and_then(|model| prices.of(model))
-                .map_or(0, |price| price.cost(&usage)),
+            cost_micro_usd: answered.price(prices).map_or(0, |price| price.cost(&usage)),
             answers: 1,
             missing: 0,
         },
@@ -104,28 +99,16 @@ impl Tallied {
         }
     }
 
-    /// Adds `usage` to `owner`'s tally of the `window` holding `now`: at once on a store of
-    /// this process (its calls never wait), on a task of the runtime for Redis.
+    /// Adds `usage` to `owner`'s tally of the `window` holding `now`, behind the answer
+    /// ([`StateStore::write_behind`]).
     fn add(&self, owner: &SpendOwner, window: Window, usage: WindowUsage, now: u64) {
         let bounds = window.bounds(now);
         let key = TallyKey::new(owner, window, bounds.start);
-        if !self.store.is_remote() {
-            match self.store.add_usage(&key, &usage, bounds.end).now_or_never() {
-                Some(added) => report(added),
-                None => report(Err(StoreError::Unavailable(
-                    "the store did not count at once".to_owned(),
-                ))),
-            }
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            report(Err(StoreError::Unavailable(
-                "no runtime to write the usage tally on".to_owned(),
-            )));
-            return;
-        };
         let store = self.store.clone();
-        runtime.spawn(async move { report(store.add_usage(&key, &usage, bounds.end).await) });
+        let write = async move { report(store.add_usage(&key, &usage, bounds.end).await) };
+        if let Err(error) = self.store.write_behind(write) {
+            report(Err(error));
+        }
     }
 }
 
