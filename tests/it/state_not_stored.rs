@@ -133,6 +133,36 @@ async fn an_item_reference_to_an_item_not_stored_is_replaced_by_the_kept_item_wi
     );
 }
 
+/// An answer of a response not stored to a request that asked for
+/// `include: ["reasoning.encrypted_content"]`: its reasoning item carries the content.
+const UNSTORED_WITH_BLOB: &str = r#"{"id":"resp_68d0aa11bb22cc44","object":"response","status":"completed","model":"gpt-5","store":false,"output":[{"type":"reasoning","id":"rs_68d0aa11bb22cc440001","summary":[],"encrypted_content":"gAAAAB-recorded"},{"type":"message","id":"msg_68d0aa11bb22cc440002","role":"assistant","status":"completed","content":[{"type":"output_text","text":"Hi.","annotations":[]}]}]}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reasoning_item_by_id_whose_content_the_ledger_kept_is_sent_with_it_with_store_items() {
+    let upstream = Upstream::start(|_| async { json_response(200, UNSTORED_WITH_BLOB) }).await;
+    let kept = "[ledger]\nstore_items = true\n";
+    let proxy = Proxy::start(&config(&upstream, kept), &[]).await;
+    assert_eq!(post(&proxy, &body(&[USER])).await.0, 200);
+    let by_id = r#"{"type":"reasoning","id":"rs_68d0aa11bb22cc440001","summary":[]}"#;
+    let recorded = r#"{"type":"reasoning","id":"rs_68d0aa11bb22cc440001","summary":[],"encrypted_content":"gAAAAB-recorded"}"#;
+    let message = r#"{"type":"message","id":"msg_68d0aa11bb22cc440002","role":"assistant","status":"completed","content":[{"type":"output_text","text":"Hi.","annotations":[]}]}"#;
+    let (status, headers, answer) = post(&proxy, &body(&[USER, by_id, message, USER])).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        headers["x-replaygate-repaired"].to_str().unwrap(),
+        "state_not_stored@input[1]"
+    );
+    assert_eq!(
+        headers["x-replaygate-inserted"].to_str().unwrap(),
+        "rs_68d0aa11bb22cc440001@input[1]"
+    );
+    let forwarded = upstream.received().last().unwrap().body.to_vec();
+    assert_eq!(
+        String::from_utf8(forwarded).unwrap(),
+        body(&[USER, recorded, message, USER])
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_item_reference_to_an_item_not_stored_is_refused_without_its_kept_content() {
     let upstream = Upstream::start(|_| async { json_response(200, UNSTORED) }).await;

@@ -66,17 +66,77 @@ pub(super) fn find(
             found.push((index, reference_finding(id, stored, provenance, source)));
             continue;
         }
+        found.push((index, reasoning_finding(id, stored, provenance, source)));
+    }
+}
+
+/// Offline (`replaygate check`, no ledger), in a body that says `store: false`: each reasoning
+/// item sent by `id` alone. A client that sends `store: false` made the turns it replays the
+/// same way, and the provider answers 404 to an id it was told not to keep; what the ledger adds
+/// (whose response it was, whether it was stored, its kept content) is not known here, so the
+/// finding is the cut.
+pub(super) fn find_in_body(items: &[Item<'_>], source: &str, found: &mut Vec<(usize, WholeFinding)>) {
+    for (index, item) in items.iter().enumerate() {
+        if item.class != ItemClass::Reasoning || has_blob(item) {
+            continue;
+        }
+        let Some(id) = item.id() else {
+            continue;
+        };
         let message = format!(
-            "reasoning item `{id}` is sent by id without its encrypted_content, and response `{}` \
-             that produced it was not stored by its provider (store: false), so the provider cannot \
-             read it; repair cuts it; {REMEDIES} ({source})",
-            stored.response_id
+            "reasoning item `{id}` is sent by id without its encrypted_content in a body that \
+             says `store: false`, so the provider kept nothing it could read it from; repair \
+             cuts it; {REMEDIES} ({source})"
         );
         found.push((
             index,
             WholeFinding::new(Reason::StateNotStored, message, Cure::Cut),
         ));
     }
+}
+
+/// The finding of reasoning item `id` (`stored`) sent by id alone, of a response not stored: the
+/// recorded item put in its place when the ledger kept it with its `encrypted_content` (the
+/// answer was asked for it), cut otherwise.
+fn reasoning_finding(id: &str, stored: &StoredItem, provenance: &Provenance, source: &str) -> WholeFinding {
+    let named = format!(
+        "reasoning item `{id}` is sent by id without its encrypted_content, and response `{}` \
+         that produced it was not stored by its provider (store: false), so the provider cannot \
+         read it",
+        stored.response_id
+    );
+    match provenance.unstored_texts.get(id).filter(|text| kept_blob(text)) {
+        Some(text) => WholeFinding::new(
+            Reason::StateNotStored,
+            format!(
+                "{named}; repair puts the recorded item, with its encrypted_content, in its place; \
+                 {REMEDIES} ({source})"
+            ),
+            Cure::Replace {
+                id: id.to_owned(),
+                text: text.clone(),
+            },
+        ),
+        None => WholeFinding::new(
+            Reason::StateNotStored,
+            format!("{named}; repair cuts it; {REMEDIES} ({source})"),
+            Cure::Cut,
+        ),
+    }
+}
+
+/// Whether a kept item's text carries an `encrypted_content` string (the answer held it when
+/// its request asked for `reasoning.encrypted_content`).
+fn kept_blob(text: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Blob<'a> {
+        #[serde(borrow)]
+        encrypted_content: Option<&'a serde_json::value::RawValue>,
+    }
+    serde_json::from_str::<Blob<'_>>(text)
+        .ok()
+        .and_then(|blob| blob.encrypted_content)
+        .is_some_and(|blob| blob.get().starts_with('"'))
 }
 
 /// The finding of an `item_reference` to item `id` (`stored`) of a response not stored: put the
@@ -125,14 +185,21 @@ pub(super) fn previous(
     }
     let how = match carry_sessions {
         false => {
-            "send requests with `store: true`, send the history as input items instead, or set              [ledger] carry_sessions = true (with store_items = true) and replaygate replays the              recorded items in its place"
+            "send requests with `store: true`, send the history as input items instead, or set \
+             [ledger] carry_sessions = true (with store_items = true) and replaygate replays the \
+             recorded items in its place"
         }
         true => {
-            "its session could not be carried: not every response of its chain is recorded with              its items (one expired, was recorded before store_items was on, or the chain is              deeper than max_chain); send requests with `store: true`, or send the history as              input items instead"
+            "its session could not be carried: not every response of its chain is recorded with \
+             its items (one expired, was recorded before store_items was on, or the chain is \
+             deeper than max_chain); send requests with `store: true`, or send the history as \
+             input items instead"
         }
     };
     let message = format!(
-        "Previous response with id '{id}' not found: it was not stored by its provider (store:          false), so only the WebSocket that made it can continue it ({how}) ({source})"
+        "Previous response with id '{id}' not found: its provider did not store it (store: \
+         false), so it can be continued only on the WebSocket that made it, if it was made on \
+         one ({how}) ({source})"
     );
     Some((id.to_owned(), message))
 }

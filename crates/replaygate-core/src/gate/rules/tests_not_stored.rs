@@ -265,6 +265,48 @@ fn an_item_reference_to_an_item_not_stored_is_replaced_by_the_kept_item() {
     assert_eq!(forwarded(&body, &verdict), body_of(&[MESSAGE, USER]));
 }
 
+/// The reasoning item as the answer held it when its request asked for
+/// `reasoning.encrypted_content`.
+const RECORDED_WITH_BLOB: &str =
+    r#"{"type":"reasoning","id":"rs_unstored_0123456789","summary":[],"encrypted_content":"gAAAAB-kept"}"#;
+
+#[test]
+fn an_id_only_reasoning_item_whose_recorded_content_was_kept_is_replaced_by_it() {
+    let mut provenance = ledger(true, None);
+    provenance
+        .unstored_texts
+        .insert(RS_ID.to_owned(), RECORDED_WITH_BLOB.to_owned());
+    for reasoning in [ID_ONLY, NULL_BLOB] {
+        let body = body_of(&[USER, reasoning, MESSAGE, USER]);
+        let verdict = judge(&body, &provenance, &Policy::default(), None);
+        assert_eq!(
+            summary(&verdict),
+            [(Some(1), Reason::StateNotStored, Action::Repair)],
+            "{body}"
+        );
+        assert!(verdict.is_allowed());
+        assert!(verdict.repair_cuts.is_empty());
+        assert_eq!(verdict.inserts.len(), 1);
+        assert!(verdict.inserts[0].replaces);
+        assert_eq!(
+            forwarded(&body, &verdict),
+            body_of(&[USER, RECORDED_WITH_BLOB, MESSAGE, USER])
+        );
+        let message = &verdict.violations[0].message;
+        assert!(message.contains("in its place"), "{message}");
+    }
+    // Kept without its content (the answer was not asked for it): cut, as without the text.
+    let mut provenance = ledger(true, None);
+    provenance
+        .unstored_texts
+        .insert(RS_ID.to_owned(), ID_ONLY.to_owned());
+    let body = body_of(&[USER, ID_ONLY, MESSAGE, USER]);
+    let verdict = judge(&body, &provenance, &Policy::default(), None);
+    assert_eq!(verdict.repair_cuts, [1]);
+    assert!(verdict.inserts.is_empty());
+    assert_eq!(forwarded(&body, &verdict), body_of(&[USER, MESSAGE, USER]));
+}
+
 #[test]
 fn an_item_reference_to_an_item_not_stored_without_its_content_is_refused() {
     let body = body_of(&[USER, REFERENCE, USER]);
