@@ -225,6 +225,10 @@ pub struct Target<'a> {
     /// With teams and provenance: whether state the ledger holds no record of is judged
     /// (`unknown_state`); the proxy's `[ledger] unknown_owner = "deny"`. Told by the proxy.
     pub deny_unknown_state: bool,
+    /// Whether the body is judged offline, with no ledger (`replaygate check`): the rules
+    /// that need one judge only what the body itself says (`state_not_stored` on a body that
+    /// says `store: false`; docs/reasons.md#state_not_stored). The proxy never sets it.
+    pub offline: bool,
 }
 
 /// The policy of a [`Target`] built without one.
@@ -246,6 +250,7 @@ impl<'a> Target<'a> {
             access: None,
             carry_sessions: false,
             deny_unknown_state: false,
+            offline: false,
         }
     }
 
@@ -279,6 +284,14 @@ impl<'a> Target<'a> {
     pub fn with_unknown_state_denied(self, deny_unknown_state: bool) -> Self {
         Self {
             deny_unknown_state,
+            ..self
+        }
+    }
+
+    /// The same target judged offline ([`Target::offline`]).
+    pub fn offline(self) -> Self {
+        Self {
+            offline: true,
             ..self
         }
     }

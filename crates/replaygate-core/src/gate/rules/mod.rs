@@ -359,6 +359,7 @@ fn judge_items(
             target.provider,
             target.provenance,
             known,
+            target.offline,
         )
     });
     let mut shape_findings = Vec::new();

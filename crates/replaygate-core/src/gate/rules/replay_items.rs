@@ -74,14 +74,15 @@ pub(super) struct ReplayFindings {
 
 impl ReplayFindings {
     /// The findings of `request` under `rules` (a profile's), for `provider`, with what the
-    /// ledger knows (`None`: not asked, and `reasoning_missing` finds nothing). `None` when
-    /// there are none.
+    /// ledger knows (`None`: not asked, and `reasoning_missing` finds nothing), or judged
+    /// `offline` from the body alone. `None` when there are none.
     pub(super) fn find(
         request: &ParsedRequest<'_>,
         rules: &ReplayRules,
         provider: &ProviderProfile,
         provenance: Option<&Provenance>,
         known: Option<&JudgedPrefix>,
+        offline: bool,
     ) -> Option<ReplayFindings> {
         if !rules.any() {
             return None;
@@ -89,8 +90,16 @@ impl ReplayFindings {
         let items = request.items();
         let mut found = Vec::new();
         // First: an item the provider cannot read at all is cut before its place is weighed.
-        if let Some((source, provenance)) = rules.state_not_stored.as_ref().zip(provenance) {
-            super::not_stored::find(items, provenance, provider.name(), source, &mut found);
+        if let Some(source) = &rules.state_not_stored {
+            match provenance {
+                Some(provenance) => {
+                    super::not_stored::find(items, provenance, provider.name(), source, &mut found)
+                }
+                None if offline && request.store == Some(false) => {
+                    super::not_stored::find_in_body(items, source, &mut found)
+                }
+                None => {}
+            }
         }
         if let Some(source) = &rules.duplicate_item_id {
             duplicates(request, source, &mut found);
