@@ -6,6 +6,7 @@
 mod support;
 
 mod admin;
+mod agents_sdk;
 mod bench_default_config;
 mod budgets;
 mod buffered_bytes;
