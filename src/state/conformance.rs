@@ -429,6 +429,15 @@ async fn a_response_not_stored_reads_back_so_with_its_items<B: Backend>() {
             .collect();
         assert_eq!(flags, [Some(true), Some(false)]);
     }
+    // A response recorded by its id alone (its answer stopped before an item) keeps it too.
+    let owner = Owner {
+        provider: "openai".into(),
+        model: None,
+    };
+    let mut owned = StoredResponse::owner_only("resp_3".into(), owner, None, now_unix(), 600);
+    owned.not_stored = true;
+    store.put_response(&owned).await.unwrap();
+    assert_eq!(store.response("resp_3").await.unwrap(), Some(owned));
 }
 
 /// A `previous_response_id` chain is walked one response at a time, each read with its link,

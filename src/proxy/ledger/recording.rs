@@ -278,7 +278,15 @@ impl Ledger {
                 }
                 Some(self.stored(tapped, recording))
             }
-            Ended::IdOnly { id, model } => Some(self.owner_only(id, model, recording)),
+            Ended::IdOnly {
+                id,
+                model,
+                not_stored,
+            } => {
+                let mut stored = self.owner_only(id, model, recording);
+                stored.not_stored = not_stored;
+                Some(stored)
+            }
             Ended::Nothing => {
                 if !too_large {
                     self.count(LedgerOp::Record, LedgerResult::Dropped);

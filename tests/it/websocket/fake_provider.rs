@@ -27,7 +27,8 @@ pub enum Behaviour {
     /// Answers every `response.create` with a turn whose `response.completed` carries the
     /// usage of [`turn_usage`].
     Usage,
-    /// Answers every `response.create` with its `response.created` alone, and nothing more.
+    /// Answers every `response.create` with its `response.created` alone (its response saying
+    /// `store: false`), and nothing more.
     Stall,
     /// Answers every `response.create` with a turn of [`unstored_turn_events`]: its response
     /// says `store: false`.
@@ -130,7 +131,7 @@ impl FakeProvider {
                         let events = match behaviour {
                             Behaviour::Reasoned => reasoned_turn_events(n),
                             Behaviour::Usage => usage_turn_events(n),
-                            Behaviour::Stall => turn_events(n)[..1].to_vec(),
+                            Behaviour::Stall => unstored_turn_events(n)[..1].to_vec(),
                             Behaviour::Unstored => unstored_turn_events(n),
                             _ => turn_events(n),
                         };

@@ -241,7 +241,11 @@ impl AnswerReader {
             .ok()
             .flatten()
             .and_then(|model| checked_id(model.into()));
-        Ended::IdOnly { id, model }
+        Ended::IdOnly {
+            id,
+            model,
+            not_stored: false,
+        }
     }
 
     fn fail_with(&mut self, why: Unrecorded) {

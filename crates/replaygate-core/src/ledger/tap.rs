@@ -442,7 +442,11 @@ impl Facts {
         };
         let complete = ended == Some(true);
         if !complete && items.is_empty() {
-            return Ended::IdOnly { id, model };
+            return Ended::IdOnly {
+                id,
+                model,
+                not_stored,
+            };
         }
         Ended::Items(kept.into_tapped(ResponseRecord { id, model, items }, keep, complete))
             .not_stored(not_stored)
@@ -454,6 +458,7 @@ impl Facts {
             Some(id) => Ended::IdOnly {
                 id: id.clone(),
                 model: self.model.clone(),
+                not_stored: self.not_stored,
             },
             None => Ended::Nothing,
         }
@@ -733,7 +738,11 @@ where
         Err(known) => return without_items(known),
     };
     let Some((_, items)) = output.filter(|(count, _)| *count <= limits.max_items) else {
-        return Ended::IdOnly { id, model };
+        return Ended::IdOnly {
+            id,
+            model,
+            not_stored: false,
+        };
     };
     let mut kept = Kept::default();
     let items = items
@@ -743,7 +752,11 @@ where
         Some(items) if complete || !items.is_empty() => {
             Ended::Items(kept.into_tapped(ResponseRecord { id, model, items }, keep, complete))
         }
-        _ => Ended::IdOnly { id, model },
+        _ => Ended::IdOnly {
+            id,
+            model,
+            not_stored: false,
+        },
     }
 }
 
@@ -765,7 +778,11 @@ pub(crate) fn answer_record_streamed(
         Some(items) if complete || !items.is_empty() => {
             Ended::Items(kept.into_tapped(ResponseRecord { id, model, items }, keep, complete))
         }
-        _ => Ended::IdOnly { id, model },
+        _ => Ended::IdOnly {
+            id,
+            model,
+            not_stored: false,
+        },
     }
 }
 
@@ -798,7 +815,11 @@ type Named = (String, Option<String>);
 /// What an answer leaves without its items: its id alone, when it has one to record.
 fn without_items(known: Option<Named>) -> Ended {
     match known {
-        Some((id, model)) => Ended::IdOnly { id, model },
+        Some((id, model)) => Ended::IdOnly {
+            id,
+            model,
+            not_stored: false,
+        },
         None => Ended::Nothing,
     }
 }
@@ -1199,7 +1220,8 @@ mod tests {
             tap.end(),
             Ended::IdOnly {
                 id: "resp_big".into(),
-                model: Some("gpt-5".into())
+                model: Some("gpt-5".into()),
+                not_stored: false,
             }
         );
     }

@@ -97,3 +97,27 @@ fn a_response_not_stored_that_ended_incomplete_is_recorded_not_stored() {
         assert!(!tapped.complete);
     }
 }
+
+#[test]
+fn a_response_not_stored_recorded_by_its_id_alone_keeps_that_it_was_not_stored() {
+    use super::Ended;
+    // A stream that stopped after `response.created` (a socket closed, a client gone): its id
+    // alone is recorded, not stored as its head said.
+    for (store, expected) in [(r#","store":false"#, true), ("", false)] {
+        let head = format!(r#"{{"id":"resp_1","model":"gpt-5","status":"in_progress"{store},"output":[]}}"#);
+        let created = format!("data: {{\"type\":\"response.created\",\"response\":{head}}}\n\n");
+        let mut tap = Tap::new(AnswerKind::EventStream, TapLimits::default());
+        tap.feed(created.as_bytes());
+        match tap.end() {
+            Ended::IdOnly { id, not_stored, .. } => {
+                assert_eq!((id.as_str(), not_stored), ("resp_1", expected), "{store}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // A background response answered `in_progress` in JSON.
+    let queued = r#"{"id":"resp_2","object":"response","model":"gpt-5","status":"in_progress","store":false,"output":[]}"#;
+    let mut tap = Tap::new(AnswerKind::Json, TapLimits::default());
+    tap.feed(queued.as_bytes());
+    assert!(matches!(tap.end(), Ended::IdOnly { not_stored: true, .. }));
+}
