@@ -257,3 +257,38 @@ async fn a_previous_response_id_not_stored_is_carried_with_carry_sessions() {
     assert_eq!(input[1]["content"][0]["text"], "Hi.");
     assert_eq!(input[2]["content"], "and then?");
 }
+
+/// A provider configured `stores_responses = false` keeps nothing whatever its answer says: the
+/// ledger records its answers as not stored, so the reasoning item of one, sent by id alone, is
+/// cut as that of a `store: false` answer is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_that_stores_nothing_has_its_answers_recorded_not_stored() {
+    let silent = UNSTORED.replace(r#""store":false,"#, "");
+    assert_ne!(silent, UNSTORED);
+    let answer = silent.clone();
+    let upstream = Upstream::start(move |_| {
+        let answer = answer.clone();
+        async move { json_response(200, answer) }
+    })
+    .await;
+    let config = config(&upstream, "").replace(
+        "item_profile = \"openai\"\n",
+        "item_profile = \"openai\"\nstores_responses = false\n",
+    );
+    assert!(config.contains("stores_responses = false"), "{config}");
+    let proxy = Proxy::start(&config, &[]).await;
+    assert_eq!(post(&proxy, &body(&[USER])).await.0, 200);
+    let (status, headers, answer) = post(&proxy, &body(&[USER, REASONING, MESSAGE, USER])).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        headers["x-replaygate-repaired"].to_str().unwrap(),
+        "state_not_stored@input[1]"
+    );
+    // The same provider without the setting: the answer says nothing of store, so it is stored.
+    let plain = config.replace("stores_responses = false\n", "");
+    let proxy = Proxy::start(&plain, &[]).await;
+    assert_eq!(post(&proxy, &body(&[USER])).await.0, 200);
+    let (status, headers, _) = post(&proxy, &body(&[USER, REASONING, MESSAGE, USER])).await;
+    assert_eq!(status, 200);
+    assert!(headers.get("x-replaygate-repaired").is_none());
+}

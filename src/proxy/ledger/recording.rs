@@ -50,6 +50,9 @@ pub(crate) struct Recording {
     pub(crate) model: Option<String>,
     /// The request's team.
     pub(crate) team: Option<String>,
+    /// The provider keeps nothing it answers (`stores_responses = false`): the record is not
+    /// stored whatever the answer's `store` says.
+    pub(crate) keeps_nothing: bool,
     /// The request's `previous_response_id` (`None` for a carried request, whose input holds
     /// the whole chain).
     pub(crate) previous_response_id: Option<String>,
@@ -283,8 +286,9 @@ impl Ledger {
                 model,
                 not_stored,
             } => {
+                let keeps_nothing = recording.keeps_nothing;
                 let mut stored = self.owner_only(id, model, recording);
-                stored.not_stored = not_stored;
+                stored.not_stored = not_stored || keeps_nothing;
                 Some(stored)
             }
             Ended::Nothing => {
@@ -356,6 +360,7 @@ impl Ledger {
         } = tapped;
         // The model as the client named it, which it names again when it replays: a provider
         // may answer with a dated name (`gpt-5` as `gpt-5-2025-08-07`) for the same model.
+        let keeps_nothing = recording.keeps_nothing;
         let owner = Owner {
             provider: recording.provider,
             model: recording.model.or_else(|| record.model.clone()),
@@ -370,7 +375,7 @@ impl Ledger {
         );
         stored.input_call_ids = recording.input_call_ids;
         stored.partial = !complete;
-        stored.not_stored = not_stored;
+        stored.not_stored = not_stored || keeps_nothing;
         if let (Some(input), Some(output)) = (recording.input_items, items) {
             stored.content = Some(StoredContent { input, output });
         }
@@ -574,6 +579,7 @@ mod tests {
             provider: "openai".into(),
             model: Some("gpt-5".into()),
             team: None,
+            keeps_nothing: false,
             previous_response_id: None,
             input_items: None,
             input_call_ids: CallIds::default(),
