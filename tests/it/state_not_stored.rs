@@ -292,3 +292,42 @@ async fn a_provider_that_stores_nothing_has_its_answers_recorded_not_stored() {
     assert_eq!(status, 200);
     assert!(headers.get("x-replaygate-repaired").is_none());
 }
+
+/// With teams, a reasoning item by id of a response not stored that another team's request
+/// made is that team's state first: `cross_team_state`, refused, before `state_not_stored`
+/// would cut it (docs/item-profiles.md#precedence).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_teams_reasoning_item_of_a_response_not_stored_is_cross_team_state_first() {
+    const ALPHA: &str = "rg-alpha-not-stored-0123456789";
+    const BETA: &str = "rg-beta-not-stored-0123456789";
+    let entry = |key: &str| replaygate::keys::format_digest(&replaygate::keys::digest(key));
+    let upstream = Upstream::start(|_| async { json_response(200, UNSTORED) }).await;
+    let teams = format!(
+        "[teams.alpha]\nkeys = [\"{}\"]\n[teams.beta]\nkeys = [\"{}\"]\n",
+        entry(ALPHA),
+        entry(BETA)
+    );
+    let proxy = Proxy::start(&config(&upstream, &teams), &[]).await;
+    let send = |key: &'static str, body: String| {
+        let request = reqwest::Client::new()
+            .post(proxy.url("/v1/responses"))
+            .header("content-type", "application/json")
+            .header("authorization", format!("Bearer {key}"))
+            .body(body);
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let answer: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap_or(Value::Null);
+            (status, answer)
+        }
+    };
+    assert_eq!(send(ALPHA, body(&[USER])).await.0, 200);
+    let before = upstream.received().len();
+    let (status, answer) = send(BETA, body(&[USER, REASONING, MESSAGE, USER])).await;
+    assert_eq!(status, 422, "{answer}");
+    assert_eq!(answer["error"]["code"], "cross_team_state", "{answer}");
+    assert_eq!(upstream.received().len(), before, "a refused body left");
+    // Its own team's turn is repaired as without teams.
+    let (status, _) = send(ALPHA, body(&[USER, REASONING, MESSAGE, USER])).await;
+    assert_eq!(status, 200);
+}
