@@ -16,8 +16,8 @@ mod judged_prefixes;
 pub(crate) mod ledger;
 pub mod lifecycle;
 mod objects;
-#[allow(dead_code)] // read by the team phase, set by the TLS listener (issue 50 in progress)
 mod peer_certificate;
+mod peer_names;
 mod phases;
 pub(crate) mod provider;
 pub(crate) mod rate_limit;

@@ -49,6 +49,7 @@ impl RequestSpan {
                 path = %path,
                 team = Empty,
                 key_id = Empty,
+                client_cert = Empty,
                 provider = Empty,
             ));
         }
@@ -60,6 +61,7 @@ impl RequestSpan {
             path = %path,
             team = Empty,
             key_id = Empty,
+            client_cert = Empty,
             provider = Empty,
             decision = Empty,
             status = Empty,
@@ -93,6 +95,11 @@ impl RequestSpan {
     /// Notes the client key's id (never the key).
     pub(crate) fn key_id(&self, key_id: &str) {
         self.0.record("key_id", display(key_id));
+    }
+
+    /// Notes the name of the client certificate that named the team (never the certificate).
+    pub(crate) fn client_cert(&self, name: &str) {
+        self.0.record("client_cert", display(name));
     }
 
     /// Notes the provider the request was routed to.
