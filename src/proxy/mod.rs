@@ -38,6 +38,7 @@ pub mod websocket;
 pub(crate) mod workers;
 
 pub use crate::spend::SpendClock;
+pub use peer_names::present_client_certificate;
 pub use server::{run, ServerSettings};
 pub use state::ProxyState;
 pub use workers::{run_workers, worker_runtime};

@@ -66,6 +66,18 @@ impl PeerNames {
     }
 }
 
+/// Hands `request` the verified client certificate `der`, as the TLS listener does for every
+/// request of a connection whose client presented one: for callers of
+/// [`super::lifecycle::handle`] that verified the certificate themselves (the integration
+/// tests, which send requests in-process).
+#[doc(hidden)]
+pub fn present_client_certificate<B>(request: &mut http::Request<B>, der: Vec<u8>) {
+    let certificate = rustls::pki_types::CertificateDer::from(der);
+    request
+        .extensions_mut()
+        .insert(PeerCertificate(std::sync::Arc::new(certificate)));
+}
+
 /// How a certificate's name is written in the access line, the audit line and the span: as a
 /// `client_certs` entry would name it (`spiffe://...`, `dns:...`, `cn:...`).
 pub(crate) fn shown(kind: CertNameKind, name: &str) -> String {

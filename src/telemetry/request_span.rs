@@ -149,12 +149,13 @@ mod tests {
     use crate::telemetry::memory_lines::MemoryLines as Lines;
 
     /// Logs, through `subscriber`, a warning inside a request span that learned its team, key
-    /// id and provider, then the access line outside it.
+    /// id, client certificate name and provider, then the access line outside it.
     fn log_a_request(subscriber: impl Into<tracing::Dispatch>) {
         tracing::dispatcher::with_default(&subscriber.into(), || {
             let span = RequestSpan::start("req-7", &Method::POST, "/v1/responses", &HeaderMap::new());
             span.team("payments");
             span.key_id("ci-2026-12");
+            span.client_cert("cn:payments-ci");
             span.provider("openai");
             span.span().in_scope(|| {
                 tracing::warn!("the team's rate could not be counted");
@@ -196,7 +197,7 @@ mod tests {
             let warning = lines.next().unwrap();
             assert!(
                 warning.contains(
-                    "request{request_id=req-7 method=POST path=/v1/responses team=payments key_id=ci-2026-12 provider=openai}: "
+                    "request{request_id=req-7 method=POST path=/v1/responses team=payments key_id=ci-2026-12 client_cert=cn:payments-ci provider=openai}: "
                 ),
                 "{warning}"
             );
@@ -228,6 +229,7 @@ mod tests {
                 "path": "/v1/responses",
                 "team": "payments",
                 "key_id": "ci-2026-12",
+                "client_cert": "cn:payments-ci",
                 "provider": "openai",
             })
         );
