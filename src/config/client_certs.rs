@@ -118,7 +118,7 @@ pub(super) struct Claimed {
 
 impl Claimed {
     /// Refuses `team`'s globs when one could match a name another team's glob of the same
-    /// kind matches (docs/teams.md#overlapping-globs); else claims them for `team`.
+    /// kind matches (docs/teams.md#a-team-known-by-its-client-certificate); else claims them for `team`.
     pub(super) fn claim(
         &mut self,
         team: &str,
