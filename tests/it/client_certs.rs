@@ -358,3 +358,46 @@ async fn a_team_known_by_its_certificate_keeps_its_state_and_is_refused_anothers
     let owner = post(&state, by_key(BETA), "b3", "/openai/v1/responses", next(&id)).await;
     assert_eq!(owner.status, 200, "{}", owner.body);
 }
+
+/// A WebSocket upgrade is known by its certificate as a request is: the 101 for the team's
+/// certificate alone (the socket itself needs a real connection, so it goes no further here),
+/// 401 for a certificate beside another team's key, or for none.
+#[tokio::test]
+async fn a_websocket_upgrade_is_known_by_its_certificate() {
+    let (openai, bedrock) = (provider("openai").await, provider("bedrock").await);
+    let dir = tempfile::tempdir().unwrap();
+    let state = state(&openai, &bedrock, &dir.path().join("audit.jsonl"));
+    let alpha = certificate(&["spiffe://example.org/ns/alpha/ws"], &[], "ws");
+    for (client, status, code) in [
+        (by_certificate(&alpha), 101, ""),
+        (
+            Client {
+                key: Some(BETA),
+                certificate: Some(&alpha),
+            },
+            401,
+            "key_certificate_mismatch",
+        ),
+        (Client::default(), 401, "invalid_api_key"),
+    ] {
+        let mut request = Request::get("/v1/responses")
+            .header("upgrade", "websocket")
+            .header("connection", "upgrade")
+            .header("sec-websocket-version", "13")
+            .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==");
+        if let Some(key) = client.key {
+            request = request.header("authorization", format!("Bearer {key}"));
+        }
+        let mut request = request.body(Full::new(Bytes::new())).unwrap();
+        if let Some(der) = client.certificate {
+            present_client_certificate(&mut request, der.to_vec());
+        }
+        let answer = lifecycle::handle(state.clone(), request).await;
+        assert_eq!(answer.status().as_u16(), status, "{code}");
+        if status == 401 {
+            let bytes = answer.into_body().collect().await.unwrap().to_bytes();
+            let body: Value = serde_json::from_slice(&bytes).unwrap();
+            assert_eq!(body["error"]["code"], code);
+        }
+    }
+}
