@@ -192,8 +192,12 @@ pub(crate) struct UsageAuditLine<'a> {
     pub(crate) request_id: &'a str,
     /// The key's team; `null` for anonymous clients.
     pub(crate) team: Option<&'a str>,
-    /// The key's id; `null` for anonymous clients.
+    /// The key's id; `null` for anonymous clients and a team known by its certificate alone.
     pub(crate) key_id: Option<&'a str>,
+    /// The client certificate's matched name, as in [`AuditLine::client_cert`]; left out when
+    /// no certificate named the team.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) client_cert: Option<&'a str>,
     /// The provider that answered.
     pub(crate) provider: &'a str,
     /// The answer's model, else the request's.
@@ -216,6 +220,7 @@ impl<'a> UsageAuditLine<'a> {
         request_id: &'a str,
         team: Option<&'a str>,
         key_id: Option<&'a str>,
+        client_cert: Option<&'a str>,
         provider: &'a str,
         model: Option<&'a str>,
         usage: crate::usage::AnswerUsage,
@@ -227,6 +232,7 @@ impl<'a> UsageAuditLine<'a> {
             request_id,
             team,
             key_id,
+            client_cert,
             provider,
             model,
             usage: if counts.is_some() { "reported" } else { "missing" },

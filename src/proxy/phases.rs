@@ -302,6 +302,7 @@ impl<'r> RequestContext<'r> {
             request_id: self.record.request_id.clone(),
             team: self.team_name().map(str::to_owned),
             key_id: self.record.key_id_name().map(str::to_owned),
+            client_cert: self.record.client_cert_name().map(str::to_owned),
             provider: provider.to_owned(),
             model: self.record.model().map(str::to_owned),
         };

@@ -218,6 +218,20 @@ async fn a_certificate_of_a_team_passes_its_policy_with_no_key_and_names_the_cal
         !text.contains("api.alpha.internal"),
         "only the matched name is audited"
     );
+    // The answer's usage line names it the same way.
+    let usage: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|line| line["kind"] == "usage")
+        .collect();
+    assert_eq!(usage.len(), 1, "{text}");
+    assert_eq!(
+        (&usage[0]["request_id"], &usage[0]["client_cert"]),
+        (
+            &json!("cert-alpha"),
+            &json!("spiffe://example.org/ns/alpha/sa/api")
+        )
+    );
 }
 
 #[tokio::test]
