@@ -48,7 +48,7 @@ fn check(
     // Offline, every violation is printed: there is no answer whose size to bound.
     policy.max_listed = usize::MAX;
     let gate = Gate::new(limits);
-    let target = Target::new(&profile, &policy);
+    let target = Target::new(&profile, &policy).offline();
     let input = open(&args.input, stdin)?;
     let mut worst = EXIT_ALLOWED;
     let mut judge = |body: &[u8], origin: &str| -> Result<(), String> {

@@ -3,8 +3,8 @@
 //! while instruction counts repeat exactly. `bench/gate/icount.sh` runs it and prints the
 //! instructions per check.
 //!
-//!     gate_icount CASE BYTES TIMES     # CASE: floor, reader, parse, gate, item_profile, first_seen
-//!                                      # or next_turn
+//!     gate_icount CASE BYTES TIMES     # CASE: floor, reader, parse, gate, item_profile, first_seen,
+//!                                      # next_turn, offline, ledger_stored or ledger_not_stored
 //!
 //! `floor` is serde_json passing over the body (`IgnoredAny`); `reader` is the gate's own reader
 //! doing the same, the least any reading of the body by the gate can cost. `next_turn` is the
@@ -13,13 +13,20 @@
 //! for its new items, and its whole input kept
 //! (docs/incremental-judging.md).
 //!
+//! `state_not_stored` (docs/reasons.md#state_not_stored) on the same body (a `store: false`
+//! history whose reasoning items go by id alone): `offline` is the `item_profile` check as
+//! `replaygate check` makes it (every such reasoning item found from the body alone);
+//! `ledger_stored` and `ledger_not_stored` are the check with what the ledger knows of every
+//! item, recorded for a response its provider stored (the rule finds nothing) or did not (every
+//! such reasoning item cut).
+//!
 //! Under `cargo bench` (which passes `--bench`) it does nothing.
 
 mod history;
 
 use std::hint::black_box;
 
-use replaygate::gate::{parse, ItemProfile, ProviderProfile, Target};
+use replaygate::gate::{parse, ItemProfile, ProviderProfile, Reason, Target};
 use serde::de::IgnoredAny;
 
 fn main() {
@@ -43,6 +50,17 @@ fn main() {
     first_seen.check(&body, &target).expect("the body reads");
     gate.check(&body, &profiled_target).expect("the body reads");
     let previous = history::kept_previous_turn(&gate, &profiled_target, &body);
+    let offline_target = Target::provider(&profiled).offline();
+    let (stored, not_stored) = (history::recorded(&body, false), history::recorded(&body, true));
+    let stored_target = Target::provider(&profiled).with_provenance(&stored);
+    let not_stored_target = Target::provider(&profiled).with_provenance(&not_stored);
+    let found = |target: &Target<'_>| {
+        let verdict = gate.check(&body, target).expect("the body reads");
+        let not_stored = |v: &&replaygate::gate::Violation| v.reason == Reason::StateNotStored;
+        verdict.violations.iter().filter(not_stored).count()
+    };
+    let cut = [&offline_target, &stored_target, &not_stored_target].map(found);
+    assert!(cut[0] > 0 && cut[1] == 0 && cut[2] == cut[0], "{cut:?}");
     for _ in 0..times {
         match case.as_str() {
             "floor" => serde_json::from_slice::<IgnoredAny>(black_box(&body))
@@ -62,6 +80,11 @@ fn main() {
                 black_box(&body),
                 &previous,
             ))),
+            "offline" => drop(black_box(gate.check(black_box(&body), &offline_target).unwrap())),
+            "ledger_stored" => drop(black_box(gate.check(black_box(&body), &stored_target).unwrap())),
+            "ledger_not_stored" => drop(black_box(
+                gate.check(black_box(&body), &not_stored_target).unwrap(),
+            )),
             other => panic!("unknown case {other}"),
         }
     }

@@ -144,6 +144,8 @@ pub(super) struct ProviderEntry {
     pub(super) read_timeout: Duration,
     #[serde(default)]
     pub(super) encrypted_content_scope: EncryptedContentScope,
+    #[serde(default = "stores_responses_default")]
+    pub(super) stores_responses: bool,
     /// `item_profile`: the name of a built-in item profile, or `{ file = "..." }`.
     pub(super) item_profile: Option<Spanned<super::item_profile::ItemProfileEntry>>,
 }
@@ -254,4 +256,9 @@ fn default_connect_timeout() -> Duration {
 
 fn default_read_timeout() -> Duration {
     Duration::from_secs(600)
+}
+
+/// `stores_responses` unless set: the provider keeps what it answers unless told `store: false`.
+fn stores_responses_default() -> bool {
+    true
 }

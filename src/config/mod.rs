@@ -110,6 +110,10 @@ pub struct ProviderConfig {
     /// `encrypted_content_scope`: whether this provider's `encrypted_content` may be replayed to
     /// any of its models or only to the model that produced it.
     pub(crate) encrypted_content_scope: EncryptedContentScope,
+    /// `stores_responses`: `false` for a provider that keeps nothing it answers, whatever a
+    /// request's `store` says; the ledger records its every answer as not stored
+    /// (docs/reasons.md#state_not_stored).
+    pub(crate) stores_responses: bool,
     /// `item_profile`: what the provider accepts in input items (docs/item-profiles.md); `None`: no
     /// item shape checks.
     pub item_profile: Option<std::sync::Arc<crate::gate::ItemProfile>>,

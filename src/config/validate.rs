@@ -735,6 +735,7 @@ impl ProviderEntry {
             connect_timeout: self.connect_timeout,
             read_timeout: self.read_timeout,
             encrypted_content_scope: self.encrypted_content_scope,
+            stores_responses: self.stores_responses,
             item_profile,
             item_profile_file,
         })

@@ -633,6 +633,15 @@ async fn ask(state: &ProxyState, asker: &Asker, query: &LedgerQuery) -> Result<A
         let ledger_whole = known.previous.as_ref().is_some_and(|previous| previous.complete);
         if chain.complete || !ledger_whole {
             Arc::make_mut(&mut known).previous = Some(chain);
+        } else if known
+            .previous
+            .as_ref()
+            .is_some_and(|previous| previous.not_stored)
+        {
+            // The socket that made it keeps it, stored or not (docs/reasons.md#state_not_stored).
+            if let Some(previous) = Arc::make_mut(&mut known).previous.as_mut() {
+                previous.not_stored = false;
+            }
         }
     }
     Ok(known)
@@ -836,6 +845,7 @@ mod tests {
                 call_ids: Vec::new(),
                 complete,
                 team: None,
+                not_stored: false,
             },
             asked: Default::default(),
         })

@@ -458,6 +458,10 @@ impl<'r> RequestContext<'r> {
             provider: judged.provider.clone(),
             model: judged.model.take(),
             team: self.team.as_ref().map(|team| team.name.clone()),
+            keeps_nothing: self
+                .snapshot
+                .provider(&judged.provider)
+                .is_ok_and(|provider| !provider.stores_responses),
             previous_response_id: judged.previous_response_id.take(),
             input_items: ledger.settings.store_items.then(|| input_items(body)).flatten(),
             input_call_ids: std::mem::take(&mut judged.input_call_ids),

@@ -119,6 +119,9 @@ pub(crate) struct Provider {
     pub(crate) client: UpstreamClient,
     /// `connect_timeout`: also bounds the WebSocket mode's connection and handshake.
     pub(crate) connect_timeout: std::time::Duration,
+    /// `stores_responses`: whether the provider keeps what it answers (unless told `store:
+    /// false`).
+    pub(crate) stores_responses: bool,
 }
 
 impl Provider {
@@ -156,6 +159,7 @@ impl Provider {
             credential: Credential::resolve(&config.auth, env),
             client,
             connect_timeout: config.connect_timeout,
+            stores_responses: config.stores_responses,
         })
     }
 

@@ -75,6 +75,7 @@ macro_rules! every_backend {
         conformance!($module: $backend;
             round_trip,
             items_are_found_by_id_and_by_digest_in_the_order_asked,
+            a_response_not_stored_reads_back_so_with_its_items,
             a_chain_is_walked_response_by_response,
             a_record_written_again_replaces_the_earlier,
             an_item_recorded_again_leads_to_the_later_response,
@@ -406,6 +407,37 @@ async fn items_are_found_by_id_and_by_digest_in_the_order_asked<B: Backend>() {
 
     assert!(store.items_by_id(&[]).await.unwrap().is_empty());
     assert!(store.items_by_digest(&[]).await.unwrap().is_empty());
+}
+
+/// A response the provider did not store (`store: false`) reads back so, and its items, found
+/// by id or by digest, say so; the items of one stored say nothing of it.
+async fn a_response_not_stored_reads_back_so_with_its_items<B: Backend>() {
+    let backend = B::open().await;
+    let store = backend.store();
+    let mut unstored = response("resp_1", 7, 600);
+    unstored.not_stored = true;
+    store.put_response(&unstored).await.unwrap();
+    store.put_response(&response("resp_2", 8, 600)).await.unwrap();
+    assert_eq!(store.response("resp_1").await.unwrap(), Some(unstored));
+    let ids = ids(&["rs_0123456789_resp_1", "rs_0123456789_resp_2"]);
+    let found = store.items_by_id(&ids).await.unwrap();
+    let by_digest = store.items_by_digest(&[[7; 32], [8; 32]]).await.unwrap();
+    for found in [found, by_digest] {
+        let flags: Vec<Option<bool>> = found
+            .iter()
+            .map(|item| item.as_ref().map(|item| item.not_stored))
+            .collect();
+        assert_eq!(flags, [Some(true), Some(false)]);
+    }
+    // A response recorded by its id alone (its answer stopped before an item) keeps it too.
+    let owner = Owner {
+        provider: "openai".into(),
+        model: None,
+    };
+    let mut owned = StoredResponse::owner_only("resp_3".into(), owner, None, now_unix(), 600);
+    owned.not_stored = true;
+    store.put_response(&owned).await.unwrap();
+    assert_eq!(store.response("resp_3").await.unwrap(), Some(owned));
 }
 
 /// A `previous_response_id` chain is walked one response at a time, each read with its link,

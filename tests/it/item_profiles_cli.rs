@@ -265,6 +265,57 @@ fn repaired_prints_bodies_without_orphaned_reasoning_or_repeated_items() {
     }
 }
 
+/// `state_not_stored` offline (docs/reasons.md#state_not_stored): a body that says `store:
+/// false` and sends a reasoning item by id alone is a finding from the body alone; repaired, the
+/// item is cut. The same item with its content, or in a body that does not say `store: false`,
+/// is no finding (whether its response was stored needs the ledger).
+#[test]
+fn check_finds_a_reasoning_item_by_id_alone_in_a_store_false_body() {
+    let user = r#"{"role":"user","content":"hi"}"#;
+    let by_id = r#"{"type":"reasoning","id":"rs_0123456789abcdef","summary":[]}"#;
+    let with_blob =
+        r#"{"type":"reasoning","id":"rs_0123456789abcdef","summary":[],"encrypted_content":"gA"}"#;
+    let message = r#"{"type":"message","id":"msg_0123456789abcdef","role":"assistant","content":"ok"}"#;
+    let body =
+        |store: &str, items: &[&str]| format!(r#"{{"model":"gpt-5"{store},"input":[{}]}}"#, items.join(","));
+    let check = |sent: &str, extra: &[&str]| {
+        let mut args = vec!["check", "--provider", "openai", "--item-profile", "openai"];
+        args.extend_from_slice(extra);
+        args.push("-");
+        replaygate(&args, sent)
+    };
+    let unstored = body(r#","store":false"#, &[user, by_id, message, user]);
+    let out = check(&unstored, &[]);
+    assert_eq!(out.status.code(), Some(0), "repair is not a refusal");
+    let verdict = &lines(&out.stdout)[0];
+    assert_eq!(
+        verdict["violations"][0]["reason"], "state_not_stored",
+        "{verdict}"
+    );
+    assert_eq!(verdict["violations"][0]["index"], 1, "{verdict}");
+    assert_eq!(verdict["violations"][0]["action"], "repair", "{verdict}");
+    let message_text = verdict["violations"][0]["message"].as_str().unwrap();
+    assert!(message_text.contains("`store: true`"), "{message_text}");
+    let out = check(&unstored, &["--repaired"]);
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim_end(),
+        body(r#","store":false"#, &[user, message, user])
+    );
+    for passes in [
+        body(r#","store":false"#, &[user, with_blob, message, user]),
+        body(r#","store":true"#, &[user, by_id, message, user]),
+        body("", &[user, by_id, message, user]),
+    ] {
+        let out = check(&passes, &[]);
+        assert_eq!(out.status.code(), Some(0), "{passes}");
+        let verdict = &lines(&out.stdout)[0];
+        assert_eq!(verdict["violations"], serde_json::json!([]), "{passes}");
+    }
+    // Without the profile the rule is off.
+    let out = replaygate(&["check", "--provider", "openai", "-"], &unstored);
+    assert_eq!(lines(&out.stdout)[0]["violations"], serde_json::json!([]));
+}
+
 #[test]
 fn an_unknown_profile_is_a_clear_error() {
     let out = replaygate(&["check", "--provider", "openai", "--item-profile", "nope"], "{}");

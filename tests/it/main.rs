@@ -6,6 +6,7 @@
 mod support;
 
 mod admin;
+mod agents_sdk;
 mod bench_default_config;
 mod budgets;
 mod buffered_bytes;
@@ -48,6 +49,7 @@ mod serve_reload;
 mod serve_signals;
 mod sigv4;
 mod state_full;
+mod state_not_stored;
 mod team_state;
 mod team_unfinished;
 mod teams;

@@ -98,6 +98,61 @@ fn every_real_client_body_passes_the_repo_configuration() {
     }
 }
 
+/// `state_not_stored` offline (`replaygate check`, docs/reasons.md#state_not_stored) against
+/// every recorded body with the status the provider gave it: no body a provider answered 200 is
+/// found, and the one it answered 404 for a reasoning item of a `store: false` response sent by
+/// id alone (the Agents SDK's `to_input_list()` on a GPT-5 model) is, at that item.
+#[test]
+fn state_not_stored_offline_finds_the_recorded_404_and_no_body_a_provider_took() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/corpus");
+    let gate = Gate::default();
+    let profile = ProviderProfile::own_namespace("openai")
+        .with_item_profile(Some(replaygate::gate::ItemProfile::built_in("openai").unwrap()));
+    let target = Target::provider(&profile).offline();
+    let mut found = Vec::new();
+    let mut judged = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let file = entry.unwrap().path();
+        if file.extension().is_none_or(|x| x != "jsonl") {
+            continue;
+        }
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        for (n, line) in std::fs::read_to_string(&file).unwrap().lines().enumerate() {
+            let record: Value = serde_json::from_str(line).unwrap();
+            let Some(at) = record["path"].as_str().and_then(items_at) else {
+                continue;
+            };
+            if !record["body"].is_object() {
+                continue;
+            }
+            let verdict = judge(&gate, at, &record["body"], &target);
+            judged += 1;
+            let cut: Vec<Option<usize>> = verdict
+                .violations
+                .iter()
+                .filter(|v| v.reason == replaygate::gate::Reason::StateNotStored)
+                .map(|v| v.index)
+                .collect();
+            let status = record["status"].as_u64();
+            if status == Some(200) {
+                assert!(cut.is_empty(), "{name}#{}: {cut:?}", n + 1);
+            }
+            if !cut.is_empty() {
+                found.push((format!("{name}#{}", n + 1), status, cut));
+            }
+        }
+    }
+    assert!(judged >= 100, "{judged} bodies judged");
+    assert_eq!(
+        found,
+        [(
+            "openai-agents-to-input-list-gpt5-store-false.jsonl#2".to_owned(),
+            Some(404),
+            vec![Some(1)]
+        )]
+    );
+}
+
 #[test]
 fn the_strict_status_reading_still_refuses_what_version_1_refused() {
     // The Vercel AI SDK replays calls without `status`: refused only under require_status.

@@ -27,7 +27,8 @@ use tokio_tungstenite::WebSocketStream;
 
 use crate::support::proxy::Proxy;
 use fake_provider::{
-    reasoned_call, reasoned_turn_events, reasoning_item, turn_events, Behaviour, FakeProvider, CLOSE_ME,
+    reasoned_call, reasoned_turn_events, reasoning_item, turn_events, unstored_turn_events, Behaviour,
+    FakeProvider, CLOSE_ME,
 };
 
 const PROVIDER_KEY: &str = "sk-provider-own-key";
@@ -1116,4 +1117,121 @@ async fn with_teams_a_socket_continues_its_own_turns_and_unknown_state_gets_an_e
         );
     }
     assert_eq!(provider.texts().len(), 2, "no refused message was forwarded");
+}
+
+#[tokio::test]
+async fn a_response_not_stored_is_continued_on_its_own_socket_and_refused_on_another_or_over_http() {
+    let provider = FakeProvider::start(Behaviour::Unstored).await;
+    let config = format!(
+        "default_provider = \"openai\"\n[providers.openai]\nbase_url = \"{}\"\nauth = {{ bearer_env = \"UP_KEY\" }}\nitem_profile = \"openai\"\n[state]\nbackend = \"memory\"\n",
+        provider.base_url()
+    );
+    let proxy = Proxy::start(&config, &[("UP_KEY", PROVIDER_KEY)]).await;
+    let mut own = connect(&proxy, "/v1/responses").await.unwrap();
+    assert_eq!(turn(&mut own, &create("weather?")).await, unstored_turn_events(1));
+    // The socket that made resp_1 keeps it: its continuation leaves byte for byte.
+    let next = continuation("resp_1", "call_1");
+    assert_eq!(turn(&mut own, &next).await, unstored_turn_events(2));
+    assert_eq!(provider.texts().last(), Some(&next));
+    let sent = provider.texts().len();
+
+    // Another socket cannot continue it: refused with an error event before it leaves.
+    let mut other = connect(&proxy, "/v1/responses").await.unwrap();
+    other.send(Message::text(next.clone())).await.unwrap();
+    let event = next_json(&mut other).await;
+    assert_eq!(event["type"], "error", "{event}");
+    assert_eq!(event["status"], 422);
+    assert_eq!(event["error"]["code"], "state_not_stored");
+    assert_eq!(event["error"]["param"], "previous_response_id");
+
+    // Nor can a request over HTTP.
+    let body = json!({
+        "model": "gpt-5",
+        "previous_response_id": "resp_1",
+        "input": [{"type": "function_call_output", "call_id": "call_1", "output": "sunny"}],
+    });
+    let response = reqwest::Client::new()
+        .post(proxy.url("/v1/responses"))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 422);
+    let answer: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    assert_eq!(answer["error"]["code"], "state_not_stored", "{answer}");
+    assert_eq!(provider.texts().len(), sent, "a refused message left");
+}
+
+#[tokio::test]
+async fn a_response_not_stored_is_carried_on_another_socket_with_carry_sessions() {
+    let provider = FakeProvider::start(Behaviour::Unstored).await;
+    let config = format!(
+        "default_provider = \"openai\"\n[providers.openai]\nbase_url = \"{}\"\nauth = {{ bearer_env = \"UP_KEY\" }}\nitem_profile = \"openai\"\n[state]\nbackend = \"memory\"\n[ledger]\nstore_items = true\ncarry_sessions = true\n",
+        provider.base_url()
+    );
+    let proxy = Proxy::start(&config, &[("UP_KEY", PROVIDER_KEY)]).await;
+    let mut own = connect(&proxy, "/v1/responses").await.unwrap();
+    assert_eq!(turn(&mut own, &create("weather?")).await, unstored_turn_events(1));
+    // Another socket continues it: the recorded turn goes in place of the id.
+    let mut other = connect(&proxy, "/v1/responses").await.unwrap();
+    let events = turn(&mut other, &continuation("resp_1", "call_1")).await;
+    assert_eq!(events.len(), unstored_turn_events(2).len(), "{events:?}");
+    let forwarded: Value = serde_json::from_str(provider.texts().last().unwrap()).unwrap();
+    assert!(forwarded.get("previous_response_id").is_none(), "{forwarded}");
+    let types: Vec<&str> = forwarded["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["type"].as_str().unwrap_or("message"))
+        .collect();
+    assert_eq!(
+        types,
+        ["message", "function_call", "function_call_output"],
+        "{forwarded}"
+    );
+    assert_eq!(forwarded["input"][1]["call_id"], "call_1", "{forwarded}");
+}
+
+/// A WebSocket closed before its `store: false` response completed: the ledger recorded the
+/// response's id from `response.created`, with its `store: false`, so a continuation over HTTP is
+/// refused before it leaves, as one of a completed response is.
+#[tokio::test]
+async fn a_response_not_stored_whose_socket_closed_before_it_completed_is_refused_over_http() {
+    let provider = FakeProvider::start(Behaviour::Stall).await;
+    let config = format!(
+        "default_provider = \"openai\"\n[providers.openai]\nbase_url = \"{}\"\nauth = {{ bearer_env = \"UP_KEY\" }}\nitem_profile = \"openai\"\n[state]\nbackend = \"memory\"\n",
+        provider.base_url()
+    );
+    let proxy = Proxy::start(&config, &[("UP_KEY", PROVIDER_KEY)]).await;
+    let mut own = connect(&proxy, "/v1/responses").await.unwrap();
+    own.send(Message::text(create("weather?"))).await.unwrap();
+    let created = next_json(&mut own).await;
+    assert_eq!(created["type"], "response.created", "{created}");
+    own.close(None).await.unwrap();
+    drop(own);
+    let body = continuation("resp_1", "call_1");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    let mut body = body.as_object().unwrap().clone();
+    body.remove("type");
+    // The record is written as the socket's turn ends: ask until it is there.
+    let mut answer = Value::Null;
+    for _ in 0..100 {
+        let response = reqwest::Client::new()
+            .post(proxy.url("/v1/responses"))
+            .header("content-type", "application/json")
+            .body(Value::Object(body.clone()).to_string())
+            .timeout(std::time::Duration::from_secs(5))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        answer = serde_json::from_str(&response.text().await.unwrap()).unwrap_or(Value::Null);
+        if status == 422 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(answer["error"]["code"], "state_not_stored", "{answer}");
+    assert_eq!(answer["error"]["param"], "previous_response_id", "{answer}");
 }

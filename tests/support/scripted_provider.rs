@@ -8,8 +8,13 @@
 //! - anything else (a string `input` too): the assistant message `Hello`.
 //!
 //! `"stream": true` gets the same response as server-sent events.
+//!
+//! As a reasoning model ([`start_reasoning`]) each answer starts with a reasoning item, and the
+//! answer keeps `store` as the request asked (true unless it says `false`); as OpenAI does, an
+//! input reasoning item sent by `id` without `encrypted_content` of an answer not stored gets
+//! 404 (its content only with `include: ["reasoning.encrypted_content"]`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -38,6 +43,10 @@ struct Script {
     counter: AtomicU64,
     /// The call ids each response it answered made, by response id.
     calls_by_response: Mutex<HashMap<String, Vec<String>>>,
+    /// Whether it answers as a reasoning model (a reasoning item first, `store` honoured).
+    reasoning: bool,
+    /// The reasoning item ids of the answers it did not store.
+    not_stored: Mutex<HashSet<String>>,
 }
 
 /// Starts a scripted provider on 127.0.0.1:0.
@@ -50,11 +59,27 @@ pub const OPENAI_REFUSED: &[(&str, &str)] = &[("function_call", "parsed_argument
 
 /// Starts a scripted provider that also refuses the `refused` members of input items.
 pub async fn start_refusing(call_ids: CallIds, refused: &'static [(&'static str, &'static str)]) -> Upstream {
+    serve(call_ids, refused, false).await
+}
+
+/// Starts a scripted reasoning model that keeps nothing of an answer to `store: false`, with
+/// OpenAI's refused members and fresh call ids.
+pub async fn start_reasoning() -> Upstream {
+    serve(CallIds::Fresh, OPENAI_REFUSED, true).await
+}
+
+async fn serve(
+    call_ids: CallIds,
+    refused: &'static [(&'static str, &'static str)],
+    reasoning: bool,
+) -> Upstream {
     let script = Arc::new(Script {
         call_ids,
         refused,
         counter: AtomicU64::new(0),
         calls_by_response: Mutex::new(HashMap::new()),
+        reasoning,
+        not_stored: Mutex::new(HashSet::new()),
     });
     Upstream::start(move |request| {
         let script = script.clone();
@@ -71,6 +96,13 @@ impl Script {
         if let Some((param, message)) = self.unknown_parameter(&request) {
             return error(400, &param, &message);
         }
+        if let Some(id) = self.unreadable_reasoning(&request) {
+            let message = format!(
+                "Item with id '{id}' not found. Items are not persisted when `store` is set to \
+                 false. Try again with `store` set to true, or remove this item from your input."
+            );
+            return error(404, "input", &message);
+        }
         let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
         let item = match self.next_item(&request, n) {
             Ok(item) => item,
@@ -86,7 +118,20 @@ impl Script {
             .lock()
             .unwrap()
             .insert(response_id.clone(), calls);
-        let response = response_object(&response_id, &request, vec![item]);
+        let stored = request["store"] != Value::Bool(false);
+        let mut output = vec![item];
+        if self.reasoning {
+            let reasoning = reasoning_item(n, &request);
+            if !stored {
+                self.not_stored
+                    .lock()
+                    .unwrap()
+                    .insert(reasoning["id"].as_str().unwrap().to_owned());
+            }
+            output.insert(0, reasoning);
+        }
+        let mut response = response_object(&response_id, &request, output);
+        response["store"] = Value::Bool(stored);
         if request["stream"] == Value::Bool(true) {
             stream(response)
         } else {
@@ -110,6 +155,16 @@ impl Script {
                     let message = format!("Unknown parameter: '{param}'.");
                     (param, message)
                 })
+        })
+    }
+
+    /// The id of the first input reasoning item sent by id alone of an answer not stored.
+    fn unreadable_reasoning(&self, request: &Value) -> Option<String> {
+        let not_stored = self.not_stored.lock().unwrap();
+        request["input"].as_array()?.iter().find_map(|item| {
+            let id = item["id"].as_str()?;
+            let by_id_alone = item["type"] == "reasoning" && !item["encrypted_content"].is_string();
+            (by_id_alone && not_stored.contains(id)).then(|| id.to_owned())
         })
     }
 
@@ -203,6 +258,20 @@ fn message(n: u64, text: &str) -> Value {
     })
 }
 
+/// The reasoning item of answer `n`, with its content when the request asked for it. Its id is
+/// as long as OpenAI's (the ledger indexes no id shorter than 16 bytes).
+fn reasoning_item(n: u64, request: &Value) -> Value {
+    let id = format!("rs_68e1f2a3b4c5d6e7f8a9{n:04}");
+    let mut item = json!({ "type": "reasoning", "id": id, "summary": [] });
+    let asked = request["include"]
+        .as_array()
+        .is_some_and(|include| include.iter().any(|i| i == "reasoning.encrypted_content"));
+    if asked {
+        item["encrypted_content"] = json!(format!("gAAAAB-sealed-{n:04}"));
+    }
+    item
+}
+
 /// A Responses `response` object as the SDKs parse it.
 fn response_object(id: &str, request: &Value, output: Vec<Value>) -> Value {
     json!({
@@ -243,6 +312,11 @@ fn events(response: &Value) -> Vec<Value> {
     events.push(json!({ "type": "response.in_progress", "response": pending }));
     for (index, item) in response["output"].as_array().into_iter().flatten().enumerate() {
         let item_id = &item["id"];
+        if item["type"] == "reasoning" {
+            events.push(json!({ "type": "response.output_item.added", "output_index": index, "item": item }));
+            events.push(json!({ "type": "response.output_item.done", "output_index": index, "item": item }));
+            continue;
+        }
         let mut added = item.clone();
         added["status"] = json!("in_progress");
         if item["type"] == "message" {

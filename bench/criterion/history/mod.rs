@@ -604,3 +604,34 @@ pub fn judge_next_turn(
     std::hint::black_box(kept);
     verdict
 }
+
+/// What the ledger would know of a history's items (as `state_not_stored` reads it): every
+/// output item with an id long enough to index, recorded for one OpenAI response, its provider
+/// having stored it or not (`not_stored`).
+#[allow(dead_code)] // counted by gate_icount alone
+pub fn recorded(body: &[u8], not_stored: bool) -> replaygate::gate::Provenance {
+    use replaygate::gate::provenance::{item_record_from_value, names_one_item, Owner, StoredItem};
+    let body: Value = serde_json::from_slice(body).expect("a history is JSON");
+    let mut provenance = replaygate::gate::Provenance::default();
+    for item in body["input"].as_array().into_iter().flatten() {
+        let Some(record) = item_record_from_value(item) else {
+            continue;
+        };
+        let Some(id) = record.id.clone().filter(|id| names_one_item(id)) else {
+            continue;
+        };
+        let stored = StoredItem {
+            response_id: "resp_bench".to_owned(),
+            owner: Owner {
+                provider: "openai".to_owned(),
+                model: Some("gpt-5".to_owned()),
+            },
+            record,
+            expires_unix: u64::MAX,
+            team: None,
+            not_stored,
+        };
+        provenance.items.insert(id, stored);
+    }
+    provenance
+}

@@ -1,5 +1,6 @@
 //! Carrying a session to another provider (docs/ledger.md, `carry_sessions`): a request whose
-//! `previous_response_id` was recorded for another provider is rewritten with that response's
+//! `previous_response_id` was recorded for another provider (or as not stored by its own,
+//! docs/reasons.md#state_not_stored) is rewritten with that response's
 //! recorded chain in place of the id, and judged and forwarded as the rewritten body.
 
 use std::sync::Arc;
@@ -24,9 +25,9 @@ pub(crate) struct Carried {
 }
 
 /// The request `body`, bound for `provider`, rewritten to carry its session, when
-/// `carry_sessions` is on, its `previous_response_id` was recorded for another provider, and
-/// every response of the chain was recorded with its items. `None` otherwise: the gate then
-/// judges the id (`foreign_previous_response`). An attempt is counted as a `carry`: `ok`,
+/// `carry_sessions` is on, its `previous_response_id` was recorded for another provider (or as
+/// not stored), and every response of the chain was recorded with its items. `None` otherwise:
+/// the gate then judges the id (`foreign_previous_response`, `state_not_stored`). An attempt is counted as a `carry`: `ok`,
 /// `miss` (the chain cannot be carried) or `error` (the store could not answer).
 pub(crate) async fn carried(
     ledger: &Ledger,
@@ -62,8 +63,10 @@ pub(crate) async fn carried(
 
 /// Whether a request bound for `provider`, with these facts, is one [`carried`] tries to
 /// carry: `carry_sessions` is on and its `previous_response_id` was recorded for another
-/// provider, for a team whose state the caller may use (with teams, `access`). Another team's
-/// chain is never read: the gate refuses the request (`cross_team_state`) instead.
+/// provider, or as not stored by its provider (`store: false`; one the asker's own WebSocket
+/// made is not: that socket keeps it), for a team whose state the caller may use (with teams,
+/// `access`). Another team's chain is never read: the gate refuses the request
+/// (`cross_team_state`) instead.
 pub(crate) fn may_carry(
     ledger: &Ledger,
     provider: &str,
@@ -72,7 +75,7 @@ pub(crate) fn may_carry(
 ) -> bool {
     ledger.settings.carry_sessions
         && facts.previous.as_ref().is_some_and(|previous| {
-            previous.owner.provider != provider
+            (previous.owner.provider != provider || previous.not_stored)
                 && access.is_none_or(|access| access.may_use(previous.team.as_deref()))
         })
 }

@@ -6,7 +6,7 @@ use foldhash::fast::RandomState;
 
 use super::Ledger;
 use crate::gate::{ChainFacts, ConversationFacts, LedgerQuery, Provenance, StateAccess, MAX_QUERY_KEYS};
-use crate::ledger::{StoredItem, StoredResponse};
+use crate::ledger::{CarriedTurn, StoredItem, StoredResponse};
 use crate::metrics::{LedgerOp, LedgerResult};
 use crate::state::{StateStore, StoreError};
 
@@ -67,7 +67,8 @@ impl Ledger {
             }
         }
         if self.settings.store_items {
-            facts.reasoning_texts = self.reasoning_texts(&facts, query).await?;
+            facts.reasoning_texts = self.kept_texts(facts.missing_reasoning(query)).await?;
+            facts.unstored_texts = self.kept_texts(facts.unstored_named(query)).await?;
         }
         if let Some(first) = previous {
             facts.previous = Some(self.chain_facts(first, &query.unpaired_call_ids).await?);
@@ -76,18 +77,18 @@ impl Ledger {
         Ok(facts)
     }
 
-    /// The texts the store kept of the reasoning items that items of the request were recorded
-    /// right after and that the request does not send (rare: one read of each response that
-    /// produced one), by id, for `reasoning_missing` to put back.
-    async fn reasoning_texts(
+    /// The texts the store kept of the items `wanted` names, each as (response id, item id),
+    /// a response's together (rare: one read of each response), by id: the reasoning items that
+    /// items of the request were recorded right after and that it does not send, for
+    /// `reasoning_missing` to put back, or the items of responses not stored that it names by
+    /// id, for `state_not_stored` to put in an `item_reference`'s place.
+    async fn kept_texts(
         &self,
-        facts: &Provenance,
-        query: &LedgerQuery,
+        wanted: Vec<(&str, &str)>,
     ) -> Result<HashMap<String, String, RandomState>, StoreError> {
         let mut texts = HashMap::default();
-        let missing = facts.missing_reasoning(query);
         let mut read: Option<(&str, Option<StoredResponse>)> = None;
-        for (response_id, reasoning) in missing {
+        for (response_id, id) in wanted {
             // A response's come together: each is read once.
             if read.as_ref().is_none_or(|(id, _)| *id != response_id) {
                 read = Some((response_id, self.store.response(response_id).await?));
@@ -95,8 +96,8 @@ impl Ledger {
             let Some((_, Some(response))) = &read else {
                 continue;
             };
-            if let Some(text) = kept_text(response, reasoning) {
-                texts.insert(reasoning.to_owned(), text.to_owned());
+            if let Some(text) = kept_text(response, id) {
+                texts.insert(id.to_owned(), text.to_owned());
             }
         }
         Ok(texts)
@@ -115,6 +116,7 @@ impl Ledger {
                 owner: first.owner,
                 call_ids: Vec::new(),
                 complete: false,
+                not_stored: first.not_stored,
                 team: first.team,
             });
         }
@@ -155,6 +157,7 @@ impl Ledger {
             owner: first.owner,
             call_ids,
             complete,
+            not_stored: first.not_stored,
             team: first.team,
         })
     }
@@ -192,9 +195,10 @@ impl Ledger {
     }
 }
 
-/// The output text the store kept (`store_items`) of the reasoning item `id` of `response`.
+/// The output text the store kept (`store_items`) of the item `id` of `response`, as carry
+/// replays it ([`CarriedTurn`]).
 fn kept_text<'r>(response: &'r StoredResponse, id: &str) -> Option<&'r str> {
-    let output = &response.content.as_ref()?.output;
+    let output = CarriedTurn::from_stored(response)?.output;
     // The kept texts are the recorded items', one each, in output order.
     if output.len() != response.items.len() {
         return None;
@@ -202,7 +206,7 @@ fn kept_text<'r>(response: &'r StoredResponse, id: &str) -> Option<&'r str> {
     let at = response
         .items
         .iter()
-        .position(|item| item.item_type == "reasoning" && item.id.as_deref() == Some(id))?;
+        .position(|item| item.id.as_deref() == Some(id))?;
     Some(output[at].as_str())
 }
 

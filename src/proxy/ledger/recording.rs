@@ -50,6 +50,9 @@ pub(crate) struct Recording {
     pub(crate) model: Option<String>,
     /// The request's team.
     pub(crate) team: Option<String>,
+    /// The provider keeps nothing it answers (`stores_responses = false`): the record is not
+    /// stored whatever the answer's `store` says.
+    pub(crate) keeps_nothing: bool,
     /// The request's `previous_response_id` (`None` for a carried request, whose input holds
     /// the whole chain).
     pub(crate) previous_response_id: Option<String>,
@@ -278,7 +281,16 @@ impl Ledger {
                 }
                 Some(self.stored(tapped, recording))
             }
-            Ended::IdOnly { id, model } => Some(self.owner_only(id, model, recording)),
+            Ended::IdOnly {
+                id,
+                model,
+                not_stored,
+            } => {
+                let keeps_nothing = recording.keeps_nothing;
+                let mut stored = self.owner_only(id, model, recording);
+                stored.not_stored = not_stored || keeps_nothing;
+                Some(stored)
+            }
             Ended::Nothing => {
                 if !too_large {
                     self.count(LedgerOp::Record, LedgerResult::Dropped);
@@ -343,10 +355,12 @@ impl Ledger {
             record,
             items,
             complete,
+            not_stored,
             ..
         } = tapped;
         // The model as the client named it, which it names again when it replays: a provider
         // may answer with a dated name (`gpt-5` as `gpt-5-2025-08-07`) for the same model.
+        let keeps_nothing = recording.keeps_nothing;
         let owner = Owner {
             provider: recording.provider,
             model: recording.model.or_else(|| record.model.clone()),
@@ -361,6 +375,7 @@ impl Ledger {
         );
         stored.input_call_ids = recording.input_call_ids;
         stored.partial = !complete;
+        stored.not_stored = not_stored || keeps_nothing;
         if let (Some(input), Some(output)) = (recording.input_items, items) {
             stored.content = Some(StoredContent { input, output });
         }
@@ -564,6 +579,7 @@ mod tests {
             provider: "openai".into(),
             model: Some("gpt-5".into()),
             team: None,
+            keeps_nothing: false,
             previous_response_id: None,
             input_items: None,
             input_call_ids: CallIds::default(),

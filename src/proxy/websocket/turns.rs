@@ -132,6 +132,7 @@ impl EarlierTurns for SocketTurns {
             complete,
             // Produced on this socket, so for its own team.
             team: None,
+            not_stored: false,
         })
     }
 }

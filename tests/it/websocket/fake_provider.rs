@@ -27,8 +27,12 @@ pub enum Behaviour {
     /// Answers every `response.create` with a turn whose `response.completed` carries the
     /// usage of [`turn_usage`].
     Usage,
-    /// Answers every `response.create` with its `response.created` alone, and nothing more.
+    /// Answers every `response.create` with its `response.created` alone (its response saying
+    /// `store: false`), and nothing more.
     Stall,
+    /// Answers every `response.create` with a turn of [`unstored_turn_events`]: its response
+    /// says `store: false`.
+    Unstored,
 }
 
 /// The message that makes the provider close its socket (1001, "provider says bye").
@@ -127,7 +131,8 @@ impl FakeProvider {
                         let events = match behaviour {
                             Behaviour::Reasoned => reasoned_turn_events(n),
                             Behaviour::Usage => usage_turn_events(n),
-                            Behaviour::Stall => turn_events(n)[..1].to_vec(),
+                            Behaviour::Stall => unstored_turn_events(n)[..1].to_vec(),
+                            Behaviour::Unstored => unstored_turn_events(n),
                             _ => turn_events(n),
                         };
                         for event in events {
@@ -173,6 +178,15 @@ pub fn turn_events(n: usize) -> Vec<String> {
         r#"{{"type":"function_call","id":"fc_{n}","call_id":"call_{n}","name":"get_weather","arguments":"{{\"city\":\"Paris\"}}","status":"completed"}}"#
     );
     response_events(n, &[call])
+}
+
+/// The events of turn `n` as [`turn_events`], its response saying `store: false` (kept only in
+/// the socket's memory).
+pub fn unstored_turn_events(n: usize) -> Vec<String> {
+    turn_events(n)
+        .into_iter()
+        .map(|event| event.replace(r#""model":"gpt-5","#, r#""model":"gpt-5","store":false,"#))
+        .collect()
 }
 
 /// The events of response `resp_n` producing `items`: created, one `output_item.done` for

@@ -68,6 +68,9 @@ pub struct ReplayRules {
     pub reasoning_orphaned: Option<String>,
     /// `reasoning_missing`: an item sent back without the reasoning item that preceded it.
     pub reasoning_missing: Option<String>,
+    /// `state_not_stored`: a reasoning item sent by `id` alone whose response its provider did
+    /// not store.
+    pub state_not_stored: Option<String>,
 }
 
 impl ReplayRules {
@@ -77,6 +80,7 @@ impl ReplayRules {
             "duplicate_item_id" => &mut self.duplicate_item_id,
             "reasoning_orphaned" => &mut self.reasoning_orphaned,
             "reasoning_missing" => &mut self.reasoning_missing,
+            "state_not_stored" => &mut self.state_not_stored,
             _ => return Err(source),
         };
         *slot = Some(source);
@@ -88,6 +92,7 @@ impl ReplayRules {
         self.duplicate_item_id.is_some()
             || self.reasoning_orphaned.is_some()
             || self.reasoning_missing.is_some()
+            || self.state_not_stored.is_some()
     }
 }
 

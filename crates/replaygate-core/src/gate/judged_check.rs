@@ -48,6 +48,7 @@ pub fn recorded_for(body: &str, owner: &str, team: Option<&str>, expires_unix: u
             record,
             expires_unix,
             team: team.map(str::to_owned),
+            not_stored: false,
         };
         if stored.record.has_encrypted_content {
             provenance.encrypted.insert(stored.record.digest, stored.clone());
@@ -130,6 +131,16 @@ fn answer(holds: &Provenance, query: &LedgerQuery, now_unix: u64) -> Provenance 
     for reasoning in texts {
         if let Some(text) = holds.reasoning_texts.get(&reasoning) {
             answer.reasoning_texts.insert(reasoning, text.clone());
+        }
+    }
+    let named: Vec<String> = answer
+        .unstored_named(query)
+        .into_iter()
+        .map(|(_, id)| id.to_owned())
+        .collect();
+    for id in named {
+        if let Some(text) = holds.unstored_texts.get(&id) {
+            answer.unstored_texts.insert(id, text.clone());
         }
     }
     answer

@@ -225,6 +225,10 @@ pub struct Target<'a> {
     /// With teams and provenance: whether state the ledger holds no record of is judged
     /// (`unknown_state`); the proxy's `[ledger] unknown_owner = "deny"`. Told by the proxy.
     pub deny_unknown_state: bool,
+    /// Whether the body is judged offline, with no ledger (`replaygate check`): the rules
+    /// that need one judge only what the body itself says (`state_not_stored` on a body that
+    /// says `store: false`; docs/reasons.md#state_not_stored). The proxy never sets it.
+    pub offline: bool,
 }
 
 /// The policy of a [`Target`] built without one.
@@ -246,6 +250,7 @@ impl<'a> Target<'a> {
             access: None,
             carry_sessions: false,
             deny_unknown_state: false,
+            offline: false,
         }
     }
 
@@ -283,6 +288,14 @@ impl<'a> Target<'a> {
         }
     }
 
+    /// The same target judged offline ([`Target::offline`]).
+    pub fn offline(self) -> Self {
+        Self {
+            offline: true,
+            ..self
+        }
+    }
+
     /// The same target, told whether the proxy carries sessions to another provider
     /// ([`Target::carry_sessions`]).
     pub fn with_carry_sessions(self, carry_sessions: bool) -> Self {
@@ -303,7 +316,10 @@ mod tests {
         for reason in Reason::ALL {
             let expected = match reason {
                 Reason::UnknownTool | Reason::ItemTampered | Reason::ItemUnknownField => Action::Monitor,
-                Reason::ItemField | Reason::DuplicateItemId | Reason::ReasoningOrphaned => Action::Repair,
+                Reason::ItemField
+                | Reason::DuplicateItemId
+                | Reason::ReasoningOrphaned
+                | Reason::StateNotStored => Action::Repair,
                 _ => Action::Reject,
             };
             assert_eq!(policy.action(reason), expected, "{reason}");

@@ -28,6 +28,8 @@ pub struct ParsedRequest<'a> {
     /// `conversation`: its id as a string ([`Field::Str`]), whether it was written as a string
     /// or as an object's string `id`; any other value only by its kind.
     pub conversation: Field<'a>,
+    /// `store`, when it is a boolean: whether the provider is to keep the response.
+    pub store: Option<bool>,
     /// The member the items were read from.
     pub at: ItemsAt,
     /// The member names of the items and their content parts (what item profiles check).
@@ -519,6 +521,49 @@ member_names! {
         Tools = "tools",
         PreviousResponseId = "previous_response_id",
         Conversation = "conversation",
+        Store = "store",
+    }
+}
+
+/// A member read as a boolean when it is one; any other value is passed over (`None`).
+struct Flag(Option<bool>);
+
+impl<'de> serde::Deserialize<'de> for Flag {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct FlagVisitor;
+        impl<'de> Visitor<'de> for FlagVisitor {
+            type Value = Flag;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Flag, E> {
+                Ok(Flag(Some(v)))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Flag, E> {
+                Ok(Flag(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Flag, E> {
+                Ok(Flag(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Flag, E> {
+                Ok(Flag(None))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Flag, E> {
+                Ok(Flag(None))
+            }
+            fn visit_unit<E>(self) -> Result<Flag, E> {
+                Ok(Flag(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Flag, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Flag(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Flag, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Flag(None))
+            }
+        }
+        deserializer.deserialize_any(FlagVisitor)
     }
 }
 
@@ -562,6 +607,7 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
         let mut tools = None;
         let mut previous_response_id = None;
         let mut conversation: Option<super::conversation::ConversationRef<'_>> = None;
+        let mut store = None;
         let mut shape = Shape::default();
         while let Some(key) = map.next_key::<Key>()? {
             match key {
@@ -595,6 +641,10 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
                     self.place.set(Place::Member("conversation.id"));
                     conversation = Some(map.next_value()?);
                 }
+                Key::Store => {
+                    self.place.set(Place::Member("store"));
+                    read_once(&mut map, &mut store, "store")?;
+                }
                 Key::Misspelled(name) => {
                     self.place.set(Place::Member(name.gated));
                     return Err(name.into_error());
@@ -614,6 +664,7 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
             conversation: conversation
                 .map(|conversation| conversation.0)
                 .unwrap_or_default(),
+            store: store.and_then(|flag: Flag| flag.0),
             at: self.at,
             shape,
             source: Source::default(),
@@ -971,6 +1022,34 @@ mod tests {
         assert_eq!((err.code(), err.param()), ("invalid_input", Some("input")));
         let err = parse(br#"{"model":"a","model":"b"}"#).unwrap_err();
         assert_eq!(err.param(), Some("model"));
+    }
+
+    #[test]
+    fn store_is_read_when_it_is_a_boolean_once_and_as_written() {
+        let store = |body: &[u8]| parse(body).unwrap().store;
+        assert_eq!(store(br#"{"store":false,"input":[]}"#), Some(false));
+        assert_eq!(store(br#"{"input":[],"store":true}"#), Some(true));
+        assert_eq!(store(br#"{"input":[]}"#), None);
+        for other in [
+            &br#"{"store":null}"#[..],
+            br#"{"store":"false"}"#,
+            br#"{"store":[false]}"#,
+            br#"{"store":{"a":0}}"#,
+            br#"{"store":0}"#,
+        ] {
+            assert_eq!(store(other), None);
+        }
+        for body in [
+            &br#"{"store":true,"store":false}"#[..],
+            br#"{"Store":false,"store":true}"#,
+        ] {
+            let err = parse(body).unwrap_err();
+            assert_eq!(
+                (err.code(), err.param()),
+                ("invalid_input", Some("store")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -106,9 +106,17 @@ pub fn strip(
         .filter(|insert| all_cut.binary_search(&insert.index).is_err())
         .cloned()
         .collect();
-    let at: Vec<(usize, &str)> = inserted
+    // An item replaced goes: its own bytes, its commas stay around the text put in its place.
+    ranges.extend(
+        inserted
+            .iter()
+            .filter(|insert| insert.replaces)
+            .map(|insert| spans[insert.index].clone()),
+    );
+    ranges.sort_unstable_by_key(|r| r.start);
+    let at: Vec<(usize, &str, bool)> = inserted
         .iter()
-        .map(|insert| (spans[insert.index].start, insert.text.as_str()))
+        .map(|insert| (spans[insert.index].start, insert.text.as_str(), !insert.replaces))
         .collect();
     Ok(Some(Stripped {
         body: splice(body, &ranges, &at),
@@ -125,19 +133,22 @@ pub fn cut_out(body: &[u8], ranges: &[Range<usize>]) -> Vec<u8> {
 }
 
 /// `body` without the byte `ranges` (ascending, disjoint), and with each item text of `inserts`
-/// (ascending by offset, none inside a range) and a comma put at its offset: an item's start,
-/// so the text comes before that item as an item of its own.
-fn splice(body: &[u8], ranges: &[Range<usize>], inserts: &[(usize, &str)]) -> Vec<u8> {
+/// (ascending by offset, none inside a range) put at its offset: an item's start, so the text
+/// comes before that item as an item of its own (followed by a comma when its flag says so),
+/// or, where a range starts there cutting the item out whole, in that item's place.
+fn splice(body: &[u8], ranges: &[Range<usize>], inserts: &[(usize, &str, bool)]) -> Vec<u8> {
     let removed: usize = ranges.iter().map(|r| r.len()).sum();
-    let added: usize = inserts.iter().map(|(_, text)| text.len() + 1).sum();
+    let added: usize = inserts.iter().map(|(_, text, _)| text.len() + 1).sum();
     let mut out = Vec::with_capacity(body.len() - removed + added);
     let mut kept_from = 0;
     let mut inserts = inserts.iter().peekable();
     let mut put = |out: &mut Vec<u8>, kept_from: &mut usize, upto: usize| {
-        while let Some((at, text)) = inserts.next_if(|(at, _)| *at <= upto) {
+        while let Some((at, text, comma)) = inserts.next_if(|(at, _, _)| *at <= upto) {
             out.extend_from_slice(&body[*kept_from..*at]);
             out.extend_from_slice(text.as_bytes());
-            out.push(b',');
+            if *comma {
+                out.push(b',');
+            }
             *kept_from = *at;
         }
     };

@@ -70,11 +70,14 @@ pub enum Reason {
     /// can be told to own it): `previous_response_id`, `conversation`, an `item_reference`,
     /// an `encrypted_content` blob, or a reasoning item sent by `id` alone.
     UnknownState,
+    /// A reasoning item sent by `id` without `encrypted_content`, whose id the ledger recorded
+    /// for a response its provider did not store (`store: false`): the provider cannot read it.
+    StateNotStored,
 }
 
 impl Reason {
     /// Every reason, in the order of docs/reasons.md.
-    pub const ALL: [Reason; 25] = [
+    pub const ALL: [Reason; 26] = [
         Reason::Namespaced,
         Reason::Status,
         Reason::ArgumentsType,
@@ -100,6 +103,7 @@ impl Reason {
         Reason::ReasoningOrphaned,
         Reason::ReasoningMissing,
         Reason::UnknownState,
+        Reason::StateNotStored,
     ];
 
     /// The reason called `code` on the wire.
@@ -115,7 +119,10 @@ impl Reason {
     pub fn default_action(self) -> Action {
         match self {
             Reason::UnknownTool | Reason::ItemTampered | Reason::ItemUnknownField => Action::Monitor,
-            Reason::ItemField | Reason::DuplicateItemId | Reason::ReasoningOrphaned => Action::Repair,
+            Reason::ItemField
+            | Reason::DuplicateItemId
+            | Reason::ReasoningOrphaned
+            | Reason::StateNotStored => Action::Repair,
             _ => Action::Reject,
         }
     }
@@ -134,6 +141,7 @@ impl Reason {
                 | Reason::DuplicateItemId
                 | Reason::ReasoningOrphaned
                 | Reason::ReasoningMissing
+                | Reason::StateNotStored
         )
     }
 
@@ -165,6 +173,7 @@ impl Reason {
             Reason::ReasoningOrphaned => "reasoning_orphaned",
             Reason::ReasoningMissing => "reasoning_missing",
             Reason::UnknownState => "unknown_state",
+            Reason::StateNotStored => "state_not_stored",
         }
     }
 
@@ -341,20 +350,24 @@ pub struct Verdict {
     /// `reasoning_orphaned`), listed or not, ascending, once each. A cut call takes the outputs
     /// paired with it along, as `strip` does.
     pub repair_cuts: Vec<usize>,
-    /// What `repair` inserts (`reasoning_missing`), listed or not, in input order.
+    /// What `repair` inserts (`reasoning_missing`) or puts in an item's place
+    /// (`state_not_stored`), listed or not, in input order.
     pub inserts: Vec<Insert>,
 }
 
-/// An item `repair` puts into the forwarded body: the exact JSON text the ledger kept of a
-/// reasoning item, inserted before `input[index]`.
+/// An item `repair` puts into the forwarded body: the exact JSON text the ledger kept of an
+/// item, inserted before `input[index]` (a reasoning item, `reasoning_missing`) or in its place
+/// (an `item_reference` to an item of a response not stored, `state_not_stored`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Insert {
-    /// The position of the item it goes before.
+    /// The position of the item it goes before, or replaces.
     pub index: usize,
     /// The inserted item's `id`.
     pub id: String,
     /// The inserted item's JSON text, as the provider produced it.
     pub text: String,
+    /// The text takes the place of the item at `index`, which goes; otherwise it goes before it.
+    pub replaces: bool,
 }
 
 /// A member to cut out of an item: `input[index].member`, or a member of one of the item's

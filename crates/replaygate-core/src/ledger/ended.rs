@@ -25,6 +25,8 @@ pub enum Ended {
         id: String,
         /// The `model` the answer named.
         model: Option<String>,
+        /// The answer said `store: false` (as [`Tapped::not_stored`]).
+        not_stored: bool,
     },
     /// Nothing: no response id was read (or two different ones, or one longer than
     /// [`MAX_ID_BYTES`]).
@@ -49,6 +51,16 @@ impl Ended {
         }
     }
 
+    /// The same answer, its record (or id) marked not stored when `not_stored`.
+    pub(crate) fn not_stored(mut self, not_stored: bool) -> Ended {
+        match &mut self {
+            Ended::Items(tapped) => tapped.not_stored |= not_stored,
+            Ended::IdOnly { not_stored: flag, .. } => *flag |= not_stored,
+            Ended::Nothing => {}
+        }
+        self
+    }
+
     /// The same answer with its items known no more: [`Ended::IdOnly`] of an
     /// [`Ended::Items`].
     pub(crate) fn id_only(self) -> Ended {
@@ -56,6 +68,7 @@ impl Ended {
             Ended::Items(tapped) => Ended::IdOnly {
                 id: tapped.record.id,
                 model: tapped.record.model,
+                not_stored: tapped.not_stored,
             },
             other => other,
         }

@@ -59,6 +59,7 @@ enum Member {
     Id,
     Model,
     Status,
+    Store,
     Usage,
     Output,
     Other,
@@ -87,6 +88,8 @@ struct AnswerReader {
     id: Option<Vec<u8>>,
     model: Option<Vec<u8>>,
     status: Option<Vec<u8>>,
+    /// The top-level `store` said `false` (the last one written counts).
+    not_stored: bool,
     usage: UsageText,
     /// The `usage` being read passed [`USAGE_CAP`]: the rest of it is not held.
     usage_over: bool,
@@ -123,6 +126,7 @@ impl JsonStream {
                 id: None,
                 model: None,
                 status: None,
+                not_stored: false,
                 usage: UsageText::Absent,
                 usage_over: false,
                 saw_output: false,
@@ -173,6 +177,7 @@ impl JsonStream {
             read.kept,
             read.keep,
         )
+        .not_stored(read.not_stored)
     }
 
     /// The answer's `id` alone, and its `model` (`None` when it is not one to record), as
@@ -198,6 +203,7 @@ impl JsonStream {
             id,
             model,
             status,
+            not_stored: read.not_stored,
             usage: read.usage,
         })
     }
@@ -235,7 +241,11 @@ impl AnswerReader {
             .ok()
             .flatten()
             .and_then(|model| checked_id(model.into()));
-        Ended::IdOnly { id, model }
+        Ended::IdOnly {
+            id,
+            model,
+            not_stored: false,
+        }
     }
 
     fn fail_with(&mut self, why: Unrecorded) {
@@ -262,12 +272,13 @@ impl MemberReader for AnswerReader {
             b"id" => Member::Id,
             b"model" => Member::Model,
             b"status" => Member::Status,
+            b"store" => Member::Store,
             b"usage" => Member::Usage,
             b"output" => Member::Output,
             _ => Member::Other,
         };
         match self.member {
-            Member::Id | Member::Model | Member::Status | Member::Usage => Take::Value,
+            Member::Id | Member::Model | Member::Status | Member::Store | Member::Usage => Take::Value,
             Member::Output => Take::Elements(!self.head_only),
             Member::Other => Take::Skip,
         }
@@ -356,6 +367,7 @@ impl MemberReader for AnswerReader {
             Member::Id => self.id = Some(value),
             Member::Model => self.model = Some(value),
             Member::Status => self.status = Some(value),
+            Member::Store => self.not_stored = value.trim_ascii() == b"false",
             Member::Output | Member::Other => {}
         }
         self.member = Member::Other;
@@ -369,6 +381,8 @@ pub(crate) struct Head {
     pub(crate) id: Option<String>,
     pub(crate) model: Option<String>,
     pub(crate) status: Option<String>,
+    /// Its `store` said `false`.
+    pub(crate) not_stored: bool,
     pub(crate) usage: UsageText,
 }
 

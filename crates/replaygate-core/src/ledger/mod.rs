@@ -42,6 +42,8 @@ pub mod tap;
 mod tests_carry;
 #[cfg(test)]
 mod tests_tap;
+#[cfg(test)]
+mod tests_tap_store;
 pub mod usage;
 
 pub use call_ids::CallIds;

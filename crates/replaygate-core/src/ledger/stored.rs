@@ -47,6 +47,11 @@ pub struct StoredResponse {
     /// not known whole (continuation pairing is not judged on it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
+    /// The provider answered `store: false`: it keeps nothing of the response, so an item of
+    /// it sent back by `id` alone names nothing it can read (docs/reasons.md#state_not_stored).
+    /// Absent in records written before it was kept (read as stored).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_stored: bool,
 }
 
 /// The items of one turn, kept only with `store_items = true`.
@@ -83,6 +88,7 @@ impl StoredResponse {
             content: None,
             owner_only: false,
             partial: false,
+            not_stored: false,
         }
     }
 
@@ -163,6 +169,7 @@ impl StoredResponse {
             record: item.clone(),
             expires_unix: self.expires_unix,
             team: self.team.clone(),
+            not_stored: self.not_stored,
         }
     }
 
@@ -307,6 +314,25 @@ mod tests {
         assert!(!read.partial && read.knows_its_calls());
         let owner_only = StoredResponse::owner_only("resp_2".into(), stored.owner.clone(), None, 0, 60);
         assert!(!owner_only.knows_its_calls());
+    }
+
+    #[test]
+    fn a_record_not_stored_marks_its_items_and_one_written_before_reads_as_stored() {
+        let mut stored = stored();
+        stored.not_stored = true;
+        let read: StoredResponse = serde_json::from_slice(&stored.to_json()).unwrap();
+        assert_eq!(read, stored);
+        assert!(stored.by_id().all(|(_, item)| item.not_stored));
+        let item = stored.item_by_id("rs_0123456789abcdef").unwrap();
+        assert_eq!(
+            serde_json::from_slice::<StoredItem>(&item.to_json()).unwrap(),
+            item
+        );
+        // Records written before it was kept say nothing of it, and read as stored.
+        stored.not_stored = false;
+        let json = String::from_utf8(stored.to_json()).unwrap();
+        assert!(!json.contains("not_stored"), "{json}");
+        assert!(stored.by_id().all(|(_, item)| !item.not_stored));
     }
 
     #[test]

@@ -64,6 +64,9 @@ impl StoredResponse {
         if self.partial {
             out.extend_from_slice(b",\"partial\":true");
         }
+        if self.not_stored {
+            out.extend_from_slice(b",\"not_stored\":true");
+        }
         out.push(b'}');
         out
     }
@@ -88,6 +91,9 @@ impl StoredItem {
         if let Some(team) = &self.team {
             out.extend_from_slice(b",\"team\":");
             put_str(&mut out, team);
+        }
+        if self.not_stored {
+            out.extend_from_slice(b",\"not_stored\":true");
         }
         out.push(b'}');
         out
@@ -250,7 +256,7 @@ mod tests {
             proptest::collection::vec(item_record(), 0..4),
             proptest::collection::vec(text(), 0..4),
             content,
-            (any::<bool>(), any::<bool>()),
+            (any::<bool>(), any::<bool>(), any::<bool>()),
         )
             .prop_map(
                 |(
@@ -259,7 +265,7 @@ mod tests {
                     items,
                     input_call_ids,
                     content,
-                    (owner_only, partial),
+                    (owner_only, partial, not_stored),
                 )| {
                     StoredResponse {
                         id,
@@ -273,6 +279,7 @@ mod tests {
                         content,
                         owner_only,
                         partial,
+                        not_stored,
                     }
                 },
             )
@@ -294,8 +301,9 @@ mod tests {
             record in item_record(),
             expires_unix in any::<u64>(),
             team in proptest::option::of(text()),
+            not_stored in any::<bool>(),
         ) {
-            let item = StoredItem { response_id, owner, record, expires_unix, team };
+            let item = StoredItem { response_id, owner, record, expires_unix, team, not_stored };
             prop_assert_eq!(
                 String::from_utf8(item.to_json()).unwrap(),
                 serde_json::to_string(&item).unwrap()

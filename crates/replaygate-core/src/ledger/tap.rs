@@ -148,6 +148,9 @@ pub struct Tapped {
     /// record order (the form of [`StoredContent::output`](super::StoredContent::output)).
     /// `None` when not asked for, or when the kept content passed its cap.
     pub items: Option<Vec<String>>,
+    /// The answer said `store: false`: the provider keeps nothing of the response, so its
+    /// items cannot be named by `id` alone later (docs/reasons.md#state_not_stored).
+    pub not_stored: bool,
 }
 
 /// What a tap keeps besides the record.
@@ -201,6 +204,8 @@ struct Facts {
     kept: Kept,
     /// The usage its events said.
     usage: TerminalUsage,
+    /// A response-state event's `response` said `store: false`.
+    not_stored: bool,
     /// Its terminal event was read: `Some(true)` a `response.completed` of a response
     /// `completed`, `Some(false)` any other (`response.incomplete`, `.failed`, `.cancelled`,
     /// `error`, or a `response.completed` of a response with another `status`).
@@ -429,6 +434,7 @@ impl Facts {
             items,
             kept,
             ended,
+            not_stored,
             ..
         } = self;
         let Some(id) = id else {
@@ -436,9 +442,14 @@ impl Facts {
         };
         let complete = ended == Some(true);
         if !complete && items.is_empty() {
-            return Ended::IdOnly { id, model };
+            return Ended::IdOnly {
+                id,
+                model,
+                not_stored,
+            };
         }
         Ended::Items(kept.into_tapped(ResponseRecord { id, model, items }, keep, complete))
+            .not_stored(not_stored)
     }
 
     /// The response's id and model read so far, alone.
@@ -447,6 +458,7 @@ impl Facts {
             Some(id) => Ended::IdOnly {
                 id: id.clone(),
                 model: self.model.clone(),
+                not_stored: self.not_stored,
             },
             None => Ended::Nothing,
         }
@@ -510,6 +522,7 @@ impl Kept {
             complete,
             calls: (keep.calls && kept).then_some(self.calls),
             items: (keep.items && kept).then_some(self.items),
+            not_stored: false,
         }
     }
 }
@@ -558,6 +571,9 @@ struct ResponseHead<'a, O> {
     model: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     status: Option<Cow<'a, str>>,
+    /// Read leniently: only a `false` counts ([`says_not_stored`]).
+    #[serde(borrow, default)]
+    store: Option<&'a RawValue>,
     #[serde(default)]
     output: Option<Vec<O>>,
     #[serde(default)]
@@ -642,19 +658,19 @@ fn json_record_in_place(
         id,
         model,
         status,
+        store,
         output,
         usage,
     } = Deserialize::deserialize(&mut reader)
         .and_then(|head| reader.end().map(|()| head))
         .map_err(|_| NotInPlace)?;
     let read = read_usage(model.as_ref(), usage);
+    let not_stored = says_not_stored(store);
     let spans = reader.take_spans();
     let Some(output) = output else {
         let none: Option<(usize, std::iter::Empty<_>)> = None;
-        return Ok((
-            answer_record(id, model, status.as_deref(), none, limits, keep),
-            read,
-        ));
+        let ended = answer_record(id, model, status.as_deref(), none, limits, keep);
+        return Ok((ended.not_stored(not_stored), read));
     };
     if spans.len() != output.len() {
         return Err(NotInPlace);
@@ -666,7 +682,7 @@ fn json_record_in_place(
         .enumerate()
         .map(|(index, (item, span))| (index, &text[span], Some(item)));
     let ended = answer_record(id, model, status.as_deref(), Some((count, items)), limits, keep);
-    Ok((ended, read))
+    Ok((ended.not_stored(not_stored), read))
 }
 
 /// [`json_record`] the two-pass way: the answer's head read with each output item as raw
@@ -676,6 +692,7 @@ fn json_record_two_pass(body: &[u8], limits: &TapLimits, keep: Keep) -> Option<(
         id,
         model,
         status,
+        store,
         output,
         usage,
     } = read_json(body)?;
@@ -688,10 +705,14 @@ fn json_record_two_pass(body: &[u8], limits: &TapLimits, keep: Keep) -> Option<(
             .filter_map(|(index, item)| Some((index, item?.get(), None)));
         (count, items)
     });
-    Some((
-        answer_record(id, model, status.as_deref(), output, limits, keep),
-        read,
-    ))
+    let ended = answer_record(id, model, status.as_deref(), output, limits, keep);
+    Some((ended.not_stored(says_not_stored(store)), read))
+}
+
+/// Whether a response object's `store` member says the provider keeps nothing of it: `false`
+/// alone does (absent, `true` or anything else: stored, as before it was read).
+pub(crate) fn says_not_stored(store: Option<&RawValue>) -> bool {
+    store.is_some_and(|store| store.get().trim() == "false")
 }
 
 /// What an answer with this `id`, `model` and `status` leaves to record, given its `output`:
@@ -717,7 +738,11 @@ where
         Err(known) => return without_items(known),
     };
     let Some((_, items)) = output.filter(|(count, _)| *count <= limits.max_items) else {
-        return Ended::IdOnly { id, model };
+        return Ended::IdOnly {
+            id,
+            model,
+            not_stored: false,
+        };
     };
     let mut kept = Kept::default();
     let items = items
@@ -727,7 +752,11 @@ where
         Some(items) if complete || !items.is_empty() => {
             Ended::Items(kept.into_tapped(ResponseRecord { id, model, items }, keep, complete))
         }
-        _ => Ended::IdOnly { id, model },
+        _ => Ended::IdOnly {
+            id,
+            model,
+            not_stored: false,
+        },
     }
 }
 
@@ -749,7 +778,11 @@ pub(crate) fn answer_record_streamed(
         Some(items) if complete || !items.is_empty() => {
             Ended::Items(kept.into_tapped(ResponseRecord { id, model, items }, keep, complete))
         }
-        _ => Ended::IdOnly { id, model },
+        _ => Ended::IdOnly {
+            id,
+            model,
+            not_stored: false,
+        },
     }
 }
 
@@ -782,7 +815,11 @@ type Named = (String, Option<String>);
 /// What an answer leaves without its items: its id alone, when it has one to record.
 fn without_items(known: Option<Named>) -> Ended {
     match known {
-        Some((id, model)) => Ended::IdOnly { id, model },
+        Some((id, model)) => Ended::IdOnly {
+            id,
+            model,
+            not_stored: false,
+        },
         None => Ended::Nothing,
     }
 }
@@ -983,11 +1020,13 @@ impl Facts {
             Some(EventResponse::Text(response)) => Reader::read(response.get())
                 .map(|head: ResponseHead<'_, RawItem<'_>>| {
                     let usage = head.usage.map_or(AnswerUsage::Missing, |usage| usage.0);
+                    self.not_stored |= says_not_stored(head.store);
                     (head.id, head.model, head.status, usage)
                 })
                 .map_err(|_| Unrecorded::Unreadable),
             Some(EventResponse::Head(head)) => head.map(|head| {
                 let usage = head.usage.usage();
+                self.not_stored |= head.not_stored;
                 (
                     head.id.map(Cow::Owned),
                     head.model.map(Cow::Owned),
@@ -1181,7 +1220,8 @@ mod tests {
             tap.end(),
             Ended::IdOnly {
                 id: "resp_big".into(),
-                model: Some("gpt-5".into())
+                model: Some("gpt-5".into()),
+                not_stored: false,
             }
         );
     }

@@ -95,6 +95,7 @@ fn id_only(id: &str, model: Option<&str>) -> Ended {
     Ended::IdOnly {
         id: id.to_owned(),
         model: model.map(str::to_owned),
+        not_stored: false,
     }
 }
 

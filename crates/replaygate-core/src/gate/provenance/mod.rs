@@ -20,7 +20,7 @@
 //! let record = item_record_from_value(&output).unwrap();
 //! assert_eq!(record.digest, query.digests[0]);
 //! let owner = Owner { provider: "openai".into(), model: Some("m".into()) };
-//! let stored = StoredItem { response_id: "resp_1".into(), owner, record, expires_unix: 0, team: None };
+//! let stored = StoredItem { response_id: "resp_1".into(), owner, record, expires_unix: 0, team: None, not_stored: false };
 //! let mut provenance = Provenance::default();
 //! provenance.encrypted.insert(query.digests[0], stored);
 //!
@@ -177,6 +177,11 @@ pub struct Provenance {
     ///
     /// [`ItemRecord::preceded_by`]: record::ItemRecord::preceded_by
     pub reasoning_texts: HashMap<String, String, RandomState>,
+    /// The JSON texts the ledger kept (`store_items`) of recorded items of responses their
+    /// provider did not store, by `id`: those the request names by reasoning, compaction or
+    /// item_reference id, so `repair` can put an `item_reference`'s item in its place
+    /// (`state_not_stored`).
+    pub unstored_texts: HashMap<String, String, RandomState>,
     /// The ids of [`LedgerQuery::short_ids`] the ledger holds a team's record of (whichever
     /// team's), with the time that record expires (unix seconds).
     pub short_ids: HashMap<String, u64, RandomState>,
@@ -216,6 +221,22 @@ impl Provenance {
         missing.dedup();
         missing
     }
+
+    /// The recorded items of responses not stored that `query` (the request's) names by
+    /// reasoning, compaction or item_reference id, each as (response id, item id), sorted (a
+    /// response's come together): the ones whose kept texts [`Provenance::unstored_texts`] may
+    /// hold.
+    pub fn unstored_named<'p>(&'p self, query: &LedgerQuery) -> Vec<(&'p str, &'p str)> {
+        let elsewhere = &query.item_ids[..query.item_ids_elsewhere.min(query.item_ids.len())];
+        let mut named: Vec<(&str, &str)> = elsewhere
+            .iter()
+            .filter_map(|id| self.items.get_key_value(id.as_str()))
+            .filter(|(_, stored)| stored.not_stored)
+            .map(|(id, stored)| (stored.response_id.as_str(), id.as_str()))
+            .collect();
+        named.sort_unstable();
+        named
+    }
 }
 
 /// What the ledger knows of a conversation created through the proxy.
@@ -240,6 +261,11 @@ pub struct ChainFacts {
     pub complete: bool,
     /// The team whose request the response answered (`None`: anonymous, or not known).
     pub team: Option<String>,
+    /// Whether its provider did not store the response `previous_response_id` names (`store:
+    /// false` in the answer): the provider cannot resolve the id, except on the WebSocket that
+    /// made it, whose own chain ([`ChainFacts`] from that socket) says `false`
+    /// (docs/reasons.md#state_not_stored).
+    pub not_stored: bool,
 }
 
 /// Whether an id can be a ledger key: the ledger records no longer one.

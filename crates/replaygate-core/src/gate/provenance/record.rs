@@ -51,6 +51,11 @@ pub struct StoredItem {
     /// The team whose request its response answered (`None`: anonymous).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub team: Option<String>,
+    /// Its response was answered `store: false`: the provider keeps nothing of it
+    /// (docs/reasons.md#state_not_stored). Absent in records written before it was kept (read
+    /// as stored).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_stored: bool,
 }
 
 /// What the ledger keeps of one output item. Never a text, an argument or an

@@ -38,6 +38,7 @@ mod cross_team;
 mod function_call;
 mod item_shape;
 mod namespace;
+mod not_stored;
 pub(crate) mod output_calls;
 mod provenance;
 mod replay_items;
@@ -46,6 +47,8 @@ mod team_tools;
 pub(super) mod tests_corpus;
 #[cfg(test)]
 mod tests_cross_team;
+#[cfg(test)]
+mod tests_not_stored;
 #[cfg(test)]
 mod tests_precedence;
 #[cfg(test)]
@@ -316,6 +319,39 @@ fn judge_items(
             },
         );
     }
+    let not_stored_previous = item_profile
+        .and_then(|profile| profile.replay_rules().state_not_stored.as_deref())
+        .zip(target.provenance)
+        .filter(|_| !previous_foreign_team)
+        .and_then(|(source, provenance)| {
+            not_stored::previous(
+                request,
+                provenance,
+                target.provider.name(),
+                source,
+                target.carry_sessions,
+            )
+        });
+    if let Some((id, message)) = not_stored_previous {
+        // Nothing to cut or put back: `repair` and `strip` refuse it.
+        let action = match policy.action(Reason::StateNotStored) {
+            Action::Strip | Action::Repair => Action::Reject,
+            action => action,
+        };
+        verdict.push_with(Reason::StateNotStored, action, None, policy.max_listed, || {
+            Violation {
+                index: None,
+                item_type: "response".to_owned(),
+                id: Some(id),
+                call_id: None,
+                reason: Reason::StateNotStored,
+                action,
+                param: "previous_response_id".to_owned(),
+                pointer: None,
+                message,
+            }
+        });
+    }
     let replay = item_profile.and_then(|profile| {
         replay_items::ReplayFindings::find(
             request,
@@ -323,6 +359,7 @@ fn judge_items(
             target.provider,
             target.provenance,
             known,
+            target.offline,
         )
     });
     let mut shape_findings = Vec::new();

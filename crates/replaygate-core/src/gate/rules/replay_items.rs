@@ -41,15 +41,28 @@ pub(super) struct WholeFinding {
     cure: Cure,
 }
 
+impl WholeFinding {
+    /// A finding of `reason`, with its `message` and what `repair` can do about it.
+    pub(super) fn new(reason: Reason, message: String, cure: Cure) -> WholeFinding {
+        WholeFinding {
+            reason,
+            message,
+            cure,
+        }
+    }
+}
+
 /// What `repair` can do about a finding.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Cure {
+pub(super) enum Cure {
     /// Nothing: `repair` acts as `reject`.
     None,
     /// Cut the item out whole.
     Cut,
     /// Put this reasoning item (its `id` and JSON text) before the item.
     Insert { id: String, text: String },
+    /// Put this item (its `id` and JSON text, as recorded) in the item's place.
+    Replace { id: String, text: String },
 }
 
 /// The whole-item findings of one request, by item position.
@@ -61,20 +74,33 @@ pub(super) struct ReplayFindings {
 
 impl ReplayFindings {
     /// The findings of `request` under `rules` (a profile's), for `provider`, with what the
-    /// ledger knows (`None`: not asked, and `reasoning_missing` finds nothing). `None` when
-    /// there are none.
+    /// ledger knows (`None`: not asked, and `reasoning_missing` finds nothing), or judged
+    /// `offline` from the body alone. `None` when there are none.
     pub(super) fn find(
         request: &ParsedRequest<'_>,
         rules: &ReplayRules,
         provider: &ProviderProfile,
         provenance: Option<&Provenance>,
         known: Option<&JudgedPrefix>,
+        offline: bool,
     ) -> Option<ReplayFindings> {
         if !rules.any() {
             return None;
         }
         let items = request.items();
         let mut found = Vec::new();
+        // First: an item the provider cannot read at all is cut before its place is weighed.
+        if let Some(source) = &rules.state_not_stored {
+            match provenance {
+                Some(provenance) => {
+                    super::not_stored::find(items, provenance, provider.name(), source, &mut found)
+                }
+                None if offline && request.store == Some(false) => {
+                    super::not_stored::find_in_body(items, source, &mut found)
+                }
+                None => {}
+            }
+        }
         if let Some(source) = &rules.duplicate_item_id {
             duplicates(request, source, &mut found);
         }
@@ -212,7 +238,10 @@ fn missing_reasoning(
         let recorded = id
             .filter(|_| item.class != ItemClass::Reasoning)
             .and_then(|id| provenance.items.get(id))
-            .filter(|stored| stored.owner.provider == provider.name());
+            .filter(|stored| stored.owner.provider == provider.name())
+            // The provider kept nothing of a response not stored, so it cannot tell what
+            // preceded the item (docs/item-profiles.md#precedence).
+            .filter(|stored| !stored.not_stored);
         if let Some((id, stored)) = id.zip(recorded) {
             if let Some(reasoning) = stored.record.preceded_by.as_deref() {
                 let sent = earlier.contains(reasoning) || known.is_some_and(|known| known.has_id(reasoning));
@@ -255,7 +284,8 @@ fn missing_reasoning(
 }
 
 /// Counts (and lists, within the limit) the whole-item finding of the item at `index`, and
-/// records its repair: the item cut, or a reasoning item inserted before it. A finding `repair`
+/// records its repair: the item cut, a reasoning item inserted before it, or a recorded item put
+/// in its place. A finding `repair`
 /// cannot cure is refused.
 pub(super) fn push(
     verdict: &mut Verdict,
@@ -273,6 +303,13 @@ pub(super) fn push(
                 index,
                 id: id.clone(),
                 text: text.clone(),
+                replaces: false,
+            }),
+            Cure::Replace { id, text } => verdict.inserts.push(Insert {
+                index,
+                id: id.clone(),
+                text: text.clone(),
+                replaces: true,
             }),
             Cure::None => action = Action::Reject,
         }
@@ -509,6 +546,7 @@ mod tests {
             record,
             expires_unix: u64::MAX,
             team: None,
+            not_stored: false,
         };
         (stored.record.id.clone().unwrap(), stored)
     }
@@ -612,6 +650,7 @@ mod tests {
                 record,
                 expires_unix: u64::MAX,
                 team: None,
+                not_stored: false,
             };
             provenance.items.insert(id, stored);
         }

@@ -22,6 +22,7 @@ fn stored(json: &str, team: &str) -> StoredItem {
         record: item_record_from_value(&serde_json::from_str(json).unwrap()).unwrap(),
         expires_unix: u64::MAX,
         team: Some(team.to_owned()),
+        not_stored: false,
     }
 }
 
@@ -66,6 +67,7 @@ fn alphas_chain() -> Provenance {
             call_ids: vec!["c1".to_owned()],
             complete: true,
             team: Some("alpha".to_owned()),
+            not_stored: false,
         }),
         ..Provenance::default()
     }

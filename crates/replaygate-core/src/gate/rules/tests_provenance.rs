@@ -25,6 +25,7 @@ fn stored(owner: Owner, json: &str) -> StoredItem {
         owner,
         record,
         expires_unix: u64::MAX,
+        not_stored: false,
         team: None,
     }
 }
@@ -92,6 +93,7 @@ fn a_previous_response_of_another_provider_is_foreign() {
             call_ids: Vec::new(),
             complete: true,
             team: None,
+            not_stored: false,
         }),
         ..Provenance::default()
     };
@@ -131,6 +133,7 @@ fn a_foreign_previous_response_says_how_to_go_on_with_carrying_off_and_on() {
             call_ids: Vec::new(),
             complete: false,
             team: None,
+            not_stored: false,
         }),
         ..Provenance::default()
     };
@@ -538,6 +541,7 @@ fn chain(call_ids: &[&str], complete: bool) -> Provenance {
             call_ids: call_ids.iter().map(|id| id.to_string()).collect(),
             complete,
             team: None,
+            not_stored: false,
         }),
         ..Provenance::default()
     }
@@ -725,6 +729,7 @@ fn faithful_ledger(body: &str, at: ItemsAt, producer: &str) -> Provenance {
             call_ids,
             complete: true,
             team: None,
+            not_stored: false,
         });
     }
     provenance
@@ -753,6 +758,7 @@ fn every_real_client_body_passes_with_what_a_faithful_ledger_knows() {
                     call_ids: Vec::new(),
                     complete: false,
                     team: None,
+                    not_stored: false,
                 }),
                 ..Provenance::default()
             };

@@ -23,6 +23,7 @@ fn stored(json: &str) -> StoredItem {
         record: item_record_from_value(&serde_json::from_str(json).unwrap()).unwrap(),
         expires_unix: u64::MAX,
         team: Some("alpha".to_owned()),
+        not_stored: false,
     }
 }
 
@@ -137,6 +138,7 @@ fn state_the_ledger_knows_is_not_unknown() {
             call_ids: Vec::new(),
             complete: true,
             team: Some("alpha".to_owned()),
+            not_stored: false,
         }),
         conversation: Some(ConversationFacts {
             team: Some("alpha".to_owned()),
@@ -219,6 +221,7 @@ fn state_recorded_for_no_team_before_teams_is_unknown_as_on_the_object_routes() 
             call_ids: Vec::new(),
             complete: true,
             team: None,
+            not_stored: false,
         }),
         ..Provenance::default()
     };
