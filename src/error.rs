@@ -145,6 +145,24 @@ pub enum ApiError {
         /// The key's id (for the access line; the message leaves it out).
         key_id: std::sync::Arc<str>,
     },
+    /// The verified client certificate has names that match the `client_certs` of two teams
+    /// (401; docs/teams.md#a-team-known-by-its-client-certificate).
+    #[error(
+        "the client certificate matches the client_certs of more than one team; ask the people who \
+         run this replaygate to make them disjoint"
+    )]
+    AmbiguousClientCertificate {
+        /// The certificate's name that matched first (for the access line).
+        name: std::sync::Arc<str>,
+    },
+    /// The client key and the verified client certificate belong to different teams (401).
+    #[error("the client key and the client certificate belong to different teams; send one of them")]
+    KeyCertificateMismatch {
+        /// The key's id (for the access line; the message leaves it out).
+        key_id: std::sync::Arc<str>,
+        /// The certificate's matched name (for the access line).
+        name: std::sync::Arc<str>,
+    },
     /// The key's team may not use the provider the request is routed to (403).
     #[error("team `{team}` may not use provider `{provider}`")]
     ProviderNotAllowed {
@@ -304,7 +322,10 @@ impl ApiError {
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::UnknownProvider(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::InvalidApiKey(_) | ApiError::ExpiredApiKey { .. } => StatusCode::UNAUTHORIZED,
+            ApiError::InvalidApiKey(_)
+            | ApiError::ExpiredApiKey { .. }
+            | ApiError::AmbiguousClientCertificate { .. }
+            | ApiError::KeyCertificateMismatch { .. } => StatusCode::UNAUTHORIZED,
             ApiError::ProviderNotAllowed { .. } | ApiError::ModelNotAllowed { .. } => StatusCode::FORBIDDEN,
             ApiError::RateLimited { .. } | ApiError::BudgetExceeded(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::ProviderUnconfigured { .. }
@@ -359,6 +380,8 @@ impl ApiError {
             ApiError::LedgerUnavailable(_) => "ledger_unavailable",
             ApiError::InvalidApiKey(_) => "invalid_api_key",
             ApiError::ExpiredApiKey { .. } => "expired_api_key",
+            ApiError::AmbiguousClientCertificate { .. } => "ambiguous_client_certificate",
+            ApiError::KeyCertificateMismatch { .. } => "key_certificate_mismatch",
             ApiError::ProviderNotAllowed { .. } => "provider_not_allowed",
             ApiError::ModelNotAllowed { .. } => "model_not_allowed",
             ApiError::RateLimited { .. } => "rate_limit_exceeded",

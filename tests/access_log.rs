@@ -405,6 +405,85 @@ async fn the_access_line_names_the_client_key_by_its_id() {
     }
 }
 
+/// A team known by its client certificate (docs/teams.md#a-team-known-by-its-client-certificate):
+/// the access line names the caller by the certificate's matched name, `client_cert`, beside
+/// its team, also for a certificate refused beside another team's key; never the certificate's
+/// other names. The requests are handed to the proxy in-process, the certificate where the TLS
+/// listener puts it.
+#[tokio::test]
+async fn the_access_line_names_a_client_certificate_by_its_matched_name() {
+    use http_body_util::BodyExt;
+
+    const KEY: &str = "rg-search-secret-8181";
+    let captured = captured();
+    let upstream = Upstream::json(200, RESPONSE_JSON).await;
+    let config = format!(
+        "default_provider = \"openai\"\n[providers.openai]\nbase_url = \"{}\"\nauth = \"none\"\n\
+         [teams.payments]\nclient_certs = [\"spiffe://example.org/ns/payments/*\", \"cn:payments-ci\"]\n\
+         [teams.search]\nkeys = [{{ id = \"search-1\", digest = \"{}\" }}]\n",
+        upstream.base_url(),
+        replaygate::keys::format_digest(&replaygate::keys::digest(KEY)),
+    );
+    let config = replaygate::config::Config::from_toml(&config).unwrap();
+    let state = std::sync::Arc::new(replaygate::proxy::ProxyState::new(&config, &|_| None).unwrap());
+    let mut params = rcgen::CertificateParams::new(vec!["api.payments.internal".to_owned()]).unwrap();
+    params.subject_alt_names.push(rcgen::SanType::URI(
+        "spiffe://example.org/ns/payments/sa/api".try_into().unwrap(),
+    ));
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "payments-ci");
+    let der = params
+        .self_signed(&rcgen::KeyPair::generate().unwrap())
+        .unwrap()
+        .der()
+        .to_vec();
+    for (key, request_id, status) in [(None, "cert-only", 200), (Some(KEY), "cert-and-key", 401)] {
+        let mut request = http::Request::post("/v1/responses").header("x-request-id", request_id);
+        if let Some(key) = key {
+            request = request.header("authorization", format!("Bearer {key}"));
+        }
+        let body = http_body_util::Full::new(Bytes::from_static(br#"{"model":"gpt-5","input":"hi"}"#));
+        let mut request = request.body(body).unwrap();
+        replaygate::proxy::present_client_certificate(&mut request, der.clone());
+        let answer = replaygate::proxy::lifecycle::handle(state.clone(), request).await;
+        assert_eq!(answer.status(), status, "{request_id}");
+        answer.into_body().collect().await.unwrap();
+    }
+
+    let line = &access_lines("cert-only").await[0];
+    assert_eq!(
+        (&line["team"], &line["key_id"], &line["client_cert"]),
+        (
+            &"payments".into(),
+            &"-".into(),
+            &"spiffe://example.org/ns/payments/sa/api".into()
+        ),
+        "{line}"
+    );
+    let line = &access_lines("cert-and-key").await[0];
+    assert_eq!(
+        (
+            &line["team"],
+            &line["key_id"],
+            &line["client_cert"],
+            &line["error"]
+        ),
+        (
+            &"-".into(),
+            &"search-1".into(),
+            &"spiffe://example.org/ns/payments/sa/api".into(),
+            &"key_certificate_mismatch".into()
+        ),
+        "{line}"
+    );
+    let text = captured.text();
+    assert!(
+        !text.contains("api.payments.internal") && !text.contains(KEY),
+        "{text}"
+    );
+}
+
 /// The access line carries the answer's usage (docs/usage.md#where-usage-shows): the four
 /// counts of an answer that reported them; `usage` `missing` and no count for one that did
 /// not. The request's model names an answer that names none.

@@ -200,7 +200,8 @@ pub(super) struct RouteEntry {
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct TeamEntry {
-    pub(super) keys: Spanned<Vec<Spanned<KeyEntry>>>,
+    pub(super) keys: Option<Spanned<Vec<Spanned<KeyEntry>>>>,
+    pub(super) client_certs: Option<Vec<Spanned<String>>>,
     pub(super) providers: Option<Vec<Spanned<String>>>,
     pub(super) models: Option<Vec<Spanned<String>>>,
     pub(super) tools: Option<Vec<Spanned<String>>>,

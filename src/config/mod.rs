@@ -11,6 +11,7 @@
 
 mod auth;
 mod budgets;
+mod client_certs;
 mod de;
 mod error;
 mod file;
@@ -38,6 +39,7 @@ pub(crate) use crate::spend::{BudgetLimit, BudgetUnit, MAX_BUDGET_UNITS};
 pub(crate) use auth::Auth;
 pub(crate) use budgets::UsageMode;
 pub(crate) use budgets::{PriceConfig, UsageConfig};
+pub(crate) use client_certs::{CertNameKind, ClientCertGlob};
 pub(crate) use error::ConfigError;
 pub(crate) use item_profile::read_file as read_item_profile;
 pub(crate) use ledger::{

@@ -17,8 +17,13 @@ use crate::gate::{Action, Reason};
 #[derive(Debug, Clone, PartialEq)]
 pub struct TeamConfig {
     /// `keys`: the team's client keys, by their SHA-256 digests (see [`crate::keys`]); at
-    /// least one, no digest belongs to two teams and no id names two keys.
+    /// least one unless the team has `client_certs`, no digest belongs to two teams and no id
+    /// names two keys.
     pub keys: Vec<ClientKey>,
+    /// `client_certs`: globs over the names of a verified client certificate that identify
+    /// the team without a key (docs/teams.md#a-team-known-by-its-client-certificate); no name
+    /// matches globs of two teams.
+    pub(crate) client_certs: Vec<super::ClientCertGlob>,
     /// `providers`: the providers the team may use, each defined under `[providers]`;
     /// `None` (key absent): all.
     pub(crate) providers: Option<Vec<String>>,

@@ -251,7 +251,99 @@ fn team_keys_must_be_digests() {
     );
     assert_team_error_at(&team(&format!("\"{DIGEST_A}\", 7")), 2, 84, "invalid type");
     assert_team_error_at(&team(""), 2, 8, "team \"t\" has no keys");
-    assert_team_error_at("[teams.t]\nmode = \"monitor\"\n", 1, 1, "missing field `keys`");
+    // A team with neither keys nor client certificates is refused at its name.
+    assert_team_error_at("[teams.t]\nmode = \"monitor\"\n", 1, 8, "team \"t\" has no keys");
+    assert_team_error_at("[teams.t]\nclient_certs = []\n", 1, 8, "or `client_certs`");
+}
+
+#[test]
+fn a_team_may_be_known_by_client_certificate_names_alone() {
+    let config = Config::from_toml(&format!(
+        r#"{PROVIDERS}
+[teams.payments]
+client_certs = ["spiffe://example.org/ns/payments/*", "dns:Payments-Bot.internal", "cn:payments-ci"]
+
+[teams.search]
+keys = ["{DIGEST_A}"]
+client_certs = ["spiffe://example.org/ns/search/*"]
+"#
+    ))
+    .unwrap();
+    let payments = &config.teams["payments"];
+    assert!(payments.keys.is_empty());
+    let written: Vec<_> = payments
+        .client_certs
+        .iter()
+        .map(ClientCertGlob::written)
+        .collect();
+    assert_eq!(
+        written,
+        [
+            "spiffe://example.org/ns/payments/*",
+            "dns:payments-bot.internal",
+            "cn:payments-ci"
+        ]
+    );
+    assert_eq!(
+        payments
+            .client_certs
+            .iter()
+            .map(|glob| glob.kind)
+            .collect::<Vec<_>>(),
+        [CertNameKind::Uri, CertNameKind::Dns, CertNameKind::Cn]
+    );
+    assert_eq!(config.teams["search"].keys.len(), 1);
+}
+
+#[test]
+fn client_certs_entries_name_their_kind() {
+    let team = |entry: &str| format!("[teams.t]\nclient_certs = [{entry:?}]\n");
+    assert_team_error_at(&team("payments-ci"), 2, 17, "must be a URI glob");
+    assert_team_error_at(&team("cn:"), 2, 17, "names nothing after its prefix");
+    assert_team_error_at(&team("dns:[ab].internal"), 2, 17, "`[` is not allowed");
+    assert_team_error_at("[teams.t]\nclient_certs = \"cn:x\"\n", 2, 16, "invalid type");
+}
+
+#[test]
+fn two_teams_client_certs_may_not_share_a_name() {
+    let two = |first: &str, second: &str| {
+        format!("[teams.a]\nclient_certs = [{first:?}]\n[teams.b]\nclient_certs = [\"cn:b\", {second:?}]\n")
+    };
+    // The later team's entry is the one at fault, and both entries and teams are named.
+    assert_team_error_at(
+        &two("spiffe://example.org/ns/payments/*", "spiffe://example.org/ns/*"),
+        4,
+        25,
+        "\"spiffe://example.org/ns/*\" of team \"b\" and \"spiffe://example.org/ns/payments/*\" of team \"a\" can both match",
+    );
+    assert_team_error_at(
+        &two("cn:ci-*", "cn:*-bot"),
+        4,
+        25,
+        "can both match one certificate name",
+    );
+    assert_team_error_at(
+        &two("dns:*.Internal", "dns:bot.internal"),
+        4,
+        25,
+        "can both match",
+    );
+    // Globs of different kinds, or that no name matches both, go together; so do one team's own.
+    for (first, second) in [
+        ("cn:payments", "dns:payments"),
+        (
+            "spiffe://example.org/ns/payments/*",
+            "spiffe://example.org/ns/search/*",
+        ),
+        ("cn:ci-*", "cn:bot-*"),
+    ] {
+        Config::from_toml(&format!("{PROVIDERS}{}", two(first, second)))
+            .unwrap_or_else(|e| panic!("{first} and {second}: {e}"));
+    }
+    Config::from_toml(&format!(
+        "{PROVIDERS}[teams.a]\nclient_certs = [\"cn:ci-*\", \"cn:*\"]\n"
+    ))
+    .unwrap();
 }
 
 #[test]

@@ -14,6 +14,7 @@ use toml::Spanned;
 
 use super::budgets::UsageConfig;
 use super::budgets::{self, PriceConfig};
+use super::client_certs;
 use super::error::Invalid;
 use super::file::{
     AdminEntry, AuditEntry, ConfigFile, LedgerEntry, ProviderEntry, RouteEntry, StateBackend, StateEntry,
@@ -123,8 +124,8 @@ impl ConfigFile {
     }
 }
 
-/// Checks every team, in file order, and that no key digest is listed twice and no key id
-/// names two keys.
+/// Checks every team, in file order, and that no key digest is listed twice, no key id
+/// names two keys and no certificate name matches `client_certs` globs of two teams.
 fn validate_teams(
     entries: BTreeMap<Spanned<String>, TeamEntry>,
     providers: &BTreeMap<String, ProviderConfig>,
@@ -140,6 +141,7 @@ fn validate_teams(
     let mut key_ids: HashMap<String, String> = HashMap::new();
     let mut teams = BTreeMap::new();
     let mut grants = Vec::with_capacity(entries.len());
+    let mut claimed = client_certs::Claimed::default();
     for (name, mut entry) in entries {
         if !keys::is_valid_team_name(name.get_ref()) {
             return Err(Invalid::new(
@@ -151,7 +153,10 @@ fn validate_teams(
                 ),
             ));
         }
+        let name_span = name.span();
         let name = name.into_inner();
+        let certs = client_certs::parse_all(entry.client_certs.take().unwrap_or_default())?;
+        claimed.claim(&name, &certs)?;
         let schemas = schemas.get_or_insert_with(|| SchemaCache::new(gate.schema_limits()));
         grants.push((name.clone(), entry.share_state_with.take()));
         let context = TeamContext {
@@ -159,8 +164,11 @@ fn validate_teams(
             schemas,
             prices,
             base_dir,
+            name_span,
+            has_client_certs: !certs.is_empty(),
         };
-        let team = entry.validate(&name, &mut owners, &mut key_ids, &context)?;
+        let mut team = entry.validate(&name, &mut owners, &mut key_ids, &context)?;
+        team.client_certs = certs.into_iter().map(|(glob, _)| glob).collect();
         teams.insert(name, team);
     }
     for (owner, written) in grants {
@@ -207,6 +215,10 @@ struct TeamContext<'c> {
     schemas: &'c SchemaCache,
     prices: &'c [PriceConfig],
     base_dir: &'c Path,
+    /// Where the team's name is written (its table, for what the table lacks).
+    name_span: Range<usize>,
+    /// Whether the team has `client_certs` (so it may go without keys).
+    has_client_certs: bool,
 }
 
 impl TeamEntry {
@@ -222,19 +234,24 @@ impl TeamEntry {
             schemas,
             prices,
             base_dir,
+            ..
         } = *context;
-        if self.keys.get_ref().is_empty() {
-            return Err(Invalid::new(
-                self.keys.span(),
+        let written_keys = match self.keys {
+            Some(keys) if keys.get_ref().is_empty() && !context.has_client_certs => Err(keys.span()),
+            Some(keys) => Ok(keys.into_inner()),
+            None if context.has_client_certs => Ok(Vec::new()),
+            None => Err(context.name_span.clone()),
+        }
+        .map_err(|span| {
+            Invalid::new(
+                span,
                 format!(
                     "team {team:?} has no keys; add the digest of at least one client key \
-                     (`replaygate keys new --team {team}` makes one)"
+                     (`replaygate keys new --team {team}` makes one), or `client_certs`"
                 ),
-            ));
-        }
-        let (keys, key_budgets): (Vec<_>, Vec<_>) = self
-            .keys
-            .into_inner()
+            )
+        })?;
+        let (keys, key_budgets): (Vec<_>, Vec<_>) = written_keys
             .into_iter()
             .map(|entry| validate_key(entry, team, owners, key_ids))
             .collect::<Result<Vec<_>, _>>()?
@@ -304,6 +321,7 @@ impl TeamEntry {
             mode: self.mode,
             share_state_with: StateGrant::default(),
             budget,
+            client_certs: Vec::new(),
         })
     }
 }

@@ -28,8 +28,12 @@ pub(crate) struct AuditLine<'a> {
     /// The key's team; `null` for anonymous clients.
     pub(crate) team: Option<&'a str>,
     /// The key's id, else the first 8 hex digits of its digest (never the key); `null` for
-    /// anonymous clients.
+    /// anonymous clients and for a team named by its client certificate alone.
     pub(crate) key_id: Option<&'a str>,
+    /// The name of the client certificate that named the team (`spiffe://...`, `dns:...`,
+    /// `cn:...`; never the certificate); left out when no certificate did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) client_cert: Option<&'a str>,
     /// The provider the request was routed to.
     pub(crate) provider: &'a str,
     /// The request's model, when it names one.
@@ -65,6 +69,8 @@ pub(crate) struct AuditedRequest<'a> {
     /// The key's id or digest prefix (see [`AuditLine::key_id`]); `None` for anonymous
     /// clients.
     pub(crate) key_id: Option<&'a str>,
+    /// The client certificate's matched name (see [`AuditLine::client_cert`]).
+    pub(crate) client_cert: Option<&'a str>,
     /// The provider it was routed to.
     pub(crate) provider: &'a str,
     /// Its model, when it names one.
@@ -83,6 +89,7 @@ impl<'a> AuditLine<'a> {
             request_id,
             team,
             key_id,
+            client_cert,
             provider,
             model,
         } = request;
@@ -91,6 +98,7 @@ impl<'a> AuditLine<'a> {
             request_id,
             team,
             key_id,
+            client_cert,
             provider,
             model,
             decision: verdict.decision(),
@@ -184,8 +192,12 @@ pub(crate) struct UsageAuditLine<'a> {
     pub(crate) request_id: &'a str,
     /// The key's team; `null` for anonymous clients.
     pub(crate) team: Option<&'a str>,
-    /// The key's id; `null` for anonymous clients.
+    /// The key's id; `null` for anonymous clients and a team known by its certificate alone.
     pub(crate) key_id: Option<&'a str>,
+    /// The client certificate's matched name, as in [`AuditLine::client_cert`]; left out when
+    /// no certificate named the team.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) client_cert: Option<&'a str>,
     /// The provider that answered.
     pub(crate) provider: &'a str,
     /// The answer's model, else the request's.
@@ -208,6 +220,7 @@ impl<'a> UsageAuditLine<'a> {
         request_id: &'a str,
         team: Option<&'a str>,
         key_id: Option<&'a str>,
+        client_cert: Option<&'a str>,
         provider: &'a str,
         model: Option<&'a str>,
         usage: crate::usage::AnswerUsage,
@@ -219,6 +232,7 @@ impl<'a> UsageAuditLine<'a> {
             request_id,
             team,
             key_id,
+            client_cert,
             provider,
             model,
             usage: if counts.is_some() { "reported" } else { "missing" },
@@ -341,6 +355,7 @@ mod tests {
             request_id: "req-1",
             team: Some("payments"),
             key_id: Some("ci-2026-12"),
+            client_cert: None,
             provider: "openai",
             model: Some("gpt-5"),
         };
@@ -350,6 +365,7 @@ mod tests {
         assert_eq!(value["decision"], "stripped");
         assert_eq!(value["team"], "payments");
         assert_eq!(value["key_id"], "ci-2026-12");
+        assert!(value.get("client_cert").is_none(), "{text}");
         assert_eq!(
             value["violations"][0],
             serde_json::json!({"index": 2, "reason": "status", "action": "strip", "param": "input[2].status"})
@@ -360,6 +376,15 @@ mod tests {
         );
         assert!(!text.contains("secret"));
         assert!(value["ts"].as_str().unwrap().ends_with('Z'));
+        // A team known by its certificate: the matched name, and no key.
+        let request = AuditedRequest {
+            key_id: None,
+            client_cert: Some("spiffe://example.org/ns/payments/api"),
+            ..request
+        };
+        let value = serde_json::to_value(AuditLine::new(request, &verdict, body_sha256(b"{}"))).unwrap();
+        assert_eq!(value["client_cert"], "spiffe://example.org/ns/payments/api");
+        assert_eq!(value["key_id"], serde_json::Value::Null);
     }
 
     /// Request `request_id` of an anonymous client, routed to `openai`.
@@ -368,6 +393,7 @@ mod tests {
             request_id,
             team: None,
             key_id: None,
+            client_cert: None,
             provider: "openai",
             model: None,
         }

@@ -62,7 +62,7 @@ where
 {
     let (mut parts, body) = request.into_parts();
     let mut cx = RequestContext::begin(state, record)?;
-    cx.authenticate(&mut parts.headers)?;
+    cx.authenticate(&mut parts.headers, parts.extensions.get())?;
     // Every authenticated request counts against its team's rate, refused or not; a route
     // error (404, or 403 for the path's provider) is answered before a 429.
     let rate = cx.limit_rate().await;

@@ -16,8 +16,8 @@ mod judged_prefixes;
 pub(crate) mod ledger;
 pub mod lifecycle;
 mod objects;
-#[allow(dead_code)] // read by the team phase (issue 50 in progress)
 mod peer_certificate;
+mod peer_names;
 mod phases;
 pub(crate) mod provider;
 pub(crate) mod rate_limit;
@@ -38,6 +38,7 @@ pub mod websocket;
 pub(crate) mod workers;
 
 pub use crate::spend::SpendClock;
+pub use peer_names::present_client_certificate;
 pub use server::{run, ServerSettings};
 pub use state::ProxyState;
 pub use workers::{run_workers, worker_runtime};

@@ -24,6 +24,7 @@ use super::judge::{judge, Asker, Judged, Received};
 use super::ledger::conversations::{record_conversation, CreatedConversation};
 use super::ledger::recording::{record, CallsCheck, Recording};
 use super::objects;
+use super::peer_certificate::PeerCertificate;
 use super::provider::Provider;
 use super::rate_limit::retry_after_secs;
 use super::request_checks::{check_charset, check_method};
@@ -119,21 +120,36 @@ impl<'r> RequestContext<'r> {
         self.earlier_turns = Some(turns);
     }
 
-    /// Finds the client key's team (401 when teams are on and the key is missing, unknown or
-    /// expired); the key headers are removed for good.
-    pub(super) fn authenticate(&mut self, headers: &mut HeaderMap) -> Result<(), ApiError> {
-        let caller = self.snapshot.teams.authenticate(headers).inspect_err(|error| {
-            // An expired key is named in the access line, so its holders can be found.
-            if let ApiError::ExpiredApiKey { key_id } = error {
-                self.record.key_id(key_id);
-            }
-        })?;
-        self.record.caller(
-            caller
-                .as_ref()
-                .map(|caller| (caller.team.name.as_str(), &caller.key_id)),
-        );
+    /// Finds the team of the client key or of the verified client certificate `peer` (401
+    /// when teams are on and neither names one, when the key is unknown or expired, or when
+    /// they name different teams); the key headers are removed for good.
+    pub(super) fn authenticate(
+        &mut self,
+        headers: &mut HeaderMap,
+        peer: Option<&PeerCertificate>,
+    ) -> Result<(), ApiError> {
+        let teams = &self.snapshot.teams;
+        let caller = teams
+            .authenticate_with_certificate(headers, peer)
+            .inspect_err(|error| {
+                // A refused key or certificate is named in the access line, so its holders can
+                // be found.
+                match error {
+                    ApiError::ExpiredApiKey { key_id } => self.record.key_id(key_id),
+                    ApiError::AmbiguousClientCertificate { name } => self.record.client_cert(name),
+                    ApiError::KeyCertificateMismatch { key_id, name } => {
+                        self.record.key_id(key_id);
+                        self.record.client_cert(name);
+                    }
+                    _ => {}
+                }
+            })?;
         if let Some(caller) = caller {
+            self.record.caller(
+                &caller.team.name,
+                caller.key_id.as_ref(),
+                caller.client_cert.as_ref(),
+            );
             self.team = Some(caller.team);
             self.key_budget = caller.key_budget;
         }
@@ -286,6 +302,7 @@ impl<'r> RequestContext<'r> {
             request_id: self.record.request_id.clone(),
             team: self.team_name().map(str::to_owned),
             key_id: self.record.key_id_name().map(str::to_owned),
+            client_cert: self.record.client_cert_name().map(str::to_owned),
             provider: provider.to_owned(),
             model: self.record.model().map(str::to_owned),
         };
@@ -462,6 +479,7 @@ impl<'r> RequestContext<'r> {
                 request_id: &self.record.request_id,
                 team: self.team.as_deref().map(|team| team.name.as_str()),
                 key_id: self.record.key_id_name(),
+                client_cert: self.record.client_cert_name(),
                 provider: &judged.provider,
                 model: judged.model.as_deref(),
             };

@@ -1,16 +1,19 @@
 //! Teams at run time (docs/teams.md#teams-and-policy): client keys looked up by their SHA-256
-//! digest, and what each team may use.
+//! digest, client certificates by their names
+//! (docs/teams.md#a-team-known-by-its-client-certificate), and what each team may use.
 
 use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use globset::GlobSet;
+use globset::{GlobSet, GlobSetBuilder};
 use http::{header, HeaderMap};
 use subtle::ConstantTimeEq;
 
-use crate::config::{TeamConfig, TeamMode};
+use super::peer_certificate::PeerCertificate;
+use super::peer_names::{self, PeerNames};
+use crate::config::{CertNameKind, TeamConfig, TeamMode};
 use crate::error::ApiError;
 use crate::gate::{glob_set, PinnedSchema, Policy, StateAccess, ToolRules};
 use crate::state::spend::{OwnedBudget, SpendOwner};
@@ -104,14 +107,20 @@ struct KeyEntry {
     budget: Option<Arc<OwnedBudget>>,
 }
 
-/// Who sent a request: the team of its client key, and the key's id.
+/// Who sent a request: the team of its client key or client certificate, the key's id and the
+/// certificate's matched name.
 #[derive(Debug, Clone)]
 pub struct Caller {
-    /// The key's team.
+    /// The key's (or the certificate's) team.
     pub team: Arc<Team>,
     /// The key's id, else the first 8 hex digits of its digest: what the access line, the
-    /// audit line and the request span call the key (never the key).
-    pub key_id: Arc<str>,
+    /// audit line and the request span call the key (never the key). `None` when the request
+    /// carried no key (its certificate named the team).
+    pub key_id: Option<Arc<str>>,
+    /// The certificate's name that matched the team's `client_certs` (`spiffe://...`,
+    /// `dns:...`, `cn:...`): what the logs call the certificate (never the whole
+    /// certificate). `None` when no certificate named a team.
+    pub client_cert: Option<Arc<str>>,
     /// The key's own budget, when it has one (docs/budgets.md).
     pub(crate) key_budget: Option<Arc<OwnedBudget>>,
 }
@@ -124,6 +133,71 @@ pub struct Caller {
 pub struct Teams {
     teams: Vec<Arc<Team>>,
     by_prefix: HashMap<u64, Vec<KeyEntry>>,
+    certs: CertMatcher,
+}
+
+/// Every team's `client_certs`, a glob set per kind of certificate name, with the team of
+/// each glob.
+#[derive(Debug, Default)]
+struct CertMatcher {
+    /// Per kind: the set of every team's globs of that kind, and the team (its index) of each
+    /// glob, in the set's order.
+    kinds: Vec<(CertNameKind, GlobSet, Vec<usize>)>,
+}
+
+/// What a client certificate says of its team.
+#[derive(Debug)]
+enum CertTeam {
+    /// No name of it matches a team's `client_certs` (or there is no certificate).
+    None,
+    /// Its names match one team's: the team (its index) and the first name that matched.
+    One(usize, Arc<str>),
+    /// Its names match two teams' or more: the first name that matched.
+    Several(Arc<str>),
+}
+
+impl CertMatcher {
+    fn new(globs: &[(usize, &crate::config::ClientCertGlob)]) -> Result<CertMatcher, globset::Error> {
+        let mut kinds = Vec::new();
+        for kind in [CertNameKind::Uri, CertNameKind::Dns, CertNameKind::Cn] {
+            let mut set = GlobSetBuilder::new();
+            let mut owners = Vec::new();
+            for (team, glob) in globs.iter().filter(|(_, glob)| glob.kind == kind) {
+                set.add(glob.glob.clone());
+                owners.push(*team);
+            }
+            if !owners.is_empty() {
+                kinds.push((kind, set.build()?, owners));
+            }
+        }
+        Ok(CertMatcher { kinds })
+    }
+
+    fn is_empty(&self) -> bool {
+        self.kinds.is_empty()
+    }
+
+    /// The team `names` identify.
+    fn team_of(&self, names: &PeerNames) -> CertTeam {
+        let mut found: Option<(usize, Arc<str>)> = None;
+        for (kind, name) in names.iter() {
+            let Some((_, set, owners)) = self.kinds.iter().find(|(k, _, _)| *k == kind) else {
+                continue;
+            };
+            for index in set.matches(name) {
+                let team = owners[index];
+                match &found {
+                    None => found = Some((team, peer_names::shown(kind, name).into())),
+                    Some((first, shown)) if *first != team => return CertTeam::Several(shown.clone()),
+                    Some(_) => {}
+                }
+            }
+        }
+        match found {
+            Some((team, shown)) => CertTeam::One(team, shown),
+            None => CertTeam::None,
+        }
+    }
 }
 
 /// Why the teams could not be built (the configuration's checks make this unreachable).
@@ -138,6 +212,7 @@ impl Teams {
     /// Builds the teams of `config`, each policy on top of `global`.
     pub fn new(config: &BTreeMap<String, TeamConfig>, global: &Policy) -> Result<Teams, TeamError> {
         let mut teams = Teams::default();
+        let mut cert_globs = Vec::new();
         for (name, team) in config {
             let error = |message: String| TeamError {
                 team: name.clone(),
@@ -152,6 +227,7 @@ impl Teams {
             teams
                 .teams
                 .push(Arc::new(build_team(name, team, global, access).map_err(error)?));
+            cert_globs.extend(team.client_certs.iter().map(|glob| (index, glob)));
             for key in &team.keys {
                 teams
                     .by_prefix
@@ -171,6 +247,10 @@ impl Teams {
                     });
             }
         }
+        teams.certs = CertMatcher::new(&cert_globs).map_err(|e| TeamError {
+            team: "(every team)".to_owned(),
+            message: format!("client_certs: {e}"),
+        })?;
         Ok(teams)
     }
 
@@ -240,16 +320,42 @@ impl Teams {
         }
         Ok(Caller {
             team: self.teams[entry.team].clone(),
-            key_id: entry.id.clone(),
+            key_id: Some(entry.id.clone()),
+            client_cert: None,
             key_budget: entry.budget.clone(),
         })
     }
 
-    /// The authenticate phase: the caller (team and key id) of the request's client key, with
+    /// The team the verified client certificate `peer` names through `client_certs` (none
+    /// without a certificate, or when no team has `client_certs`: then it is not even read).
+    fn cert_team(&self, peer: Option<&PeerCertificate>) -> CertTeam {
+        match peer {
+            Some(peer) if !self.certs.is_empty() => self.certs.team_of(&PeerNames::of(peer)),
+            _ => CertTeam::None,
+        }
+    }
+
+    /// The authenticate phase of a request without a client certificate: see
+    /// [`Teams::authenticate_with_certificate`].
+    pub fn authenticate(&self, headers: &mut HeaderMap) -> Result<Option<Caller>, ApiError> {
+        self.authenticate_with_certificate(headers, None)
+    }
+
+    /// The authenticate phase: the caller (team, key id, certificate name) of the request's
+    /// client key and of the verified client certificate `peer` the listener handed it, with
     /// every header a key may come in removed (a client key is never forwarded). `None` when
     /// no team is configured (clients are anonymous and their headers are left alone). An
     /// expired key is refused here, at each request: keys expire without a reload.
-    pub fn authenticate(&self, headers: &mut HeaderMap) -> Result<Option<Caller>, ApiError> {
+    ///
+    /// A certificate whose names match one team's `client_certs` names that team without a
+    /// key; one whose names match two teams', or a key and a certificate of different teams,
+    /// get 401 (docs/teams.md#a-team-known-by-its-client-certificate). A certificate that
+    /// matches no team changes nothing: the key decides.
+    pub(crate) fn authenticate_with_certificate(
+        &self,
+        headers: &mut HeaderMap,
+        peer: Option<&PeerCertificate>,
+    ) -> Result<Option<Caller>, ApiError> {
         if self.is_empty() {
             return Ok(None);
         }
@@ -257,11 +363,40 @@ impl Teams {
         for name in &KEY_HEADERS {
             headers.remove(name);
         }
-        let key = key?.ok_or(ApiError::InvalidApiKey(
+        let key = key?;
+        let (cert_team, name) = match self.cert_team(peer) {
+            CertTeam::None => return self.key_caller(key).map(Some),
+            CertTeam::Several(name) => return Err(ApiError::AmbiguousClientCertificate { name }),
+            CertTeam::One(team, name) => (&self.teams[team], name),
+        };
+        let Some(key) = key else {
+            return Ok(Some(Caller {
+                team: cert_team.clone(),
+                key_id: None,
+                client_cert: Some(name),
+                key_budget: None,
+            }));
+        };
+        let caller = self.caller(&key, SystemTime::now)?;
+        if !Arc::ptr_eq(&caller.team, cert_team) {
+            return Err(ApiError::KeyCertificateMismatch {
+                key_id: caller.key_id.expect("a key's caller has its id"),
+                name,
+            });
+        }
+        Ok(Some(Caller {
+            client_cert: Some(name),
+            ..caller
+        }))
+    }
+
+    /// The caller of the client key `key`, when no certificate names a team: 401 without one.
+    fn key_caller(&self, key: Option<String>) -> Result<Caller, ApiError> {
+        let key = key.ok_or(ApiError::InvalidApiKey(
             "this replaygate needs a client key: send it as `Authorization: Bearer KEY`, \
              `x-api-key` or `api-key`",
         ))?;
-        self.caller(&key, SystemTime::now).map(Some)
+        self.caller(&key, SystemTime::now)
     }
 }
 
@@ -472,6 +607,146 @@ mod tests {
         );
     }
 
+    /// Teams known by certificate: `payments` by names alone, `search` by a key or a name.
+    fn cert_teams() -> Teams {
+        let config = crate::config::Config::from_toml(&format!(
+            r#"
+            [providers.openai]
+            base_url = "https://api.openai.com/v1"
+            auth = "none"
+            [teams.payments]
+            client_certs = ["spiffe://example.org/ns/payments/*", "dns:payments-bot.internal"]
+            [teams.search]
+            keys = ["{}"]
+            client_certs = ["cn:search-*"]
+            [teams.plain]
+            keys = ["{}"]
+            "#,
+            digest_of("rg-search"),
+            digest_of("rg-plain"),
+        ))
+        .unwrap();
+        Teams::new(&config.teams, &Policy::default()).unwrap()
+    }
+
+    /// The team, key id and certificate name `authenticate` finds for `key` (a bearer) and
+    /// `peer`, or the code of its 401.
+    fn cert_caller(
+        teams: &Teams,
+        key: Option<&'static str>,
+        peer: &PeerCertificate,
+    ) -> Result<(String, Option<String>, Option<String>), String> {
+        let mut head = HeaderMap::new();
+        if let Some(key) = key {
+            head.insert(
+                "authorization",
+                HeaderValue::try_from(format!("Bearer {key}")).unwrap(),
+            );
+        }
+        let found = teams.authenticate_with_certificate(&mut head, Some(peer));
+        assert!(!head.contains_key("authorization"), "the key stays behind");
+        match found {
+            Ok(caller) => {
+                let caller = caller.unwrap();
+                let text = |name: Option<Arc<str>>| name.map(|name| name.to_string());
+                Ok((
+                    caller.team.name.clone(),
+                    text(caller.key_id),
+                    text(caller.client_cert),
+                ))
+            }
+            Err(error) => {
+                assert_eq!(error.status(), http::StatusCode::UNAUTHORIZED);
+                Err(error.code().to_owned())
+            }
+        }
+    }
+
+    use crate::proxy::peer_names::tests::certificate;
+
+    #[test]
+    fn a_certificate_names_its_team_without_a_key() {
+        let teams = cert_teams();
+        let api = certificate(&["spiffe://example.org/ns/payments/sa/api"], &[], Some("api"));
+        assert_eq!(
+            cert_caller(&teams, None, &api),
+            Ok((
+                "payments".into(),
+                None,
+                Some("spiffe://example.org/ns/payments/sa/api".into())
+            ))
+        );
+        let bot = certificate(&["https://example.org/other"], &["PAYMENTS-BOT.internal"], None);
+        assert_eq!(
+            cert_caller(&teams, None, &bot),
+            Ok(("payments".into(), None, Some("dns:payments-bot.internal".into())))
+        );
+        // Several names of one team: the first that matched is the one logged.
+        let both = certificate(
+            &["spiffe://example.org/ns/payments/a"],
+            &["payments-bot.internal"],
+            None,
+        );
+        assert_eq!(
+            cert_caller(&teams, None, &both).unwrap().2.as_deref(),
+            Some("spiffe://example.org/ns/payments/a")
+        );
+    }
+
+    #[test]
+    fn a_key_and_a_certificate_must_name_one_team() {
+        let teams = cert_teams();
+        let search = certificate(&[], &[], Some("search-ci"));
+        assert_eq!(
+            cert_caller(&teams, Some("rg-search"), &search),
+            Ok((
+                "search".into(),
+                Some(digest_of("rg-search")[7..15].to_owned()),
+                Some("cn:search-ci".into())
+            ))
+        );
+        assert_eq!(
+            cert_caller(&teams, Some("rg-plain"), &search),
+            Err("key_certificate_mismatch".into())
+        );
+        // A key no team has is refused, whatever the certificate says.
+        assert_eq!(
+            cert_caller(&teams, Some("rg-nope"), &search),
+            Err("invalid_api_key".into())
+        );
+    }
+
+    #[test]
+    fn a_certificate_of_two_teams_is_refused_and_one_of_none_leaves_it_to_the_key() {
+        let teams = cert_teams();
+        let two = certificate(&["spiffe://example.org/ns/payments/x"], &[], Some("search-ci"));
+        assert_eq!(
+            cert_caller(&teams, None, &two),
+            Err("ambiguous_client_certificate".into())
+        );
+        assert_eq!(
+            cert_caller(&teams, Some("rg-search"), &two),
+            Err("ambiguous_client_certificate".into())
+        );
+        let stranger = certificate(&["spiffe://example.org/ns/other/x"], &["x.internal"], Some("x"));
+        assert_eq!(
+            cert_caller(&teams, Some("rg-plain"), &stranger),
+            Ok((
+                "plain".into(),
+                Some(digest_of("rg-plain")[7..15].to_owned()),
+                None
+            ))
+        );
+        assert_eq!(
+            cert_caller(&teams, None, &stranger),
+            Err("invalid_api_key".into())
+        );
+        // Without teams, a certificate names nobody.
+        let mut head = HeaderMap::new();
+        let anonymous = Teams::default().authenticate_with_certificate(&mut head, Some(&two));
+        assert!(anonymous.unwrap().is_none());
+    }
+
     #[test]
     fn a_key_expires_at_its_time_and_names_itself_by_id_or_digest() {
         let config = crate::config::Config::from_toml(&format!(
@@ -493,7 +768,10 @@ mod tests {
         let expires = crate::keys::parse_expiry("2027-03-01T00:00:00Z").unwrap();
         let second = std::time::Duration::from_secs(1);
         let before = teams.caller("rg-ci", || expires - second).unwrap();
-        assert_eq!((before.team.name.as_str(), &*before.key_id), ("ci", "ci-2026-12"));
+        assert_eq!(
+            (before.team.name.as_str(), before.key_id.as_deref().unwrap()),
+            ("ci", "ci-2026-12")
+        );
         for now in [expires, expires + second] {
             let error = teams.caller("rg-ci", || now).unwrap_err();
             assert_eq!(error.code(), "expired_api_key");
@@ -504,7 +782,7 @@ mod tests {
         let plain = teams
             .caller("rg-plain", || panic!("the time is not needed"))
             .unwrap();
-        assert_eq!(&*plain.key_id, &digest_of("rg-plain")[7..15]);
+        assert_eq!(plain.key_id.as_deref().unwrap(), &digest_of("rg-plain")[7..15]);
         assert_eq!(
             teams.caller("rg-other", || expires).unwrap_err().code(),
             "invalid_api_key"

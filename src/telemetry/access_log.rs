@@ -109,6 +109,9 @@ pub(crate) struct AccessRecord {
     /// The client key's id (its configured `id`, else a digest's first hex digits), never the
     /// key.
     key_id: Option<Arc<str>>,
+    /// The name of the client certificate that named the team (`spiffe://...`, `dns:...`,
+    /// `cn:...`), never the certificate.
+    client_cert: Option<Arc<str>>,
     provider: Option<String>,
     model: Option<String>,
     decision: RequestDecision,
@@ -147,6 +150,7 @@ impl AccessRecord {
             path: "-".to_owned(),
             team: None,
             key_id: None,
+            client_cert: None,
             provider: None,
             model: None,
             decision: RequestDecision::Ungated,
@@ -165,15 +169,23 @@ impl AccessRecord {
         self.span.span()
     }
 
-    /// Notes the client key's team and id (`None`: anonymous).
-    pub(crate) fn caller(&mut self, caller: Option<(&str, &Arc<str>)>) {
-        self.team = caller.map(|(team, _)| team.to_owned());
-        if let Some(team) = &self.team {
-            self.span.team(team);
-        }
-        if let Some((_, key_id)) = caller {
+    /// Notes the caller's team, its client key's id and its client certificate's matched
+    /// name (anonymous callers are not noted).
+    pub(crate) fn caller(&mut self, team: &str, key_id: Option<&Arc<str>>, client_cert: Option<&Arc<str>>) {
+        self.team = Some(team.to_owned());
+        self.span.team(team);
+        if let Some(key_id) = key_id {
             self.key_id(key_id);
         }
+        if let Some(name) = client_cert {
+            self.client_cert(name);
+        }
+    }
+
+    /// Notes the client certificate's matched name (also of one that was refused).
+    pub(crate) fn client_cert(&mut self, name: &Arc<str>) {
+        self.span.client_cert(name);
+        self.client_cert = Some(name.clone());
     }
 
     /// Notes the client key's id (also of a key that was refused, so an expired one shows).
@@ -259,6 +271,7 @@ impl AccessRecord {
             path = %self.path,
             team = self.team.as_deref().unwrap_or("-"),
             key_id = self.key_id.as_deref().unwrap_or("-"),
+            client_cert = self.client_cert.as_deref(),
             provider = self.provider.as_deref().unwrap_or("-"),
             model = self.model.as_deref().unwrap_or("-"),
             decision = decision.as_str(),
@@ -310,6 +323,11 @@ impl AccessRecord {
     /// The client key's id, once known.
     pub(crate) fn key_id_name(&self) -> Option<&str> {
         self.key_id.as_deref()
+    }
+
+    /// The client certificate's matched name, once known.
+    pub(crate) fn client_cert_name(&self) -> Option<&str> {
+        self.client_cert.as_deref()
     }
 
     /// What the gate (or the proxy) decided so far.

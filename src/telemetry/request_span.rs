@@ -49,6 +49,7 @@ impl RequestSpan {
                 path = %path,
                 team = Empty,
                 key_id = Empty,
+                client_cert = Empty,
                 provider = Empty,
             ));
         }
@@ -60,6 +61,7 @@ impl RequestSpan {
             path = %path,
             team = Empty,
             key_id = Empty,
+            client_cert = Empty,
             provider = Empty,
             decision = Empty,
             status = Empty,
@@ -93,6 +95,11 @@ impl RequestSpan {
     /// Notes the client key's id (never the key).
     pub(crate) fn key_id(&self, key_id: &str) {
         self.0.record("key_id", display(key_id));
+    }
+
+    /// Notes the name of the client certificate that named the team (never the certificate).
+    pub(crate) fn client_cert(&self, name: &str) {
+        self.0.record("client_cert", display(name));
     }
 
     /// Notes the provider the request was routed to.
@@ -142,12 +149,13 @@ mod tests {
     use crate::telemetry::memory_lines::MemoryLines as Lines;
 
     /// Logs, through `subscriber`, a warning inside a request span that learned its team, key
-    /// id and provider, then the access line outside it.
+    /// id, client certificate name and provider, then the access line outside it.
     fn log_a_request(subscriber: impl Into<tracing::Dispatch>) {
         tracing::dispatcher::with_default(&subscriber.into(), || {
             let span = RequestSpan::start("req-7", &Method::POST, "/v1/responses", &HeaderMap::new());
             span.team("payments");
             span.key_id("ci-2026-12");
+            span.client_cert("cn:payments-ci");
             span.provider("openai");
             span.span().in_scope(|| {
                 tracing::warn!("the team's rate could not be counted");
@@ -189,7 +197,7 @@ mod tests {
             let warning = lines.next().unwrap();
             assert!(
                 warning.contains(
-                    "request{request_id=req-7 method=POST path=/v1/responses team=payments key_id=ci-2026-12 provider=openai}: "
+                    "request{request_id=req-7 method=POST path=/v1/responses team=payments key_id=ci-2026-12 client_cert=cn:payments-ci provider=openai}: "
                 ),
                 "{warning}"
             );
@@ -221,6 +229,7 @@ mod tests {
                 "path": "/v1/responses",
                 "team": "payments",
                 "key_id": "ci-2026-12",
+                "client_cert": "cn:payments-ci",
                 "provider": "openai",
             })
         );

@@ -11,6 +11,7 @@ mod bench_default_config;
 mod budgets;
 mod buffered_bytes;
 mod cli_check;
+mod client_certs;
 mod client_faults;
 mod client_gone;
 mod codex_cli;

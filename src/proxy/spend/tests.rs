@@ -79,6 +79,7 @@ fn settle_priced(
         request_id: "req".into(),
         team: Some("payments".into()),
         key_id: None,
+        client_cert: None,
         provider: "openai".into(),
         model: Some("gpt-5".into()),
     };

@@ -39,6 +39,7 @@ impl UsageSink for Counted {
                 &answerer.request_id,
                 answerer.team.as_deref(),
                 answerer.key_id.as_deref(),
+                answerer.client_cert.as_deref(),
                 &answerer.provider,
                 answered.model,
                 answered.usage,

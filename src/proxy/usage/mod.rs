@@ -41,8 +41,10 @@ pub(crate) struct Answerer {
     pub(crate) request_id: String,
     /// The client key's team (`None`: anonymous).
     pub(crate) team: Option<String>,
-    /// The client key's id (`None`: anonymous).
+    /// The client key's id (`None`: anonymous, or known by its certificate alone).
     pub(crate) key_id: Option<String>,
+    /// The client certificate's matched name, when a certificate named the team.
+    pub(crate) client_cert: Option<String>,
     /// The provider the request was forwarded to.
     pub(crate) provider: String,
     /// The request's `model`, when it was read.
@@ -178,6 +180,7 @@ mod tests {
             request_id: "req_1".into(),
             team: None,
             key_id: None,
+            client_cert: None,
             provider: "openai".into(),
             model: Some("gpt-5".into()),
         };
@@ -221,6 +224,7 @@ mod tests {
             request_id: "req".into(),
             team: None,
             key_id: None,
+            client_cert: None,
             provider: "openai".into(),
             model: Some(model.into()),
         };

@@ -135,6 +135,7 @@ mod tests {
             request_id: "req_1".into(),
             team: None,
             key_id: None,
+            client_cert: None,
             provider: "openai".into(),
             model: None,
         }

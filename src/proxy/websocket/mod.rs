@@ -103,7 +103,7 @@ async fn serve(
     answer: &mut Option<oneshot::Sender<Response<ProxyBody>>>,
 ) -> Result<SocketCounts, ApiError> {
     let mut cx = RequestContext::begin(state, record)?;
-    cx.authenticate(&mut upgrade.headers)?;
+    cx.authenticate(&mut upgrade.headers, upgrade.extensions.get())?;
     let rate = cx.limit_rate().await;
     let path = upgrade.uri.path().to_owned();
     let route = cx.route(&path)?;
