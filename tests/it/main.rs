@@ -57,6 +57,7 @@ mod teams_reload;
 mod telemetry;
 mod tls_listener;
 mod tls_serve;
+mod tls_teams;
 mod tls_upstream;
 mod trust;
 mod upstream_faults;

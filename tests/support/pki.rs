@@ -83,3 +83,15 @@ impl TestCa {
         })
     }
 }
+
+impl TestCa {
+    /// A client certificate with these URI subject alternative names and common name `stem`.
+    #[allow(dead_code)] // the listener's TLS tests use it, the library's do not
+    pub fn issue_uris(&self, uris: &[&str], dir: &Path, stem: &str) -> Issued {
+        let uris: Vec<rcgen::SanType> = uris
+            .iter()
+            .map(|uri| rcgen::SanType::URI((*uri).try_into().unwrap()))
+            .collect();
+        self.issue_with(&[], dir, stem, |params| params.subject_alt_names = uris)
+    }
+}
