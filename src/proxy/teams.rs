@@ -336,7 +336,7 @@ impl Teams {
     }
 
     /// The authenticate phase of a request without a client certificate: see
-    /// [`Teams::authenticate_with_certificate`].
+    /// `Teams::authenticate_with_certificate` (the crate's), with `None`.
     pub fn authenticate(&self, headers: &mut HeaderMap) -> Result<Option<Caller>, ApiError> {
         self.authenticate_with_certificate(headers, None)
     }

@@ -2,13 +2,13 @@
 //! `tls_key_file` make the proxy's listener serve HTTPS, `tls_client_ca_file` asks clients for
 //! a certificate; `[admin]` may have a pair of its own.
 //!
-//! - [`files`]: reading the PEM files, with errors that name the file (never a key's bytes).
-//! - [`server_config`]: the rustls configuration: TLS 1.2 and 1.3, ALPN `h2` and `http/1.1`,
+//! - `files`: reading the PEM files, with errors that name the file (never a key's bytes).
+//! - `server_config`: the rustls configuration: TLS 1.2 and 1.3, ALPN `h2` and `http/1.1`,
 //!   the client certificate verifier.
-//! - [`acceptor`]: the handshake of each accepted connection, under the configuration in force
+//! - `acceptor`: the handshake of each accepted connection, under the configuration in force
 //!   (a reload swaps it), bounded in time and in number.
-//! - [`failures`]: failed handshakes, logged once per reason and peer.
-//! - [`report`]: what `replaygate config check` prints of the files.
+//! - `failures`: failed handshakes, logged once per reason and peer.
+//! - `report`: what `replaygate config check` prints of the files.
 
 pub(crate) mod acceptor;
 pub(crate) mod failures;
