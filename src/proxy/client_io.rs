@@ -273,9 +273,9 @@ impl PendingError for tokio::net::TcpStream {
 }
 
 /// Over TLS, the reset shows on the socket under it.
-impl PendingError for tokio_rustls::server::TlsStream<tokio::net::TcpStream> {
+impl PendingError for tokio_rustls::server::TlsStream<crate::tls::ReadAhead> {
     fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.get_ref().0.take_error()
+        self.get_ref().0.get_ref().take_error()
     }
 }
 

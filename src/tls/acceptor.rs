@@ -18,6 +18,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::failures::FailureLog;
 use super::files::TlsFileError;
+use super::read_ahead::ReadAhead;
 use super::server_config;
 use crate::config::ListenerTls;
 
@@ -70,7 +71,7 @@ impl TlsListener {
         stream: TcpStream,
         peer: SocketAddr,
         deadline: Instant,
-    ) -> Option<(TlsStream<TcpStream>, Option<CertificateDer<'static>>)> {
+    ) -> Option<(TlsStream<ReadAhead>, Option<CertificateDer<'static>>)> {
         // A client that has sent nothing yet holds no permit.
         if !matches!(
             tokio::time::timeout_at(deadline, stream.readable()).await,
@@ -83,7 +84,7 @@ impl TlsListener {
             tracing::debug!(%peer, "no handshake permit free before the header timeout; closing");
             return None;
         };
-        let accept = TlsAcceptor::from(self.config.load_full()).accept(stream);
+        let accept = TlsAcceptor::from(self.config.load_full()).accept(ReadAhead::new(stream));
         match tokio::time::timeout_at(deadline, accept).await {
             Err(_) => {
                 tracing::debug!(%peer, "TLS handshake not finished within the header timeout; closing");
