@@ -88,29 +88,13 @@ pub(crate) fn shown(kind: CertNameKind, name: &str) -> String {
 pub(crate) mod tests {
     use std::sync::Arc;
 
-    use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair, SanType};
     use rustls::pki_types::CertificateDer;
 
     use super::*;
 
-    /// A self-signed certificate (DER) with these URI and DNS names and common name.
+    /// A self-signed certificate with these URI and DNS names and common name.
     pub(crate) fn certificate(uris: &[&str], dns: &[&str], cn: Option<&str>) -> PeerCertificate {
-        let mut params = CertificateParams::default();
-        params.subject_alt_names = uris
-            .iter()
-            .map(|uri| SanType::URI((*uri).try_into().unwrap()))
-            .chain(
-                dns.iter()
-                    .map(|name| SanType::DnsName((*name).try_into().unwrap())),
-            )
-            .collect();
-        let mut subject = DistinguishedName::new();
-        if let Some(cn) = cn {
-            subject.push(DnType::CommonName, cn);
-        }
-        params.distinguished_name = subject;
-        let key = KeyPair::generate().unwrap();
-        let der = params.self_signed(&key).unwrap().der().to_vec();
+        let der = crate::test_pki::self_signed_der(uris, dns, cn);
         PeerCertificate(Arc::new(CertificateDer::from(der)))
     }
 

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::Request;
 use http_body_util::{BodyExt, Full};
-use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair, SanType};
 use replaygate::config::Config;
 use replaygate::proxy::{lifecycle, present_client_certificate, ProxyState};
 use serde_json::{json, Value};
@@ -23,20 +22,7 @@ use crate::support::upstream::Upstream;
 
 /// A self-signed certificate (DER) with these URI and DNS names and common name.
 fn certificate(uris: &[&str], dns: &[&str], cn: &str) -> Vec<u8> {
-    let mut params = CertificateParams::default();
-    params.subject_alt_names = uris
-        .iter()
-        .map(|uri| SanType::URI((*uri).try_into().unwrap()))
-        .chain(
-            dns.iter()
-                .map(|name| SanType::DnsName((*name).try_into().unwrap())),
-        )
-        .collect();
-    let mut subject = DistinguishedName::new();
-    subject.push(DnType::CommonName, cn);
-    params.distinguished_name = subject;
-    let key = KeyPair::generate().unwrap();
-    params.self_signed(&key).unwrap().der().to_vec()
+    crate::support::pki::self_signed_der(uris, dns, Some(cn))
 }
 
 /// Who sends a request: a client key, a client certificate, both or neither.

@@ -95,3 +95,25 @@ impl TestCa {
         self.issue_with(&[], dir, stem, |params| params.subject_alt_names = uris)
     }
 }
+
+/// A self-signed certificate (DER) with these URI and DNS subject alternative names and, if
+/// given, common name: a client certificate as the listener hands it on once verified.
+#[allow(dead_code)] // the teams' tests use it, the listener's do not
+pub fn self_signed_der(uris: &[&str], dns: &[&str], cn: Option<&str>) -> Vec<u8> {
+    let mut params = CertificateParams::default();
+    params.subject_alt_names = uris
+        .iter()
+        .map(|uri| rcgen::SanType::URI((*uri).try_into().unwrap()))
+        .chain(
+            dns.iter()
+                .map(|name| rcgen::SanType::DnsName((*name).try_into().unwrap())),
+        )
+        .collect();
+    let mut subject = rcgen::DistinguishedName::new();
+    if let Some(cn) = cn {
+        subject.push(DnType::CommonName, cn);
+    }
+    params.distinguished_name = subject;
+    let key = KeyPair::generate().unwrap();
+    params.self_signed(&key).unwrap().der().to_vec()
+}
