@@ -31,6 +31,16 @@ fn config(upstream: &Upstream, extra: &str) -> String {
     )
 }
 
+/// The last body the provider received, as text.
+fn last_forwarded(upstream: &Upstream) -> String {
+    String::from_utf8(upstream.received().last().unwrap().body.to_vec()).unwrap()
+}
+
+/// The answer's header `name`, as text.
+fn header<'h>(headers: &'h http::HeaderMap, name: &str) -> &'h str {
+    headers[name].to_str().unwrap()
+}
+
 async fn post(proxy: &Proxy, body: &str) -> (u16, http::HeaderMap, Value) {
     let request = reqwest::Client::new()
         .post(proxy.url("/v1/responses"))
@@ -60,14 +70,10 @@ async fn a_reasoning_item_by_id_of_a_response_not_stored_is_cut_by_default() {
     let (status, headers, answer) = post(&proxy, &next).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(
-        headers["x-replaygate-repaired"].to_str().unwrap(),
+        header(&headers, "x-replaygate-repaired"),
         "state_not_stored@input[1]"
     );
-    let forwarded = upstream.received().last().unwrap().body.to_vec();
-    assert_eq!(
-        String::from_utf8(forwarded).unwrap(),
-        body(&[USER, MESSAGE, USER])
-    );
+    assert_eq!(last_forwarded(&upstream), body(&[USER, MESSAGE, USER]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,18 +125,14 @@ async fn an_item_reference_to_an_item_not_stored_is_replaced_by_the_kept_item_wi
     let (status, headers, answer) = post(&proxy, &body(&[USER, REFERENCE, USER])).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(
-        headers["x-replaygate-repaired"].to_str().unwrap(),
+        header(&headers, "x-replaygate-repaired"),
         "state_not_stored@input[1]"
     );
     assert_eq!(
-        headers["x-replaygate-inserted"].to_str().unwrap(),
+        header(&headers, "x-replaygate-inserted"),
         "msg_68d0aa11bb22cc330002@input[1]"
     );
-    let forwarded = upstream.received().last().unwrap().body.to_vec();
-    assert_eq!(
-        String::from_utf8(forwarded).unwrap(),
-        body(&[USER, MESSAGE, USER])
-    );
+    assert_eq!(last_forwarded(&upstream), body(&[USER, MESSAGE, USER]));
 }
 
 /// An answer of a response not stored to a request that asked for
@@ -149,18 +151,14 @@ async fn a_reasoning_item_by_id_whose_content_the_ledger_kept_is_sent_with_it_wi
     let (status, headers, answer) = post(&proxy, &body(&[USER, by_id, message, USER])).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(
-        headers["x-replaygate-repaired"].to_str().unwrap(),
+        header(&headers, "x-replaygate-repaired"),
         "state_not_stored@input[1]"
     );
     assert_eq!(
-        headers["x-replaygate-inserted"].to_str().unwrap(),
+        header(&headers, "x-replaygate-inserted"),
         "rs_68d0aa11bb22cc440001@input[1]"
     );
-    let forwarded = upstream.received().last().unwrap().body.to_vec();
-    assert_eq!(
-        String::from_utf8(forwarded).unwrap(),
-        body(&[USER, recorded, message, USER])
-    );
+    assert_eq!(last_forwarded(&upstream), body(&[USER, recorded, message, USER]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -197,14 +195,10 @@ async fn a_response_not_stored_that_ended_incomplete_is_recorded_so_and_its_reas
     let (status, headers, answer) = post(&proxy, &body(&[USER, REASONING, MESSAGE, USER])).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(
-        headers["x-replaygate-repaired"].to_str().unwrap(),
+        header(&headers, "x-replaygate-repaired"),
         "state_not_stored@input[1]"
     );
-    let forwarded = upstream.received().last().unwrap().body.to_vec();
-    assert_eq!(
-        String::from_utf8(forwarded).unwrap(),
-        body(&[USER, MESSAGE, USER])
-    );
+    assert_eq!(last_forwarded(&upstream), body(&[USER, MESSAGE, USER]));
 }
 
 const UNSTORED_ID: &str = "resp_68d0aa11bb22cc33";
@@ -281,7 +275,7 @@ async fn a_provider_that_stores_nothing_has_its_answers_recorded_not_stored() {
     let (status, headers, answer) = post(&proxy, &body(&[USER, REASONING, MESSAGE, USER])).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(
-        headers["x-replaygate-repaired"].to_str().unwrap(),
+        header(&headers, "x-replaygate-repaired"),
         "state_not_stored@input[1]"
     );
     // The same provider without the setting: the answer says nothing of store, so it is stored.
