@@ -273,31 +273,35 @@ impl Ledger {
             );
             self.count(LedgerOp::Record, LedgerResult::TooLarge);
         }
-        match ended {
+        // A provider that keeps nothing (`stores_responses = false`) stored none of it,
+        // whatever its answer said.
+        let keeps_nothing = recording.keeps_nothing;
+        let mut stored = match ended {
             Ended::Items(tapped) => {
                 if check == CheckCalls::Yes {
                     let violations = recording.check_calls(&tapped);
                     recording.report(&tapped.record.id, &violations);
                 }
-                Some(self.stored(tapped, recording))
+                self.stored(tapped, recording)
             }
             Ended::IdOnly {
                 id,
                 model,
                 not_stored,
             } => {
-                let keeps_nothing = recording.keeps_nothing;
                 let mut stored = self.owner_only(id, model, recording);
-                stored.not_stored = not_stored || keeps_nothing;
-                Some(stored)
+                stored.not_stored = not_stored;
+                stored
             }
             Ended::Nothing => {
                 if !too_large {
                     self.count(LedgerOp::Record, LedgerResult::Dropped);
                 }
-                None
+                return None;
             }
-        }
+        };
+        stored.not_stored |= keeps_nothing;
+        Some(stored)
     }
 
     /// Records what an answer that stopped before its end (it broke, or its client or socket
@@ -360,7 +364,6 @@ impl Ledger {
         } = tapped;
         // The model as the client named it, which it names again when it replays: a provider
         // may answer with a dated name (`gpt-5` as `gpt-5-2025-08-07`) for the same model.
-        let keeps_nothing = recording.keeps_nothing;
         let owner = Owner {
             provider: recording.provider,
             model: recording.model.or_else(|| record.model.clone()),
@@ -375,7 +378,7 @@ impl Ledger {
         );
         stored.input_call_ids = recording.input_call_ids;
         stored.partial = !complete;
-        stored.not_stored = not_stored || keeps_nothing;
+        stored.not_stored = not_stored;
         if let (Some(input), Some(output)) = (recording.input_items, items) {
             stored.content = Some(StoredContent { input, output });
         }
